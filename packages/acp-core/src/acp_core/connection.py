@@ -1,0 +1,133 @@
+"""A sans-IO JSON-RPC peer: id allocation, pending outbound requests, typed events.
+
+``RpcConnection`` turns received text into events and our intentions into bytes; the
+caller moves the bytes. It keeps the one piece of state JSON-RPC needs: which of our
+own requests are still waiting for an answer.
+
+Outbound request ids are strings ``zc-out-0``, ``zc-out-1``, … per connection (seed:
+"The server-issued id ("zc-out-N") is always a string prefixed zc-out-, disjoint from
+any integer or string ids the client uses"). A response is matched by the text of its id,
+so a peer that echoes ``"zc-out-3"`` or one that mangles it to a number with the same
+text both match, as in the reference. Responses to unknown ids are reported as
+``UnmatchedResponse`` and otherwise ignored.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+
+from acp_core.errors import LocalProtocolError, RpcError
+from acp_core.jsonrpc import (
+    ErrorObject,
+    ErrorResponse,
+    JsonValue,
+    Message,
+    Notification,
+    Request,
+    RequestId,
+    Response,
+    parse_message,
+    serialize_message,
+)
+
+DEFAULT_OUTBOUND_ID_PREFIX: Final = "zc-out-"
+
+
+class RequestReceived(msgspec.Struct, frozen=True):
+    request: Request
+
+
+class NotificationReceived(msgspec.Struct, frozen=True):
+    notification: Notification
+
+
+class ResponseReceived(msgspec.Struct, frozen=True):
+    """The answer to one of our requests. ``method`` is the method we called."""
+
+    request_id: str
+    method: str
+    response: Response | ErrorResponse
+
+
+class UnmatchedResponse(msgspec.Struct, frozen=True):
+    """A response whose id matches nothing we sent (late, duplicated or bogus): drop it."""
+
+    response: Response | ErrorResponse
+
+
+Event = RequestReceived | NotificationReceived | ResponseReceived | UnmatchedResponse
+
+
+class RpcConnection:
+    """One JSON-RPC peer's protocol state.
+
+    Args:
+        outbound_id_prefix: prefix of the ids of requests we send.
+    """
+
+    def __init__(self, *, outbound_id_prefix: str = DEFAULT_OUTBOUND_ID_PREFIX) -> None:
+        self._prefix = outbound_id_prefix
+        self._next_id = 0
+        self._pending: dict[str, str] = {}
+
+    @property
+    def pending_requests(self) -> dict[str, str]:
+        """Our requests still awaiting a response: id → method (a copy)."""
+        return dict(self._pending)
+
+    def receive(self, data: bytes | str) -> Event:
+        """Parse one message from the peer.
+
+        Raises:
+            RemoteProtocolError: malformed; send its ``reply_hint`` if it has one.
+        """
+        return self.receive_message(parse_message(data))
+
+    def receive_message(self, message: Message) -> Event:
+        """Classify an already-parsed message."""
+        if isinstance(message, Request):
+            return RequestReceived(message)
+        if isinstance(message, Notification):
+            return NotificationReceived(message)
+        key = _id_text(message.id)
+        method = self._pending.pop(key, None) if key is not None else None
+        if method is None:
+            return UnmatchedResponse(message)
+        return ResponseReceived(request_id=key or "", method=method, response=message)
+
+    def send_request(self, method: str, params: JsonValue = None) -> tuple[str, bytes]:
+        """Allocate an id and serialise a request; the id stays pending until answered."""
+        request_id = f"{self._prefix}{self._next_id}"
+        self._next_id += 1
+        self._pending[request_id] = method
+        return request_id, serialize_message(Request(id=request_id, method=method, params=params))
+
+    def forget_request(self, request_id: str) -> bool:
+        """Stop waiting for a request (timed out or cancelled). True if it was pending."""
+        return self._pending.pop(request_id, None) is not None
+
+    def send_notification(self, method: str, params: JsonValue = None) -> bytes:
+        return serialize_message(Notification(method=method, params=params))
+
+    def send_result(self, request_id: RequestId, result: JsonValue) -> bytes:
+        return serialize_message(Response(id=request_id, result=result))
+
+    def send_error(self, request_id: RequestId, error: RpcError | ErrorObject) -> bytes:
+        if isinstance(error, RpcError):
+            return serialize_message(error.to_response(request_id))
+        return serialize_message(ErrorResponse(id=request_id, error=error))
+
+    def send_response(self, response: Response | ErrorResponse) -> bytes:
+        if not isinstance(response, Response | ErrorResponse):
+            raise LocalProtocolError("send_response takes a Response or an ErrorResponse")
+        return serialize_message(response)
+
+
+def _id_text(request_id: RequestId) -> str | None:
+    if request_id is None:
+        return None
+    if isinstance(request_id, float) and request_id.is_integer():
+        return str(int(request_id))
+    return str(request_id)

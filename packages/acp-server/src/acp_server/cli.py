@@ -1,0 +1,10 @@
+"""The `zeroclaw` command line."""
+
+from __future__ import annotations
+
+import sys
+
+
+def main() -> None:
+    sys.stderr.write("zeroclaw: not yet implemented\n")
+    raise SystemExit(1)
