@@ -1,0 +1,1 @@
+"""`zeroclaw gateway`: ACP over WebSocket at /acp, pairing and token auth."""

@@ -1,0 +1,1 @@
+"""Model providers: the offline echo provider and the HTTP-backed real ones."""

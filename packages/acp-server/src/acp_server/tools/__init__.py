@@ -1,0 +1,1 @@
+"""Agent tools and their registry."""
