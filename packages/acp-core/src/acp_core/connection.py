@@ -22,12 +22,15 @@ from acp_core.errors import LocalProtocolError, RpcError
 from acp_core.jsonrpc import (
     ErrorObject,
     ErrorResponse,
-    JsonValue,
     Message,
     Notification,
+    Payload,
     Request,
     RequestId,
     Response,
+    encode_notification,
+    encode_request,
+    encode_result,
     parse_message,
     serialize_message,
 )
@@ -97,22 +100,25 @@ class RpcConnection:
             return UnmatchedResponse(message)
         return ResponseReceived(request_id=key or "", method=method, response=message)
 
-    def send_request(self, method: str, params: JsonValue = None) -> tuple[str, bytes]:
-        """Allocate an id and serialise a request; the id stays pending until answered."""
+    def send_request(self, method: str, params: Payload = None) -> tuple[str, bytes]:
+        """Allocate an id and serialise a request; the id stays pending until answered.
+
+        ``params`` may be builtins or an acp-core Struct (encoded directly).
+        """
         request_id = f"{self._prefix}{self._next_id}"
         self._next_id += 1
         self._pending[request_id] = method
-        return request_id, serialize_message(Request(id=request_id, method=method, params=params))
+        return request_id, encode_request(request_id, method, params)
 
     def forget_request(self, request_id: str) -> bool:
         """Stop waiting for a request (timed out or cancelled). True if it was pending."""
         return self._pending.pop(request_id, None) is not None
 
-    def send_notification(self, method: str, params: JsonValue = None) -> bytes:
-        return serialize_message(Notification(method=method, params=params))
+    def send_notification(self, method: str, params: Payload = None) -> bytes:
+        return encode_notification(method, params)
 
-    def send_result(self, request_id: RequestId, result: JsonValue) -> bytes:
-        return serialize_message(Response(id=request_id, result=result))
+    def send_result(self, request_id: RequestId, result: Payload) -> bytes:
+        return encode_result(request_id, result)
 
     def send_error(self, request_id: RequestId, error: RpcError | ErrorObject) -> bytes:
         if isinstance(error, RpcError):

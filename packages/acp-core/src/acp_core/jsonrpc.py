@@ -24,6 +24,8 @@ JsonValue: TypeAlias = "bool | int | float | str | list[JsonValue] | dict[str, J
 JsonObject: TypeAlias = "dict[str, JsonValue]"
 RequestId: TypeAlias = int | float | str | None
 """A request id: any JSON number, a string, or null (answered with null)."""
+Payload: TypeAlias = "JsonValue | msgspec.Struct"
+"""Outbound params or result: builtins, or an acp-core Struct encoded directly (no copy)."""
 
 JSONRPC_VERSION: Final = "2.0"
 
@@ -190,6 +192,27 @@ def serialize_message(message: Message) -> bytes:
     else:
         body = {"jsonrpc": JSONRPC_VERSION, "id": message.id, "error": message.error}
     return _encoder.encode(body)
+
+
+def encode_request(request_id: RequestId, method: str, params: Payload = None) -> bytes:
+    """Serialise a request whose params may be a Struct (encoded in C, no to_builtins)."""
+    body: dict[str, Any] = {"jsonrpc": JSONRPC_VERSION, "id": request_id, "method": method}
+    if params is not None:
+        body["params"] = params
+    return _encoder.encode(body)
+
+
+def encode_notification(method: str, params: Payload = None) -> bytes:
+    """Serialise a notification whose params may be a Struct."""
+    body: dict[str, Any] = {"jsonrpc": JSONRPC_VERSION, "method": method}
+    if params is not None:
+        body["params"] = params
+    return _encoder.encode(body)
+
+
+def encode_result(request_id: RequestId, result: Payload) -> bytes:
+    """Serialise a success response whose result may be a Struct."""
+    return _encoder.encode({"jsonrpc": JSONRPC_VERSION, "id": request_id, "result": result})
 
 
 def encode_json(value: Any) -> bytes:

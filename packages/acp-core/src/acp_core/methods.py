@@ -1,0 +1,144 @@
+"""ACP method names and what travels with each.
+
+Every method string lives here (issue 2: no method literal elsewhere). ``METHODS`` maps
+a method to its ``MethodSpec``: who sends it, whether it is a request or a notification,
+and the acp-core types of its params and result, so a dispatcher can be table-driven.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal, TypeAlias
+
+import msgspec
+
+from acp_core import schema
+
+INITIALIZE: Final = "initialize"
+SESSION_NEW: Final = "session/new"
+SESSION_PROMPT: Final = "session/prompt"
+SESSION_UPDATE: Final = "session/update"
+SESSION_EVENT: Final = "session/event"
+"""Legacy inbound alias of ``session/update`` (ZeroClaw v0); never sent."""
+SESSION_CANCEL: Final = "session/cancel"
+SESSION_STOP: Final = "session/stop"
+SESSION_LOAD: Final = "session/load"
+SESSION_RESUME: Final = "session/resume"
+SESSION_CLOSE: Final = "session/close"
+SESSION_REQUEST_PERMISSION: Final = "session/request_permission"
+HISTORY_TRIMMED: Final = "_zeroclaw/history_trimmed"
+
+Direction: TypeAlias = Literal["client_to_agent", "agent_to_client", "both"]
+CallKind: TypeAlias = Literal["request", "notification", "either"]
+
+
+class MethodSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """What a method carries.
+
+    ``inbound_params`` is what a client sends us (decode with ``schema.decode_params``);
+    ``outbound_params`` what we send. ``result`` is the success result's type, or None for
+    notifications. ``session/update`` travels both ways with different params.
+    """
+
+    name: str
+    direction: Direction
+    kind: CallKind
+    inbound_params: type[schema.InboundParams] | None = None
+    outbound_params: type[schema.WireStruct] | None = None
+    result: type[schema.WireStruct] | None = None
+
+
+METHODS: Final[dict[str, MethodSpec]] = {
+    spec.name: spec
+    for spec in (
+        MethodSpec(
+            name=INITIALIZE,
+            direction="client_to_agent",
+            kind="request",
+            inbound_params=schema.InitializeParams,
+            result=schema.InitializeResult,
+        ),
+        MethodSpec(
+            name=SESSION_NEW,
+            direction="client_to_agent",
+            kind="request",
+            inbound_params=schema.NewSessionParams,
+            result=schema.NewSessionResult,
+        ),
+        MethodSpec(
+            name=SESSION_PROMPT,
+            direction="client_to_agent",
+            kind="request",
+            inbound_params=schema.PromptParams,
+            result=schema.PromptResult,
+        ),
+        MethodSpec(
+            name=SESSION_CANCEL,
+            direction="client_to_agent",
+            # Normally a notification; answered with {} if it arrives with an id.
+            kind="either",
+            inbound_params=schema.SessionIdParams,
+            result=schema.EmptyResult,
+        ),
+        MethodSpec(
+            name=SESSION_STOP,
+            direction="client_to_agent",
+            kind="request",
+            inbound_params=schema.SessionIdParams,
+            result=schema.StopResult,
+        ),
+        MethodSpec(
+            name=SESSION_LOAD,
+            direction="client_to_agent",
+            kind="request",
+            inbound_params=schema.SessionIdParams,
+            result=schema.EmptyResult,
+        ),
+        MethodSpec(
+            name=SESSION_RESUME,
+            direction="client_to_agent",
+            kind="request",
+            inbound_params=schema.SessionIdParams,
+            result=schema.EmptyResult,
+        ),
+        MethodSpec(
+            name=SESSION_CLOSE,
+            direction="client_to_agent",
+            kind="request",
+            inbound_params=schema.SessionIdParams,
+            result=schema.EmptyResult,
+        ),
+        MethodSpec(
+            name=SESSION_UPDATE,
+            direction="both",
+            kind="either",
+            inbound_params=schema.InboundUpdateParams,
+            outbound_params=schema.SessionNotification,
+            result=schema.InboundUpdateResult,
+        ),
+        MethodSpec(
+            name=SESSION_EVENT,
+            direction="client_to_agent",
+            kind="either",
+            inbound_params=schema.InboundUpdateParams,
+            result=schema.InboundUpdateResult,
+        ),
+        MethodSpec(
+            name=SESSION_REQUEST_PERMISSION,
+            direction="agent_to_client",
+            kind="request",
+            outbound_params=schema.RequestPermissionParams,
+            result=schema.RequestPermissionResult,
+        ),
+        MethodSpec(
+            name=HISTORY_TRIMMED,
+            direction="agent_to_client",
+            kind="notification",
+            outbound_params=schema.HistoryTrimmedParams,
+        ),
+    )
+}
+
+INBOUND_METHODS: Final = frozenset(
+    name for name, spec in METHODS.items() if spec.inbound_params is not None
+)
+"""Methods a client may call on the server; anything else is -32601."""

@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+from acp_core import methods, schema
+
+
+def test_every_seed_method_is_in_the_table() -> None:
+    expected = {
+        "initialize",
+        "session/new",
+        "session/prompt",
+        "session/update",
+        "session/event",
+        "session/cancel",
+        "session/stop",
+        "session/load",
+        "session/resume",
+        "session/close",
+        "session/request_permission",
+        "_zeroclaw/history_trimmed",
+    }
+    assert set(methods.METHODS) == expected
+    assert all(spec.name == name for name, spec in methods.METHODS.items())
+
+
+def test_inbound_methods_are_what_a_client_may_call() -> None:
+    assert "session/request_permission" not in methods.INBOUND_METHODS
+    assert methods.HISTORY_TRIMMED not in methods.INBOUND_METHODS
+    assert methods.SESSION_EVENT in methods.INBOUND_METHODS
+    assert methods.METHODS[methods.SESSION_PROMPT].inbound_params is schema.PromptParams
+    assert methods.METHODS[methods.SESSION_UPDATE].outbound_params is schema.SessionNotification
