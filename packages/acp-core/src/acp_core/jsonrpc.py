@@ -75,9 +75,18 @@ def _error_reply(request_id: RequestId, code: ErrorCode, message: str) -> ErrorR
     return ErrorResponse(id=request_id, error=ErrorObject(code=int(code), message=message))
 
 
+_MIN_INT_ID: Final = -(2**63)
+_MAX_INT_ID: Final = 2**64 - 1
+
+
 def _valid_id(value: Any) -> bool:
     # bool is an int subclass in Python, but `true` is not a valid JSON-RPC id.
-    return value is None or (isinstance(value, int | float | str) and not isinstance(value, bool))
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        # An integer we could not write back in the reply would make the id useless.
+        return _MIN_INT_ID <= value <= _MAX_INT_ID
+    return value is None or isinstance(value, float | str)
 
 
 def parse_message(data: bytes | str) -> Message:
@@ -90,11 +99,16 @@ def parse_message(data: bytes | str) -> Message:
     try:
         obj = _decoder.decode(data)
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-        raise RemoteProtocolError(
-            f"Parse error: {exc}",
-            reply_hint=_error_reply(None, ErrorCode.PARSE_ERROR, f"Parse error: {exc}"),
-        ) from None
-    return message_from_object(obj)
+        detail = str(exc)
+    except RecursionError:
+        # msgspec bounds nesting by the interpreter's recursion limit.
+        detail = "JSON nested too deeply"
+    else:
+        return message_from_object(obj)
+    raise RemoteProtocolError(
+        f"Parse error: {detail}",
+        reply_hint=_error_reply(None, ErrorCode.PARSE_ERROR, f"Parse error: {detail}"),
+    )
 
 
 def message_from_object(obj: Any) -> Message:
@@ -112,7 +126,12 @@ def message_from_object(obj: Any) -> Message:
     has_id = "id" in obj
     raw_id = obj.get("id")
     if has_id and not _valid_id(raw_id):
-        msg = f"Invalid Request: id must be a string, number or null, got {_json_type(raw_id)}"
+        got = (
+            "an out-of-range integer"
+            if isinstance(raw_id, int) and not isinstance(raw_id, bool)
+            else _json_type(raw_id)
+        )
+        msg = f"Invalid Request: id must be a string, number or null, got {got}"
         raise RemoteProtocolError(
             msg, reply_hint=_error_reply(None, ErrorCode.INVALID_REQUEST, msg)
         )

@@ -1,0 +1,169 @@
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from acp_core.errors import (
+    ErrorCode,
+    InvalidParamsError,
+    MethodNotFoundError,
+    RemoteProtocolError,
+    SessionBusyError,
+    SessionLimitError,
+    SessionNotFoundError,
+)
+from acp_core.jsonrpc import (
+    ErrorObject,
+    ErrorResponse,
+    Notification,
+    Request,
+    Response,
+    encode_notification,
+    encode_request,
+    encode_result,
+    parse_message,
+    serialize_message,
+)
+from acp_core.schema import EmptyResult, StopResult
+
+
+def reply_of(data: str | bytes) -> dict[str, Any] | None:
+    with pytest.raises(RemoteProtocolError) as info:
+        parse_message(data)
+    hint = info.value.reply_hint
+    return None if hint is None else json.loads(serialize_message(hint))
+
+
+@pytest.mark.parametrize(
+    "data", ["{", "not json", "", '{"a":1} trailing', b'"\xff"', "[" * 100_000]
+)
+def test_invalid_json_is_parse_error_with_null_id(data: str | bytes) -> None:
+    reply = reply_of(data)
+    assert reply is not None
+    assert reply["id"] is None
+    assert reply["error"]["code"] == -32700
+    assert reply["error"]["message"].startswith("Parse error")
+
+
+def test_batch_gets_a_clear_invalid_request() -> None:
+    reply = reply_of('[{"jsonrpc":"2.0","id":1,"method":"initialize"}]')
+    assert reply == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {
+            "code": -32600,
+            "message": "Invalid Request: batches are not supported; send one JSON-RPC object per line",
+        },
+    }
+
+
+@pytest.mark.parametrize("data", ["1", '"x"', "null", "true"])
+def test_scalar_is_invalid_request(data: str) -> None:
+    reply = reply_of(data)
+    assert reply is not None
+    assert reply["error"]["code"] == -32600
+
+
+def test_wrong_version_is_answered_with_the_request_id() -> None:
+    reply = reply_of('{"jsonrpc":"1.0","id":7,"method":"initialize"}')
+    assert reply is not None
+    assert reply["id"] == 7
+    assert reply["error"]["code"] == -32600
+    assert "JSON-RPC version" in reply["error"]["message"]
+
+
+def test_broken_notification_gets_no_reply() -> None:
+    assert reply_of('{"jsonrpc":"1.0","method":"session/cancel"}') is None
+    assert reply_of('{"jsonrpc":"2.0","method":""}') is None
+
+
+@pytest.mark.parametrize(
+    "raw_id", ["true", "[1]", '{"a":1}', "123456789012345678901234567890", "-9223372036854775809"]
+)
+def test_unusable_ids_are_invalid_request_with_null_id(raw_id: str) -> None:
+    reply = reply_of(f'{{"jsonrpc":"2.0","id":{raw_id},"method":"initialize"}}')
+    assert reply is not None
+    assert reply["id"] is None
+    assert reply["error"]["code"] == -32600
+
+
+def test_scalar_params_are_invalid_params() -> None:
+    reply = reply_of('{"jsonrpc":"2.0","id":"a","method":"m","params":3}')
+    assert reply is not None
+    assert (reply["id"], reply["error"]["code"]) == ("a", -32602)
+
+
+@pytest.mark.parametrize(
+    ("raw_id", "value"),
+    [
+        ("1", 1),
+        ("0", 0),
+        ("-5", -5),
+        ("18446744073709551615", 2**64 - 1),
+        ("1.5", 1.5),
+        ('"zc-out-0"', "zc-out-0"),
+        ('""', ""),
+        ("null", None),
+    ],
+)
+def test_ids_round_trip_with_their_json_type(raw_id: str, value: object) -> None:
+    message = parse_message(f'{{"jsonrpc":"2.0","id":{raw_id},"method":"initialize"}}')
+    assert isinstance(message, Request)
+    assert message.id == value
+    assert type(message.id) is type(value)
+    out = json.loads(encode_result(message.id, EmptyResult()))
+    assert out["id"] == value
+    assert type(out["id"]) is type(value)
+
+
+def test_classification() -> None:
+    assert isinstance(parse_message('{"jsonrpc":"2.0","method":"session/cancel"}'), Notification)
+    assert parse_message('{"jsonrpc":"2.0","id":"x","result":null}') == Response(
+        id="x", result=None
+    )
+    error = parse_message('{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no"}}')
+    assert error == ErrorResponse(id=1, error=ErrorObject(code=-32601, message="no"))
+
+
+def test_response_without_id_is_dropped_without_reply() -> None:
+    assert reply_of('{"jsonrpc":"2.0","result":1}') is None
+
+
+def test_error_response_with_bad_error_object_is_rejected() -> None:
+    assert reply_of('{"jsonrpc":"2.0","id":1,"error":"boom"}') is None
+
+
+def test_error_codes_and_messages() -> None:
+    assert MethodNotFoundError("session/set_model").to_response(1) == ErrorResponse(
+        id=1, error=ErrorObject(code=-32601, message="Method not found: session/set_model")
+    )
+    assert SessionNotFoundError("s").code == ErrorCode.SESSION_NOT_FOUND
+    assert int(ErrorCode.SESSION_NOT_FOUND) == -32000
+    assert SessionLimitError(10).message == "Maximum session limit reached (10)"
+    assert SessionLimitError(10).code == -32001
+    assert SessionBusyError("s").code == -32002
+    assert InvalidParamsError("x").code == -32602
+
+
+def test_structs_encode_directly_in_envelopes() -> None:
+    assert json.loads(encode_request("zc-out-0", "m", StopResult(session_id="s"))) == {
+        "jsonrpc": "2.0",
+        "id": "zc-out-0",
+        "method": "m",
+        "params": {"sessionId": "s", "stopped": True},
+    }
+    assert json.loads(encode_notification("n")) == {"jsonrpc": "2.0", "method": "n"}
+    assert json.loads(encode_result(3, {"a": [1]})) == {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "result": {"a": [1]},
+    }
+
+
+def test_serialize_message_never_emits_raw_newlines() -> None:
+    data = serialize_message(Notification(method="m", params={"text": "a\nb\r\n"}))
+    assert b"\n" not in data
+    assert b"\r" not in data
+    assert json.loads(data)["params"]["text"] == "a\nb\r\n"
