@@ -1,0 +1,512 @@
+"""The SQLite session store: schema, round trips, atomicity, failures, concurrency."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from acp_server.conversation import ChatMessage, CompletedTurn, PlanEntry, ToolCall, Usage
+from acp_server.store import (
+    SCHEMA_VERSION,
+    AsyncSessionStore,
+    DuplicateSession,
+    SessionStore,
+    StoreError,
+    StoreUnavailable,
+    UnknownSession,
+)
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "data" / "sessions" / "acp-sessions.db"
+
+
+@pytest.fixture
+def store(db_path: Path) -> Iterator[SessionStore]:
+    opened = SessionStore.open(db_path)
+    yield opened
+    opened.close()
+
+
+def user(text: str) -> ChatMessage:
+    return ChatMessage(role="user", content=text)
+
+
+def tool_turn(prefix: str) -> CompletedTurn:
+    """A turn with every message kind: text, reasoning, tool calls, results."""
+    return CompletedTurn(
+        messages=(
+            user(f"{prefix}: edit the file"),
+            ChatMessage(
+                role="assistant",
+                content="",
+                reasoning="I should read it first.",
+                tool_calls=(
+                    ToolCall(id=f"{prefix}-c1", name="file_read", arguments={"path": "a.txt"}),
+                    ToolCall(
+                        id=f"{prefix}-c2",
+                        name="file_edit",
+                        arguments={"path": "a.txt", "old_string": "x", "new_string": "ÿ ✓"},
+                    ),
+                ),
+            ),
+            ChatMessage(
+                role="tool", content="x\n", tool_call_id=f"{prefix}-c1", tool_name="file_read"
+            ),
+            ChatMessage(
+                role="tool", content="", tool_call_id=f"{prefix}-c2", tool_name="file_edit"
+            ),
+            ChatMessage(role="assistant", content=f"{prefix}: done ✓", reasoning="All good."),
+        ),
+        plan=(
+            PlanEntry(content="read", status="completed", priority="high"),
+            PlanEntry(content="edit", status="in_progress", active_form="Editing"),
+        ),
+        usage=Usage(input_tokens=10, output_tokens=5, reasoning_tokens=2),
+    )
+
+
+# --------------------------------------------------------------------------- schema
+
+
+def test_new_store_is_wal_and_at_the_current_schema(store: SessionStore, db_path: Path) -> None:
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"acp_sessions", "acp_messages", "acp_tool_calls", "acp_session_events"} <= tables
+
+
+def test_reopening_keeps_data_and_schema(db_path: Path) -> None:
+    first = SessionStore.open(db_path)
+    first.create_session("s1", "default", "/w")
+    first.append_turn("s1", tool_turn("t1"))
+    first.close()
+    second = SessionStore.open(db_path)
+    loaded = second.load_session("s1")
+    second.close()
+    assert loaded is not None
+    assert loaded.messages == tool_turn("t1").messages
+
+
+def _reference_database(path: Path) -> None:
+    """A database as an older reference build left it: user_version 0, no plan_json/killed_at,
+    tool results attached to the assistant message as 'out' rows."""
+    path.parent.mkdir(parents=True)
+    with sqlite3.connect(path) as conn:
+        conn.executescript(
+            """
+            CREATE TABLE acp_sessions (id INTEGER PRIMARY KEY AUTOINCREMENT,
+                session_uuid TEXT NOT NULL UNIQUE, agent_alias TEXT NOT NULL,
+                workspace_dir TEXT NOT NULL, token_count INTEGER NOT NULL DEFAULT 0,
+                created_at TEXT NOT NULL, last_activity TEXT NOT NULL);
+            CREATE TABLE acp_messages (id INTEGER PRIMARY KEY AUTOINCREMENT,
+                session_id INTEGER NOT NULL REFERENCES acp_sessions(id) ON DELETE CASCADE,
+                role TEXT NOT NULL, content TEXT NOT NULL, reasoning_content TEXT,
+                created_at TEXT NOT NULL);
+            CREATE TABLE acp_tool_calls (id INTEGER PRIMARY KEY AUTOINCREMENT,
+                message_id INTEGER NOT NULL REFERENCES acp_messages(id) ON DELETE CASCADE,
+                tool_call_id TEXT NOT NULL, tool_name TEXT NOT NULL, event_kind TEXT NOT NULL,
+                payload TEXT NOT NULL, outcome TEXT, created_at TEXT NOT NULL);
+            INSERT INTO acp_sessions VALUES
+                (1, 'old', 'coder', '/proj', 7, '2026-01-02T03:04:05+00:00',
+                 '2026-01-02T03:05:00+00:00');
+            INSERT INTO acp_messages VALUES (1, 1, 'user', 'list files', NULL, 't');
+            INSERT INTO acp_messages VALUES (2, 1, 'assistant', 'Listing.', NULL, 't');
+            INSERT INTO acp_tool_calls VALUES (1, 2, 'call_1', 'shell', 'in', '{"command":"ls"}',
+                NULL, 't');
+            INSERT INTO acp_tool_calls VALUES (2, 2, 'call_1', 'shell', 'out', 'a.txt', 'unknown',
+                't');
+            INSERT INTO acp_messages VALUES (3, 1, 'assistant', 'One file.', NULL, 't');
+            """
+        )
+
+
+def test_reference_database_is_migrated_and_readable(db_path: Path) -> None:
+    _reference_database(db_path)
+    store = SessionStore.open(db_path)
+    loaded = store.load_session("old")
+    assert loaded is not None
+    assert loaded.info.agent_alias == "coder"
+    assert loaded.info.token_count == 7
+    assert loaded.plan is None
+    assert loaded.messages == (
+        user("list files"),
+        ChatMessage(
+            role="assistant",
+            content="Listing.",
+            tool_calls=(ToolCall(id="call_1", name="shell", arguments={"command": "ls"}),),
+        ),
+        ChatMessage(role="tool", content="a.txt", tool_call_id="call_1", tool_name="shell"),
+        ChatMessage(role="assistant", content="One file."),
+    )
+    # New turns go on after the old ones.
+    store.append_turn("old", CompletedTurn(messages=(user("more"),)))
+    reloaded = store.load_session("old")
+    store.close()
+    assert reloaded is not None
+    assert reloaded.messages[-1] == user("more")
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_newer_schema_is_refused_and_left_untouched(db_path: Path) -> None:
+    db_path.parent.mkdir(parents=True)
+    with sqlite3.connect(db_path) as conn:
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    before = db_path.read_bytes()
+    with pytest.raises(StoreUnavailable, match="newer"):
+        SessionStore.open(db_path)
+    assert db_path.read_bytes() == before
+
+
+# --------------------------------------------------------------------------- round trips
+
+
+def test_every_message_kind_round_trips(store: SessionStore) -> None:
+    odd_messages = (
+        ChatMessage(role="system", content="be brief"),
+        user("multi\nline ✓ 🙂"),
+        ChatMessage(
+            role="assistant",
+            content="text and a call",
+            tool_calls=(
+                ToolCall(
+                    id="c9", name="mcp__x__y", arguments={"nested": {"a": [1, 2.5, None, True]}}
+                ),
+            ),
+        ),
+        ChatMessage(role="tool", content="result without name", tool_call_id="c9"),
+        ChatMessage(role="tool", content="result without id"),
+        ChatMessage(role="assistant", content=""),
+    )
+    store.create_session("s1", "default", "/w")
+    store.append_turn("s1", tool_turn("t1"))
+    store.append_turn("s1", CompletedTurn(messages=odd_messages))
+    loaded = store.load_session("s1")
+    assert loaded is not None
+    assert loaded.messages == tool_turn("t1").messages + odd_messages
+    assert loaded.info.message_count == len(loaded.messages)
+    assert loaded.info.turn_count == 2
+    assert loaded.info.token_count == 17
+
+
+def test_latest_plan_is_kept(store: SessionStore) -> None:
+    store.create_session("s1", "default", "/w")
+    store.append_turn("s1", tool_turn("t1"))
+    store.append_turn("s1", CompletedTurn(messages=(user("no plan this time"),)))
+    loaded = store.load_session("s1")
+    assert loaded is not None
+    assert loaded.plan == tool_turn("t1").plan
+    store.append_turn("s1", CompletedTurn(messages=(user("cleared"),), plan=()))
+    cleared = store.load_session("s1")
+    assert cleared is not None
+    assert cleared.plan == ()
+
+
+def test_session_metadata(store: SessionStore) -> None:
+    store.create_session("s1", "coder", "/proj/a")
+    fresh = store.load_session("s1")
+    assert fresh is not None
+    assert fresh.messages == ()
+    assert fresh.plan is None
+    assert (fresh.info.agent_alias, fresh.info.workspace_dir) == ("coder", "/proj/a")
+    assert fresh.info.created_at == fresh.info.last_activity
+    store.touch("s1")
+    touched = store.load_session("s1")
+    assert touched is not None
+    assert touched.info.last_activity > fresh.info.last_activity
+    assert touched.info.created_at == fresh.info.created_at
+
+
+def test_list_and_delete(store: SessionStore, db_path: Path) -> None:
+    store.create_session("a", "default", "/w")
+    store.create_session("b", "other", "/v")
+    store.append_turn("a", tool_turn("t1"))
+    listed = store.list_sessions()
+    assert [info.session_id for info in listed] == ["a", "b"]  # most recent activity first
+    assert [info.message_count for info in listed] == [5, 0]
+    assert store.delete_session("a") is True
+    assert store.delete_session("a") is False
+    assert store.load_session("a") is None
+    assert [info.session_id for info in store.list_sessions()] == ["b"]
+    with sqlite3.connect(db_path) as conn:  # the conversation went with it
+        assert conn.execute("SELECT count(*) FROM acp_messages").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM acp_tool_calls").fetchone()[0] == 0
+
+
+def test_unknown_and_duplicate_sessions(store: SessionStore) -> None:
+    assert store.load_session("nope") is None
+    with pytest.raises(UnknownSession, match="nope"):
+        store.append_turn("nope", tool_turn("t1"))
+    with pytest.raises(UnknownSession):
+        store.touch("nope")
+    store.create_session("s1", "default", "/w")
+    with pytest.raises(DuplicateSession):
+        store.create_session("s1", "default", "/elsewhere")
+    loaded = store.load_session("s1")
+    assert loaded is not None
+    assert loaded.info.workspace_dir == "/w"
+
+
+def test_closed_store_raises(db_path: Path) -> None:
+    store = SessionStore.open(db_path)
+    store.close()
+    store.close()  # idempotent
+    with pytest.raises(StoreError, match="closed"):
+        store.load_session("s1")
+
+
+# --------------------------------------------------------------------------- atomicity
+
+
+def _snapshot(path: Path) -> tuple[object, ...]:
+    with sqlite3.connect(path) as conn:
+        return (
+            conn.execute("SELECT * FROM acp_sessions ORDER BY id").fetchall(),
+            conn.execute("SELECT * FROM acp_messages ORDER BY id").fetchall(),
+            conn.execute("SELECT * FROM acp_tool_calls ORDER BY id").fetchall(),
+        )
+
+
+def test_failure_mid_transaction_writes_nothing(store: SessionStore, db_path: Path) -> None:
+    store.create_session("s1", "default", "/w")
+    store.append_turn("s1", tool_turn("t1"))
+    before = _snapshot(db_path)
+    # Fail inside the transaction, after the user and assistant rows were inserted: on the
+    # second tool call's row.
+    with sqlite3.connect(db_path) as conn:
+        conn.execute(
+            "CREATE TRIGGER injected_failure BEFORE INSERT ON acp_tool_calls"
+            " WHEN NEW.tool_call_id = 't2-c2' BEGIN SELECT RAISE(ABORT, 'injected'); END"
+        )
+    with pytest.raises(StoreError, match="injected"):
+        store.append_turn("s1", tool_turn("t2"))
+    assert _snapshot(db_path) == before
+    # The store is still usable.
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("DROP TRIGGER injected_failure")
+    store.append_turn("s1", tool_turn("t2"))
+    loaded = store.load_session("s1")
+    assert loaded is not None
+    assert loaded.messages == tool_turn("t1").messages + tool_turn("t2").messages
+
+
+def test_unencodable_turn_writes_nothing(store: SessionStore, db_path: Path) -> None:
+    store.create_session("s1", "default", "/w")
+    before = _snapshot(db_path)
+    bad = CompletedTurn(
+        messages=(
+            user("hi"),
+            ChatMessage(
+                role="assistant",
+                content="",
+                tool_calls=(ToolCall(id="c1", name="shell", arguments={"x": object()}),),
+            ),
+        )
+    )
+    with pytest.raises(StoreError, match="c1"):
+        store.append_turn("s1", bad)
+    assert _snapshot(db_path) == before
+
+
+# --------------------------------------------------------------------------- unavailable
+
+
+def test_directory_that_cannot_be_created(tmp_path: Path) -> None:
+    blocker = tmp_path / "data"
+    blocker.write_text("a file where the data directory should be")
+    with pytest.raises(StoreUnavailable, match="directory"):
+        SessionStore.open(blocker / "sessions" / "acp-sessions.db")
+    assert blocker.read_text() == "a file where the data directory should be"
+
+
+def test_corrupt_file_is_refused_and_kept(db_path: Path) -> None:
+    db_path.parent.mkdir(parents=True)
+    garbage = b"definitely not SQLite\n" * 500
+    db_path.write_bytes(garbage)
+    with pytest.raises(StoreUnavailable, match=str(db_path)):
+        SessionStore.open(db_path)
+    assert db_path.read_bytes() == garbage
+
+
+def _unprivileged(command: list[str]) -> list[str]:
+    """Root ignores file modes; drop the capabilities that let it (Linux ``setpriv``)."""
+    if os.geteuid() != 0:
+        return command
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: file modes cannot be enforced")
+    return [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--", *command]
+
+
+_OPEN_SCRIPT = """
+import sys
+from pathlib import Path
+from acp_server.store import SessionStore, StoreUnavailable
+try:
+    SessionStore.open(Path(sys.argv[1]))
+except StoreUnavailable as exc:
+    print("unavailable:", exc)
+else:
+    print("opened")
+"""
+
+
+def _open_in_subprocess(path: Path) -> str:
+    result = subprocess.run(
+        _unprivileged([sys.executable, "-c", _OPEN_SCRIPT, str(path)]),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return result.stdout
+
+
+def test_read_only_directory(tmp_path: Path) -> None:
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    sessions.chmod(0o555)
+    try:
+        output = _open_in_subprocess(sessions / "acp-sessions.db")
+    finally:
+        sessions.chmod(0o755)
+    assert output.startswith("unavailable:"), output
+    assert list(sessions.iterdir()) == []
+
+
+@pytest.mark.parametrize("mode", [0o000, 0o444])
+def test_unusable_existing_file_is_kept(db_path: Path, mode: int) -> None:
+    SessionStore.open(db_path).close()
+    before = db_path.read_bytes()
+    db_path.chmod(mode)
+    try:
+        output = _open_in_subprocess(db_path)
+    finally:
+        db_path.chmod(0o644)
+    assert output.startswith("unavailable:"), output
+    assert db_path.read_bytes() == before
+
+
+# --------------------------------------------------------------------------- concurrency
+
+
+def test_concurrent_writers_on_two_connections(db_path: Path) -> None:
+    stores = [SessionStore.open(db_path), SessionStore.open(db_path)]
+    stores[0].create_session("shared", "default", "/w")
+    turns_per_writer = 40
+    errors: list[BaseException] = []
+
+    def writer(index: int) -> None:
+        own = stores[index]
+        try:
+            own.create_session(f"own-{index}", "default", "/w")
+            for n in range(turns_per_writer):
+                own.append_turn(f"own-{index}", tool_turn(f"w{index}-{n}"))
+                own.append_turn("shared", CompletedTurn(messages=(user(f"w{index}-{n}"),)))
+                own.load_session("shared")
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert errors == []
+    for index in range(2):
+        own = stores[0].load_session(f"own-{index}")
+        assert own is not None
+        expected = tuple(
+            m for n in range(turns_per_writer) for m in tool_turn(f"w{index}-{n}").messages
+        )
+        assert own.messages == expected
+    shared = stores[1].load_session("shared")
+    assert shared is not None
+    for index in range(2):  # each writer's turns, in its own order
+        mine = [m.content for m in shared.messages if m.content.startswith(f"w{index}-")]
+        assert mine == [f"w{index}-{n}" for n in range(turns_per_writer)]
+    for opened in stores:
+        opened.close()
+
+
+def test_writer_waits_out_a_lock_longer_than_the_busy_timeout(db_path: Path) -> None:
+    store = SessionStore.open(db_path, busy_timeout_ms=20)
+    store.create_session("s1", "default", "/w")
+    blocker = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
+    blocker.execute("BEGIN IMMEDIATE")
+    release = threading.Timer(0.3, blocker.execute, args=("COMMIT",))
+    release.start()
+    try:
+        store.append_turn("s1", CompletedTurn(messages=(user("after the lock"),)))
+    finally:
+        release.join()
+        blocker.close()
+    loaded = store.load_session("s1")
+    store.close()
+    assert loaded is not None
+    assert loaded.messages == (user("after the lock"),)
+
+
+def test_lock_held_past_the_deadline_is_a_store_error(db_path: Path) -> None:
+    store = SessionStore.open(db_path, busy_timeout_ms=10, lock_retry_deadline_secs=0.1)
+    store.create_session("s1", "default", "/w")
+    blocker = sqlite3.connect(db_path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(StoreError, match="locked"):
+            store.append_turn("s1", CompletedTurn(messages=(user("never"),)))
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    loaded = store.load_session("s1")
+    store.close()
+    assert loaded is not None
+    assert loaded.messages == ()
+
+
+# --------------------------------------------------------------------------- async
+
+
+async def test_async_store_serializes_calls_on_a_worker_thread(db_path: Path) -> None:
+    store = await AsyncSessionStore.open(db_path)
+    main_thread = threading.get_ident()
+    seen_threads: set[int] = set()
+    original = store.sync.append_turn
+
+    def recording_append(session_id: str, turn: CompletedTurn) -> None:
+        seen_threads.add(threading.get_ident())
+        original(session_id, turn)
+
+    store.sync.append_turn = recording_append  # type: ignore[method-assign]
+    with trio.fail_after(30):
+        await store.create_session("s1", "default", "/w")
+        async with trio.open_nursery() as nursery:
+            for n in range(20):
+                nursery.start_soon(store.append_turn, "s1", CompletedTurn(messages=(user(str(n)),)))
+        loaded = await store.load_session("s1")
+        listed = await store.list_sessions()
+        assert await store.delete_session("s1") is True
+        await store.aclose()
+    assert main_thread not in seen_threads
+    assert loaded is not None
+    assert sorted(int(m.content) for m in loaded.messages) == list(range(20))
+    assert [info.message_count for info in listed] == [20]
+
+
+async def test_async_open_reports_unavailable(tmp_path: Path) -> None:
+    blocker = tmp_path / "data"
+    blocker.write_text("")
+    with trio.fail_after(10), pytest.raises(StoreUnavailable):
+        await AsyncSessionStore.open(blocker / "sessions" / "acp-sessions.db")
