@@ -44,10 +44,11 @@ def load(path: Path) -> dict[str, Any]:
     return fixture
 
 
-def typed_payload(fixture: dict[str, Any], payload: Any) -> object:
+def typed_payload(fixture: dict[str, Any], payload: Any) -> schema.WireStruct:
     """Parse a message's params/result (or a fragment) into its acp-core type."""
     if fixture["role"] == "fragment":
-        return schema.convert(getattr(schema, fixture["type"]), payload)
+        fragment_type: type[schema.WireStruct] = getattr(schema, fixture["type"])
+        return schema.convert(fragment_type, payload)
     spec = METHODS[fixture["method"]]
     if fixture["role"] == "result":
         assert spec.result is not None
