@@ -1,0 +1,335 @@
+"""The bearer token: where it comes from, how it is cached, and pairing.
+
+Only when the gateway requires pairing (``[gateway].require_pairing``, default true) is a
+token looked for; first match wins (issue 7 §1, the reference's order):
+
+1. ``ZEROCLAW_ACP_BRIDGE_TOKEN`` (trimmed, non-empty);
+2. the cached file ``<config_dir>/acp-bridge-token``, refused when group or others can read it;
+3. a pairing exchange: the code comes from ``--pair-code``, else ``ZEROCLAW_ACP_PAIRING_CODE``,
+   else ``GET <base>/pair/code`` (a fresh gateway hands out its one-time code there); then
+   ``POST <base>/pair`` with ``X-Pairing-Code`` returns the token, cached with mode 0600;
+4. none: the reference's message telling the user how to pair.
+
+The token only ever travels as ``Authorization: Bearer`` and is never logged: the log
+handlers redact it (``cli._RedactingFormatter``), and ``Credentials`` hides it from repr.
+
+HTTP here is two tiny requests, so it uses the standard library's ``http.client`` in a worker
+thread rather than a client library: nothing to install, and only imported when pairing.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+import os
+import stat
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+import trio
+
+from acp_bridge.errors import BridgeExit, ExitCode
+
+if TYPE_CHECKING:
+    import http.client
+
+logger = logging.getLogger(__name__)
+
+TOKEN_ENV: Final = "ZEROCLAW_ACP_BRIDGE_TOKEN"
+PAIRING_CODE_ENV: Final = "ZEROCLAW_ACP_PAIRING_CODE"
+TOKEN_FILE_NAME: Final = "acp-bridge-token"
+PAIRING_CODE_HEADER: Final = "X-Pairing-Code"
+DEFAULT_MAX_TOKEN_FILE_BYTES: Final = 4096
+DEFAULT_MAX_HTTP_BODY_BYTES: Final = 64 * 1024
+DEFAULT_HTTP_TIMEOUT_SECS: Final = 10.0
+
+# The reference bridge's wording, kept verbatim (research notes §6).
+NO_TOKEN_MESSAGE: Final = (
+    "ERROR: Gateway pairing is active but no ACP bridge token is cached. Run "
+    "`zeroclaw gateway get-paircode --new`, then run `zeroclaw-acp-bridge --pair-code <code>`, "
+    "or set ZEROCLAW_ACP_BRIDGE_TOKEN."
+)
+
+
+class TokenSource(enum.Enum):
+    NOT_REQUIRED = "pairing not required"
+    ENV = f"${TOKEN_ENV}"
+    FILE = "cached token file"
+    PAIRING = "pairing exchange"
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    source: TokenSource
+    token: str | None = field(default=None, repr=False)
+    token_file: Path | None = None
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+    def describe(self) -> str:
+        """Where the token came from, for messages (never the token itself)."""
+        if self.source is TokenSource.FILE:
+            return f"the cached token file {self.token_file}"
+        if self.source is TokenSource.PAIRING:
+            return f"a fresh pairing exchange (cached in {self.token_file})"
+        return str(self.source.value)
+
+    def rejected_advice(self) -> str:
+        """What to do when the gateway answers 401 to these credentials."""
+        repair = (
+            "Run `zeroclaw gateway get-paircode --new` on the gateway host, then "
+            "`zeroclaw-acp-bridge --pair-code <code>`"
+        )
+        if self.source is TokenSource.ENV:
+            return (
+                f"The token in {TOKEN_ENV} was rejected (revoked, or for another gateway). "
+                f"Fix or unset {TOKEN_ENV}; to pair again: {repair}."
+            )
+        if self.source is TokenSource.FILE:
+            return (
+                f"The token cached in {self.token_file} was rejected (revoked, or for another "
+                f"gateway). Delete that file, then: {repair}."
+            )
+        if self.source is TokenSource.PAIRING:
+            return (
+                "The gateway rejected the token it just issued; is another gateway answering "
+                "on this address?"
+            )
+        return (
+            "The gateway requires a token but [gateway].require_pairing is false in the "
+            "bridge's config.toml: check that --config-dir points at the daemon's config, "
+            f"or set {TOKEN_ENV}."
+        )
+
+
+def token_file_path(config_dir: Path) -> Path:
+    return config_dir / TOKEN_FILE_NAME
+
+
+def token_from_env(environ: Mapping[str, str]) -> str | None:
+    token = environ.get(TOKEN_ENV, "").strip()
+    return token or None
+
+
+def read_token_file(path: Path) -> str | None:
+    """The cached token, or None when there is no (non-empty) file.
+
+    Raises:
+        BridgeExit: (usage) the file is readable by group or others, or unreadable.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise BridgeExit(
+            ExitCode.USAGE, f"ERROR: cannot read the cached token {path}: {exc.strerror}"
+        ) from None
+    with os.fdopen(fd, "rb") as file:
+        info = os.fstat(file.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise BridgeExit(ExitCode.USAGE, f"ERROR: {path} is not a regular file")
+        if info.st_mode & 0o077:
+            # Like ssh with a private key: a secret others can read is treated as leaked.
+            raise BridgeExit(
+                ExitCode.USAGE,
+                f"ERROR: refusing to use the cached token {path}: it is readable by group or "
+                f"others (mode {stat.S_IMODE(info.st_mode):04o}). Run `chmod 600 {path}` "
+                "(and consider pairing again if others may have read it).",
+            )
+        raw = file.read(DEFAULT_MAX_TOKEN_FILE_BYTES + 1)
+    if len(raw) > DEFAULT_MAX_TOKEN_FILE_BYTES:
+        raise BridgeExit(
+            ExitCode.USAGE,
+            f"ERROR: {path} is larger than {DEFAULT_MAX_TOKEN_FILE_BYTES} bytes; it is not a "
+            "token. Delete it and pair again.",
+        )
+    try:
+        token = raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise BridgeExit(
+            ExitCode.USAGE, f"ERROR: {path} is not text; delete it and pair again."
+        ) from None
+    return token or None
+
+
+def write_token_file(path: Path, token: str) -> None:
+    """Cache the token atomically with mode 0600 (a reader never sees a partial file)."""
+    import tempfile
+
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # mkstemp creates the file with mode 0600 in the same directory, so os.replace is atomic
+    # and the token is never on disk with wider permissions, not even for a moment.
+    fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{TOKEN_FILE_NAME}.")
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(f"{token}\n".encode())
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temp_name, path)
+    except BaseException:
+        Path(temp_name).unlink(missing_ok=True)
+        raise
+
+
+async def resolve_credentials(
+    *,
+    require_pairing: bool,
+    config_dir: Path,
+    http_base: str,
+    pair_code: str | None,
+    environ: Mapping[str, str],
+) -> Credentials:
+    """Find the token to send (see the module docstring for the order).
+
+    Raises:
+        BridgeExit: no token can be had, the cached file is unsafe, or pairing failed.
+    """
+    if not require_pairing:
+        if token_from_env(environ):
+            logger.info("ignoring %s: the gateway does not require pairing", TOKEN_ENV)
+        return Credentials(TokenSource.NOT_REQUIRED)
+    path = token_file_path(config_dir)
+    token = token_from_env(environ)
+    if token:
+        _warn_unused_pair_code(pair_code, TokenSource.ENV.value)
+        return Credentials(TokenSource.ENV, token)
+    token = read_token_file(path)
+    if token:
+        _warn_unused_pair_code(pair_code, f"{path} (delete it to pair again)")
+        return Credentials(TokenSource.FILE, token, token_file=path)
+
+    code: str | None = (pair_code or environ.get(PAIRING_CODE_ENV, "")).strip()
+    if not code:
+        logger.info("no token cached; asking %s/pair/code for a pairing code", http_base)
+        code = await trio.to_thread.run_sync(fetch_pairing_code, http_base, abandon_on_cancel=True)
+    if not code:
+        raise BridgeExit(ExitCode.USAGE, NO_TOKEN_MESSAGE)
+    token = await trio.to_thread.run_sync(pair, http_base, code, abandon_on_cancel=True)
+    await trio.to_thread.run_sync(write_token_file, path, token)
+    logger.info("paired with %s; token cached in %s", http_base, path)
+    return Credentials(TokenSource.PAIRING, token, token_file=path)
+
+
+def _warn_unused_pair_code(pair_code: str | None, used: str) -> None:
+    if pair_code:
+        logger.warning("--pair-code ignored: using the token from %s", used)
+
+
+def fetch_pairing_code(http_base: str) -> str | None:
+    """``GET <base>/pair/code``: the gateway's one-time code while it is unpaired, else None."""
+    url = f"{http_base}/pair/code"
+    status, body = _http_request("GET", url, {})
+    if not 200 <= status < 300:
+        logger.info("%s answered HTTP %d; no pairing code available", url, status)
+        return None
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        logger.warning("%s did not answer JSON; no pairing code available", url)
+        return None
+    code = payload.get("pairing_code") if isinstance(payload, dict) else None
+    if isinstance(code, int | str) and not isinstance(code, bool) and str(code).strip():
+        return str(code).strip()
+    return None
+
+
+def pair(http_base: str, code: str) -> str:
+    """``POST <base>/pair`` with the code; returns the token.
+
+    Raises:
+        BridgeExit: (auth) the code was refused or rate-limited; (connection) anything else.
+    """
+    url = f"{http_base}/pair"
+    status, body = _http_request("POST", url, {PAIRING_CODE_HEADER: code, "Content-Length": "0"})
+    detail = _error_detail(body)
+    if status in (401, 403):
+        raise BridgeExit(
+            ExitCode.AUTH,
+            f"ERROR: failed to pair ACP bridge at {url}: gateway returned {status}{detail}. "
+            "The pairing code is wrong or was already used: run `zeroclaw gateway "
+            "get-paircode --new` and try again with the new code.",
+        )
+    if status == 429:
+        raise BridgeExit(
+            ExitCode.AUTH,
+            f"ERROR: failed to pair ACP bridge at {url}: gateway returned 429{detail}. Too "
+            "many pairing attempts; wait and try again.",
+        )
+    if not 200 <= status < 300:
+        raise BridgeExit(
+            ExitCode.CONNECTION,
+            f"ERROR: failed to pair ACP bridge at {url}: gateway returned {status}{detail}",
+        )
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        payload = None
+    token = payload.get("token") if isinstance(payload, dict) else None
+    if not isinstance(token, str) or not token.strip():
+        raise BridgeExit(
+            ExitCode.CONNECTION,
+            f"ERROR: failed to pair ACP bridge at {url}: the gateway's answer has no token",
+        )
+    return token.strip()
+
+
+def _error_detail(body: bytes) -> str:
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return ""
+    if isinstance(payload, dict):
+        error = payload.get("error")
+        retry = payload.get("retry_after")
+        parts = [str(error)] if isinstance(error, str) and error else []
+        if isinstance(retry, int | float) and not isinstance(retry, bool):
+            parts.append(f"retry after {retry:g} s")
+        if parts:
+            return f" ({'; '.join(parts)})"
+    return ""
+
+
+def _http_request(method: str, url: str, headers: dict[str, str]) -> tuple[int, bytes]:
+    """One blocking HTTP/1.1 request (run it in a thread); returns status and a bounded body.
+
+    Raises:
+        BridgeExit: (connection) the gateway could not be reached.
+    """
+    import http.client
+
+    parts = urllib.parse.urlsplit(url)
+    connection: http.client.HTTPConnection
+    if parts.scheme == "https":
+        connection = http.client.HTTPSConnection(
+            parts.hostname or "", parts.port, timeout=DEFAULT_HTTP_TIMEOUT_SECS
+        )
+    else:
+        connection = http.client.HTTPConnection(
+            parts.hostname or "", parts.port, timeout=DEFAULT_HTTP_TIMEOUT_SECS
+        )
+    try:
+        connection.request(method, parts.path or "/", headers=headers)
+        response = connection.getresponse()
+        body = response.read(DEFAULT_MAX_HTTP_BODY_BYTES)
+        return response.status, body
+    except (OSError, http.client.HTTPException) as exc:
+        raise BridgeExit(
+            ExitCode.CONNECTION,
+            f"ERROR: failed to connect to {url} for pairing: {_describe_os_error(exc)}. "
+            "Is `zeroclaw gateway` running there?",
+        ) from None
+    finally:
+        connection.close()
+
+
+def _describe_os_error(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__

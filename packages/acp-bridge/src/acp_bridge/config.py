@@ -1,0 +1,230 @@
+"""Where the gateway is: the config directory, ``[gateway]`` from config.toml, and the URL.
+
+The bridge reads the same config as the daemon (seed, "Running"), so an IDE only needs
+``zeroclaw-acp-bridge`` (plus ``--config-dir`` when the daemon uses a non-default one).
+Only the ``[gateway]`` table is read; everything else in config.toml is the daemon's.
+
+Resolution of the config directory (issue 7 §1), first match wins:
+
+1. ``--config-dir DIR``;
+2. ``ZEROCLAW_CONFIG_DIR`` (non-empty);
+3. ``~/.zeroclaw`` when that directory exists (the reference's layout);
+4. ``platformdirs.user_config_dir("zeroclaw")``.
+"""
+
+from __future__ import annotations
+
+import tomllib
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from acp_bridge.errors import BridgeExit, ExitCode
+
+CONFIG_DIR_ENV: Final = "ZEROCLAW_CONFIG_DIR"
+CONFIG_FILE_NAME: Final = "config.toml"
+LEGACY_CONFIG_DIR_NAME: Final = ".zeroclaw"
+APP_NAME: Final = "zeroclaw"
+
+DEFAULT_GATEWAY_HOST: Final = "127.0.0.1"
+DEFAULT_GATEWAY_PORT: Final = 42617
+ACP_PATH: Final = "/acp"
+DEFAULT_MAX_CONFIG_BYTES: Final = 4 * 1024 * 1024
+"""config.toml larger than this is refused rather than read into memory."""
+
+# The reference bridge's wording, kept verbatim (research notes §6) so that documentation
+# and support answers written for it still match.
+CONFIG_NOT_FOUND_MESSAGE: Final = (
+    "ERROR: config.toml not found.  Are you sure the bridge and ZeroClaw are running on the "
+    "same host?  Tool use will not work remotely!"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    """The ``[gateway]`` settings the bridge needs, with the daemon's defaults."""
+
+    host: str = DEFAULT_GATEWAY_HOST
+    port: int = DEFAULT_GATEWAY_PORT
+    path_prefix: str = ""
+    require_pairing: bool = True
+    tls: bool = False
+
+    @property
+    def authority(self) -> str:
+        return f"{url_host(self.host)}:{self.port}"
+
+    @property
+    def ws_url(self) -> str:
+        """``ws[s]://<host>:<port><prefix>/acp``."""
+        scheme = "wss" if self.tls else "ws"
+        return f"{scheme}://{self.authority}{self.path_prefix}{ACP_PATH}"
+
+
+def resolve_config_dir(flag: str | None, environ: Mapping[str, str], home: Path) -> Path:
+    """Pick the config directory (see the module docstring for the order)."""
+    if flag is not None:
+        return Path(flag).expanduser().absolute()
+    from_env = environ.get(CONFIG_DIR_ENV, "").strip()
+    if from_env:
+        return Path(from_env).expanduser().absolute()
+    legacy = home / LEGACY_CONFIG_DIR_NAME
+    if legacy.is_dir():
+        return legacy
+    # Imported here: only this branch needs it, and the bridge should start fast.
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir(APP_NAME))
+
+
+def url_host(host: str) -> str:
+    """The host as it must appear in a URL: IPv6 literals in brackets, zone id escaped."""
+    if ":" in host and not host.startswith("["):
+        address, percent, zone = host.partition("%")
+        # RFC 6874: the zone separator is itself percent-encoded inside a URL.
+        return f"[{address}%25{zone}]" if percent else f"[{address}]"
+    return host
+
+
+def normalize_path_prefix(prefix: str) -> str:
+    """``"/zc/"`` → ``"/zc"``, ``"zc"`` → ``"/zc"``, ``"/"`` or ``""`` → ``""``."""
+    prefix = prefix.strip().rstrip("/")
+    if prefix and not prefix.startswith("/"):
+        prefix = "/" + prefix
+    return prefix
+
+
+def parse_gateway_config(text: str, *, source: str) -> GatewayConfig:
+    """Read ``[gateway]`` from config.toml text; missing keys take the daemon's defaults.
+
+    Raises:
+        BridgeExit: (usage) the file is not TOML or a key has the wrong type.
+    """
+    text = text.removeprefix("\ufeff")  # editors on Windows like to add a BOM
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise BridgeExit(ExitCode.USAGE, f"ERROR: {source} is not valid TOML: {exc}") from None
+    gateway = document.get("gateway", {})
+    if not isinstance(gateway, dict):
+        raise BridgeExit(ExitCode.USAGE, f"ERROR: {source}: [gateway] must be a table")
+
+    def wrong(key: str, expected: str) -> BridgeExit:
+        return BridgeExit(
+            ExitCode.USAGE,
+            f"ERROR: {source}: [gateway].{key} must be {expected}, got {gateway[key]!r}",
+        )
+
+    host = gateway.get("host", DEFAULT_GATEWAY_HOST)
+    if not isinstance(host, str):
+        raise wrong("host", "a string")
+    host = host.strip() or DEFAULT_GATEWAY_HOST
+
+    port = gateway.get("port", DEFAULT_GATEWAY_PORT)
+    if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+        raise wrong("port", "an integer between 1 and 65535")
+
+    prefix = gateway.get("path_prefix", "")
+    if prefix is None:
+        prefix = ""
+    if not isinstance(prefix, str):
+        raise wrong("path_prefix", "a string")
+
+    require_pairing = gateway.get("require_pairing", True)
+    if not isinstance(require_pairing, bool):
+        raise wrong("require_pairing", "true or false")
+
+    tls_table = gateway.get("tls", {})
+    if not isinstance(tls_table, dict):
+        raise wrong("tls", "a table")
+    tls = tls_table.get("enabled", False)
+    if not isinstance(tls, bool):
+        raise BridgeExit(
+            ExitCode.USAGE, f"ERROR: {source}: [gateway.tls].enabled must be true or false"
+        )
+
+    return GatewayConfig(
+        host=host,
+        port=port,
+        path_prefix=normalize_path_prefix(prefix),
+        require_pairing=require_pairing,
+        tls=tls,
+    )
+
+
+def load_gateway_config(config_dir: Path, *, required: bool = True) -> GatewayConfig:
+    """Read ``<config_dir>/config.toml``.
+
+    Args:
+        required: when False (``--url`` was given, so the address is known), a missing
+            file means "daemon defaults" instead of an error.
+
+    Raises:
+        BridgeExit: connection code (1) with the reference's message when the file is
+            missing and required (issue 7 §1); usage code (2) when it cannot be read.
+    """
+    path = config_dir / CONFIG_FILE_NAME
+    try:
+        with path.open("rb") as file:
+            raw = file.read(DEFAULT_MAX_CONFIG_BYTES + 1)
+    except FileNotFoundError:
+        if not required:
+            return GatewayConfig()
+        raise BridgeExit(
+            ExitCode.CONNECTION,
+            f"{CONFIG_NOT_FOUND_MESSAGE}\n"
+            f"  (looked for {path}; point the bridge at the daemon's config with "
+            f"--config-dir DIR or {CONFIG_DIR_ENV})",
+        ) from None
+    except OSError as exc:
+        raise BridgeExit(ExitCode.USAGE, f"ERROR: cannot read {path}: {exc.strerror}") from None
+    if len(raw) > DEFAULT_MAX_CONFIG_BYTES:
+        raise BridgeExit(
+            ExitCode.USAGE,
+            f"ERROR: {path} is larger than {DEFAULT_MAX_CONFIG_BYTES} bytes; is it really "
+            "the ZeroClaw config?",
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BridgeExit(ExitCode.USAGE, f"ERROR: {path} is not UTF-8 (byte {exc.start})") from None
+    return parse_gateway_config(text, source=str(path))
+
+
+def add_agent_query(url: str, agent: str) -> str:
+    """Append ``agent=<alias>`` (URL-encoded) to the query, keeping any existing one."""
+    parts = urllib.parse.urlsplit(url)
+    extra = urllib.parse.urlencode({"agent": agent}, quote_via=urllib.parse.quote)
+    query = f"{parts.query}&{extra}" if parts.query else extra
+    return urllib.parse.urlunsplit(parts._replace(query=query))
+
+
+def check_ws_url(url: str) -> str:
+    """Validate a ``--url``.
+
+    Raises:
+        BridgeExit: (usage) not a ``ws://`` or ``wss://`` URL with a host.
+    """
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("ws", "wss") or not parts.hostname:
+        raise BridgeExit(
+            ExitCode.USAGE,
+            f"ERROR: --url must be a ws:// or wss:// URL such as "
+            f"ws://127.0.0.1:{DEFAULT_GATEWAY_PORT}/acp, got {url!r}",
+        )
+    try:
+        _ = parts.port
+    except ValueError:
+        raise BridgeExit(ExitCode.USAGE, f"ERROR: --url has an invalid port: {url!r}") from None
+    return url
+
+
+def http_base_for(ws_url: str) -> str:
+    """The gateway's HTTP base for a WebSocket URL: scheme ws→http, wss→https, the trailing
+    ``/acp`` and any query removed (so ``/pair`` is found next to ``/acp``)."""
+    parts = urllib.parse.urlsplit(ws_url)
+    scheme = "https" if parts.scheme == "wss" else "http"
+    path = parts.path.rstrip("/").removesuffix(ACP_PATH)
+    return urllib.parse.urlunsplit((scheme, parts.netloc, path, "", ""))

@@ -1,0 +1,132 @@
+"""Opening the WebSocket to the gateway, and turning failures into exit codes and advice."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Final
+
+from websockets.exceptions import (
+    ConnectionClosed,
+    InvalidHandshake,
+    InvalidStatus,
+    InvalidURI,
+)
+from websockets.trio.client import ClientConnection, connect
+
+from acp_bridge.auth import Credentials
+from acp_bridge.errors import BridgeExit, ExitCode
+from acp_core.framing import DEFAULT_MAX_LINE_BYTES
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_OPEN_TIMEOUT_SECS: Final = 10.0
+DEFAULT_CLOSE_TIMEOUT_SECS: Final = 5.0
+DEFAULT_PING_INTERVAL_SECS: Final = 20.0
+DEFAULT_PING_TIMEOUT_SECS: Final = 20.0
+DEFAULT_MAX_MESSAGE_BYTES: Final = DEFAULT_MAX_LINE_BYTES
+"""A frame may be as large as a stdio line: the same blobs travel both ways."""
+DEFAULT_MAX_QUEUED_FRAMES: Final = 16
+"""Frames websockets buffers before it stops reading the socket (backpressure)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectOptions:
+    url: str
+    credentials: Credentials
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    open_timeout: float = DEFAULT_OPEN_TIMEOUT_SECS
+    close_timeout: float = DEFAULT_CLOSE_TIMEOUT_SECS
+    ping_interval: float | None = DEFAULT_PING_INTERVAL_SECS
+    ping_timeout: float | None = DEFAULT_PING_TIMEOUT_SECS
+
+
+@asynccontextmanager
+async def open_gateway(options: ConnectOptions) -> AsyncIterator[ClientConnection]:
+    """Connect and authenticate; the connection is closed normally on exit.
+
+    Raises:
+        BridgeExit: (auth) HTTP 401; (connection) anything else that stops the upgrade;
+            (usage) an unusable URL.
+    """
+    client = connect(
+        options.url,
+        additional_headers=options.credentials.headers,
+        # The reference bridge connects directly; an IDE's environment proxy settings are
+        # meant for its own traffic, and a local gateway must never go through them.
+        proxy=None,
+        # ACP frames are JSON that is mostly already compact; on loopback deflate only costs
+        # CPU, and the reference gateway does not negotiate it.
+        compression=None,
+        open_timeout=options.open_timeout,
+        close_timeout=options.close_timeout,
+        ping_interval=options.ping_interval,
+        ping_timeout=options.ping_timeout,
+        max_size=options.max_message_bytes,
+        max_queue=DEFAULT_MAX_QUEUED_FRAMES,
+        user_agent_header="zeroclaw-acp-bridge",
+    )
+    try:
+        websocket = await client.__aenter__()
+    except InvalidStatus as exc:
+        raise _rejected(options, exc) from None
+    except InvalidURI as exc:
+        raise BridgeExit(ExitCode.USAGE, f"ERROR: invalid gateway URL: {exc}") from None
+    except (OSError, TimeoutError, InvalidHandshake) as exc:
+        raise BridgeExit(
+            ExitCode.CONNECTION,
+            f"ERROR: failed to connect to {options.url}: {describe_error(exc)}. "
+            "Is `zeroclaw gateway` running there, and does --config-dir point at its config?",
+        ) from None
+    logger.info("connected to %s (%s)", options.url, options.credentials.describe())
+    try:
+        yield websocket
+    except BaseException as exc:
+        await client.__aexit__(type(exc), exc, exc.__traceback__)
+        raise
+    else:
+        await client.__aexit__(None, None, None)
+
+
+def _rejected(options: ConnectOptions, exc: InvalidStatus) -> BridgeExit:
+    status = exc.response.status_code
+    body = bytes(exc.response.body or b"")[:200].decode("utf-8", errors="replace").strip()
+    said = f": {body}" if body else ""
+    if status == 401:
+        # Never retried: the same credentials would only be refused again (issue 7 §2).
+        return BridgeExit(
+            ExitCode.AUTH,
+            f"ERROR: the gateway at {options.url} rejected the bridge's credentials "
+            f"(HTTP 401{said}). Token from {options.credentials.describe()}. "
+            f"{options.credentials.rejected_advice()}",
+        )
+    hint = " Check [gateway].path_prefix and --url." if status == 404 else ""
+    return BridgeExit(
+        ExitCode.CONNECTION,
+        f"ERROR: failed to connect to {options.url}: the gateway answered HTTP {status}{said}."
+        f"{hint}",
+    )
+
+
+def describe_error(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror.lower() if exc.strerror[:1].isupper() else exc.strerror
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    return str(exc) or type(exc).__name__
+
+
+def describe_close(exc: ConnectionClosed, websocket: ClientConnection) -> str:
+    """Why the connection ended, in words, for the error sent to the IDE and the exit message."""
+    if exc.rcvd is not None:
+        reason = f": {exc.rcvd.reason}" if exc.rcvd.reason else ""
+        return f"the gateway closed the connection (code {exc.rcvd.code}{reason})"
+    if exc.sent is not None and exc.sent.code == 1011:
+        return f"the gateway stopped answering pings ({exc.sent.reason or 'keepalive timeout'})"
+    if exc.sent is not None and exc.sent.code == 1009:
+        return f"the gateway sent a message larger than the limit ({exc.sent.reason})"
+    underlying = websocket.connection_exc
+    detail = f": {describe_error(underlying)}" if underlying is not None else ""
+    return f"the connection to the gateway was lost{detail}"

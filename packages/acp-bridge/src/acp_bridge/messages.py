@@ -1,0 +1,280 @@
+"""What the relay does with each line and each frame, without I/O.
+
+The bridge does not interpret JSON-RPC beyond what it must:
+
+* every stdin line has to be UTF-8, fit the line limit and be a JSON object; anything else is
+  answered locally (the gateway never sees it) with a JSON-RPC error carrying the request's id
+  whenever it can be read, even from the head of a line too long to keep;
+* the ids of requests it relays are remembered, so replies still owed can be waited for at
+  stdin EOF and answered with an error when the connection is lost;
+* frames go to stdout byte for byte unless they hold a raw newline (legal JSON whitespace,
+  fatal on a line-delimited stream), in which case they are re-serialised compactly.
+
+Binary frames are treated exactly like text frames: their payload must be UTF-8 JSON. The
+reference gateway decodes binary frames the same way (research notes §5), and an IDE can
+only receive text, so there is nothing else useful to do with them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Final
+
+import msgspec
+
+from acp_core.errors import ErrorCode, RemoteProtocolError
+from acp_core.framing import DEFAULT_MAX_LINE_BYTES, LineDecoder
+from acp_core.jsonrpc import (
+    ErrorObject,
+    ErrorResponse,
+    JsonValue,
+    RequestId,
+    message_from_object,
+    serialize_message,
+)
+
+DEFAULT_MAX_HEAD_BYTES: Final = 4096
+"""How much of each line is kept to read its id if the whole line has to be refused."""
+
+
+class _Envelope(msgspec.Struct):
+    """The keys the relay looks at; everything else (params, result bodies) is skipped
+    by the decoder without being materialised."""
+
+    id: Any = msgspec.UNSET
+    method: Any = msgspec.UNSET
+    result: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    error: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+
+
+_envelope_decoder: Final = msgspec.json.Decoder(_Envelope)
+_any_decoder: Final = msgspec.json.Decoder()
+_encoder: Final = msgspec.json.Encoder()
+
+
+def _trackable_id(value: Any) -> bool:
+    # JSON-RPC ids are strings or numbers; `true` is not one (bool subclasses int).
+    return isinstance(value, int | float | str) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True, slots=True)
+class Forward:
+    """Send ``text`` to the gateway as one text frame; remember ``request_id`` if it is a
+    request (``method`` is then its method name)."""
+
+    text: str
+    request_id: RequestId = None
+    method: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyToClient:
+    """Write ``line`` (already newline-terminated) to stdout."""
+
+    line: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyToGateway:
+    """Send ``text`` to the gateway: an error in place of a client response it cannot get."""
+
+    text: str
+
+
+StdinAction = Forward | ReplyToClient | ReplyToGateway
+
+
+def error_line(request_id: RequestId, code: int, message: str, data: JsonValue = None) -> bytes:
+    """One JSON-RPC error response, newline-terminated, for stdout."""
+    reply = ErrorResponse(id=request_id, error=ErrorObject(code=code, message=message, data=data))
+    return serialize_message(reply) + b"\n"
+
+
+@dataclass(frozen=True, slots=True)
+class EnvelopeHead:
+    """What could be read from the start of a line whose body was refused."""
+
+    has_id: bool = False
+    id: RequestId = None
+    is_request: bool = False
+    is_response: bool = False
+
+
+def sniff_envelope(head: str) -> EnvelopeHead:
+    """Read the top-level ``id`` and message kind from the first bytes of a JSON object.
+
+    The line may be truncated, invalid or not UTF-8 (the caller decodes with replacement):
+    this reads keys in order and stops at the first value it cannot parse, which is normally
+    the large ``params`` or ``result`` that made the line too long, after ``id`` and ``method``.
+    """
+    decoder = json.JSONDecoder()
+    has_id = is_request = is_response = False
+    found_id: RequestId = None
+    length = len(head)
+
+    def skip_ws(index: int) -> int:
+        while index < length and head[index] in " \t\r\n":
+            index += 1
+        return index
+
+    index = skip_ws(0)
+    if index >= length or head[index] != "{":
+        return EnvelopeHead()
+    index += 1
+    try:
+        while True:
+            index = skip_ws(index)
+            key, index = decoder.raw_decode(head, index)
+            index = skip_ws(index)
+            if not isinstance(key, str) or head[index] != ":":
+                break
+            index = skip_ws(index + 1)
+            if key == "method":
+                is_request = True
+            elif key in ("result", "error"):
+                is_response = True
+            value, index = decoder.raw_decode(head, index)
+            if key == "id" and (_trackable_id(value) or value is None):
+                has_id, found_id = True, value
+            index = skip_ws(index)
+            if head[index] != ",":
+                break
+            index += 1
+    except (ValueError, IndexError):
+        pass
+    return EnvelopeHead(has_id=has_id, id=found_id, is_request=is_request, is_response=is_response)
+
+
+class StdinFramer:
+    """Turns stdin bytes into relay actions.
+
+    Wraps ``acp_core.framing.LineDecoder`` (limits, UTF-8, CRLF, blank lines) and keeps the
+    first ``DEFAULT_MAX_HEAD_BYTES`` of the current line so that a refused line can still be
+    answered with its own id: an IDE waiting on a request would otherwise wait forever.
+    """
+
+    def __init__(self, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+        self._decoder = LineDecoder(max_line_bytes=max_line_bytes)
+        self._head = bytearray()
+
+    def feed(self, data: bytes) -> list[StdinAction]:
+        """Process a chunk of stdin (``b""`` at end of stream) and return what to do."""
+        actions: list[StdinAction] = []
+        if not data:
+            self._decoder.feed(b"")
+            self._drain(actions)
+            return actions
+        start = 0
+        while True:
+            newline = data.find(b"\n", start)
+            if newline < 0:
+                piece = data[start:] if start else data
+                if piece:
+                    self._remember_head(piece)
+                    self._decoder.feed(piece)
+                    # Lets the decoder notice an over-long partial line and drop it now.
+                    self._drain(actions)
+                return actions
+            # Feed one line at a time, so that an error the decoder raises is about the line
+            # whose head we hold.
+            self._remember_head(data[start : min(newline, start + DEFAULT_MAX_HEAD_BYTES)])
+            self._decoder.feed(data[start : newline + 1])
+            self._drain(actions)
+            self._head.clear()
+            start = newline + 1
+
+    def _remember_head(self, piece: bytes) -> None:
+        room = DEFAULT_MAX_HEAD_BYTES - len(self._head)
+        if room > 0:
+            self._head += piece[:room]
+
+    def _drain(self, actions: list[StdinAction]) -> None:
+        while True:
+            try:
+                line = self._decoder.next_line()
+            except RemoteProtocolError as exc:
+                hint = exc.reply_hint
+                code = hint.error.code if hint else int(ErrorCode.INVALID_REQUEST)
+                head = bytes(self._head).decode("utf-8", errors="replace")
+                actions.extend(_refuse(head, code, str(exc)))
+                continue
+            if line is None:
+                return
+            actions.extend(classify_line(line))
+
+
+def _refuse(head: str, code: int, reason: str) -> list[StdinAction]:
+    """Answer a line the bridge will not relay: to the client for a request (with its id if
+    readable), to the gateway for a client response (so a server call does not hang)."""
+    envelope = sniff_envelope(head)
+    message = f"zeroclaw-acp-bridge: {reason}"
+    if envelope.is_response and not envelope.is_request:
+        if not envelope.has_id or envelope.id is None:
+            return []  # a response without a usable id: JSON-RPC never answers it
+        reply = ErrorResponse(
+            id=envelope.id,
+            error=ErrorObject(
+                code=int(ErrorCode.INTERNAL_ERROR),
+                message=f"the client's response was dropped by the bridge: {reason}",
+            ),
+        )
+        return [ReplyToGateway(serialize_message(reply).decode())]
+    return [ReplyToClient(error_line(envelope.id if envelope.has_id else None, code, message))]
+
+
+def classify_line(line: str) -> list[StdinAction]:
+    """Decide what to do with one decoded stdin line."""
+    try:
+        envelope = _envelope_decoder.decode(line)
+    except msgspec.ValidationError:
+        # Valid JSON but not an object: let acp-core word the error (batch, scalar, ...).
+        try:
+            message_from_object(_any_decoder.decode(line))
+        except RemoteProtocolError as exc:
+            return _refuse("", int(ErrorCode.INVALID_REQUEST), str(exc))
+        return _refuse("", int(ErrorCode.INVALID_REQUEST), "expected a JSON object")
+    except msgspec.DecodeError as exc:
+        return _refuse(
+            line[:DEFAULT_MAX_HEAD_BYTES], int(ErrorCode.PARSE_ERROR), f"Parse error: {exc}"
+        )
+    method = envelope.method
+    if isinstance(method, str) and _trackable_id(envelope.id):
+        return [Forward(line, envelope.id, method)]
+    return [Forward(line)]
+
+
+def response_id(frame: bytes) -> tuple[bool, RequestId]:
+    """``(True, id)`` when the frame is a JSON-RPC response (no ``method``, an ``id``)."""
+    try:
+        envelope = _envelope_decoder.decode(frame)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return False, None
+    if envelope.method is msgspec.UNSET and _trackable_id(envelope.id):
+        return True, envelope.id
+    return False, None
+
+
+class FrameError(Exception):
+    """A gateway frame that cannot be put on stdout; the message says why."""
+
+
+def frame_to_line(frame: bytes) -> bytes:
+    """The stdout line (newline-terminated) for one gateway frame.
+
+    Raises:
+        FrameError: not UTF-8, or holds a raw newline but is not JSON.
+    """
+    if not frame.isascii():
+        try:
+            frame.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise FrameError(f"frame is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    if b"\n" in frame or b"\r" in frame:
+        # Raw newlines can only be whitespace between JSON tokens (inside strings they must
+        # be escaped), so a compact re-encoding carries exactly the same message.
+        try:
+            frame = _encoder.encode(_any_decoder.decode(frame))
+        except msgspec.DecodeError as exc:
+            raise FrameError(f"frame contains a raw newline and is not JSON ({exc})") from None
+    return frame + b"\n"
