@@ -1,0 +1,260 @@
+"""The Anthropic provider against a local server speaking the Messages streaming format."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from acp_server.config import ProviderConfig
+from acp_server.conversation import ChatMessage, ToolCall, Usage
+from acp_server.providers.anthropic import PROVIDER_TYPES, AnthropicProvider
+from acp_server.providers.base import (
+    ModelRequest,
+    StreamEnd,
+    TextDelta,
+    ThoughtDelta,
+    ToolCallRequested,
+    ToolSpec,
+    UsageReported,
+)
+from tests.server.fake_llm import (
+    HELLO,
+    Reply,
+    anthropic_error_event,
+    anthropic_events,
+    anthropic_text_reply,
+    anthropic_tool_reply,
+    collect,
+    expect_error,
+    json_error,
+    serve_fake_llm,
+)
+
+pytestmark = pytest.mark.e2e  # binds 127.0.0.1
+
+CEILING_SECS = 10
+
+
+def anthropic(
+    base_url: str,
+    *,
+    api_key: str | None = "sk-ant-secret",
+    temperature: float | None = None,
+    timeout_secs: float = 30,
+) -> AnthropicProvider:
+    config = ProviderConfig(
+        type="anthropic",
+        alias="main",
+        model="claude-fake",
+        api_key=api_key,
+        uri=base_url,
+        temperature=temperature,
+        timeout_secs=timeout_secs,
+    )
+    return AnthropicProvider(config)
+
+
+def test_anthropic_is_registered() -> None:
+    assert "anthropic" in PROVIDER_TYPES
+
+
+async def test_streams_text_with_usage_and_the_right_headers() -> None:
+    with trio.fail_after(CEILING_SECS):
+        async with serve_fake_llm(anthropic_text_reply("Hello", ", world")) as llm:
+            events = await collect(anthropic(llm.base_url), HELLO)
+    assert events == [
+        TextDelta("Hello"),
+        TextDelta(", world"),
+        UsageReported(Usage(input_tokens=25, output_tokens=7)),
+        StreamEnd("end_turn"),
+    ]
+    [request] = llm.requests
+    assert request.target == "/v1/messages"
+    assert request.headers["x-api-key"] == "sk-ant-secret"
+    assert request.headers["anthropic-version"] == "2023-06-01"
+    assert "authorization" not in request.headers
+    body = request.json()
+    assert body["model"] == "claude-fake"
+    assert body["stream"] is True
+    assert body["max_tokens"] == 8192  # mandatory on this API
+    assert body["system"] == "You are terse."
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "Say hello"}]}
+    ]
+
+
+async def test_tool_use_is_reassembled_from_json_fragments() -> None:
+    calls: list[tuple[str, str, dict[str, Any]]] = [
+        ("toolu_1", "file_read", {"path": "README.md", "offset": 3}),
+        ("toolu_2", "glob_search", {"pattern": "**/*.py"}),
+    ]
+    request = ModelRequest(
+        None, HELLO.messages, [ToolSpec("file_read", "Read", {"type": "object"})]
+    )
+    with trio.fail_after(CEILING_SECS):
+        async with serve_fake_llm(anthropic_tool_reply(calls, text="Let me look.")) as llm:
+            events = await collect(anthropic(llm.base_url), request)
+    assert events == [
+        TextDelta("Let me look."),
+        ToolCallRequested(ToolCall("toolu_1", "file_read", {"path": "README.md", "offset": 3})),
+        ToolCallRequested(ToolCall("toolu_2", "glob_search", {"pattern": "**/*.py"})),
+        UsageReported(Usage(input_tokens=25, output_tokens=7)),
+        StreamEnd("tool_use"),
+    ]
+    assert llm.requests[0].json()["tools"] == [
+        {"name": "file_read", "description": "Read", "input_schema": {"type": "object"}}
+    ]
+
+
+async def test_thinking_blocks_become_thoughts() -> None:
+    reply = anthropic_text_reply("4", thinking=["2 + 2 ", "is 4."])
+    with trio.fail_after(CEILING_SECS):
+        async with serve_fake_llm(reply) as llm:
+            events = await collect(anthropic(llm.base_url), HELLO)
+    assert events[:3] == [ThoughtDelta("2 + 2 "), ThoughtDelta("is 4."), TextDelta("4")]
+
+
+async def test_history_maps_to_tool_use_and_merged_tool_results() -> None:
+    history = [
+        ChatMessage(role="user", content="check both"),
+        ChatMessage(
+            role="assistant",
+            content="Checking.",
+            tool_calls=(
+                ToolCall("toolu_a", "file_read", {"path": "a"}),
+                ToolCall("toolu_b", "file_read", {"path": "b"}),
+            ),
+        ),
+        ChatMessage(role="tool", content="alpha", tool_call_id="toolu_a", tool_name="file_read"),
+        ChatMessage(
+            role="tool",
+            content="Error: no such file",
+            tool_call_id="toolu_b",
+            tool_name="file_read",
+        ),
+        ChatMessage(role="user", content="and now?"),
+    ]
+    with trio.fail_after(CEILING_SECS):
+        async with serve_fake_llm(anthropic_text_reply("ok")) as llm:
+            await collect(anthropic(llm.base_url, temperature=0.5), ModelRequest(None, history))
+    body = llm.requests[0].json()
+    assert "system" not in body
+    assert body["temperature"] == 0.5
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "check both"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Checking."},
+                {"type": "tool_use", "id": "toolu_a", "name": "file_read", "input": {"path": "a"}},
+                {"type": "tool_use", "id": "toolu_b", "name": "file_read", "input": {"path": "b"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_a", "content": "alpha"},
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_b",
+                    "content": "Error: no such file",
+                    "is_error": True,
+                },
+                {"type": "text", "text": "and now?"},
+            ],
+        },
+    ]
+
+
+async def test_error_event_mid_stream_is_reported() -> None:
+    chunks = (
+        *anthropic_events([("text", ["Part"])], stop=False)[:4],
+        anthropic_error_event("overloaded_error", "Overloaded"),
+    )
+    with trio.fail_after(CEILING_SECS):
+        async with serve_fake_llm(Reply(chunks=chunks)) as llm:
+            error = await expect_error(anthropic(llm.base_url))
+    assert "overloaded_error" in str(error)
+    assert "Overloaded" in str(error)
+    assert "try again" in str(error)
+
+
+async def test_missing_key_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with trio.fail_after(CEILING_SECS):
+        async with serve_fake_llm() as llm:
+            error = await expect_error(anthropic(llm.base_url, api_key=None))
+    assert "ANTHROPIC_API_KEY" in str(error)
+    assert "[providers.models.anthropic.main]" in str(error)
+    assert llm.requests == []
+
+
+async def test_key_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-from-env")
+    with trio.fail_after(CEILING_SECS):
+        async with serve_fake_llm(anthropic_text_reply("hi")) as llm:
+            await collect(anthropic(llm.base_url, api_key=None), HELLO)
+    assert llm.requests[0].headers["x-api-key"] == "sk-ant-from-env"
+
+
+@pytest.mark.parametrize("status", [401, 403])
+async def test_rejected_key_says_to_check_it(status: int) -> None:
+    reply = json_error(status, "invalid x-api-key", kind="authentication_error")
+    with trio.fail_after(CEILING_SECS):
+        async with serve_fake_llm(reply) as llm:
+            error = await expect_error(anthropic(llm.base_url))
+    assert error.status == status
+    assert "Check your key" in str(error)
+    assert "ANTHROPIC_API_KEY" in str(error)
+    assert "sk-ant-secret" not in str(error)
+
+
+async def test_overloaded_answer_is_retried_with_backoff(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    overloaded = json_error(529, "Overloaded", kind="overloaded_error")
+    with trio.fail_after(CEILING_SECS * 10):
+        async with serve_fake_llm(overloaded, anthropic_text_reply("back")) as llm:
+            started = trio.current_time()
+            events = await collect(anthropic(llm.base_url), HELLO)
+            waited = trio.current_time() - started
+    assert TextDelta("back") in events
+    assert len(llm.requests) == 2
+    assert 1 <= waited < 2  # first backoff step, no Retry-After given
+
+
+async def test_stream_without_message_stop_is_cut() -> None:
+    chunks = anthropic_events([("text", ["Half"])], stop=False)
+    with trio.fail_after(CEILING_SECS):
+        async with serve_fake_llm(Reply(chunks=chunks, ending="cut")) as llm:
+            error = await expect_error(anthropic(llm.base_url))
+    assert "ended before the response was complete" in str(error)
+
+
+async def test_silent_server_times_out(autojump_clock: trio.testing.MockClock) -> None:
+    with trio.fail_after(CEILING_SECS * 10):
+        async with serve_fake_llm(Reply(ending="hang")) as llm:
+            error = await expect_error(anthropic(llm.base_url, timeout_secs=20))
+    assert "sent nothing for 20 s" in str(error)
+
+
+async def test_cancel_mid_stream_closes_the_connection() -> None:
+    opening = anthropic_events([("text", ["Once"])], stop=False)[:4]
+    with trio.fail_after(CEILING_SECS):
+        async with serve_fake_llm(Reply(chunks=opening, ending="hang")) as llm:
+            with trio.CancelScope() as turn:
+                async for event in anthropic(llm.base_url).stream(HELLO):
+                    assert event == TextDelta("Once")
+                    turn.cancel()
+            await llm.wait_client_gone()
+    assert llm.closed_by_client == 1
+
+
+async def test_uri_ending_in_v1_is_not_doubled() -> None:
+    with trio.fail_after(CEILING_SECS):
+        async with serve_fake_llm(anthropic_text_reply("x")) as llm:
+            await collect(anthropic(f"{llm.base_url}/v1/"), HELLO)
+    assert llm.requests[0].target == "/v1/messages"
