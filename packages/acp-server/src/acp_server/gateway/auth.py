@@ -1,0 +1,170 @@
+"""Who may talk to the gateway: bearer tokens, subprotocols, origins and hosts.
+
+Pure functions and one small mutable registry; no I/O. The rules follow the seed's "Via the
+daemon gateway" section and the reference (research/zeroclaw.md §5): a token may arrive as
+``Authorization: Bearer``, as a ``Sec-WebSocket-Protocol`` entry ``bearer.<token>`` (browsers
+cannot set headers on a WebSocket), or as ``?token=``; the first source present is the one
+checked. Only SHA-256 digests of tokens are ever stored or compared.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final, Literal
+from urllib.parse import urlsplit
+
+Headers = Sequence[tuple[bytes, bytes]]
+TokenSource = Literal["authorization", "subprotocol", "query"]
+
+ACP_SUBPROTOCOL: Final = "zeroclaw.acp.v1"
+BEARER_SUBPROTOCOL_PREFIX: Final = "bearer."
+TOKEN_PREFIX: Final = "zc_"
+
+# The reference's exact 401 body: it names the three ways a client can authenticate.
+UNAUTHORIZED_BODY: Final = "Unauthorized - provide Authorization header, Sec-WebSocket-Protocol bearer, or ?token= query param"
+
+DEFAULT_MAX_TOKEN_CHARS: Final = 512
+"""A presented token longer than this is refused unhashed (ours are 67 characters)."""
+
+_LOOPBACK_NAMES: Final = frozenset({"localhost", "localhost.", "ip6-localhost"})
+
+
+def hash_token(token: str) -> str:
+    """The SHA-256 hex digest stored in ``[gateway] paired_tokens``."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+class TokenRegistry:
+    """The set of accepted token digests; pairing adds to it, ``--rotate`` empties it."""
+
+    def __init__(self, digests: Iterable[str] = ()) -> None:
+        self._digests: list[str] = []
+        for digest in digests:
+            self.add(digest)
+
+    @property
+    def digests(self) -> tuple[str, ...]:
+        return tuple(self._digests)
+
+    def __len__(self) -> int:
+        return len(self._digests)
+
+    def add(self, digest: str) -> None:
+        normalized = digest.strip().lower()
+        if normalized and normalized not in self._digests:
+            self._digests.append(normalized)
+
+    def clear(self) -> None:
+        self._digests.clear()
+
+    def verify(self, token: str) -> str | None:
+        """The digest of ``token`` when it is paired, else None.
+
+        Every stored digest is compared (no early exit) with ``hmac.compare_digest``, so the
+        time taken says nothing about which digest, or how much of one, matched.
+        """
+        if not token or len(token) > DEFAULT_MAX_TOKEN_CHARS:
+            return None
+        presented = hash_token(token)
+        matched: str | None = None
+        for digest in self._digests:
+            if hmac.compare_digest(presented, digest):
+                matched = digest
+        return matched
+
+
+@dataclass(frozen=True, slots=True)
+class PresentedToken:
+    source: TokenSource
+    token: str
+
+
+def header_values(headers: Headers, name: bytes) -> list[str]:
+    """Every value of header ``name`` (lower-case bytes), decoded as Latin-1 like HTTP does."""
+    return [value.decode("latin-1") for key, value in headers if key.lower() == name]
+
+
+def offered_subprotocols(headers: Headers) -> list[str]:
+    """All ``Sec-WebSocket-Protocol`` entries, across repeated headers, in order."""
+    entries: list[str] = []
+    for value in header_values(headers, b"sec-websocket-protocol"):
+        entries.extend(item.strip() for item in value.split(",") if item.strip())
+    return entries
+
+
+def presented_token(headers: Headers, query: Mapping[str, str]) -> PresentedToken | None:
+    """The token to check: the first of Authorization, subprotocol ``bearer.*``, ``?token=``."""
+    for value in header_values(headers, b"authorization"):
+        scheme, _, credentials = value.strip().partition(" ")
+        # RFC 9110: the auth scheme name is case-insensitive.
+        if scheme.lower() == "bearer" and credentials.strip():
+            return PresentedToken("authorization", credentials.strip())
+    for entry in offered_subprotocols(headers):
+        if entry.startswith(BEARER_SUBPROTOCOL_PREFIX) and len(entry) > len(
+            BEARER_SUBPROTOCOL_PREFIX
+        ):
+            return PresentedToken("subprotocol", entry[len(BEARER_SUBPROTOCOL_PREFIX) :])
+    query_token = query.get("token", "").strip()
+    if query_token:
+        return PresentedToken("query", query_token)
+    return None
+
+
+def select_subprotocol(offered: Sequence[str]) -> str | None:
+    """``zeroclaw.acp.v1`` when offered; never a ``bearer.*`` entry (it would echo the token)."""
+    return ACP_SUBPROTOCOL if ACP_SUBPROTOCOL in offered else None
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for ``localhost``, 127.0.0.0/8 and ::1 (brackets allowed)."""
+    name = host.strip().lower()
+    if name.startswith("[") and name.endswith("]"):
+        name = name[1:-1]
+    if name in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def host_of_authority(authority: str) -> str:
+    """``host`` from a ``Host`` header value ``host[:port]`` (IPv6 in brackets)."""
+    value = authority.strip()
+    if value.startswith("["):
+        end = value.find("]")
+        return value[: end + 1] if end != -1 else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def origin_allowed(origin: str, allowed_origins: Sequence[str]) -> bool:
+    """Browser safety: an ``Origin`` is accepted when it is a loopback http(s) origin or is
+    listed (exactly, trailing slash ignored) in ``[gateway] allowed_origins``."""
+    normalized = origin.strip().rstrip("/").lower()
+    if any(normalized == item.strip().rstrip("/").lower() for item in allowed_origins):
+        return True
+    if "*" in allowed_origins:
+        return True
+    try:
+        parts = urlsplit(normalized)
+    except ValueError:
+        return False
+    return parts.scheme in {"http", "https"} and is_loopback_host(parts.hostname or "")
+
+
+def host_header_allowed(host_header: str | None, allowed_origins: Sequence[str]) -> bool:
+    """DNS-rebinding guard for a loopback-bound gateway: the ``Host`` must name a loopback
+    address, or a host that appears in ``allowed_origins``."""
+    if host_header is None:
+        return False
+    host = host_of_authority(host_header)
+    if is_loopback_host(host):
+        return True
+    allowed_hosts = {
+        (urlsplit(item.strip()).hostname or "").lower() for item in allowed_origins if item.strip()
+    }
+    return host.strip("[]").lower() in allowed_hosts

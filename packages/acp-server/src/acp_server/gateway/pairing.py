@@ -1,0 +1,210 @@
+"""Pairing: one-time codes exchanged for bearer tokens, and persisting token digests.
+
+``PairingGuard`` is the state machine behind ``GET /pair/code``, ``POST /pair`` and the admin
+endpoint (research/zeroclaw.md §5): a 6-digit one-time code, wrong codes → 403, five
+failures → a lockout answered with 429 and ``retry_after``, and a per-minute cap on attempts.
+It reads time from an injected clock, so tests drive it without sleeping.
+
+``persist_paired_tokens`` rewrites ``[gateway] paired_tokens`` in ``config.toml``: the file is
+read with tomllib, only that key changes, and the result is written with tomli-w to a
+temporary file in the same directory which then replaces the original (atomic on POSIX).
+Comments in the file do not survive the rewrite (TOML libraries do not keep them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import os
+import secrets
+import stat
+import tempfile
+import tomllib
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import tomli_w
+
+from acp_server.gateway.auth import TOKEN_PREFIX
+
+PAIRING_CODE_DIGITS: Final = 6
+DEFAULT_MAX_PAIR_FAILURES: Final = 5
+"""Wrong codes in a row before the lockout (the reference's figure)."""
+DEFAULT_PAIR_LOCKOUT_SECS: Final = 300.0
+RATE_WINDOW_SECS: Final = 60.0
+DEFAULT_MAX_CONFIG_REWRITE_BYTES: Final = 4 * 1024 * 1024
+"""A config.toml larger than this is not rewritten (it is hand-written TOML, not data)."""
+
+
+def generate_pairing_code() -> str:
+    """A uniformly random 6-digit code (leading zeros kept)."""
+    return f"{secrets.randbelow(10**PAIRING_CODE_DIGITS):0{PAIRING_CODE_DIGITS}d}"
+
+
+def generate_token() -> str:
+    """A bearer token ``zc_<64 hex>`` (256 bits from the OS CSPRNG)."""
+    return TOKEN_PREFIX + secrets.token_hex(32)
+
+
+@dataclass(frozen=True, slots=True)
+class PairAccepted:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class PairRejected:
+    """``status`` is 400 (no code given), 403 (wrong or no active code) or 429 (throttled)."""
+
+    status: int
+    error: str
+    retry_after: int | None = None
+
+
+PairOutcome = PairAccepted | PairRejected
+
+
+class PairingGuard:
+    """The one-time code and the brute-force limits around it.
+
+    Limits are global rather than per client address: a 6-digit code must not be guessable
+    by spreading attempts over many addresses. A legitimate user who got locked out asks the
+    operator for a fresh code (``zeroclaw gateway get-paircode --new``), which lifts the lockout.
+    """
+
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float],
+        rate_limit_per_minute: int,
+        max_failures: int = DEFAULT_MAX_PAIR_FAILURES,
+        lockout_secs: float = DEFAULT_PAIR_LOCKOUT_SECS,
+    ) -> None:
+        self._clock = clock
+        self._rate_limit = max(1, rate_limit_per_minute)
+        self._max_failures = max_failures
+        self._lockout_secs = lockout_secs
+        self._code: str | None = None
+        self._failures = 0
+        self._locked_until: float | None = None
+        # Attempt times within the last RATE_WINDOW_SECS; never longer than the rate limit.
+        self._attempts: deque[float] = deque(maxlen=self._rate_limit)
+
+    @property
+    def code(self) -> str | None:
+        """The active one-time code, or None once it was used (or none was issued)."""
+        return self._code
+
+    def issue_code(self) -> str:
+        """A fresh code replaces any previous one and lifts a lockout."""
+        self._code = generate_pairing_code()
+        self._failures = 0
+        self._locked_until = None
+        return self._code
+
+    def withdraw_code(self) -> None:
+        self._code = None
+
+    def attempt(self, presented: str | None) -> PairOutcome:
+        """Check one ``POST /pair``; a success consumes the code."""
+        now = self._clock()
+        while self._attempts and now - self._attempts[0] >= RATE_WINDOW_SECS:
+            self._attempts.popleft()
+        if len(self._attempts) >= self._rate_limit:
+            wait = RATE_WINDOW_SECS - (now - self._attempts[0])
+            return PairRejected(
+                429,
+                f"Too many pairing attempts; the limit is {self._rate_limit} per minute",
+                retry_after=_whole_seconds(wait),
+            )
+        self._attempts.append(now)
+        if self._locked_until is not None:
+            if now < self._locked_until:
+                return PairRejected(
+                    429,
+                    "Too many wrong pairing codes; try again later or ask the operator for a "
+                    "new code (zeroclaw gateway get-paircode --new)",
+                    retry_after=_whole_seconds(self._locked_until - now),
+                )
+            self._locked_until = None
+            self._failures = 0
+        if presented is None or not presented.strip():
+            return PairRejected(400, "Missing X-Pairing-Code header")
+        if self._code is None or not hmac.compare_digest(
+            presented.strip().encode("utf-8"), self._code.encode("ascii")
+        ):
+            self._failures += 1
+            if self._failures >= self._max_failures:
+                self._locked_until = now + self._lockout_secs
+                return PairRejected(
+                    429,
+                    f"Too many wrong pairing codes; locked for {int(self._lockout_secs)} seconds",
+                    retry_after=_whole_seconds(self._lockout_secs),
+                )
+            return PairRejected(403, "Invalid pairing code")
+        self._code = None
+        self._failures = 0
+        return PairAccepted()
+
+
+def _whole_seconds(seconds: float) -> int:
+    return max(1, int(seconds + 0.999))
+
+
+class ConfigRewriteError(Exception):
+    """``config.toml`` could not be read or rewritten; the message says why."""
+
+
+def persist_paired_tokens(config_file: Path, digests: Sequence[str]) -> None:
+    """Set ``[gateway] paired_tokens`` in ``config_file`` to ``digests``, keeping every other
+    setting, by writing a sibling temporary file and renaming it over the original.
+
+    Blocking: call through ``trio.to_thread.run_sync``.
+
+    Raises:
+        ConfigRewriteError: the file is missing, too large, not TOML, or cannot be written.
+    """
+    try:
+        with config_file.open("rb") as handle:
+            raw = handle.read(DEFAULT_MAX_CONFIG_REWRITE_BYTES + 1)
+        mode = stat.S_IMODE(os.stat(config_file).st_mode)
+    except OSError as exc:
+        raise ConfigRewriteError(f"cannot read {config_file}: {exc.strerror or exc}") from None
+    if len(raw) > DEFAULT_MAX_CONFIG_REWRITE_BYTES:
+        raise ConfigRewriteError(
+            f"{config_file} is larger than {DEFAULT_MAX_CONFIG_REWRITE_BYTES} bytes"
+        )
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+    try:
+        document: dict[str, Any] = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigRewriteError(f"{config_file} is not valid TOML: {exc}") from None
+    gateway = document.setdefault("gateway", {})
+    if not isinstance(gateway, dict):
+        raise ConfigRewriteError(f"{config_file}: `gateway` is not a table")
+    gateway["paired_tokens"] = list(digests)
+    encoded = tomli_w.dumps(document).encode("utf-8")
+    directory = config_file.parent
+    fd, temp_name = tempfile.mkstemp(prefix=".config.toml.", suffix=".tmp", dir=directory)
+    temp_path = Path(temp_name)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(encoded)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temp_path, mode)
+        os.replace(temp_path, config_file)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            temp_path.unlink()
+        raise ConfigRewriteError(f"cannot write {config_file}: {exc.strerror or exc}") from None
+    # Make the rename itself durable.
+    with contextlib.suppress(OSError):
+        dir_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)

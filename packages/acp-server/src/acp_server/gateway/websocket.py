@@ -1,0 +1,397 @@
+"""One WebSocket connection as a ``MessageTransport`` (wsproto state machine, trio I/O).
+
+Frames: one text frame carries one JSON-RPC message. Binary frames are decoded as UTF-8
+like the reference does (some generic clients, e.g. websocat in binary mode, send JSON that
+way); one that is not UTF-8 is answered with the same -32700 parse error the stdio server
+gives an invalid line, and the connection keeps serving. A message larger than
+``max_message_bytes`` (default: the stdio line limit, 24 MiB, room for a 10 MiB blob in
+base64 plus its envelope) closes the connection with 1009 "message too big" without ever
+buffering more than the limit.
+
+Tasks: ``run_reader`` reads the socket all the time (so pongs and close frames are seen
+even while the ACP layer is busy) and hands complete messages to ``receive_message`` through
+a small bounded channel; ``run_keepalive`` pings. Writes from the ACP layer, the reader
+(pongs, close replies) and the keepalive go through one lock: one writer at a time.
+"""
+
+from __future__ import annotations
+
+import logging
+from enum import IntEnum
+from typing import Any, Final
+
+import msgspec
+import trio
+from wsproto.connection import Connection, ConnectionState, ConnectionType
+from wsproto.events import BytesMessage, CloseConnection, Ping, Pong, TextMessage
+from wsproto.utilities import LocalProtocolError
+
+from acp_core.errors import ErrorCode, RemoteProtocolError
+from acp_core.framing import DEFAULT_MAX_LINE_BYTES
+from acp_core.jsonrpc import ErrorObject, ErrorResponse
+from acp_server.transport import TransportClosed
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_MESSAGE_BYTES: Final = DEFAULT_MAX_LINE_BYTES
+"""Largest inbound message; beyond it the connection is closed with 1009."""
+DEFAULT_RECEIVE_CHUNK_BYTES: Final = 64 * 1024
+DEFAULT_MAX_PENDING_INBOUND_MESSAGES: Final = 4
+"""Complete messages read ahead of the ACP layer before the reader stops reading."""
+DEFAULT_CLOSE_TIMEOUT_SECS: Final = 2.0
+"""How long to wait for the peer's close frame after sending ours."""
+DEFAULT_MAX_TRACKED_REQUESTS: Final = 4096
+"""Inbound request ids remembered for drain; beyond this, drain relies on its deadline."""
+
+
+class CloseCode(IntEnum):
+    """RFC 6455 §7.4 codes the gateway sends (issue 8: 1012 = retry, 1008 = stop)."""
+
+    NORMAL = 1000
+    GOING_AWAY = 1001
+    PROTOCOL_ERROR = 1002
+    POLICY_VIOLATION = 1008
+    MESSAGE_TOO_BIG = 1009
+    INTERNAL_ERROR = 1011
+    SERVICE_RESTART = 1012
+
+
+class _Envelope(msgspec.Struct):
+    """Just enough of a JSON-RPC message to pair requests with their responses."""
+
+    id: Any = msgspec.UNSET
+    method: Any = None
+
+
+_envelope_decoder: Final = msgspec.json.Decoder(_Envelope)
+_id_encoder: Final = msgspec.json.Encoder()
+
+
+def _envelope(text: str | bytes) -> _Envelope | None:
+    try:
+        return _envelope_decoder.decode(text)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None
+
+
+class InFlightRequests:
+    """Requests the peer sent that have not been answered yet (what a drain waits for)."""
+
+    def __init__(self, limit: int = DEFAULT_MAX_TRACKED_REQUESTS) -> None:
+        self._ids: set[bytes] = set()
+        self._limit = limit
+        self._idle = trio.Event()
+        self._idle.set()
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def note_inbound(self, text: str) -> None:
+        envelope = _envelope(text)
+        if envelope is None or envelope.method is None or envelope.id is msgspec.UNSET:
+            return
+        if len(self._ids) >= self._limit:
+            return
+        self._ids.add(_id_encoder.encode(envelope.id))
+        if self._idle.is_set():
+            self._idle = trio.Event()
+
+    def note_outbound(self, payload: bytes) -> None:
+        if not self._ids:
+            return
+        envelope = _envelope(payload)
+        if envelope is None or envelope.method is not None or envelope.id is msgspec.UNSET:
+            return
+        self._ids.discard(_id_encoder.encode(envelope.id))
+        if not self._ids:
+            self._idle.set()
+
+    async def wait_idle(self) -> None:
+        await self._idle.wait()
+
+
+def _text_frame(payload: bytes) -> bytes:
+    """A single unmasked, final text frame (server → client, RFC 6455 §5.2).
+
+    Built here rather than through wsproto so the serialised JSON goes out as-is, without
+    a decode/encode round trip; control frames still go through wsproto.
+    """
+    size = len(payload)
+    if size < 126:
+        header = bytes((0x81, size))
+    elif size < 1 << 16:
+        header = bytes((0x81, 126)) + size.to_bytes(2, "big")
+    else:
+        header = bytes((0x81, 127)) + size.to_bytes(8, "big")
+    return header + payload
+
+
+def _parse_error(message: str) -> RemoteProtocolError:
+    return RemoteProtocolError(
+        message,
+        reply_hint=ErrorResponse(id=None, error=ErrorObject(int(ErrorCode.PARSE_ERROR), message)),
+    )
+
+
+_Inbound = str | RemoteProtocolError
+
+
+class WebSocketTransport:
+    """A server-side WebSocket after a successful upgrade.
+
+    Args:
+        stream: the TCP (or TLS) stream, already past the HTTP 101 response.
+        trailing_data: bytes read past the HTTP request head (the start of the first frames).
+        peer: a label for logs.
+    """
+
+    def __init__(
+        self,
+        stream: trio.abc.Stream,
+        *,
+        trailing_data: bytes = b"",
+        peer: str = "?",
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        ping_interval_secs: float = 30.0,
+    ) -> None:
+        self._stream = stream
+        self._trailing = trailing_data
+        self.peer = peer
+        self._max_message_bytes = max_message_bytes
+        self._ping_interval = ping_interval_secs
+        self._ws = Connection(ConnectionType.SERVER)
+        self._write_lock = trio.StrictFIFOLock()
+        self._inbound_send, self._inbound_receive = trio.open_memory_channel[_Inbound](
+            DEFAULT_MAX_PENDING_INBOUND_MESSAGES
+        )
+        self._text_parts: list[str] = []
+        self._binary_parts: list[bytes] = []
+        self._message_bytes = 0
+        self._reader_blocked = False
+        self._heard_since_ping = False
+        self._pong_received = trio.Event()
+        self._stream_closed = False
+        self.peer_gone = trio.Event()
+        self.in_flight = InFlightRequests()
+        self.close_code: int | None = None
+        """The close code the gateway sent, or received first from the peer."""
+        self.close_reason: str = ""
+
+    # ------------------------------------------------------------------ MessageTransport
+
+    async def receive_message(self) -> str | None:
+        try:
+            item = await self._inbound_receive.receive()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            return None
+        if isinstance(item, RemoteProtocolError):
+            raise item
+        return item
+
+    async def send_message(self, payload: bytes) -> None:
+        if self._stream_closed or self._ws.state is not ConnectionState.OPEN:
+            raise TransportClosed(f"WebSocket to {self.peer} is closed")
+        frame = _text_frame(payload)
+        async with self._write_lock:
+            if self._ws.state is not ConnectionState.OPEN:
+                raise TransportClosed(f"WebSocket to {self.peer} is closed")
+            try:
+                await self._stream.send_all(frame)
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                self._stream_closed = True
+                raise TransportClosed(f"WebSocket to {self.peer} went away") from exc
+        self.in_flight.note_outbound(payload)
+
+    async def aclose(self) -> None:
+        await self.close(CloseCode.NORMAL, "")
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def open(self) -> bool:
+        return not self._stream_closed and self._ws.state is ConnectionState.OPEN
+
+    def end_input(self) -> None:
+        """No more inbound messages: ``receive_message`` answers None once the ones already
+        read are consumed. Outbound traffic keeps flowing (cancelled turns still answer)."""
+        self._inbound_send.close()
+
+    async def close(self, code: int, reason: str) -> None:
+        """Send a close frame (if the socket is still open), wait briefly for the peer's
+        reply, then close the stream. Idempotent."""
+        self.end_input()
+        await self._send_close(code, reason)
+        with trio.move_on_after(DEFAULT_CLOSE_TIMEOUT_SECS):
+            await self.peer_gone.wait()
+        await self.abort()
+
+    async def abort(self) -> None:
+        """Drop the TCP stream at once (a peer that stopped answering)."""
+        self.end_input()
+        self._stream_closed = True
+        self.peer_gone.set()
+        await trio.aclose_forcefully(self._stream)
+
+    async def _send_close(self, code: int, reason: str) -> None:
+        async with self._write_lock:
+            if self._stream_closed or self._ws.state not in (
+                ConnectionState.OPEN,
+                ConnectionState.REMOTE_CLOSING,
+            ):
+                return
+            if self.close_code is None:
+                self.close_code, self.close_reason = code, reason
+            try:
+                data = self._ws.send(CloseConnection(code=code, reason=reason or None))
+                with trio.move_on_after(DEFAULT_CLOSE_TIMEOUT_SECS):
+                    await self._stream.send_all(data)
+            except (LocalProtocolError, trio.BrokenResourceError, trio.ClosedResourceError):
+                self._stream_closed = True
+
+    async def _send_control(self, data: bytes) -> None:
+        async with self._write_lock:
+            if self._stream_closed:
+                return
+            try:
+                await self._stream.send_all(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self._stream_closed = True
+
+    # ------------------------------------------------------------------ tasks
+
+    async def run_reader(self) -> None:
+        """Read frames until the peer closes or the stream ends."""
+        try:
+            if self._trailing:
+                await self._feed(self._trailing)
+                self._trailing = b""
+            while self._ws.state in (ConnectionState.OPEN, ConnectionState.LOCAL_CLOSING):
+                try:
+                    data = await self._stream.receive_some(DEFAULT_RECEIVE_CHUNK_BYTES)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    data = b""
+                if not data:
+                    logger.info("connection from %s ended without a close frame", self.peer)
+                    break
+                self._heard_since_ping = True
+                await self._feed(bytes(data))
+        finally:
+            self.end_input()
+            self.peer_gone.set()
+
+    async def run_keepalive(self) -> None:
+        """Ping every ``ping_interval_secs``; a peer that sends nothing at all (not even a
+        pong) for a whole interval after a ping is dropped. 0 disables keepalive."""
+        if self._ping_interval <= 0:
+            return
+        sequence = 0
+        while self.open:
+            await trio.sleep(self._ping_interval)
+            if not self.open:
+                return
+            sequence += 1
+            self._heard_since_ping = False
+            self._pong_received = trio.Event()
+            try:
+                ping = self._ws.send(Ping(payload=sequence.to_bytes(8, "big")))
+            except LocalProtocolError:
+                return
+            with trio.move_on_after(self._ping_interval):
+                await self._send_control(ping)
+                await self._pong_received.wait()
+            # A reader held up by a slow ACP layer is not reading pongs: not the peer's fault.
+            if self._pong_received.is_set() or self._heard_since_ping or self._reader_blocked:
+                continue
+            logger.warning(
+                "peer %s did not answer a ping within %.0f s; dropping the connection",
+                self.peer,
+                self._ping_interval,
+            )
+            self.close_code, self.close_reason = CloseCode.GOING_AWAY, "ping timeout"
+            await self.abort()
+            return
+
+    async def _feed(self, data: bytes) -> None:
+        try:
+            self._ws.receive_data(data)
+        except LocalProtocolError:
+            return
+        for event in self._ws.events():
+            if isinstance(event, TextMessage):
+                await self._on_data(event.data, event.message_finished, text=True)
+            elif isinstance(event, BytesMessage):
+                await self._on_data(bytes(event.data), event.message_finished, text=False)
+            elif isinstance(event, Ping):
+                if self._ws.state is ConnectionState.OPEN:
+                    await self._send_control(self._ws.send(event.response()))
+            elif isinstance(event, Pong):
+                self._pong_received.set()
+            elif isinstance(event, CloseConnection):
+                await self._on_close(event)
+                return
+
+    async def _on_close(self, event: CloseConnection) -> None:
+        if self.close_code is None:
+            self.close_code, self.close_reason = event.code, event.reason or ""
+        self.end_input()
+        if self._ws.state is ConnectionState.REMOTE_CLOSING:
+            # The peer closed first: echo its code (RFC 6455 §5.5.1).
+            await self._send_close(event.code, "")
+        elif self._ws.state is ConnectionState.OPEN:
+            # wsproto reports a frame it could not parse as a close with 1002/1007.
+            logger.info("closing %s: %s", self.peer, event.reason)
+            await self._send_close(event.code, event.reason or "")
+        self.peer_gone.set()
+
+    async def _on_data(self, chunk: str | bytes, finished: bool, *, text: bool) -> None:
+        if self._ws.state is not ConnectionState.OPEN:
+            return  # closing (e.g. the rest of an oversized message): read and discard
+        if isinstance(chunk, str):
+            # For ASCII (nearly all JSON) characters are bytes; otherwise count exactly.
+            self._message_bytes += len(chunk) if chunk.isascii() else len(chunk.encode())
+            self._text_parts.append(chunk)
+        else:
+            self._message_bytes += len(chunk)
+            self._binary_parts.append(chunk)
+        if self._message_bytes > self._max_message_bytes:
+            limit_mib = self._max_message_bytes / (1024 * 1024)
+            logger.warning(
+                "closing %s: message larger than the %d-byte limit",
+                self.peer,
+                self._max_message_bytes,
+            )
+            self._text_parts.clear()
+            self._binary_parts.clear()
+            self.end_input()
+            await self._send_close(
+                CloseCode.MESSAGE_TOO_BIG, f"message exceeds the {limit_mib:g} MiB limit"
+            )
+            return
+        if not finished:
+            return
+        self._message_bytes = 0
+        item: _Inbound
+        if text:
+            item = "".join(self._text_parts)
+            self._text_parts.clear()
+        else:
+            raw = b"".join(self._binary_parts)
+            self._binary_parts.clear()
+            try:
+                item = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                item = _parse_error(
+                    f"Parse error: binary frame is not valid UTF-8 ({exc.reason} at byte {exc.start})"
+                )
+        if isinstance(item, str):
+            self.in_flight.note_inbound(item)
+        await self._deliver(item)
+
+    async def _deliver(self, item: _Inbound) -> None:
+        self._reader_blocked = True
+        try:
+            await self._inbound_send.send(item)
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            pass  # input ended (drain, close): the message is dropped on purpose
+        finally:
+            self._reader_blocked = False

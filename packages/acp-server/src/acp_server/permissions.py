@@ -1,0 +1,195 @@
+"""The permission back-channel: ``session/request_permission`` requests and their answers.
+
+Seed, "session/request_permission": the client must answer before the tool proceeds; no
+answer within ``sessionTimeoutSecs`` denies the call. Option sets come from
+``acp_core.schema.permission_options``; this module builds the ``toolCall`` the client
+shows and turns the outcome into a ``Verdict`` the runtime acts on.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from acp_core import schema
+from acp_core.tools import approval_kind, is_file_edit_tool
+
+DEFAULT_MAX_SUMMARY_CHARS: Final = 2000
+"""An approval prompt shows at most this much of the arguments summary."""
+
+DENIED_BY_USER: Final = "Denied by user."
+
+
+def runtime_denial(tool_name: str) -> str:
+    """Model-facing text when nobody decided (timeout, dismissal, error): reference wording."""
+    return (
+        f"Tool call not executed: '{tool_name}' requires approval and no operator decision "
+        "was available, so the runtime denied it by policy. This was not a user's decision."
+    )
+
+
+class VerdictKind(enum.Enum):
+    ALLOW_ONCE = "allow_once"
+    ALLOW_ALWAYS = "allow_always"
+    REJECT = "reject"  # the operator said no
+    REJECT_WITH_EDIT = "reject_with_edit"  # no, and use this text as the tool result
+    NO_DECISION = "no_decision"  # dismissed, timed out, unknown answer: runtime denies
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    kind: VerdictKind
+    replacement: str = ""
+
+    @property
+    def allowed(self) -> bool:
+        return self.kind in (VerdictKind.ALLOW_ONCE, VerdictKind.ALLOW_ALWAYS)
+
+
+NO_DECISION: Final = Verdict(VerdictKind.NO_DECISION)
+
+_BY_OPTION_ID: Final = {
+    schema.ALLOW_ONCE.option_id: VerdictKind.ALLOW_ONCE,
+    schema.ALLOW_ALWAYS.option_id: VerdictKind.ALLOW_ALWAYS,
+    schema.REJECT_ONCE.option_id: VerdictKind.REJECT,
+    "reject-always": VerdictKind.REJECT,
+    schema.REJECT_WITH_EDIT.option_id: VerdictKind.REJECT_WITH_EDIT,
+}
+
+
+def verdict_from_outcome(outcome: schema.PermissionOutcome | None) -> Verdict:
+    """Map a client's answer; anything unclear denies (reference: "no decision")."""
+    if not isinstance(outcome, schema.SelectedOutcome):
+        return NO_DECISION
+    kind = _BY_OPTION_ID.get(outcome.option_id)
+    if kind is None:
+        return NO_DECISION
+    return Verdict(kind, outcome.replacement_content or "")
+
+
+def edit_raw_input(tool_name: str, arguments: Mapping[str, Any]) -> dict[str, Any] | None:
+    """file_edit / file_write arguments in ACP diff field names (zeroclaw.md §2.1), else None."""
+    if tool_name == "file_edit":
+        return {
+            "path": arguments.get("path"),
+            "oldText": arguments.get("old_string"),
+            "newText": arguments.get("new_string"),
+        }
+    if tool_name == "file_write":
+        return {"path": arguments.get("path"), "newText": arguments.get("content")}
+    return None
+
+
+def diff_content(
+    tool_name: str, arguments: Mapping[str, Any]
+) -> list[schema.ToolCallContent] | None:
+    """The ``diff`` content block for file edits, or None for other tools."""
+    path = arguments.get("path")
+    if not isinstance(path, str):
+        return None
+    if tool_name == "file_edit":
+        old, new = arguments.get("old_string"), arguments.get("new_string")
+        if isinstance(old, str) and isinstance(new, str):
+            return [schema.ToolCallDiff(path=path, old_text=old, new_text=new)]
+    elif tool_name == "file_write":
+        content = arguments.get("content")
+        if isinstance(content, str):
+            return [schema.ToolCallDiff(path=path, new_text=content)]
+    return None
+
+
+def arguments_summary(arguments: Mapping[str, Any]) -> str:
+    """``command: git status --short, approved: false`` (reference style), bounded."""
+    parts = []
+    for key, value in arguments.items():
+        shown = value if isinstance(value, str) else _json_scalar(value)
+        parts.append(f"{key}: {shown}")
+    text = ", ".join(parts) or "(no arguments)"
+    if len(text) > DEFAULT_MAX_SUMMARY_CHARS:
+        text = text[: DEFAULT_MAX_SUMMARY_CHARS - 1] + "…"
+    return text
+
+
+def _json_scalar(value: object) -> str:
+    import json
+
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def approval_request(
+    session_id: str, tool_name: str, arguments: Mapping[str, Any]
+) -> schema.RequestPermissionParams:
+    """Params of the approval request for one tool call (zeroclaw.md §2.5)."""
+    edit = is_file_edit_tool(tool_name)
+    raw_input: Any = edit_raw_input(tool_name, arguments) if edit else {"tool": tool_name}
+    content = diff_content(tool_name, arguments) if edit else None
+    if content is None:
+        content = [schema.text_tool_content(arguments_summary(arguments))]
+    proposed = None
+    if edit:
+        value = arguments.get("new_string" if tool_name == "file_edit" else "content")
+        proposed = value if isinstance(value, str) else None
+    return schema.RequestPermissionParams(
+        session_id=session_id,
+        options=schema.permission_options(edit=edit),
+        tool_call=schema.PermissionToolCall(
+            tool_call_id=f"approval-{uuid.uuid4()}",
+            title=f"Approve {tool_name}?",
+            kind=approval_kind(tool_name),
+            status="pending",
+            raw_input=raw_input,
+            content=content,
+            proposed_edit=proposed,
+        ),
+    )
+
+
+def choice_option_id(index: int) -> str:
+    return f"choice-{index}"
+
+
+def choice_request(
+    session_id: str, question: str, choices: Sequence[str]
+) -> schema.RequestPermissionParams:
+    """ask_user with choices over the legacy permission path: one option per choice; the
+    last of two or more is styled as the "reject" option, as the reference does."""
+    options = []
+    for index, choice in enumerate(choices):
+        last = index == len(choices) - 1 and len(choices) >= 2
+        options.append(
+            schema.PermissionOption(
+                option_id=choice_option_id(index),
+                name=choice,
+                kind="reject_once" if last else "allow_once",
+            )
+        )
+    return schema.RequestPermissionParams(
+        session_id=session_id,
+        options=options,
+        tool_call=schema.PermissionToolCall(
+            tool_call_id=f"ask-user-{uuid.uuid4()}",
+            title=question,
+            kind="other",
+            status="pending",
+        ),
+    )
+
+
+def choice_from_outcome(outcome: schema.PermissionOutcome | None, count: int) -> int | None:
+    """The index the client picked, or None when dismissed or unrecognised."""
+    if not isinstance(outcome, schema.SelectedOutcome):
+        return None
+    prefix = "choice-"
+    if not outcome.option_id.startswith(prefix):
+        return None
+    try:
+        index = int(outcome.option_id[len(prefix) :])
+    except ValueError:
+        return None
+    return index if 0 <= index < count else None

@@ -1,0 +1,355 @@
+"""The agent runtime: one prompt turn, from the user's text to the model's last word.
+
+Seed, "session/prompt" and zeroclaw.md §2, §8: the provider streams text and reasoning
+(each delta becomes an ``agent_message_chunk`` / ``agent_thought_chunk``), then asks for
+tools; each call is checked by the session's ``SecurityPolicy`` (allow / ask / deny),
+approved through the client when needed, announced with ``tool_call``, executed, and
+reported with ``tool_call_update`` carrying the same ``toolCallId``. Results go back to the
+model until it ends the turn, at most ``max_tool_iterations`` rounds.
+
+Nothing here knows about JSON-RPC: the connection supplies a ``TurnIO``. Cancellation is
+trio's: the connection runs the turn inside the turn's cancel scope.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol
+
+import trio
+
+from acp_core import schema
+from acp_core.blobs import DEFAULT_MAX_BLOB_BYTES, deliver_uri, file_extension
+from acp_core.tools import tool_kind
+from acp_server.conversation import ChatMessage, PlanEntry, ToolCall, Usage
+from acp_server.permissions import (
+    DENIED_BY_USER,
+    VerdictKind,
+    approval_request,
+    choice_from_outcome,
+    choice_request,
+    diff_content,
+    edit_raw_input,
+    runtime_denial,
+    verdict_from_outcome,
+)
+from acp_server.providers.base import (
+    ModelRequest,
+    ProviderError,
+    StreamEnd,
+    TextDelta,
+    ThoughtDelta,
+    ToolCallRequested,
+    ToolSpec,
+    UsageReported,
+)
+from acp_server.replay import plan_update
+from acp_server.security import Approval, PolicyViolation
+from acp_server.session import Session
+from acp_server.tools.base import DeliveredFile, Tool, ToolContext, ToolError, ToolOutput
+from acp_server.tools.uploads import read_verified
+
+logger = logging.getLogger(__name__)
+
+EMPTY_OUTPUT_TEXT: Final = "(no output)"
+EMPTY_COMPLETION_MESSAGE: Final = "The model provider returned an invalid semantic completion."
+BLANK_PROMPT_MESSAGE: Final = (
+    "Agent turn failed: empty user message: refusing to dispatch a blank turn"
+)
+DEFAULT_SYSTEM_PROMPT: Final = (
+    "You are ZeroClaw, a coding agent driven by an editor over the Agent Client Protocol. "
+    "Your working directory is {workspace}; every file and shell tool is confined to it. "
+    "Use the tools to inspect and change files, keep answers short, and say what you did."
+)
+
+
+class TurnFailed(Exception):
+    """The turn cannot complete; ``str()`` is what the client sees (JSON-RPC -32603)."""
+
+
+class TurnIO(Protocol):
+    """What the runtime needs from the connection during one turn."""
+
+    async def send_update(self, update: schema.SessionUpdate) -> None:
+        """Write one ``session/update`` for this session."""
+        ...
+
+    async def send_text(self, text: str, *, thought: bool = False) -> None:
+        """Stream a text chunk (``agent_message_chunk``, or ``agent_thought_chunk``)."""
+        ...
+
+    async def request_permission(
+        self, params: schema.RequestPermissionParams
+    ) -> schema.PermissionOutcome | None:
+        """Ask the client; None when nobody answered in time or the answer was an error."""
+        ...
+
+
+@dataclass
+class TurnOutcome:
+    """A turn that ran to its end: what it adds to the history and what the client gets."""
+
+    messages: list[ChatMessage]
+    content: str
+    plan: tuple[PlanEntry, ...] | None = None
+    usage: Usage = field(default_factory=Usage)
+
+
+async def run_turn(session: Session, user_text: str, io: TurnIO) -> TurnOutcome:
+    """Run one prompt turn to completion (cancellable from outside).
+
+    Raises:
+        TurnFailed: the prompt is blank, the model failed, or it produced nothing.
+    """
+    if not user_text.strip():
+        raise TurnFailed(BLANK_PROMPT_MESSAGE)
+    runner = _TurnRunner(session, io)
+    return await runner.run(user_text)
+
+
+class _TurnRunner:
+    def __init__(self, session: Session, io: TurnIO) -> None:
+        self.session = session
+        self.io = io
+        self.new_messages: list[ChatMessage] = []
+        self.usage = Usage()
+        self.plan: tuple[PlanEntry, ...] | None = None
+        self.streamed: list[str] = []  # all visible text of the turn, as the client saw it
+        self.tool_specs = [
+            ToolSpec(name=tool.name, description=tool.description, parameters=tool.parameters)
+            for tool in session.tools.values()
+        ]
+        template = session.agent.system_prompt or DEFAULT_SYSTEM_PROMPT
+        self.system_prompt = template.replace("{workspace}", str(session.workspace))
+
+    async def run(self, user_text: str) -> TurnOutcome:
+        self.new_messages.append(ChatMessage(role="user", content=user_text))
+        max_rounds = max(1, self.session.runtime_profile.max_tool_iterations)
+        for round_index in range(max_rounds + 1):
+            text, reasoning, calls = await self._model_round()
+            self.new_messages.append(
+                ChatMessage(
+                    role="assistant",
+                    content=text,
+                    reasoning=reasoning or None,
+                    tool_calls=tuple(calls),
+                )
+            )
+            if not calls:
+                if round_index == 0 and not text and not reasoning:
+                    raise TurnFailed(EMPTY_COMPLETION_MESSAGE)
+                break
+            if round_index == max_rounds:
+                # The model still wants tools after the last permitted round: stop here
+                # and say so, rather than looping forever (runtime_profile bound).
+                note = (
+                    f"[stopped: reached max_tool_iterations ({max_rounds}) "
+                    "before the model finished]"
+                )
+                await self._send_text(("\n\n" if self.streamed else "") + note)
+                break
+            for call in calls:
+                result = await self._run_tool_call(call)
+                self.new_messages.append(result)
+        # The result's content is the turn's text exactly as it was streamed, so a client
+        # that only reads the result sees what a streaming client rendered.
+        content = "".join(self.streamed)
+        return TurnOutcome(
+            messages=self.new_messages, content=content, plan=self.plan, usage=self.usage
+        )
+
+    # -- the model ------------------------------------------------------------------
+
+    async def _model_round(self) -> tuple[str, str, list[ToolCall]]:
+        request = ModelRequest(
+            system_prompt=self.system_prompt,
+            messages=[*self.session.history, *self.new_messages],
+            tools=self.tool_specs,
+        )
+        text: list[str] = []
+        reasoning: list[str] = []
+        calls: list[ToolCall] = []
+        stream = self.session.provider.stream(request)
+        try:
+            async for event in stream:
+                if isinstance(event, TextDelta):
+                    if event.text:
+                        text.append(event.text)
+                        await self._send_text(event.text)
+                elif isinstance(event, ThoughtDelta):
+                    if event.text:
+                        reasoning.append(event.text)
+                        await self.io.send_text(event.text, thought=True)
+                elif isinstance(event, ToolCallRequested):
+                    calls.append(event.call)
+                elif isinstance(event, UsageReported):
+                    self.usage.add(event.usage)
+                elif isinstance(event, StreamEnd):
+                    break
+        except ProviderError as exc:
+            raise TurnFailed(f"Agent turn failed: {exc}") from exc
+        finally:
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                with trio.CancelScope(shield=True):
+                    await aclose()
+        return "".join(text), "".join(reasoning), calls
+
+    # -- tools ----------------------------------------------------------------------
+
+    async def _run_tool_call(self, call: ToolCall) -> ChatMessage:
+        """Decide, approve, announce, execute and report one call; returns the tool result."""
+        session = self.session
+        call_id = call.id or str(uuid.uuid4())
+        arguments = dict(call.arguments)
+        tool = session.tools.get(call.name)
+        output: ToolOutput
+        if tool is None:
+            available = ", ".join(sorted(session.tools)) or "none"
+            output = ToolOutput(
+                f"Error: Unknown tool: {call.name} (available: {available})", ok=False
+            )
+            await self._announce(call_id, call.name, arguments)
+        else:
+            verdict = await self._authorise(call.name, arguments, side_effects=tool.side_effects)
+            if isinstance(verdict, str):
+                output = ToolOutput(verdict, ok=False)
+                await self._announce(call_id, call.name, arguments)
+            else:
+                if call.name == "shell" and verdict:
+                    # An operator approval marks the shell call approved (reference).
+                    arguments["approved"] = True
+                await self._announce(call_id, call.name, arguments)
+                output = await self._execute(call.name, tool, arguments, approved=verdict)
+        await self._report(call_id, call.name, output)
+        text = output.text if output.text.strip() else EMPTY_OUTPUT_TEXT
+        return ChatMessage(role="tool", content=text, tool_call_id=call_id, tool_name=call.name)
+
+    async def _authorise(
+        self, name: str, arguments: dict[str, Any], *, side_effects: bool
+    ) -> bool | str:
+        """Whether the call may run: a bool (True when an operator approved it) or the
+        model-facing denial text."""
+        session = self.session
+        decision = session.policy.decide(
+            name,
+            arguments,
+            side_effects=side_effects,
+            session_allowed=frozenset(session.allow_always),
+        )
+        if decision.approval is Approval.ALLOW:
+            return False
+        if decision.approval is Approval.DENY:
+            return decision.reason or f"Tool call not executed: '{name}' is not allowed by policy."
+        outcome = await self.io.request_permission(
+            approval_request(session.session_id, name, arguments)
+        )
+        verdict = verdict_from_outcome(outcome)
+        if verdict.kind is VerdictKind.ALLOW_ALWAYS:
+            session.allow_always.add(name)
+        if verdict.allowed:
+            return True
+        if verdict.kind is VerdictKind.REJECT:
+            return DENIED_BY_USER
+        if verdict.kind is VerdictKind.REJECT_WITH_EDIT:
+            return verdict.replacement
+        return runtime_denial(name)
+
+    async def _execute(
+        self, name: str, tool: Tool, arguments: dict[str, Any], *, approved: bool
+    ) -> ToolOutput:
+        ctx = ToolContext(
+            session_id=self.session.session_id,
+            workspace=self.session.workspace,
+            policy=self.session.policy,
+            shell_timeout_secs=float(self.session.runtime_profile.shell_timeout_secs),
+            ask_choice=self._ask_choice,
+            send_text=self._send_text,
+            set_plan=self._set_plan,
+            extra={"approved": approved},
+        )
+        try:
+            output = await tool.run(arguments, ctx)
+        except (ToolError, PolicyViolation) as exc:
+            return ToolOutput(f"Error: {exc}", ok=False)
+        except Exception as exc:  # a tool bug must not end the turn; the model sees it
+            logger.exception("tool %s failed unexpectedly", name)
+            return ToolOutput(f"Error: {name} failed: {exc}", ok=False)
+        return output
+
+    async def _announce(self, call_id: str, name: str, arguments: Mapping[str, Any]) -> None:
+        raw_input = edit_raw_input(name, arguments)
+        await self.io.send_update(
+            schema.ToolCallStart(
+                tool_call_id=call_id,
+                title=name,
+                kind=tool_kind(name),
+                status="pending",
+                raw_input=raw_input if raw_input is not None else dict(arguments),
+                name=name,
+                content=diff_content(name, arguments),
+            )
+        )
+
+    async def _report(self, call_id: str, name: str, output: ToolOutput) -> None:
+        text = output.text if output.text.strip() else EMPTY_OUTPUT_TEXT
+        content: list[schema.ToolCallContent] = [schema.text_tool_content(text)]
+        status: schema.ToolCallStatus = "completed"
+        title = name
+        if output.delivered is not None:
+            title = output.delivered.title or output.delivered.filename
+            resource = await trio.to_thread.run_sync(_embed_delivered, output.delivered)
+            if resource is None:
+                status = "failed"
+            else:
+                content.append(schema.ToolCallContentBlock(content=resource))
+        await self.io.send_update(
+            schema.ToolCallUpdate(
+                tool_call_id=call_id,
+                status=status,
+                raw_output=text,
+                name=name,
+                title=title,
+                kind=tool_kind(name),
+                body=text,
+                content=content,
+            )
+        )
+
+    # -- callbacks tools may use ----------------------------------------------------
+
+    async def _ask_choice(self, question: str, choices: Sequence[str]) -> int | None:
+        outcome = await self.io.request_permission(
+            choice_request(self.session.session_id, question, choices)
+        )
+        return choice_from_outcome(outcome, len(choices))
+
+    async def _send_text(self, text: str) -> None:
+        self.streamed.append(text)
+        await self.io.send_text(text)
+
+    async def _set_plan(self, entries: Sequence[PlanEntry]) -> None:
+        self.plan = tuple(entries)
+        self.session.plan = self.plan
+        await self.io.send_update(plan_update(self.plan))
+
+
+def _embed_delivered(delivered: DeliveredFile) -> schema.EmbeddedResource | None:
+    """Re-read the uploads copy and re-hash it; embed only if it is still what the tool
+    validated (seed: "a swap between the tool's validation and delivery is detected")."""
+    data = read_verified(delivered.path, delivered.sha256, limit=DEFAULT_MAX_BLOB_BYTES)
+    uri = deliver_uri(delivered.sha256, file_extension(delivered.path.name))
+    if data is None or uri != delivered.uri:
+        logger.warning(
+            "deliver_file: %s changed after validation; not embedding it", delivered.path
+        )
+        return None
+    return schema.EmbeddedResource(
+        resource=schema.BlobResource(
+            uri=uri, mime_type=delivered.mime_type, blob=base64.b64encode(data).decode("ascii")
+        )
+    )

@@ -1,0 +1,161 @@
+"""`zeroclaw acp`'s transport: newline-delimited JSON-RPC over the process's stdin/stdout.
+
+stdout carries protocol frames only. The server writes through a duplicate of fd 1 and
+then points fd 1 at stderr, so anything else that writes to "stdout" (a library, a stray
+child process) lands in the log instead of corrupting the stream; fd 0 is likewise
+replaced by /dev/null so children never read the client's messages.
+
+Pipes use ``trio.lowlevel.FdStream``. FdStream makes the whole open file description
+non-blocking, which on a terminal is shared with stderr (aesthetics.md §2.4.8), so on a TTY
+we read and write through worker threads instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from collections.abc import Sequence
+from typing import Final
+
+import trio
+import trio.lowlevel
+
+from acp_core.framing import DEFAULT_MAX_LINE_BYTES, LineDecoder, encode_line
+from acp_server.config import Config
+from acp_server.transport import TransportClosed
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_READ_CHUNK_BYTES: Final = 64 * 1024
+
+
+class StdioTransport:
+    """A ``MessageTransport`` over a pair of byte streams (one JSON text per line).
+
+    Args:
+        receive_stream: where client bytes come from (stdin).
+        send_stream: where frames go (stdout).
+        max_line_bytes: longest accepted line; longer ones are answered and skipped.
+    """
+
+    def __init__(
+        self,
+        receive_stream: trio.abc.ReceiveStream,
+        send_stream: trio.abc.SendStream,
+        *,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    ) -> None:
+        self._receive = receive_stream
+        self._send = send_stream
+        self._decoder = LineDecoder(max_line_bytes=max_line_bytes)
+
+    async def receive_message(self) -> str | None:
+        while True:
+            line = self._decoder.next_line()  # may raise RemoteProtocolError: caller answers
+            if line is not None:
+                return line
+            if self._decoder.at_eof:
+                return None
+            try:
+                data = await self._receive.receive_some(DEFAULT_READ_CHUNK_BYTES)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                data = b""
+            self._decoder.feed(data if isinstance(data, bytes) else bytes(data))
+
+    async def send_message(self, payload: bytes) -> None:
+        await self._send_bytes(encode_line(payload))
+
+    async def send_messages(self, payloads: Sequence[bytes]) -> None:
+        """Write several frames in one system call (the writer batches a busy outbox)."""
+        await self._send_bytes(b"".join(encode_line(payload) for payload in payloads))
+
+    async def _send_bytes(self, data: bytes) -> None:
+        try:
+            await self._send.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            raise TransportClosed("stdout is closed") from exc
+
+    async def aclose(self) -> None:
+        with trio.CancelScope(shield=True):
+            await self._send.aclose()
+            await self._receive.aclose()
+
+
+class _ThreadFdStream(trio.abc.Stream):
+    """Blocking fd I/O on worker threads, for terminals (see the module docstring)."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._closed = False
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        if self._closed:
+            raise trio.ClosedResourceError
+        size = max_bytes or DEFAULT_READ_CHUNK_BYTES
+        try:
+            return await trio.to_thread.run_sync(os.read, self._fd, size, abandon_on_cancel=True)
+        except OSError as exc:
+            raise trio.BrokenResourceError from exc
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        if self._closed:
+            raise trio.ClosedResourceError
+        view = memoryview(bytes(data))
+        while view:
+            try:
+                written = await trio.to_thread.run_sync(os.write, self._fd, view)
+            except OSError as exc:
+                raise trio.BrokenResourceError from exc
+            view = view[written:]
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def aclose(self) -> None:
+        if not self._closed:
+            self._closed = True
+            os.close(self._fd)
+        await trio.lowlevel.checkpoint()
+
+
+def _is_terminal(fd: int) -> bool:
+    try:
+        return os.isatty(fd) or stat.S_ISCHR(os.fstat(fd).st_mode)
+    except OSError:
+        return False
+
+
+def _stream_for(fd: int) -> trio.abc.Stream:
+    if _is_terminal(fd):
+        return _ThreadFdStream(fd)
+    return trio.lowlevel.FdStream(fd)
+
+
+def open_stdio_transport(*, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> StdioTransport:
+    """Take over fds 0 and 1 for the protocol (see the module docstring)."""
+    stdin_fd = os.dup(0)
+    stdout_fd = os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)  # stray writes to stdout go to stderr, never into the protocol stream
+    return StdioTransport(
+        _stream_for(stdin_fd), _stream_for(stdout_fd), max_line_bytes=max_line_bytes
+    )
+
+
+async def serve_stdio(config: Config) -> None:
+    """`zeroclaw acp`: serve one client on stdin/stdout until stdin ends."""
+    from acp_server.server import AcpApp, open_session_store, serve_connection
+
+    store = await open_session_store(config)
+    app = AcpApp(config=config, store=store)
+    transport = open_stdio_transport()
+    try:
+        await serve_connection(transport, app, reap_idle_sessions=True)
+    finally:
+        await transport.aclose()
+        if store is not None:
+            with trio.CancelScope(shield=True):
+                await store.aclose()

@@ -1,0 +1,275 @@
+"""Shared end-to-end helpers: spawn the real console scripts, talk JSON-RPC over pipes.
+
+Typical use (trio test)::
+
+    config_dir = write_config(tmp_path / "cfg", echo_config())
+    async with spawn_acp(config_dir) as client:
+        init = await client.call("initialize", {"protocolVersion": 1})
+        new = await client.call("session/new", {"cwd": str(tmp_path)})
+
+``client.call`` collects the notifications that arrive before its response in
+``client.notifications`` and answers server → client requests (``session/request_permission``)
+with ``on_request``. Raw lines (for malformed-frame tests) go through ``send_raw``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Final
+
+import tomli_w
+import trio
+
+from acp_core.framing import LineDecoder
+
+DEFAULT_RECEIVE_TIMEOUT: Final = 20.0
+DEFAULT_EXIT_TIMEOUT: Final = 15.0
+# Never let a developer's real keys turn a test into a paid API call.
+SCRUBBED_ENV: Final = ("OPENROUTER_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_API_KEY")
+
+JsonDict = dict[str, Any]
+RequestHandler = Callable[[JsonDict], Awaitable[JsonDict | None] | JsonDict | None]
+
+
+def console_script(name: str) -> Path:
+    """A console script of this venv (``zeroclaw``, ``zeroclaw-acp-bridge``)."""
+    return Path(sys.executable).parent / name
+
+
+def echo_config(
+    *,
+    chunk_delay_ms: int = 0,
+    level: str = "supervised",
+    max_sessions: int | None = None,
+    session_timeout_secs: int | None = None,
+    extra_agents: Mapping[str, Mapping[str, Any]] | None = None,
+    risk: Mapping[str, Any] | None = None,
+    runtime: Mapping[str, Any] | None = None,
+) -> JsonDict:
+    """A config.toml document with one agent `echo` on the offline echo provider."""
+    acp: JsonDict = {}
+    if max_sessions is not None:
+        acp["max_sessions"] = max_sessions
+    if session_timeout_secs is not None:
+        acp["session_timeout_secs"] = session_timeout_secs
+    agents: JsonDict = {
+        "echo": {
+            "model_provider": "echo.default",
+            "risk_profile": "default",
+            "runtime_profile": "default",
+        }
+    }
+    agents.update({alias: dict(body) for alias, body in (extra_agents or {}).items()})
+    document: JsonDict = {
+        "schema_version": 3,
+        "providers": {
+            "models": {"echo": {"default": {"model": "echo", "chunk_delay_ms": chunk_delay_ms}}}
+        },
+        "agents": agents,
+        "risk_profiles": {"default": {"level": level, **(risk or {})}},
+        "runtime_profiles": {"default": dict(runtime or {})},
+    }
+    if acp:
+        document["acp"] = acp
+    return document
+
+
+def write_config(config_dir: Path, document: Mapping[str, Any] | str) -> Path:
+    """Write ``config_dir/config.toml`` (a TOML string or a document) and return the dir."""
+    config_dir.mkdir(parents=True, exist_ok=True)
+    text = document if isinstance(document, str) else tomli_w.dumps(dict(document))
+    (config_dir / "config.toml").write_text(text, encoding="utf-8")
+    return config_dir
+
+
+def child_env(config_dir: Path | None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if key not in SCRUBBED_ENV}
+    if config_dir is not None:
+        env["ZEROCLAW_CONFIG_DIR"] = str(config_dir)
+    env.update(extra or {})
+    return env
+
+
+class RpcPipeClient:
+    """A line-based JSON-RPC peer over a child's stdin/stdout."""
+
+    def __init__(self, process: trio.Process) -> None:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        self.process = process
+        self._stdin = process.stdin
+        self._stdout = process.stdout
+        self._decoder = LineDecoder()
+        self._ids = itertools.count(1)
+        self.raw_lines: list[str] = []  # every stdout line, as received
+        self.notifications: list[JsonDict] = []
+        self.server_requests: list[JsonDict] = []
+        self._stashed: list[JsonDict] = []
+
+    async def send_raw(self, line: bytes | str) -> None:
+        data = line.encode() if isinstance(line, str) else line
+        await self._stdin.send_all(data if data.endswith(b"\n") else data + b"\n")
+
+    async def send(self, message: Mapping[str, Any]) -> None:
+        await self.send_raw(json.dumps(message))
+
+    async def request(self, method: str, params: Any = None, *, request_id: Any = None) -> Any:
+        """Send a request without waiting; returns its id."""
+        if request_id is None:
+            request_id = next(self._ids)
+        message: JsonDict = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        await self.send(message)
+        return request_id
+
+    async def notify(self, method: str, params: Any = None) -> None:
+        message: JsonDict = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        await self.send(message)
+
+    async def receive(self, *, within: float = DEFAULT_RECEIVE_TIMEOUT) -> JsonDict:
+        """The next message (stashed ones first). Raises EOFError when stdout ends."""
+        if self._stashed:
+            return self._stashed.pop(0)
+        with trio.fail_after(within):
+            while True:
+                line = self._decoder.next_line()
+                if line is not None:
+                    self.raw_lines.append(line)
+                    parsed: JsonDict = json.loads(line)
+                    return parsed
+                if self._decoder.at_eof:
+                    raise EOFError("the server closed stdout")
+                self._decoder.feed(bytes(await self._stdout.receive_some(65536)))
+
+    async def wait_response(
+        self,
+        request_id: Any,
+        *,
+        on_request: RequestHandler | None = None,
+        within: float = DEFAULT_RECEIVE_TIMEOUT,
+    ) -> JsonDict:
+        """Read until the response to ``request_id``; notifications are kept in
+        ``notifications``, responses to other ids are stashed for later ``receive``s,
+        server requests are answered by ``on_request`` (its result dict; None = no answer)."""
+        stash: list[JsonDict] = []
+        try:
+            with trio.fail_after(within):
+                while True:
+                    message = await self.receive(within=within)
+                    if "method" in message and "id" in message:
+                        self.server_requests.append(message)
+                        if on_request is not None:
+                            result = on_request(message)
+                            if not isinstance(result, dict) and result is not None:
+                                result = await result
+                            if result is not None:
+                                await self.send(
+                                    {"jsonrpc": "2.0", "id": message["id"], "result": result}
+                                )
+                    elif "method" in message:
+                        self.notifications.append(message)
+                    elif message.get("id") == request_id:
+                        return message
+                    else:
+                        stash.append(message)
+        finally:
+            self._stashed[:0] = stash
+
+    async def call(
+        self,
+        method: str,
+        params: Any = None,
+        *,
+        on_request: RequestHandler | None = None,
+        within: float = DEFAULT_RECEIVE_TIMEOUT,
+    ) -> JsonDict:
+        """Send a request and return its whole response message (result or error)."""
+        request_id = await self.request(method, params)
+        return await self.wait_response(request_id, on_request=on_request, within=within)
+
+    async def close_stdin(self) -> None:
+        await self._stdin.aclose()
+
+    def updates(self, session_id: str | None = None) -> list[JsonDict]:
+        """The ``update`` objects of the session/update notifications received so far."""
+        return [
+            note["params"]["update"]
+            for note in self.notifications
+            if note.get("method") == "session/update"
+            and (session_id is None or note["params"].get("sessionId") == session_id)
+        ]
+
+
+def allow_once(request: JsonDict) -> JsonDict:
+    return {"outcome": {"outcome": "selected", "optionId": "allow-once"}}
+
+
+def reject_once(request: JsonDict) -> JsonDict:
+    return {"outcome": {"outcome": "selected", "optionId": "reject-once"}}
+
+
+@asynccontextmanager
+async def spawn_zeroclaw(
+    args: Sequence[str],
+    *,
+    config_dir: Path | None,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    script: str = "zeroclaw",
+) -> AsyncIterator[RpcPipeClient]:
+    """Run ``<script> *args`` with pipes for stdin/stdout (stderr is inherited: pytest
+    captures it). On exit stdin is closed and the process must exit within a deadline
+    (it is killed otherwise, and the test fails)."""
+    import subprocess
+
+    process = await trio.lowlevel.open_process(
+        [str(console_script(script)), *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=str(cwd) if cwd is not None else None,
+        env=child_env(config_dir, env),
+    )
+    client = RpcPipeClient(process)
+    try:
+        yield client
+    finally:
+        with trio.CancelScope(shield=True):
+            try:
+                await client.close_stdin()
+            except trio.ClosedResourceError:
+                pass
+            with trio.move_on_after(DEFAULT_EXIT_TIMEOUT) as waited:
+                await process.wait()
+            if waited.cancelled_caught:
+                process.kill()
+                await process.wait()
+                raise AssertionError(f"{script} {' '.join(args)} did not exit after stdin closed")
+
+
+def spawn_acp(
+    config_dir: Path | None,
+    *args: str,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Any:
+    """``zeroclaw acp *args`` with ``ZEROCLAW_CONFIG_DIR=config_dir`` (async context manager)."""
+    return spawn_zeroclaw(["acp", *args], config_dir=config_dir, cwd=cwd, env=env)
+
+
+async def open_session(client: RpcPipeClient, cwd: Path, **params: Any) -> str:
+    """initialize + session/new; returns the session id."""
+    init = await client.call("initialize", {"protocolVersion": 1})
+    assert "result" in init, init
+    new = await client.call("session/new", {"cwd": str(cwd), **params})
+    assert "result" in new, new
+    session_id: str = new["result"]["sessionId"]
+    return session_id

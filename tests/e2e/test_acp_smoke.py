@@ -1,0 +1,50 @@
+"""`zeroclaw acp` end to end: the first turn an editor would run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import trio
+
+from tests.e2e.helpers import allow_once, echo_config, open_session, spawn_acp, write_config
+
+pytestmark = pytest.mark.e2e
+
+
+async def test_acp_streams_a_turn_with_a_permission_request_and_exits_on_eof(
+    tmp_path: Path,
+) -> None:
+    config_dir = write_config(tmp_path / "cfg", echo_config())
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "hello.txt").write_text("hi\n")
+    with trio.fail_after(30):
+        async with spawn_acp(config_dir) as client:
+            session_id = await open_session(client, workspace)
+            prompt = 'Hello from the test\n/tool shell {"command": "ls"}'
+            response = await client.call(
+                "session/prompt",
+                {"sessionId": session_id, "prompt": prompt},
+                on_request=allow_once,
+            )
+            result = response["result"]
+            assert result["stopReason"] == "end_turn"
+            assert result["content"].startswith("Hello from the test")
+            assert "hello.txt" in result["content"]
+            updates = client.updates(session_id)
+            kinds = [update["sessionUpdate"] for update in updates]
+            assert kinds[:4] == ["agent_message_chunk"] * 4
+            call = next(u for u in updates if u["sessionUpdate"] == "tool_call")
+            done = next(u for u in updates if u["sessionUpdate"] == "tool_call_update")
+            assert call["toolCallId"] == done["toolCallId"]
+            assert call["kind"] == "execute"
+            assert done["status"] == "completed"
+            assert "hello.txt" in done["rawOutput"]
+            [permission] = client.server_requests
+            assert permission["id"] == "zc-out-0"
+            assert permission["params"]["toolCall"]["title"] == "Approve shell?"
+        assert client.process.returncode == 0
+    for line in client.raw_lines:
+        assert json.loads(line)["jsonrpc"] == "2.0"

@@ -1,0 +1,190 @@
+"""The WebSocket MessageTransport over in-memory streams, driven by a wsproto client."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+import trio
+import trio.testing
+from wsproto.connection import Connection, ConnectionType
+from wsproto.events import BytesMessage, CloseConnection, Event, Ping, Pong, TextMessage
+
+from acp_core.errors import RemoteProtocolError
+from acp_server.gateway.websocket import CloseCode, WebSocketTransport
+from acp_server.transport import TransportClosed
+
+
+@dataclass
+class Client:
+    """The peer: a raw wsproto client connection over the other end of the pipe."""
+
+    stream: trio.abc.Stream
+    ws: Connection = field(default_factory=lambda: Connection(ConnectionType.CLIENT))
+
+    async def send(self, event: Event) -> None:
+        await self.stream.send_all(self.ws.send(event))
+
+    async def next_event(self) -> Event:
+        while True:
+            for event in self.ws.events():
+                return event
+            data = await self.stream.receive_some(65536)
+            self.ws.receive_data(bytes(data) if data else None)
+
+
+@pytest.fixture
+async def pair(nursery: trio.Nursery) -> tuple[WebSocketTransport, Client]:
+    server_stream, client_stream = trio.testing.memory_stream_pair()
+    transport = WebSocketTransport(
+        server_stream, peer="test", max_message_bytes=1000, ping_interval_secs=0
+    )
+    nursery.start_soon(transport.run_reader)
+    return transport, Client(client_stream)
+
+
+async def test_text_frames_in_and_out(pair: tuple[WebSocketTransport, Client]) -> None:
+    transport, client = pair
+    with trio.fail_after(5):
+        await client.send(TextMessage(data='{"jsonrpc":"2.0","id":1,"method":"initialize"}'))
+        assert await transport.receive_message() == '{"jsonrpc":"2.0","id":1,"method":"initialize"}'
+        await transport.send_message(b'{"jsonrpc":"2.0","id":1,"result":{}}')
+        event = await client.next_event()
+    assert isinstance(event, TextMessage)
+    assert event.data == '{"jsonrpc":"2.0","id":1,"result":{}}'
+
+
+async def test_large_outbound_message_uses_the_64_bit_length(
+    pair: tuple[WebSocketTransport, Client],
+) -> None:
+    transport, client = pair
+    payload = b'"' + b"x" * 70_000 + b'"'
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(transport.send_message, payload)
+            received = ""
+            while True:
+                event = await client.next_event()
+                assert isinstance(event, TextMessage)
+                received += event.data
+                if event.message_finished:
+                    break
+    assert received.encode() == payload
+
+
+async def test_fragmented_message_is_reassembled(pair: tuple[WebSocketTransport, Client]) -> None:
+    transport, client = pair
+    with trio.fail_after(5):
+        await client.send(TextMessage(data='{"a":', message_finished=False))
+        await client.send(TextMessage(data='"é"}', message_finished=True))
+        assert await transport.receive_message() == '{"a":"é"}'
+
+
+async def test_binary_frames_are_decoded_as_utf8(pair: tuple[WebSocketTransport, Client]) -> None:
+    transport, client = pair
+    with trio.fail_after(5):
+        await client.send(BytesMessage(data='{"x":"ü"}'.encode()))
+        assert await transport.receive_message() == '{"x":"ü"}'
+        await client.send(BytesMessage(data=b"\xff\xfe"))
+        with pytest.raises(RemoteProtocolError) as caught:
+            await transport.receive_message()
+        assert caught.value.reply_hint is not None
+        assert caught.value.reply_hint.error.code == -32700
+        # ...and the connection keeps serving.
+        await client.send(TextMessage(data="{}"))
+        assert await transport.receive_message() == "{}"
+
+
+async def test_oversized_message_closes_with_1009(pair: tuple[WebSocketTransport, Client]) -> None:
+    transport, client = pair
+    with trio.fail_after(5):
+        await client.send(TextMessage(data="x" * 600, message_finished=False))
+        await client.send(TextMessage(data="y" * 600, message_finished=True))
+        event = await client.next_event()
+        assert isinstance(event, CloseConnection)
+        assert event.code == CloseCode.MESSAGE_TOO_BIG
+        assert "limit" in (event.reason or "")
+        assert await transport.receive_message() is None
+        with pytest.raises(TransportClosed):
+            await transport.send_message(b"{}")
+
+
+async def test_pings_are_answered(pair: tuple[WebSocketTransport, Client]) -> None:
+    _transport, client = pair
+    with trio.fail_after(5):
+        await client.send(Ping(payload=b"hi"))
+        event = await client.next_event()
+    assert event == Pong(payload=b"hi")
+
+
+async def test_peer_close_ends_input_and_is_echoed(pair: tuple[WebSocketTransport, Client]) -> None:
+    transport, client = pair
+    with trio.fail_after(5):
+        await client.send(CloseConnection(code=1000, reason="bye"))
+        assert await transport.receive_message() is None
+        event = await client.next_event()
+        assert isinstance(event, CloseConnection)
+        assert event.code == 1000
+        await transport.peer_gone.wait()
+    assert transport.close_code == 1000
+
+
+async def test_close_sends_code_and_reason(pair: tuple[WebSocketTransport, Client]) -> None:
+    transport, client = pair
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(transport.close, CloseCode.SERVICE_RESTART, "gateway restarting")
+            event = await client.next_event()
+            assert isinstance(event, CloseConnection)
+            assert (event.code, event.reason) == (1012, "gateway restarting")
+            await client.send(event.response())
+    assert not transport.open
+
+
+async def test_in_flight_requests_are_tracked_until_answered(
+    pair: tuple[WebSocketTransport, Client],
+) -> None:
+    transport, client = pair
+    with trio.fail_after(5):
+        await client.send(TextMessage(data='{"jsonrpc":"2.0","id":7,"method":"session/prompt"}'))
+        await client.send(TextMessage(data='{"jsonrpc":"2.0","method":"session/cancel"}'))
+        await client.send(TextMessage(data='{"jsonrpc":"2.0","id":"zc-out-0","result":{}}'))
+        for _ in range(3):
+            await transport.receive_message()
+        assert len(transport.in_flight) == 1
+        await transport.send_message(b'{"jsonrpc":"2.0","method":"session/update","params":{}}')
+        assert len(transport.in_flight) == 1
+        await transport.send_message(b'{"jsonrpc":"2.0","id":7,"result":{}}')
+        await transport.in_flight.wait_idle()
+    assert len(transport.in_flight) == 0
+
+
+async def test_silent_peer_is_dropped_after_a_ping(autojump_clock: trio.abc.Clock) -> None:
+    server_stream, client_stream = trio.testing.memory_stream_pair()
+    transport = WebSocketTransport(server_stream, peer="silent", ping_interval_secs=10)
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(transport.run_reader)
+            nursery.start_soon(transport.run_keepalive)
+            # The client never reads nor answers: after one interval a ping goes out, after
+            # another the peer is dropped and the ACP layer sees the end of the stream.
+            assert await transport.receive_message() is None
+            assert transport.close_code == CloseCode.GOING_AWAY
+            assert trio.current_time() >= 20
+    del client_stream
+
+
+async def test_answering_peer_is_kept(autojump_clock: trio.abc.Clock) -> None:
+    server_stream, client_stream = trio.testing.memory_stream_pair()
+    transport = WebSocketTransport(server_stream, peer="alive", ping_interval_secs=10)
+    client = Client(client_stream)
+    with trio.fail_after(200):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(transport.run_reader)
+            nursery.start_soon(transport.run_keepalive)
+            for _ in range(5):
+                event = await client.next_event()
+                assert isinstance(event, Ping)
+                await client.send(event.response())
+            assert transport.open
+            nursery.cancel_scope.cancel()
