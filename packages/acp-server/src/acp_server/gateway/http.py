@@ -62,6 +62,20 @@ def split_target(target: str) -> tuple[str, dict[str, str]]:
     return path or "/", {key: values[0] for key, values in params.items() if values}
 
 
+async def _next_event(stream: trio.abc.Stream, connection: h11.Connection) -> object:
+    """The next h11 event, reading from the stream as needed (never NEED_DATA)."""
+    while True:
+        try:
+            event = connection.next_event()
+        except h11.RemoteProtocolError as exc:
+            raise BadRequest(exc.error_status_hint, str(exc)) from None
+        if event is not h11.NEED_DATA:
+            return event
+        data = await stream.receive_some(DEFAULT_RECEIVE_CHUNK_BYTES)
+        # b"" marks EOF: h11 then reports ConnectionClosed, or an error mid-message.
+        connection.receive_data(bytes(data))
+
+
 async def read_request(stream: trio.abc.Stream) -> HttpRequest | None:
     """Read one request head; None when the peer closed before sending one.
 
@@ -72,15 +86,7 @@ async def read_request(stream: trio.abc.Stream) -> HttpRequest | None:
         h11.SERVER, max_incomplete_event_size=DEFAULT_MAX_REQUEST_HEAD_BYTES
     )
     while True:
-        try:
-            event = connection.next_event()
-        except h11.RemoteProtocolError as exc:
-            raise BadRequest(exc.error_status_hint, str(exc)) from None
-        if event is h11.NEED_DATA:
-            data = await stream.receive_some(DEFAULT_RECEIVE_CHUNK_BYTES)
-            # b"" marks EOF: h11 then reports ConnectionClosed, or an error mid-head.
-            connection.receive_data(bytes(data))
-            continue
+        event = await _next_event(stream, connection)
         if isinstance(event, h11.ConnectionClosed):
             return None
         if isinstance(event, h11.Request):
@@ -106,14 +112,7 @@ async def read_body(stream: trio.abc.Stream, request: HttpRequest) -> bytes:
     chunks: list[bytes] = []
     size = 0
     while True:
-        try:
-            event = connection.next_event()
-        except h11.RemoteProtocolError as exc:
-            raise BadRequest(exc.error_status_hint, str(exc)) from None
-        if event is h11.NEED_DATA:
-            data = await stream.receive_some(DEFAULT_RECEIVE_CHUNK_BYTES)
-            connection.receive_data(bytes(data))
-            continue
+        event = await _next_event(stream, connection)
         if isinstance(event, h11.Data):
             size += len(event.data)
             if size > DEFAULT_MAX_REQUEST_BODY_BYTES:

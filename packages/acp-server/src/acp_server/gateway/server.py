@@ -261,7 +261,7 @@ class Gateway:
             else:
                 listeners.append(tcp_listener)
         self._announce(
-            f"zeroclaw gateway listening on {self.url('')} "
+            f"gateway listening on {self.url('')} "
             f"(ACP WebSocket: {self.url('/acp', websocket=True)})"
         )
         if self.settings.require_pairing and not len(self.tokens):
