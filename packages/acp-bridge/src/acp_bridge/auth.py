@@ -131,10 +131,13 @@ def read_token_file(path: Path) -> str | None:
         raise BridgeExit(
             ExitCode.USAGE, f"ERROR: cannot read the cached token {path}: {exc.strerror}"
         ) from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise BridgeExit(
+            ExitCode.USAGE, f"ERROR: {path} is not a regular file; remove it and pair again"
+        )
     with os.fdopen(fd, "rb") as file:
-        info = os.fstat(file.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise BridgeExit(ExitCode.USAGE, f"ERROR: {path} is not a regular file")
         if info.st_mode & 0o077:
             # Like ssh with a private key: a secret others can read is treated as leaked.
             raise BridgeExit(

@@ -135,7 +135,9 @@ def sniff_envelope(head: str) -> EnvelopeHead:
             elif key in ("result", "error"):
                 is_response = True
             value, index = decoder.raw_decode(head, index)
-            if key == "id" and (_trackable_id(value) or value is None):
+            # A number at the very end of the head may have been cut short (12 of 123).
+            complete = index < length
+            if key == "id" and complete and (_trackable_id(value) or value is None):
                 has_id, found_id = True, value
             index = skip_ws(index)
             if head[index] != ",":
