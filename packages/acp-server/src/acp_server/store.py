@@ -219,14 +219,19 @@ def _parse_time(value: str) -> datetime:
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
-def _plan_to_json(plan: Sequence[PlanEntry]) -> str:
+def plan_entries_json(plan: Sequence[PlanEntry]) -> list[dict[str, str]]:
+    """A plan as stored: the ``plan`` update's ``entries`` objects (``activeForm`` optional)."""
     entries: list[dict[str, str]] = []
     for entry in plan:
         item = {"content": entry.content, "status": entry.status, "priority": entry.priority}
         if entry.active_form is not None:
             item["activeForm"] = entry.active_form
         entries.append(item)
-    return json.dumps(entries, ensure_ascii=False, separators=(",", ":"))
+    return entries
+
+
+def _plan_to_json(plan: Sequence[PlanEntry]) -> str:
+    return json.dumps(plan_entries_json(plan), ensure_ascii=False, separators=(",", ":"))
 
 
 def _plan_from_json(raw: str, session_id: str) -> tuple[PlanEntry, ...] | None:

@@ -1,0 +1,157 @@
+"""History replay: stored messages → the exact ``session/update`` wire objects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from acp_core import schema
+from acp_server.conversation import ChatMessage, PlanEntry, ToolCall
+from acp_server.replay import history_updates, plan_update
+
+
+def wire(updates: list[schema.SessionUpdate]) -> list[dict[str, Any]]:
+    decoded: list[dict[str, Any]] = msgspec.json.decode(msgspec.json.encode(updates))
+    return decoded
+
+
+def text(value: str) -> dict[str, str]:
+    return {"type": "text", "text": value}
+
+
+def test_chat_messages_in_order() -> None:
+    messages = [
+        ChatMessage(role="system", content="never shown"),
+        ChatMessage(role="user", content="hi ✓"),
+        ChatMessage(role="assistant", content="hello", reasoning="greet back"),
+        ChatMessage(role="user", content="again"),
+        ChatMessage(role="assistant", content="", reasoning=None),
+    ]
+    assert wire(history_updates(messages)) == [
+        {"sessionUpdate": "user_message_chunk", "content": text("hi ✓")},
+        {"sessionUpdate": "agent_thought_chunk", "content": text("greet back")},
+        {"sessionUpdate": "agent_message_chunk", "content": text("hello")},
+        {"sessionUpdate": "user_message_chunk", "content": text("again")},
+    ]
+
+
+def test_tool_calls_and_results() -> None:
+    messages = [
+        ChatMessage(role="user", content="run it"),
+        ChatMessage(
+            role="assistant",
+            content="Running.",
+            tool_calls=(
+                ToolCall(id="toolu_1", name="shell", arguments={"command": "ls"}),
+                ToolCall(id="toolu_2", name="mcp__weather__get", arguments={}),
+            ),
+        ),
+        ChatMessage(role="tool", content="a.txt\n", tool_call_id="toolu_1", tool_name="shell"),
+        ChatMessage(role="tool", content="sunny", tool_call_id="toolu_2", tool_name=None),
+        ChatMessage(role="assistant", content="Done."),
+    ]
+    assert wire(history_updates(messages)) == [
+        {"sessionUpdate": "user_message_chunk", "content": text("run it")},
+        {"sessionUpdate": "agent_message_chunk", "content": text("Running.")},
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "toolu_1",
+            "title": "shell",
+            "kind": "execute",
+            "status": "completed",
+            "rawInput": {"command": "ls"},
+            "name": "shell",
+        },
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "toolu_2",
+            "title": "mcp__weather__get",
+            "kind": "other",
+            "status": "completed",
+            "rawInput": {},
+            "name": "mcp__weather__get",
+        },
+        {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": "toolu_1",
+            "status": "completed",
+            "rawOutput": "a.txt\n",
+            "name": "shell",
+            "title": "shell",
+            "kind": "execute",
+            "body": "a.txt\n",
+            "content": [{"type": "content", "content": text("a.txt\n")}],
+        },
+        {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": "toolu_2",
+            "status": "completed",
+            "rawOutput": "sunny",
+            "body": "sunny",
+            "content": [{"type": "content", "content": text("sunny")}],
+        },
+        {"sessionUpdate": "agent_message_chunk", "content": text("Done.")},
+    ]
+
+
+def test_file_edits_use_acp_diff_fields() -> None:
+    calls = (
+        ToolCall(
+            id="e1",
+            name="file_edit",
+            arguments={"path": "src/a.py", "old_string": "x = 1", "new_string": "x = 2"},
+        ),
+        ToolCall(id="w1", name="file_write", arguments={"path": "b.md", "content": "# B\n"}),
+    )
+    updates = wire(history_updates([ChatMessage(role="assistant", content="", tool_calls=calls)]))
+    assert updates == [
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "e1",
+            "title": "file_edit",
+            "kind": "edit",
+            "status": "completed",
+            "rawInput": {"path": "src/a.py", "oldText": "x = 1", "newText": "x = 2"},
+            "name": "file_edit",
+            "content": [
+                {"type": "diff", "path": "src/a.py", "oldText": "x = 1", "newText": "x = 2"}
+            ],
+        },
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "w1",
+            "title": "file_write",
+            "kind": "edit",
+            "status": "completed",
+            "rawInput": {"path": "b.md", "newText": "# B\n"},
+            "name": "file_write",
+            "content": [{"type": "diff", "path": "b.md", "newText": "# B\n"}],
+        },
+    ]
+
+
+def test_tool_message_without_a_call_id_is_not_replayed() -> None:
+    assert history_updates([ChatMessage(role="tool", content="orphan")]) == []
+
+
+def test_plan_update() -> None:
+    plan = (
+        PlanEntry(content="read", status="completed", priority="high"),
+        PlanEntry(content="edit", status="in_progress", active_form="Editing"),
+    )
+    assert wire([plan_update(plan)]) == [
+        {
+            "sessionUpdate": "plan",
+            "entries": [
+                {"content": "read", "status": "completed", "priority": "high"},
+                {
+                    "content": "edit",
+                    "status": "in_progress",
+                    "priority": "medium",
+                    "activeForm": "Editing",
+                },
+            ],
+        }
+    ]
+    assert wire([plan_update(())]) == [{"sessionUpdate": "plan", "entries": []}]
