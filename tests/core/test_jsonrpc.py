@@ -23,10 +23,17 @@ from acp_core.jsonrpc import (
     encode_notification,
     encode_request,
     encode_result,
+    parse_frame,
     parse_message,
     serialize_message,
 )
-from acp_core.schema import EmptyResult, StopResult
+from acp_core.schema import (
+    AgentMessageChunk,
+    EmptyResult,
+    SessionNotification,
+    StopResult,
+    TextContent,
+)
 
 
 def reply_of(data: str | bytes) -> dict[str, Any] | None:
@@ -167,3 +174,33 @@ def test_serialize_message_never_emits_raw_newlines() -> None:
     assert b"\n" not in data
     assert b"\r" not in data
     assert json.loads(data)["params"]["text"] == "a\nb\r\n"
+
+
+def test_frame_decodes_params_straight_into_a_struct() -> None:
+    frame = parse_frame(
+        b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s",'
+        b'"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}}'
+    )
+    assert (frame.kind, frame.id, frame.method) == ("notification", None, "session/update")
+    note = frame.decode_payload(SessionNotification)
+    assert note == SessionNotification(
+        session_id="s", update=AgentMessageChunk(content=TextContent(text="hi"))
+    )
+
+
+def test_frame_payload_errors_name_the_path() -> None:
+    frame = parse_frame(b'{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s","stopped":"yes"}}')
+    assert frame.kind == "response"
+    with pytest.raises(InvalidParamsError, match=r"Invalid result: .*\$\.stopped"):
+        frame.decode_payload(StopResult)
+    absent = parse_frame(b'{"jsonrpc":"2.0","method":"x","params":null}')
+    assert absent.payload_value() is None
+    with pytest.raises(InvalidParamsError, match="Invalid params"):
+        absent.decode_payload(SessionNotification)
+
+
+def test_frame_to_message_matches_parse_message() -> None:
+    data = b'{"jsonrpc":"2.0","id":"a","error":{"code":-32000,"message":"Session not found: s"}}'
+    frame = parse_frame(data)
+    assert frame.kind == "error"
+    assert frame.to_message() == parse_message(data)

@@ -18,6 +18,7 @@ from acp_core.jsonrpc import (
     Notification,
     Request,
     Response,
+    message_from_object,
     parse_message,
     serialize_message,
 )
@@ -286,3 +287,31 @@ updates = st.one_of(
 def test_session_notifications_round_trip(notification: SessionNotification) -> None:
     data = encode(notification)
     assert encode(decode(SessionNotification, data)) == data
+
+
+message_like = st.fixed_dictionaries(
+    {},
+    optional={
+        "jsonrpc": st.sampled_from(["2.0", "1.0", 2]) | json_values,
+        "id": ids | json_values,
+        "method": st.sampled_from(["session/new", ""]) | json_values,
+        "params": json_values,
+        "result": json_values,
+        "error": st.fixed_dictionaries({"code": json_values, "message": json_values}) | json_values,
+    },
+)
+
+
+def _outcome(parse: Any, data: Any) -> tuple[str, bytes]:
+    try:
+        return "message", serialize_message(parse(data))
+    except RemoteProtocolError as exc:
+        hint = exc.reply_hint
+        return "error", b"" if hint is None else serialize_message(hint)
+
+
+@settings(max_examples=300)
+@given(message_like | json_values)
+def test_bytes_and_builtins_paths_apply_the_same_rules(value: Any) -> None:
+    data = msgspec.json.encode(value)
+    assert _outcome(parse_message, data) == _outcome(message_from_object, value)

@@ -46,6 +46,7 @@ from acp_core.framing import DEFAULT_MAX_LINE_BYTES, LineDecoder, encode_line
 from acp_core.jsonrpc import (
     ErrorObject,
     ErrorResponse,
+    Frame,
     JsonObject,
     JsonValue,
     Message,
@@ -57,6 +58,7 @@ from acp_core.jsonrpc import (
     encode_notification,
     encode_request,
     encode_result,
+    parse_frame,
     parse_message,
     serialize_message,
 )
@@ -127,6 +129,7 @@ __all__ = [
     "ErrorObject",
     "ErrorResponse",
     "Event",
+    "Frame",
     "HistoryTrimmedParams",
     "InboundUpdateParams",
     "InboundUpdateResult",
@@ -192,6 +195,7 @@ __all__ = [
     "guess_mime",
     "initialize_result",
     "methods",
+    "parse_frame",
     "parse_message",
     "parse_permission_outcome",
     "permission_options",

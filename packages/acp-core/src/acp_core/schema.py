@@ -25,7 +25,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from acp_core.errors import InvalidParamsError
-from acp_core.jsonrpc import JsonObject, JsonValue
+from acp_core.jsonrpc import JsonObject, JsonValue, decode_typed
 
 if TYPE_CHECKING:
     Json: TypeAlias = JsonValue
@@ -851,20 +851,13 @@ def encode(value: object) -> bytes:
     return _encoder.encode(value)
 
 
-_decoders: dict[Any, msgspec.json.Decoder[Any]] = {}
-
-
 def decode(type_: type[T], data: bytes | str) -> T:
     """Strictly decode JSON text into ``type_`` (msgspec's C decoder, cached per type).
 
     Raises:
         msgspec.DecodeError / msgspec.ValidationError (both ``msgspec.DecodeError``).
     """
-    decoder = _decoders.get(type_)
-    if decoder is None:
-        decoder = _decoders[type_] = msgspec.json.Decoder(type_)
-    result: T = decoder.decode(data)
-    return result
+    return decode_typed(type_, data)
 
 
 def convert(type_: type[T], value: JsonValue) -> T:
