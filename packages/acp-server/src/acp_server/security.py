@@ -1,18 +1,160 @@
 """The per-session security policy: path jail, command risk, approval decisions.
 
-The session cwd is the jail for every file and shell tool (seed, Security). Owned by the
-tools work; this module is the contract the agent runtime calls.
+The session cwd is the jail for every file and shell tool (seed, "Security"). The agent
+runtime asks ``SecurityPolicy.decide`` before running a tool call; tools call
+``resolve_path`` for every path they touch and the shell tool re-checks its command with
+``assess_command`` (defence in depth: a decision is never trusted across an approval wait).
+
+Approval decisions (``decide``), by risk level (research/zeroclaw.md §7, §8):
+
+======================  ===========  =====================================  ==============
+tool call               readonly     supervised                             full
+======================  ===========  =====================================  ==============
+jail escape, forbidden  DENY         DENY                                   DENY
+  path (any tool)                                                           (forbidden only;
+                                                                            the jail is
+                                                                            lifted)
+tool with side effects  DENY         rules below                            ALLOW
+tool in ``always_ask``  (as above)   ASK, every time                        ALLOW
+auto-approved or        ALLOW        ALLOW                                  ALLOW
+  allow-always'd                     (tool in ``auto_approve``, in
+                                     ``session_allowed``, or one of
+                                     ``SELF_APPROVING_TOOLS``)
+anything else           ALLOW        ASK                                    ALLOW
+shell: program not in   DENY         DENY                                   DENY
+  allowed_commands
+shell: HIGH risk        DENY         DENY when block_high_risk_commands     same as
+                                     (unless the program itself is          supervised,
+                                     explicitly in allowed_commands);       but ALLOW
+                                     otherwise ASK, every time              instead of ASK
+shell: MEDIUM risk      DENY         ASK, every time, when                  ALLOW
+                                     require_approval_for_medium_risk;
+                                     otherwise as "anything else"
+======================  ===========  =====================================  ==============
+
+Command risk classes (``assess_command``; the highest class of any command in a pipeline,
+list or subshell wins):
+
+======  ==================================================================================
+HIGH    rm, sudo/su/doas, chmod/chown/chgrp, curl/wget, ssh/scp/sftp/rsync, nc/ncat/telnet,
+        dd, mkfs*, fdisk, mount, shutdown/reboot/halt/poweroff, kill/pkill/killall,
+        systemctl, crontab; shells and command runners (sh, bash, eval, exec, env, xargs,
+        nohup, timeout, …) because they hide the real command; ``find -exec/-delete``;
+        ``git -c`` (config can run programs); environment assignments such as
+        ``LD_PRELOAD=…`` or ``PATH=…``; output redirection outside the workspace (only
+        reachable when the jail is lifted).
+MEDIUM  git commit/push/reset/checkout/rebase/merge/… (every git subcommand that is not
+        read-only), npm/pnpm/yarn install/…, pip install/uninstall, cargo add/install/…,
+        touch/mkdir/mv/cp/ln/tee/rmdir/truncate, ``sed -i``, output redirection into the
+        workspace (``> /dev/null`` is fine).
+LOW     everything else that passed the allowlist.
+======  ==================================================================================
+
+Refused outright (DENY, whatever the level): command substitution (``$(…)``, backticks,
+``<(…)``), unbalanced quotes, a program not in ``allowed_commands`` (``"*"`` allows any),
+and path arguments or redirection targets that leave the jail or touch a forbidden path.
+The shell check is a policy gate, not a sandbox: it sees the words of the command, not what
+the programs do with them; OS-level confinement is out of scope here.
 """
 
 from __future__ import annotations
 
 import enum
+import os
+import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from acp_server.config import RiskProfileConfig
+
+DEFAULT_MAX_COMMAND_CHARS: Final = 64 * 1024
+"""A shell command longer than this is refused (it is typed by a model, not data)."""
+
+# Environment variables the shell tool passes through to commands. Everything else
+# (API keys above all) is withheld, so `env` or `echo $OPENROUTER_API_KEY` cannot leak
+# secrets into the conversation (the reference clears the environment the same way).
+SHELL_ENV_PASSTHROUGH: Final = (
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE",
+    "TERM", "TZ", "TMPDIR",
+)  # fmt: skip
+
+HIGH_RISK_COMMANDS: Final = frozenset(
+    {
+        "rm", "shred", "sudo", "su", "doas", "pkexec", "chmod", "chown", "chgrp", "chattr",
+        "curl", "wget", "ssh", "scp", "sftp", "rsync", "ftp", "nc", "ncat", "netcat", "telnet",
+        "socat", "dd", "mkfs", "fdisk", "parted", "mount", "umount", "swapon", "swapoff",
+        "shutdown", "reboot", "halt", "poweroff", "init", "systemctl", "service", "kill",
+        "pkill", "killall", "crontab", "at", "useradd", "userdel", "usermod", "passwd",
+        "iptables", "nft",
+        # Shells and command runners: the real command hides in their arguments.
+        "sh", "bash", "zsh", "dash", "ksh", "fish", "csh", "tcsh", "eval", "exec", "source",
+        ".", "env", "xargs", "nohup", "nice", "timeout", "command", "builtin", "stdbuf",
+        "setsid", "strace", "watch",
+    }
+)  # fmt: skip
+MEDIUM_RISK_COMMANDS: Final = frozenset(
+    {"touch", "mkdir", "mv", "cp", "ln", "tee", "rmdir", "truncate", "install", "patch"}
+)
+# git subcommands that only read; any other subcommand changes the repository or the
+# network-visible state and is MEDIUM.
+GIT_READONLY_SUBCOMMANDS: Final = frozenset(
+    {
+        "status", "log", "diff", "show", "blame", "grep", "ls-files", "ls-tree", "rev-parse",
+        "describe", "shortlog", "cat-file", "rev-list", "name-rev", "reflog", "whatchanged",
+        "help", "version", "--version", "-v", "--help", "-h",
+    }
+)  # fmt: skip
+PACKAGE_MANAGER_MUTATIONS: Final = {
+    "npm": frozenset(
+        {
+            "install",
+            "i",
+            "ci",
+            "add",
+            "uninstall",
+            "remove",
+            "rm",
+            "un",
+            "update",
+            "up",
+            "publish",
+            "link",
+            "exec",
+            "x",
+            "init",
+            "audit",
+        }
+    ),
+    "pnpm": frozenset({"install", "i", "add", "remove", "rm", "update", "up", "publish", "dlx"}),
+    "yarn": frozenset({"install", "add", "remove", "upgrade", "publish", "dlx"}),
+    "pip": frozenset({"install", "uninstall", "download", "wheel"}),
+    "pip3": frozenset({"install", "uninstall", "download", "wheel"}),
+    "cargo": frozenset(
+        {"add", "install", "remove", "rm", "uninstall", "publish", "update", "init", "new"}
+    ),
+    "uv": frozenset({"add", "remove", "sync", "pip", "tool", "lock", "init"}),
+}
+FIND_HIGH_RISK_ACTIONS: Final = frozenset(
+    {"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"}
+)
+DANGEROUS_ENV_ASSIGNMENTS: Final = frozenset(
+    {"PATH", "BASH_ENV", "ENV", "IFS", "PROMPT_COMMAND", "SHELLOPTS", "PYTHONSTARTUP",
+     "GIT_SSH", "GIT_SSH_COMMAND", "GIT_EXEC_PATH", "NODE_OPTIONS"}
+)  # fmt: skip
+# Shell reserved words that may precede a command in a list (`if x; then y; fi`).
+_RESERVED_WORDS: Final = frozenset(
+    {"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "{", "}", "!"}
+)
+_SUBSTITUTION_REASON: Final = (
+    "Command substitution ($(...), `...`, <(...)) is not allowed by security policy; "
+    "run the inner command on its own first"
+)
+_ENV_ASSIGNMENT: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_ENV_REFERENCE: Final = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+_REDIRECT_CHARS: Final = "<>&|"
 
 
 class PolicyViolation(Exception):
@@ -23,6 +165,9 @@ class CommandRisk(enum.Enum):
     LOW = "low"
     MEDIUM = "medium"
     HIGH = "high"
+
+
+_RISK_ORDER: Final = {CommandRisk.LOW: 0, CommandRisk.MEDIUM: 1, CommandRisk.HIGH: 2}
 
 
 class Approval(enum.Enum):
@@ -37,17 +182,80 @@ class PolicyDecision:
     reason: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class CommandAssessment:
+    """What ``assess_command`` found out about a shell command.
+
+    ``denial`` is set when the command must be refused whatever the approval;
+    ``blocked_high_risk`` lists the HIGH findings that ``block_high_risk_commands`` blocks
+    (those not explicitly allowlisted); ``reasons`` explains every MEDIUM/HIGH finding.
+    """
+
+    risk: CommandRisk
+    programs: tuple[str, ...] = ()
+    reasons: tuple[str, ...] = ()
+    blocked_high_risk: tuple[str, ...] = ()
+    denial: str | None = None
+
+
+# Tools whose ``path`` argument names a file or directory the tool touches. The runtime
+# learns about a jail escape here, before asking the user to approve something that will
+# be refused anyway.
+PATH_ARGUMENT_TOOLS: Final = {
+    "file_read": False,
+    "file_write": True,
+    "file_edit": True,
+    "deliver_file": False,
+    "content_search": False,
+}
+
+
+# Tools that only talk to the user (ask_user's question *is* a permission request; an
+# escalation or a plan is just shown). Asking "may I ask you?" first would be noise, so they
+# run unless the operator lists them in always_ask.
+SELF_APPROVING_TOOLS: Final = frozenset({"ask_user", "escalate_to_human", "todo_write"})
+
+
+def shell_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment shell commands run with: ``SHELL_ENV_PASSTHROUGH`` only."""
+    source = os.environ if environ is None else environ
+    return {name: source[name] for name in SHELL_ENV_PASSTHROUGH if name in source}
+
+
+def _is_within(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+class _CommandParseError(Exception):
+    pass
+
+
 class SecurityPolicy:
     """Policy for one session.
 
     Args:
         profile: the agent's risk profile.
-        workspace: the session's canonical cwd (the jail).
+        workspace: the session's cwd (the jail); canonicalized here.
     """
 
     def __init__(self, profile: RiskProfileConfig, workspace: Path) -> None:
         self.profile = profile
-        self.workspace = workspace
+        self.workspace = workspace.resolve()
+        self._forbidden = self._expand_forbidden(profile.forbidden_paths)
+        self._shell_env = shell_environment()
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def jailed(self) -> bool:
+        """Whether paths must stay inside the workspace (``full`` lifts ``workspace_only``)."""
+        return self.profile.workspace_only and self.profile.level != "full"
+
+    @property
+    def read_only(self) -> bool:
+        return self.profile.level == "readonly"
+
+    # ------------------------------------------------------------------ decisions
 
     def decide(
         self,
@@ -58,11 +266,452 @@ class SecurityPolicy:
         session_allowed: frozenset[str] = frozenset(),
     ) -> PolicyDecision:
         """Whether a tool call may run, must be approved first, or is refused."""
-        raise NotImplementedError
+        level = self.profile.level
+        if level == "readonly" and side_effects:
+            return PolicyDecision(
+                Approval.DENY,
+                f"Tool '{tool_name}' is not allowed: the risk profile is read-only "
+                "(no side effects)",
+            )
+        path_denial = self._path_argument_denial(tool_name, arguments)
+        if path_denial is not None:
+            return PolicyDecision(Approval.DENY, path_denial)
+
+        if tool_name == "shell":
+            command = arguments.get("command")
+            if not isinstance(command, str):
+                return PolicyDecision(Approval.DENY, "shell requires a string 'command' argument")
+            assessment = self.assess_command(command)
+            if assessment.denial is not None:
+                return PolicyDecision(Approval.DENY, assessment.denial)
+            if assessment.blocked_high_risk:
+                return PolicyDecision(
+                    Approval.DENY,
+                    "High-risk command blocked by security policy: "
+                    + "; ".join(assessment.blocked_high_risk),
+                )
+            if level == "full":
+                return PolicyDecision(Approval.ALLOW)
+            if assessment.risk is CommandRisk.HIGH:
+                return PolicyDecision(
+                    Approval.ASK, "high-risk command: " + "; ".join(assessment.reasons)
+                )
+            if (
+                assessment.risk is CommandRisk.MEDIUM
+                and self.profile.require_approval_for_medium_risk
+            ):
+                return PolicyDecision(
+                    Approval.ASK, "medium-risk command: " + "; ".join(assessment.reasons)
+                )
+
+        if level in ("full", "readonly"):
+            # readonly: side-effect tools were refused above; the rest read only.
+            return PolicyDecision(Approval.ALLOW)
+        always_ask = self.profile.always_ask
+        if "*" in always_ask or tool_name in always_ask:
+            return PolicyDecision(Approval.ASK, f"'{tool_name}' is in always_ask")
+        auto = self.profile.auto_approve
+        if (
+            "*" in auto
+            or tool_name in auto
+            or tool_name in session_allowed
+            or tool_name in SELF_APPROVING_TOOLS
+        ):
+            return PolicyDecision(Approval.ALLOW)
+        return PolicyDecision(Approval.ASK, f"'{tool_name}' needs approval")
+
+    def _path_argument_denial(self, tool_name: str, arguments: Mapping[str, Any]) -> str | None:
+        for_write = PATH_ARGUMENT_TOOLS.get(tool_name)
+        if for_write is None:
+            return None
+        path = arguments.get("path")
+        if not isinstance(path, str) or not path:
+            return None  # the tool itself reports a missing path
+        try:
+            self.resolve_path(path, for_write=for_write)
+        except PolicyViolation as violation:
+            return str(violation)
+        return None
+
+    # ------------------------------------------------------------------ paths
 
     def resolve_path(self, path: str, *, for_write: bool = False) -> Path:
-        """Resolve a tool's path argument inside the jail, or raise ``PolicyViolation``."""
-        raise NotImplementedError
+        """Resolve a tool's path argument inside the jail, or raise ``PolicyViolation``.
+
+        Relative paths are relative to the workspace; ``~`` is expanded. Both the lexical
+        form (``..`` collapsed) and the real path (symbolic links followed, a missing tail
+        kept) must stay inside the workspace while jailed, and neither may touch a
+        forbidden path. Returns the real path: callers use it, never the raw argument.
+        """
+        if "\x00" in path:
+            raise PolicyViolation(f"Path contains a NUL byte: {path!r}")
+        if not path.strip():
+            raise PolicyViolation("Path is empty")
+        if for_write and self.read_only:
+            raise PolicyViolation(f"Path is read-only under this risk profile: {path}")
+        candidate = Path(os.path.expanduser(path))
+        if not candidate.is_absolute():
+            candidate = self.workspace / candidate
+        lexical = Path(os.path.normpath(candidate))
+        if self.jailed and not _is_within(lexical, self.workspace):
+            raise PolicyViolation(f"Path escapes workspace directory: {path}")
+        try:
+            resolved = candidate.resolve(strict=False)
+        except (RuntimeError, OSError) as exc:  # symlink loop, unreadable component
+            raise PolicyViolation(f"Path cannot be resolved: {path} ({exc})") from None
+        if self.jailed and not _is_within(resolved, self.workspace):
+            raise PolicyViolation(
+                f"Path escapes workspace directory: {path} "
+                f"(a symbolic link resolves it to {resolved})"
+            )
+        self._check_forbidden(path, lexical)
+        if resolved != lexical:
+            self._check_forbidden(path, resolved)
+        return resolved
+
+    def is_allowed_path(self, path: Path) -> bool:
+        """Whether an already-absolute path (e.g. found by a directory walk) may be read."""
+        try:
+            self.resolve_path(str(path))
+        except PolicyViolation:
+            return False
+        return True
+
+    def _expand_forbidden(self, entries: tuple[str, ...]) -> tuple[tuple[str, Path], ...]:
+        expanded: dict[Path, str] = {}
+        for entry in entries:
+            if not entry.strip():
+                continue
+            raw = Path(os.path.normpath(os.path.expanduser(entry)))
+            if not raw.is_absolute():
+                raw = Path(os.path.normpath(self.workspace / raw))
+            # Both spellings: /tmp may itself be a symlink (macOS: /private/tmp).
+            expanded.setdefault(raw, entry)
+            expanded.setdefault(raw.resolve(), entry)
+        return tuple((entry, path) for path, entry in expanded.items())
+
+    def _check_forbidden(self, shown: str, path: Path) -> None:
+        for entry, forbidden in self._forbidden:
+            if not _is_within(path, forbidden):
+                continue
+            # The defaults forbid /home and /tmp, which contain nearly every project
+            # directory. A forbidden entry that *contains* the session workspace (or is the
+            # workspace) therefore does not forbid the workspace's own contents: the client
+            # chose that directory explicitly. It still forbids everything else under it,
+            # and forbidden entries inside the workspace (e.g. ~/.ssh when the workspace is
+            # $HOME) or elsewhere always apply.
+            if _is_within(self.workspace, forbidden) and _is_within(path, self.workspace):
+                continue
+            raise PolicyViolation(
+                f"Path is forbidden by security policy: {shown} (forbidden_paths has {entry})"
+            )
+
+    # ------------------------------------------------------------------ commands
 
     def classify_command(self, command: str) -> CommandRisk:
-        raise NotImplementedError
+        """The command's risk class; a command that cannot be analysed counts as HIGH."""
+        assessment = self.assess_command(command)
+        return CommandRisk.HIGH if assessment.denial is not None else assessment.risk
+
+    def assess_command(self, command: str) -> CommandAssessment:
+        """Analyse a shell command against the allowlist, the risk classes and the jail."""
+        if not command.strip():
+            return CommandAssessment(CommandRisk.LOW, denial="Command is empty")
+        if len(command) > DEFAULT_MAX_COMMAND_CHARS:
+            return CommandAssessment(
+                CommandRisk.HIGH,
+                denial=f"Command is too long ({len(command)} characters, "
+                f"limit {DEFAULT_MAX_COMMAND_CHARS})",
+            )
+        try:
+            segments = _split_command_list(command)
+            word_lists = [_split_words(segment) for segment in segments]
+        except _CommandParseError as exc:
+            return CommandAssessment(CommandRisk.HIGH, denial=str(exc))
+        risk = CommandRisk.LOW
+        programs: list[str] = []
+        reasons: list[str] = []
+        blocked: list[str] = []
+        for words in word_lists:
+            finding = self._assess_simple_command(words)
+            if finding.denial is not None:
+                return finding
+            programs.extend(finding.programs)
+            reasons.extend(finding.reasons)
+            blocked.extend(finding.blocked_high_risk)
+            if _RISK_ORDER[finding.risk] > _RISK_ORDER[risk]:
+                risk = finding.risk
+        return CommandAssessment(
+            risk,
+            programs=tuple(programs),
+            reasons=tuple(reasons),
+            blocked_high_risk=tuple(blocked) if self.profile.block_high_risk_commands else (),
+        )
+
+    def _assess_simple_command(self, words: list[str]) -> CommandAssessment:
+        high: list[str] = []
+        high_blockable: list[str] = []
+        medium: list[str] = []
+        args: list[str] = []
+        index = 0
+        # Redirections first: they can appear anywhere in a simple command.
+        while index < len(words):
+            word = words[index]
+            if word and all(char in _REDIRECT_CHARS for char in word):
+                target = words[index + 1] if index + 1 < len(words) else ""
+                denial = self._check_redirection(word, target, high, high_blockable, medium)
+                if denial is not None:
+                    return CommandAssessment(CommandRisk.HIGH, denial=denial)
+                index += 2
+                continue
+            args.append(word)
+            index += 1
+        # Leading reserved words and environment assignments precede the program.
+        while args and (args[0] in _RESERVED_WORDS or _ENV_ASSIGNMENT.match(args[0])):
+            word = args.pop(0)
+            name = word.split("=", 1)[0]
+            if name in DANGEROUS_ENV_ASSIGNMENTS or name.startswith("LD_"):
+                finding = f"sets {name}"
+                high.append(finding)
+                high_blockable.append(finding)
+        if not args:
+            return self._finding(high, high_blockable, medium, programs=())
+        program, arguments = args[0], args[1:]
+        denial = self._check_program_allowed(program)
+        if denial is not None:
+            return CommandAssessment(CommandRisk.HIGH, denial=denial)
+        for argument in arguments:
+            denial = self._check_path_argument(argument)
+            if denial is not None:
+                return CommandAssessment(CommandRisk.HIGH, denial=denial)
+        name = os.path.basename(program)
+        explicitly_allowed = program in self.profile.allowed_commands
+        if name in HIGH_RISK_COMMANDS or name.startswith("mkfs"):
+            high.append(name)
+            if not explicitly_allowed:
+                high_blockable.append(f"'{name}' is high-risk")
+        elif name in MEDIUM_RISK_COMMANDS:
+            medium.append(f"{name} modifies files")
+        elif name == "find":
+            actions = sorted(FIND_HIGH_RISK_ACTIONS.intersection(arguments))
+            if actions:
+                finding = f"find {' '.join(actions)}"
+                high.append(finding)
+                high_blockable.append(f"'{finding}' runs commands or deletes files")
+        elif name == "sed" and any(arg.startswith(("-i", "--in-place")) for arg in arguments):
+            medium.append("sed -i edits files in place")
+        elif name == "git":
+            self._classify_git(arguments, high, high_blockable, medium)
+        elif name in PACKAGE_MANAGER_MUTATIONS:
+            sub = _first_positional(arguments)
+            if sub in PACKAGE_MANAGER_MUTATIONS[name]:
+                medium.append(f"{name} {sub}")
+        elif name.startswith("python") and arguments[:2] == ["-m", "pip"]:
+            sub = _first_positional(arguments[2:])
+            if sub in PACKAGE_MANAGER_MUTATIONS["pip"]:
+                medium.append(f"{name} -m pip {sub}")
+        return self._finding(high, high_blockable, medium, programs=(program,))
+
+    @staticmethod
+    def _finding(
+        high: list[str], high_blockable: list[str], medium: list[str], *, programs: tuple[str, ...]
+    ) -> CommandAssessment:
+        if high:
+            risk = CommandRisk.HIGH
+        elif medium:
+            risk = CommandRisk.MEDIUM
+        else:
+            risk = CommandRisk.LOW
+        return CommandAssessment(
+            risk,
+            programs=programs,
+            reasons=tuple(high + medium),
+            blocked_high_risk=tuple(high_blockable),
+        )
+
+    def _classify_git(
+        self, arguments: list[str], high: list[str], blockable: list[str], medium: list[str]
+    ) -> None:
+        index = 0
+        while index < len(arguments) and arguments[index].startswith("-"):
+            option = arguments[index]
+            if option == "-c" or option.startswith(("--config-env", "--exec-path")):
+                finding = f"git {option} (configuration can run arbitrary programs)"
+                high.append(finding)
+                blockable.append(finding)
+            if option in ("-C", "-c", "--git-dir", "--work-tree", "--namespace"):
+                index += 1  # the option's value
+            index += 1
+        sub = arguments[index] if index < len(arguments) else ""
+        if sub and sub not in GIT_READONLY_SUBCOMMANDS:
+            medium.append(f"git {sub}")
+
+    def _check_program_allowed(self, program: str) -> str | None:
+        allowed = self.profile.allowed_commands
+        if "*" in allowed or program in allowed:
+            return None
+        if "/" in program and os.path.basename(program) in allowed:
+            return (
+                f"Command '{program}' is not allowed by security policy: call it by its bare "
+                f"name '{os.path.basename(program)}' or add the full path to allowed_commands"
+            )
+        shown = ", ".join(allowed) if allowed else "(none)"
+        return f"Command '{program}' is not allowed by security policy (allowed_commands: {shown})"
+
+    def _expand_env(self, word: str) -> str:
+        """``$NAME`` / ``${NAME}`` as the shell will see them (unknown names stay as they are)."""
+
+        def substitute(match: re.Match[str]) -> str:
+            name = match.group(1) or match.group(2)
+            return self._shell_env.get(name, match.group(0))
+
+        return _ENV_REFERENCE.sub(substitute, word)
+
+    def _check_path_argument(self, argument: str) -> str | None:
+        """Refuse an argument that names a path outside the jail or a forbidden path.
+
+        Checked: anything path-like (absolute, ``~``, containing ``..``, after ``$VAR``
+        expansion), the value of ``--option=value``, and any word that names an existing
+        entry of the workspace (it may be a symlink leading out).
+        """
+        candidates = [argument]
+        if argument.startswith("-") and "=" in argument:
+            candidates.append(argument.split("=", 1)[1])
+        for raw in candidates:
+            value = self._expand_env(raw) if "$" in raw else raw
+            if not value or "\x00" in value:
+                continue
+            path_like = value.startswith(("/", "~")) or ".." in Path(value).parts
+            if not path_like:
+                try:
+                    path_like = os.path.lexists(self.workspace / value)
+                except (OSError, ValueError):
+                    path_like = False
+            if not path_like:
+                continue
+            try:
+                self.resolve_path(value)
+            except PolicyViolation as violation:
+                return str(violation)
+        return None
+
+    def _check_redirection(
+        self,
+        operator: str,
+        target: str,
+        high: list[str],
+        blockable: list[str],
+        medium: list[str],
+    ) -> str | None:
+        if not target:
+            return f"Redirection '{operator}' has no target"
+        if operator.startswith("<<"):
+            return None  # here-document / here-string: the target is text, not a path
+        if operator.endswith("&") and (target.isdigit() or target == "-"):
+            return None  # file-descriptor duplication such as 2>&1
+        if target == "/dev/null":
+            return None
+        writes = ">" in operator
+        value = self._expand_env(target) if "$" in target else target
+        try:
+            resolved = self.resolve_path(value, for_write=writes)
+        except PolicyViolation as violation:
+            return str(violation)
+        if writes:
+            if _is_within(resolved, self.workspace):
+                medium.append(f"output redirection to {target}")
+            else:
+                finding = f"output redirection outside the workspace ({target})"
+                high.append(finding)
+                blockable.append(finding)
+        return None
+
+
+def _first_positional(arguments: list[str]) -> str:
+    for argument in arguments:
+        if not argument.startswith("-"):
+            return argument
+    return ""
+
+
+def _split_command_list(command: str) -> list[str]:
+    """Split a command line into simple commands on unquoted control operators.
+
+    Separators: ``;`` ``&`` ``&&`` ``|`` ``||`` ``|&`` newlines, and ``(`` ``)`` of
+    subshells. Redirection operators (``>``, ``2>&1``, ``&>``, ``>|``) stay with their
+    command. Comments are dropped. Command substitution anywhere outside single quotes
+    is refused: its inner command would otherwise escape every check.
+    """
+    segments: list[str] = []
+    current: list[str] = []
+    quote: str | None = None
+    index = 0
+    length = len(command)
+
+    def flush() -> None:
+        text = "".join(current).strip()
+        if text:
+            segments.append(text)
+        current.clear()
+
+    while index < length:
+        char = command[index]
+        if quote == "'":
+            current.append(char)
+            if char == "'":
+                quote = None
+            index += 1
+            continue
+        if char == "\\":
+            current.append(command[index : index + 2])
+            index += 2
+            continue
+        if char == "`" or command.startswith("$(", index):
+            raise _CommandParseError(_SUBSTITUTION_REASON)
+        if quote == '"':
+            current.append(char)
+            if char == '"':
+                quote = None
+            index += 1
+            continue
+        if char in "'\"":
+            quote = char
+            current.append(char)
+            index += 1
+        elif char == "#" and (not current or current[-1][-1:].isspace()):
+            newline = command.find("\n", index)
+            index = length if newline < 0 else newline
+        elif char in "<>":
+            if command.startswith("(", index + 1):
+                raise _CommandParseError(_SUBSTITUTION_REASON)
+            end = index + 1
+            while end < length and command[end] in _REDIRECT_CHARS:
+                end += 1
+            current.append(f" {command[index:end]} ")
+            index = end
+        elif char == "&" and command.startswith(">", index + 1):
+            end = index + 2
+            while end < length and command[end] == ">":
+                end += 1
+            current.append(f" {command[index:end]} ")
+            index = end
+        elif char in ";&|()\n":
+            flush()
+            index += 1
+        else:
+            current.append(char)
+            index += 1
+    if quote is not None:
+        raise _CommandParseError(f"Command has an unterminated {quote} quote")
+    flush()
+    return segments
+
+
+def _split_words(segment: str) -> list[str]:
+    lexer = shlex.shlex(segment, posix=True, punctuation_chars=_REDIRECT_CHARS)
+    lexer.whitespace_split = True
+    lexer.commenters = ""
+    try:
+        return list(lexer)
+    except ValueError as exc:
+        raise _CommandParseError(f"Command cannot be parsed: {exc}") from None
