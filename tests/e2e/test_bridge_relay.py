@@ -73,12 +73,13 @@ async def test_frame_with_raw_newline_is_reserialized_on_one_line(
     with trio.fail_after(TIMEOUT):
         async with running_bridge("--config-dir", str(config_dir), env=env(tmp_path)) as bridge:
             await bridge.send_line(jsonrpc_request(1, "test/frames", {"frames": [pretty]}))
-            await bridge.send_line(
-                jsonrpc_request(2, "test/frames", {"frames": [binary], "binary": True})
-            )
             first = await bridge.read_line()
             assert first == b'{"jsonrpc":"2.0","method":"session/update","params":{"t":"a\\nb"}}'
             assert (await bridge.read_json())["id"] == 1
+            # The gateway answers each request in its own task: one at a time keeps the order.
+            await bridge.send_line(
+                jsonrpc_request(2, "test/frames", {"frames": [binary], "binary": True})
+            )
             assert await bridge.read_line() == binary.encode()
             assert (await bridge.read_json())["id"] == 2
             await bridge.close_stdin()
