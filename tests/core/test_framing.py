@@ -99,3 +99,14 @@ def test_encode_line_appends_one_newline_and_refuses_embedded_ones() -> None:
     for bad in (b"{\n}", b"{\r}"):
         with pytest.raises(LocalProtocolError):
             encode_line(bad)
+
+
+def test_overlong_final_line_is_reported_at_eof() -> None:
+    decoder = LineDecoder(max_line_bytes=4)
+    decoder.feed(b"ok\n123456")
+    assert drain(decoder) == ["ok"]
+    decoder.feed(b"789")
+    decoder.feed(b"")
+    with pytest.raises(RemoteProtocolError, match="exceeds the 4-byte line limit"):
+        decoder.next_line()
+    assert decoder.next_line() is None

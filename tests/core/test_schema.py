@@ -219,6 +219,28 @@ def test_initialize_reads_elicitation_capabilities() -> None:
     assert not url.elicitation_form
     odd = decode_params(InitializeParams, {"protocolVersion": 0, "clientCapabilities": "weird"})
     assert odd.client_capabilities is None
+    mixed = decode_params(
+        InitializeParams,
+        {
+            "clientCapabilities": {
+                "terminal": {},
+                "fs": {"readTextFile": "yes"},
+                "elicitation": {"form": {}},
+            }
+        },
+    )
+    assert mixed.elicitation_form
+    assert mixed.client_capabilities is not None
+    assert mixed.client_capabilities.terminal is None
+    assert mixed.client_capabilities.fs is None
+    full = decode_params(
+        InitializeParams,
+        {"clientCapabilities": {"fs": {"readTextFile": True}, "terminal": True}},
+    )
+    assert full.client_capabilities is not None
+    assert full.client_capabilities.fs is not None
+    assert full.client_capabilities.fs.read_text_file
+    assert full.client_capabilities.terminal is True
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,8 @@
 """Newline-delimited JSON framing (ACP stdio transport), sans-IO.
 
 Feed bytes in any chunking with ``LineDecoder.feed``; pull complete lines with
-``LineDecoder.next_line``. A line that is too long or not UTF-8 raises
+``LineDecoder.next_line`` until it returns None before feeding again (memory then stays
+within one line limit plus one chunk). A line that is too long or not UTF-8 raises
 ``RemoteProtocolError`` (its ``reply_hint`` says how to answer) and the decoder
 resynchronises at the next newline, so one bad line never stops the stream.
 
@@ -56,6 +57,10 @@ class LineDecoder:
             return
         if not data:
             self._eof = True
+            if self._discarding:
+                # The over-long line ended with the stream: still report it once.
+                self._discarding = False
+                self._overlong_pending = True
             return
         if self._discarding:
             newline = data.find(b"\n")

@@ -551,6 +551,27 @@ class ClientCapabilities(WireStruct, kw_only=True):
     elicitation: ElicitationCapabilities | None = None
 
 
+def _client_capabilities(raw: JsonObject) -> ClientCapabilities:
+    fs: FileSystemCapabilities | None = None
+    try:
+        fs = msgspec.convert(raw.get("fs"), FileSystemCapabilities | None)
+    except msgspec.ValidationError:
+        fs = None
+    terminal = raw.get("terminal")
+    elicitation = raw.get("elicitation")
+    return ClientCapabilities(
+        fs=fs,
+        terminal=terminal if isinstance(terminal, bool) else None,
+        elicitation=(
+            ElicitationCapabilities(
+                form=elicitation.get("form", UNSET), url=elicitation.get("url", UNSET)
+            )
+            if isinstance(elicitation, dict)
+            else None
+        ),
+    )
+
+
 class InitializeParams(InboundParams, kw_only=True):
     """``initialize``: only the client capabilities matter; ``protocolVersion`` is ignored
     (the server always answers 1)."""
@@ -561,14 +582,10 @@ class InitializeParams(InboundParams, kw_only=True):
 
     @classmethod
     def from_object(cls, params: JsonObject) -> InitializeParams:
-        capabilities: ClientCapabilities | None = None
         raw = params.get("clientCapabilities", params.get("client_capabilities"))
-        if raw is not None:
-            try:
-                capabilities = msgspec.convert(raw, ClientCapabilities)
-            except msgspec.ValidationError:
-                # Odd capabilities never fail the handshake; we just assume none.
-                capabilities = None
+        # Odd capabilities never fail the handshake: each one is read on its own and
+        # anything malformed counts as not offered.
+        capabilities = _client_capabilities(raw) if isinstance(raw, dict) else None
         return cls(
             protocol_version=params.get("protocolVersion", UNSET),
             client_capabilities=capabilities,
