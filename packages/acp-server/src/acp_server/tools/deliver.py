@@ -10,10 +10,8 @@ runtime embeds the blob in the ``tool_call_update`` after re-checking the copy w
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Final
@@ -29,7 +27,7 @@ from acp_core.blobs import (
 )
 from acp_server.tools._args import optional_str, required_str, strip_control_chars
 from acp_server.tools.base import DeliveredFile, ToolContext, ToolError, ToolOutput
-from acp_server.tools.files import display_path, resolve
+from acp_server.tools.files import display_path, open_regular_file, resolve
 from acp_server.tools.uploads import UploadError, store_upload
 
 DEFAULT_MAX_DELIVER_BYTES: Final = DEFAULT_MAX_BLOB_BYTES
@@ -47,24 +45,12 @@ class _Stored:
 
 
 def _read_bounded(path: Path, shown: str, limit: int) -> bytes:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise ToolError(f"File not found: {shown}") from None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise ToolError(f"Not a regular file: {shown} is a symbolic link") from None
-        if exc.errno == errno.EISDIR:
-            raise ToolError(f"Not a regular file: {shown} is a directory") from None
-        raise ToolError(f"Cannot open {shown}: {exc.strerror or exc}") from None
-    with open(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise ToolError(f"Not a regular file: {shown}")
-        if info.st_size > limit:
-            raise ToolError(f"File too large: {info.st_size} bytes (limit: {limit} bytes)")
+    with open(open_regular_file(path, shown), "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size > limit:
+            raise ToolError(f"File too large: {size} bytes (limit: {limit} bytes)")
         data = handle.read(limit + 1)
-    if len(data) > limit:
+    if len(data) > limit:  # it grew after fstat
         raise ToolError(f"File too large: more than {limit} bytes (limit: {limit} bytes)")
     return data
 

@@ -49,7 +49,7 @@ def looks_binary(sample: bytes) -> bool:
     return b"\x00" in sample
 
 
-def _open_regular_file(path: Path, shown: str) -> int:
+def open_regular_file(path: Path, shown: str) -> int:
     """Open a regular file for reading without following a final symlink or blocking on a FIFO."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -69,7 +69,7 @@ def _open_regular_file(path: Path, shown: str) -> int:
 
 
 def _read_lines(path: Path, shown: str, offset: int, limit: int) -> str:
-    fd = _open_regular_file(path, shown)
+    fd = open_regular_file(path, shown)
     with open(fd, "rb") as handle:
         if looks_binary(handle.read(BINARY_SNIFF_BYTES)):
             raise ToolError(
@@ -191,7 +191,7 @@ class FileWriteTool:
 
 
 def _edit_file(path: Path, shown: str, old: str, new: str) -> str:
-    fd = _open_regular_file(path, shown)
+    fd = open_regular_file(path, shown)
     with open(fd, "rb") as handle:
         data = handle.read(DEFAULT_MAX_WRITE_BYTES + 1)
     if len(data) > DEFAULT_MAX_WRITE_BYTES:
