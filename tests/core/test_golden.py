@@ -1,6 +1,7 @@
 """Every example in the seed, parsed into its acp-core type and re-emitted identically.
 
-Fixtures live in ``golden/*.json``: ``wire`` is the seed's example (placeholders such as
+Fixtures live in ``golden/*.json``; ``reference_*.json`` add shapes the seed leaves out but
+the reference server emits (zeroclaw.md §2), with ``seed`` saying which. In each, ``wire`` is the seed's example (placeholders such as
 ``{...}`` filled in), ``canonical`` (only where present) is what we emit after lenient
 intake normalised it, e.g. a plain-string prompt becomes one typed text part. Comparison
 is on parsed JSON *and* key order, which is the seed's.
@@ -140,3 +141,17 @@ def test_deliver_file_resource_is_narrowed_to_a_blob() -> None:
     assert isinstance(block.content, schema.EmbeddedResource)
     assert isinstance(block.content.resource, schema.BlobResource)
     assert block.content.resource.uri.startswith("attachment://deliver/")
+
+
+def test_reference_builders_match_their_fixtures() -> None:
+    cancelled = golden_payload("reference_update_turn_cancelled", "params")
+    built = schema.turn_cancelled_update(cancelled["sessionId"], "[turn cancelled via client]")
+    assert ordered(schema.to_builtins(built)) == ordered(cancelled["update"])
+    edit = golden_payload("reference_request_permission_edit", "params")
+    assert schema.to_builtins(schema.permission_options(edit=True)) == edit["options"]
+    outcome = schema.parse_permission_outcome(
+        golden_payload("reference_request_permission_reject_with_edit", "result")
+    )
+    assert outcome == schema.SelectedOutcome(
+        option_id="reject-with-edit", replacement_content="use baz instead"
+    )

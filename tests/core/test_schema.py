@@ -394,3 +394,35 @@ def test_to_builtins_matches_encode() -> None:
         session_id="s", update=AgentMessageChunk(content=TextContent(text="hi"))
     )
     assert to_builtins(note) == wire(note)
+
+
+def test_ask_user_choices_become_options_with_a_reject_last() -> None:
+    assert wire(schema.choice_options(["Yes", "No"])) == [
+        {"optionId": "choice-0", "name": "Yes", "kind": "allow_once"},
+        {"optionId": "choice-1", "name": "No", "kind": "reject_once"},
+    ]
+    assert wire(schema.choice_options(["Only"])) == [
+        {"optionId": "choice-0", "name": "Only", "kind": "allow_once"}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("option_id", "index"),
+    [
+        ("choice-0", 0),
+        ("choice-2", 2),
+        ("choice-3", None),
+        ("choice-01", None),
+        ("choice-", None),
+        ("choice--1", None),
+        ("xchoice-1", None),
+        ("allow-once", None),
+        ("choice-١", None),
+    ],
+)
+def test_chosen_index(option_id: str, index: int | None) -> None:
+    assert schema.chosen_index(SelectedOutcome(option_id=option_id), 3) == index
+
+
+def test_cancelled_outcome_picks_no_choice() -> None:
+    assert schema.chosen_index(CancelledOutcome(), 3) is None

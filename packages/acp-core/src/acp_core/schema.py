@@ -19,6 +19,7 @@ See docs/decisions.md for why msgspec.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, TypeVar
 
 import msgspec
@@ -346,6 +347,37 @@ def permission_options(*, edit: bool) -> list[PermissionOption]:
     return [ALLOW_ONCE, ALLOW_ALWAYS, REJECT_ONCE]
 
 
+CHOICE_OPTION_PREFIX: Final = "choice-"
+
+
+def choice_options(choices: Sequence[str]) -> list[PermissionOption]:
+    """ask_user's choices as permission options ``choice-0`` … ``choice-<n-1>``.
+
+    As in the reference, every choice is ``allow_once`` except that the last of two or more
+    is ``reject_once``, so clients that colour options by kind show a "no" button.
+    """
+    last = len(choices) - 1
+    return [
+        PermissionOption(
+            option_id=f"{CHOICE_OPTION_PREFIX}{index}",
+            name=text,
+            kind="reject_once" if index == last and last >= 1 else "allow_once",
+        )
+        for index, text in enumerate(choices)
+    ]
+
+
+def chosen_index(outcome: PermissionOutcome, choice_count: int) -> int | None:
+    """Which ask_user choice an outcome picked, or None (cancelled, unknown option id)."""
+    if not isinstance(outcome, SelectedOutcome):
+        return None
+    prefix, _, digits = outcome.option_id.partition(CHOICE_OPTION_PREFIX)
+    if prefix or not digits.isascii() or not digits.isdigit():
+        return None
+    index = int(digits)
+    return index if index < choice_count and digits == str(index) else None
+
+
 def parse_permission_outcome(result: JsonValue) -> PermissionOutcome:
     """Read a ``session/request_permission`` result.
 
@@ -613,7 +645,7 @@ class HttpHeader(WireStruct, kw_only=True):
     value: str
 
 
-class McpServerStdio(WireStruct, kw_only=True):
+class McpServerStdio(WireStruct, kw_only=True, omit_defaults=False):
     """A stdio MCP server the client wants connected (base ACP shape)."""
 
     name: str
@@ -622,7 +654,7 @@ class McpServerStdio(WireStruct, kw_only=True):
     env: list[EnvVariable] = msgspec.field(default_factory=list)
 
 
-class McpServerHttp(WireStruct, kw_only=True):
+class McpServerHttp(WireStruct, kw_only=True, omit_defaults=False):
     """An http / sse MCP server (we advertise no support; parsed so it can be refused clearly)."""
 
     type: Literal["http", "sse"]
