@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from acp_core.blobs import plan_prompt
@@ -44,6 +44,10 @@ from acp_core.schema import (
     encode,
     text_tool_content,
 )
+
+# The CI machine is small and shared: judge properties by their examples, not wall time.
+relaxed = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+thorough = settings(relaxed, max_examples=300)
 
 json_scalars = (
     st.none()
@@ -89,6 +93,7 @@ def same_message(a: Message, b: Message) -> bool:
     return type(a) is type(b) and serialize_message(a) == serialize_message(b)
 
 
+@relaxed
 @given(messages)
 def test_serialize_parse_round_trip(message: Message) -> None:
     parsed = parse_message(serialize_message(message))
@@ -97,6 +102,7 @@ def test_serialize_parse_round_trip(message: Message) -> None:
         assert type(parsed.id) is type(message.id)  # type: ignore[union-attr]
 
 
+@relaxed
 @given(
     st.lists(messages, min_size=1, max_size=6),
     st.lists(st.integers(min_value=0, max_value=10_000), max_size=12),
@@ -157,6 +163,7 @@ def _pump(chunks: list[bytes], max_line_bytes: int) -> int:
     return unanswerable
 
 
+@relaxed
 @given(st.lists(st.binary(max_size=64), max_size=10), st.integers(min_value=1, max_value=48))
 def test_arbitrary_bytes_raise_only_remote_protocol_errors(chunks: list[bytes], limit: int) -> None:
     assert _pump(chunks, limit) == 0
@@ -165,11 +172,13 @@ def test_arbitrary_bytes_raise_only_remote_protocol_errors(chunks: list[bytes], 
 json_ish = st.text(alphabet='{}[]":,0123456789.-+eEtrufalsn \\\n\r\t', max_size=80)
 
 
+@relaxed
 @given(st.lists(json_ish, max_size=6))
 def test_json_like_garbage_raises_only_remote_protocol_errors(pieces: list[str]) -> None:
     assert _pump([piece.encode() for piece in pieces], 1024) == 0
 
 
+@relaxed
 @given(json_values)
 def test_any_json_value_parses_or_gets_a_reply_hint(value: Any) -> None:
     try:
@@ -221,7 +230,7 @@ prompt_like = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=300)
+@thorough
 @given(st.sampled_from(inbound_types), json_values | prompt_like)
 def test_inbound_params_fail_only_with_invalid_params(
     params_type: type[InboundParams], raw: Any
@@ -283,6 +292,7 @@ updates = st.one_of(
 )
 
 
+@relaxed
 @given(st.builds(SessionNotification, session_id=texts, update=updates))
 def test_session_notifications_round_trip(notification: SessionNotification) -> None:
     data = encode(notification)
@@ -310,7 +320,7 @@ def _outcome(parse: Any, data: Any) -> tuple[str, bytes]:
         return "error", b"" if hint is None else serialize_message(hint)
 
 
-@settings(max_examples=300)
+@thorough
 @given(message_like | json_values)
 def test_bytes_and_builtins_paths_apply_the_same_rules(value: Any) -> None:
     data = msgspec.json.encode(value)
