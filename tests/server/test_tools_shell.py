@@ -2,49 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
-import psutil
 import pytest
 import trio
 
 from acp_server.config import RiskProfileConfig
 from acp_server.tools.base import ToolError
 from acp_server.tools.shell import ShellTool
-from tests.server.tool_context import make_context
+from tests.server.tool_context import make_context, pids_in, poll_until, process_gone
 
 ANYTHING_GOES = RiskProfileConfig(allowed_commands=("*",), block_high_risk_commands=False)
 
 
-def _gone(pid: int) -> bool:
-    """Gone, or a zombie waiting for init to reap it (it runs nothing any more)."""
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-
-
-async def _poll(condition: Callable[[], bool]) -> None:
-    """Poll a condition the test cannot be notified about (another process's state)."""
-    with trio.fail_after(10):
-        while True:
-            if condition():
-                return
-            await trio.sleep(0.02)
-
-
 async def _wait_until_gone(pids: list[int]) -> None:
-    await _poll(lambda: all(_gone(pid) for pid in pids))
-
-
-def _pids_in(path: Path) -> list[int]:
-    return [int(word) for word in path.read_text().split()] if path.exists() else []
+    await poll_until(lambda: all(process_gone(pid) for pid in pids))
 
 
 async def _read_pids(path: Path, count: int) -> list[int]:
-    await _poll(lambda: len(_pids_in(path)) >= count)
-    return _pids_in(path)[:count]
+    await poll_until(lambda: len(pids_in(path)) >= count)
+    return pids_in(path)[:count]
 
 
 async def test_runs_in_workspace_and_captures_output(
@@ -133,7 +110,7 @@ async def test_cancel_kills_the_whole_process_group(tmp_path: Path) -> None:
 
             async def cancel_once_started() -> None:
                 pids.extend(await _read_pids(tmp_path / "pids", 2))
-                assert not any(_gone(pid) for pid in pids)
+                assert not any(process_gone(pid) for pid in pids)
                 nursery.cancel_scope.cancel()
 
             nursery.start_soon(cancel_once_started)

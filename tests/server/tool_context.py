@@ -1,10 +1,14 @@
-"""A ToolContext for tool tests, recording what tools send back to the client."""
+"""A ToolContext for tool tests, recording what tools send back to the client, and
+probes for processes a tool started (shared with tests/e2e/test_tools_e2e.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import psutil
+import trio
 
 from acp_server.config import RiskProfileConfig
 from acp_server.conversation import PlanEntry
@@ -51,3 +55,25 @@ def make_context(
         set_plan=recorder.set_plan,
     )
     return ctx, recorder
+
+
+def process_gone(pid: int) -> bool:
+    """Gone, or a zombie waiting for init to reap it (it runs nothing any more)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def pids_in(path: Path) -> list[int]:
+    """The pids a test command wrote to ``path`` (one per line), so far."""
+    return [int(word) for word in path.read_text().split()] if path.exists() else []
+
+
+async def poll_until(condition: Callable[[], bool], *, within: float = 10.0) -> None:
+    """Poll a condition nothing can notify us about (another process's state)."""
+    with trio.fail_after(within):
+        while True:
+            if condition():
+                return
+            await trio.sleep(0.02)

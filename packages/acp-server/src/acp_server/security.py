@@ -65,7 +65,7 @@ import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Final
 
 from acp_server.config import RiskProfileConfig
@@ -222,6 +222,16 @@ def shell_environment(environ: Mapping[str, str] | None = None) -> dict[str, str
     return {name: source[name] for name in SHELL_ENV_PASSTHROUGH if name in source}
 
 
+def deliver_path_denial(path: str) -> str | None:
+    """deliver_file refuses any ``..`` component outright, even one that stays inside
+    (research/zeroclaw.md §4.2): a delivered path is spelled plainly or not at all."""
+    if "\x00" in path:
+        return "Path contains a NUL byte"
+    if ".." in PurePosixPath(path).parts:
+        return f"Path not allowed by security policy: {path}"
+    return None
+
+
 def _is_within(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
@@ -327,6 +337,10 @@ class SecurityPolicy:
         path = arguments.get("path")
         if not isinstance(path, str) or not path:
             return None  # the tool itself reports a missing path
+        if tool_name == "deliver_file":
+            denial = deliver_path_denial(path)
+            if denial is not None:
+                return denial
         try:
             self.resolve_path(path, for_write=for_write)
         except PolicyViolation as violation:

@@ -164,7 +164,10 @@ def get_paircode_command(
         method, path = "GET", "/admin/paircode"
     url = base + path
     try:
-        response = httpx.request(method, url, timeout=ADMIN_TIMEOUT_SECS, verify=verify)
+        # trust_env=False: a loopback call must never be sent through a proxy.
+        response = httpx.request(
+            method, url, timeout=ADMIN_TIMEOUT_SECS, verify=verify, trust_env=False
+        )
     except httpx.HTTPError as exc:
         fail(
             f"cannot reach the gateway at {base}: {exc}. Is `zeroclaw gateway` running on this "

@@ -24,12 +24,13 @@ cancels everything at once.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import logging
 import signal
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -260,10 +261,23 @@ class Gateway:
                 listeners.append(trio.SSLListener(tcp_listener, ssl_context))
             else:
                 listeners.append(tcp_listener)
-        self._announce(
-            f"gateway listening on {self.url('')} "
-            f"(ACP WebSocket: {self.url('/acp', websocket=True)})"
+        # Signals are caught from here on: a supervisor may send SIGTERM as soon as it has
+        # read the "listening" line, and that must drain, not kill.
+        signal_context = (
+            trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM)
+            if handle_signals
+            else contextlib.nullcontext(None)
         )
+        with signal_context as signals:
+            self._announce_start()
+            async with trio.open_nursery() as outer:
+                if signals is not None:
+                    outer.start_soon(self._watch_signals, signals, outer.cancel_scope)
+                task_status.started(self.bound_port)
+                await self._serve_until_drained(listeners)
+                outer.cancel_scope.cancel()
+
+    def _announce_start(self) -> None:
         if self.settings.require_pairing and not len(self.tokens):
             code = self.pairing.issue_code()
             self._announce(
@@ -272,29 +286,28 @@ class Gateway:
             )
         elif not self.settings.require_pairing:
             self._announce("pairing is off ([gateway] require_pairing = false): no token needed")
+        # Last, so a supervisor that waits for this line has seen the pairing code already.
+        self._announce(
+            f"gateway listening on {self.url('')} "
+            f"(ACP WebSocket: {self.url('/acp', websocket=True)})"
+        )
 
-        async with trio.open_nursery() as outer:
-            if handle_signals:
-                outer.start_soon(self._watch_signals, outer.cancel_scope)
-            task_status.started(self.bound_port)
-            await self._serve_until_drained(listeners)
-            outer.cancel_scope.cancel()
-
-    async def _watch_signals(self, force_scope: trio.CancelScope) -> None:
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            async for signum in signals:
-                name = signal.Signals(signum).name
-                if not self._drain_requested.is_set():
-                    logger.warning(
-                        "%s: draining (up to %.0f s for running turns; send again to stop now)",
-                        name,
-                        self.drain_timeout_secs,
-                    )
-                    self.request_drain()
-                else:
-                    logger.warning("%s again: cancelling everything now", name)
-                    force_scope.cancel()
-                    return
+    async def _watch_signals(
+        self, signals: AsyncIterator[int], force_scope: trio.CancelScope
+    ) -> None:
+        async for signum in signals:
+            name = signal.Signals(signum).name
+            if not self._drain_requested.is_set():
+                logger.warning(
+                    "%s: draining (up to %.0f s for running turns; send again to stop now)",
+                    name,
+                    self.drain_timeout_secs,
+                )
+                self.request_drain()
+            else:
+                logger.warning("%s again: cancelling everything now", name)
+                force_scope.cancel()
+                return
 
     async def _serve_until_drained(
         self, listeners: list[trio.abc.Listener[trio.abc.Stream]]

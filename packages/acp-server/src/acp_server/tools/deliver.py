@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Final
 
 import trio
@@ -25,6 +25,7 @@ from acp_core.blobs import (
     file_extension,
     guess_mime,
 )
+from acp_server.security import deliver_path_denial
 from acp_server.tools._args import optional_str, required_str, strip_control_chars
 from acp_server.tools.base import DeliveredFile, ToolContext, ToolError, ToolOutput
 from acp_server.tools.files import display_path, open_regular_file, resolve
@@ -103,10 +104,9 @@ class DeliverFileTool:
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         raw_path = required_str(arguments, "path")
-        if "\x00" in raw_path:
-            raise ToolError("Path contains a NUL byte")
-        if ".." in PurePosixPath(raw_path).parts:
-            raise ToolError(f"Path not allowed by security policy: {raw_path}")
+        denial = deliver_path_denial(raw_path)
+        if denial is not None:
+            raise ToolError(denial)
         path = resolve(ctx, raw_path)
         shown = display_path(ctx.policy, path)
         stored = await trio.to_thread.run_sync(

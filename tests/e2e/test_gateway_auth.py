@@ -1,0 +1,209 @@
+"""`zeroclaw gateway` end to end: tokens, 401 before upgrade, pairing, lockout, origins."""
+
+from __future__ import annotations
+
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+import trio
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from acp_server.gateway.auth import UNAUTHORIZED_BODY, hash_token
+from tests.e2e.gateway_harness import RawWsClient, WsRpc, run_gateway, ws_connect
+from tests.e2e.helpers import child_env, console_script, echo_config, write_config
+
+pytestmark = pytest.mark.e2e
+
+
+def _config_dir(tmp_path: Path) -> Path:
+    return write_config(tmp_path / "cfg", echo_config())
+
+
+async def _expect_401(url: str, **kwargs: object) -> None:
+    with pytest.raises(InvalidStatus) as caught:
+        async with ws_connect(url, **kwargs):  # type: ignore[arg-type]
+            pass
+    response = caught.value.response
+    assert response.status_code == 401
+    assert response.body is not None
+    assert response.body.decode().strip() == UNAUTHORIZED_BODY
+    assert response.headers["WWW-Authenticate"] == "Bearer"
+
+
+async def test_pairing_then_each_token_form_is_accepted(tmp_path: Path) -> None:
+    config_dir = _config_dir(tmp_path)
+    with trio.fail_after(60):
+        async with run_gateway(config_dir) as gateway:
+            assert gateway.pairing_code is not None
+            code_page = (await gateway.http("GET", "/pair/code")).json()
+            assert code_page == {
+                "success": True,
+                "pairing_required": True,
+                "pairing_code": gateway.pairing_code,
+            }
+            token = await gateway.pair()
+            assert token.startswith("zc_")
+            assert len(token) == 67
+            # The code was consumed; only the digest is on disk, other settings intact.
+            assert (await gateway.http("GET", "/pair/code")).json()["pairing_code"] is None
+            document = tomllib.loads((config_dir / "config.toml").read_text())
+            assert document["gateway"]["paired_tokens"] == [hash_token(token)]
+            assert document["agents"]["echo"]["model_provider"] == "echo.default"
+            assert token not in (config_dir / "config.toml").read_text()
+
+            for how in ("header", "subprotocol", "query"):
+                async with ws_connect(gateway.ws_url(), token=token, how=how) as ws:
+                    # zeroclaw.acp.v1 is selected; the bearer.* entry is never echoed.
+                    assert ws.subprotocol == "zeroclaw.acp.v1"
+                    rpc = WsRpc(ws)
+                    init = await rpc.call("initialize", {"protocolVersion": 1})
+                    assert init["result"]["protocolVersion"] == 1
+            async with ws_connect(gateway.ws_url(), token=token, subprotocols=()) as ws:
+                assert ws.subprotocol is None
+
+            # Missing and wrong tokens: 401 before any upgrade, the body names the 3 ways.
+            await _expect_401(gateway.ws_url())
+            await _expect_401(gateway.ws_url(), token="zc_" + "0" * 64)
+            await _expect_401(gateway.ws_url(), token=token + "x", how="subprotocol")
+            await _expect_401(gateway.ws_url(), token="nope", how="query")
+            assert token not in gateway.stderr()  # tokens never reach the log
+
+        # Restart: the persisted digest still authenticates, and no code is printed.
+        async with run_gateway(config_dir) as gateway:
+            assert gateway.pairing_code is None
+            async with ws_connect(gateway.ws_url(), token=token) as ws:
+                init = await WsRpc(ws).call("initialize", {})
+                assert "result" in init
+
+
+async def test_wrong_codes_lock_out_and_get_paircode_recovers(tmp_path: Path) -> None:
+    config_dir = _config_dir(tmp_path)
+    with trio.fail_after(60):
+        async with run_gateway(config_dir) as gateway:
+            assert gateway.pairing_code is not None
+            wrong = "000000" if gateway.pairing_code != "000000" else "111111"
+            statuses = []
+            for _ in range(5):
+                response = await gateway.http("POST", "/pair", headers={"X-Pairing-Code": wrong})
+                statuses.append(response.status_code)
+            assert statuses == [403, 403, 403, 403, 429]
+            # Locked: even the right code is refused, with a retry_after.
+            locked = await gateway.http(
+                "POST", "/pair", headers={"X-Pairing-Code": gateway.pairing_code}
+            )
+            assert locked.status_code == 429
+            assert locked.json()["retry_after"] > 0
+            assert int(locked.headers["Retry-After"]) > 0
+
+            # The operator issues a fresh code from the same machine: the lockout is lifted.
+            fresh = await _get_paircode(config_dir, gateway.port, "--new")
+            assert fresh.returncode == 0, fresh.stderr
+            new_code = fresh.stdout.strip()
+            assert len(new_code) == 6
+            assert new_code.isdigit()
+            token = await gateway.pair(new_code)
+
+            # Without --new there is no active code any more (it was consumed).
+            again = await _get_paircode(config_dir, gateway.port)
+            assert again.returncode == 1
+            assert "get-paircode --new" in again.stderr
+
+            # --rotate revokes every token: a live connection is closed with 1008 (stop,
+            # do not retry) and the old token is refused afterwards.
+            async with ws_connect(gateway.ws_url(), token=token) as ws:
+                rotated = await _get_paircode(config_dir, gateway.port, "--rotate")
+                assert rotated.returncode == 0, rotated.stderr
+                assert "revoked 1 token" in rotated.stderr
+                with pytest.raises(ConnectionClosed) as closed:
+                    with trio.fail_after(10):
+                        await ws.recv()
+                assert closed.value.rcvd is not None
+                assert closed.value.rcvd.code == 1008
+            await _expect_401(gateway.ws_url(), token=token)
+            document = tomllib.loads((config_dir / "config.toml").read_text())
+            assert document["gateway"]["paired_tokens"] == []
+            assert (await gateway.http("GET", "/health")).json()["paired"] is False
+
+
+async def _get_paircode(
+    config_dir: Path, port: int, *flags: str
+) -> subprocess.CompletedProcess[str]:
+    result = await trio.run_process(
+        [str(console_script("zeroclaw")), "gateway", "get-paircode", "--port", str(port), *flags],
+        env=child_env(config_dir),
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
+    return subprocess.CompletedProcess(
+        result.args, result.returncode, result.stdout.decode(), result.stderr.decode()
+    )
+
+
+async def test_rate_limit_per_minute(tmp_path: Path) -> None:
+    document = echo_config()
+    document["gateway"] = {"pair_rate_limit_per_minute": 3}
+    config_dir = write_config(tmp_path / "cfg", document)
+    with trio.fail_after(30):
+        async with run_gateway(config_dir) as gateway:
+            statuses = [
+                (await gateway.http("POST", "/pair", headers={"X-Pairing-Code": "x"})).status_code
+                for _ in range(4)
+            ]
+            assert statuses == [403, 403, 403, 429]
+
+
+async def test_health_needs_no_auth_and_origins_are_checked(tmp_path: Path) -> None:
+    document = echo_config()
+    document["gateway"] = {"allowed_origins": ["https://ide.example.com"]}
+    config_dir = write_config(tmp_path / "cfg", document)
+    with trio.fail_after(30):
+        async with run_gateway(config_dir) as gateway:
+            health = await gateway.http("GET", "/health")
+            assert health.status_code == 200
+            assert health.json()["status"] == "ok"
+            token = await gateway.pair()
+            # A page from another site cannot use the gateway, even with a token...
+            with pytest.raises(InvalidStatus) as caught:
+                async with ws_connect(gateway.ws_url(), token=token, origin="http://evil.example"):
+                    pass
+            assert caught.value.response.status_code == 403
+            # ...while loopback and listed origins can.
+            for origin in ("http://localhost:5173", "https://ide.example.com"):
+                async with ws_connect(gateway.ws_url(), token=token, origin=origin) as ws:
+                    assert "result" in await WsRpc(ws).call("initialize", {})
+            # DNS rebinding: a foreign Host header is refused on a loopback-bound gateway.
+            rebound = await gateway.http("GET", "/pair/code", headers={"Host": "evil.example"})
+            assert rebound.status_code == 403
+            # The admin endpoint refuses browsers.
+            admin = await gateway.http(
+                "POST", "/admin/paircode/rotate", headers={"Origin": "http://localhost:1"}
+            )
+            assert admin.status_code == 403
+
+
+async def test_pairing_off_needs_no_token(tmp_path: Path) -> None:
+    document = echo_config()
+    document["gateway"] = {"require_pairing": False}
+    config_dir = write_config(tmp_path / "cfg", document)
+    with trio.fail_after(30):
+        async with run_gateway(config_dir) as gateway:
+            assert gateway.pairing_code is None
+            raw = await RawWsClient.open(gateway.port, token=None)
+            await raw.send_json({"jsonrpc": "2.0", "id": 1, "method": "initialize"})
+            assert (await raw.next_json())["id"] == 1
+            await raw.vanish()
+
+
+async def test_public_bind_is_refused_without_opt_in(tmp_path: Path) -> None:
+    config_dir = _config_dir(tmp_path)
+    result = await trio.run_process(
+        [str(console_script("zeroclaw")), "gateway", "--host", "0.0.0.0", "--port", "0"],
+        env=child_env(config_dir),
+        capture_stderr=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert b"allow_public_bind = true" in result.stderr
