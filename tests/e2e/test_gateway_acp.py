@@ -153,6 +153,23 @@ async def test_frames_binary_and_oversize(tmp_path: Path) -> None:
                 assert reply["error"]["code"] == -32000  # session not found: it was parsed
 
 
+async def _raw_prompt(
+    gateway: RunningGateway, workspace: Path, prompt: str
+) -> tuple[RawWsClient, str]:
+    """A raw client that has sent initialize, session/new and a session/prompt."""
+    client = await RawWsClient.open(gateway.port, token=None)
+    await client.send_json({"jsonrpc": "2.0", "id": 1, "method": "initialize"})
+    await client.next_json()
+    new = {"cwd": str(workspace)}
+    await client.send_json({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": new})
+    session_id: str = (await client.next_json())["result"]["sessionId"]
+    params = {"sessionId": session_id, "prompt": prompt}
+    await client.send_json(
+        {"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": params}
+    )
+    return client, session_id
+
+
 async def test_vanishing_clients_cancel_their_turns_and_others_keep_working(
     tmp_path: Path,
 ) -> None:
@@ -166,50 +183,13 @@ async def test_vanishing_clients_cancel_their_turns_and_others_keep_working(
     with trio.fail_after(60):
         async with run_gateway(config_dir) as gateway:
             # Mid-turn: a long streamed answer, the client disappears after the first chunk.
-            mid_turn = await RawWsClient.open(gateway.port, token=None)
-            await mid_turn.send_json({"jsonrpc": "2.0", "id": 1, "method": "initialize"})
-            await mid_turn.next_json()
-            await mid_turn.send_json(
-                {
-                    "jsonrpc": "2.0",
-                    "id": 2,
-                    "method": "session/new",
-                    "params": {"cwd": str(workspace)},
-                }
-            )
-            session_id = (await mid_turn.next_json())["result"]["sessionId"]
-            await mid_turn.send_json(
-                {
-                    "jsonrpc": "2.0",
-                    "id": 3,
-                    "method": "session/prompt",
-                    "params": {"sessionId": session_id, "prompt": " ".join(["word"] * 400)},
-                }
-            )
+            mid_turn, session_id = await _raw_prompt(gateway, workspace, " ".join(["word"] * 400))
             first = await mid_turn.next_json()
             assert first["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
 
             # Mid-permission: file_write needs approval in supervised mode; never answered.
-            mid_permission = await RawWsClient.open(gateway.port, token=None)
-            await mid_permission.send_json({"jsonrpc": "2.0", "id": 1, "method": "initialize"})
-            await mid_permission.next_json()
-            await mid_permission.send_json(
-                {
-                    "jsonrpc": "2.0",
-                    "id": 2,
-                    "method": "session/new",
-                    "params": {"cwd": str(workspace)},
-                }
-            )
-            other_session = (await mid_permission.next_json())["result"]["sessionId"]
-            tool_line = '/tool file_write {"path": "marker.txt", "content": "x"}'
-            await mid_permission.send_json(
-                {
-                    "jsonrpc": "2.0",
-                    "id": 3,
-                    "method": "session/prompt",
-                    "params": {"sessionId": other_session, "prompt": tool_line},
-                }
+            mid_permission, _ = await _raw_prompt(
+                gateway, workspace, '/tool file_write {"path": "marker.txt", "content": "x"}'
             )
             while True:
                 message = await mid_permission.next_json()
