@@ -23,6 +23,7 @@ from acp_server.mcp import (
     mcp_tool_name,
     open_mcp_tools,
     select_mcp_servers,
+    start_mcp_tools,
 )
 from acp_server.security import Approval, SecurityPolicy
 from acp_server.tools.base import ToolContext, ToolOutput
@@ -208,6 +209,22 @@ async def test_environment_and_workspace_are_passed_and_processes_end_with_the_s
             assert psutil.pid_exists(pid)
     assert environment.text == f"bonjour in {tmp_path}"
     assert not psutil.pid_exists(pid)
+
+
+async def test_servers_started_in_a_connection_nursery_end_when_the_session_closes(
+    tmp_path: Path,
+) -> None:
+    with trio.fail_after(CEILING_SECS):
+        async with trio.open_nursery() as connection_nursery:
+            toolset = start_mcp_tools([fixture_server()], nursery=connection_nursery, cwd=tmp_path)
+            await toolset.wait_ready()
+            pid = int((await call(toolset, "mcp__fixture__pid", tmp_path)).text)
+            await toolset.aclose()  # session/close: the connection (and its nursery) lives on
+            assert not psutil.pid_exists(pid)
+            after = await call(toolset, "mcp__fixture__echo", tmp_path, text="hi")
+    assert after == ToolOutput(
+        text="Error: MCP server 'fixture' was stopped because the session ended.", ok=False
+    )
 
 
 def test_tool_names_are_safe_unique_and_short() -> None:

@@ -7,10 +7,11 @@ runs an arbitrary command on this host before any approval, which a paired gatew
 must not be able to do unless the operator opted in. Only stdio servers exist here
 (``initialize`` advertises ``mcpCapabilities {http: false, sse: false}``).
 
-``open_mcp_tools`` starts every server in the background and returns at once, so
-``session/new`` never waits for them (the reference's
+``start_mcp_tools`` starts every server in a nursery the caller owns (the connection's)
+and returns at once, so ``session/new`` never waits for them (the reference's
 ``…does_not_wait_for_configured_mcp_servers``); ``McpToolset.wait_ready`` waits, bounded
-by the startup timeout, before a turn lists its tools. Each remote tool becomes an
+by the startup timeout, before a turn lists its tools; ``McpToolset.close`` ends them when
+the session ends. ``open_mcp_tools`` is the same as one async context manager. Each remote tool becomes an
 ``McpTool`` named ``mcp__<server>__<tool>``: the prefix keeps MCP tools from shadowing
 built-ins (and from each other), and the name fits the providers' ``[A-Za-z0-9_-]{1,64}``
 rule. ``kind`` is ``other`` (``acp_core.tools.tool_kind``) and ``side_effects`` is always
@@ -21,9 +22,8 @@ Results: text passes through; embedded base64 blobs (and image/audio data) are w
 under the session's ``uploads/`` with the prompt-blob helpers (``acp_core.blobs`` naming,
 ``acp_server.tools.uploads.store_upload`` writing) and replaced by the same markers a
 prompt attachment gets. A server that cannot start, exits, or stops answering yields an
-``Error: …`` tool result, never an exception into the session. Leaving the context
-manager ends every server process (stdin closed, then SIGTERM/SIGKILL to its process
-group by the SDK).
+``Error: …`` tool result, never an exception into the session. Stopping a server closes
+its stdin, then the SDK sends SIGTERM and SIGKILL to its process group.
 """
 
 from __future__ import annotations
@@ -173,7 +173,8 @@ class _ServerConnection:
     problem: str = ""
     session: ClientSession | None = None
     remote_tools: list[mcp_types.Tool] = field(default_factory=list)
-    settled: trio.Event = field(default_factory=trio.Event)
+    settled: trio.Event = field(default_factory=trio.Event)  # ready, or failed to start
+    finished: trio.Event = field(default_factory=trio.Event)  # the process is gone
 
     @property
     def label(self) -> str:
@@ -273,6 +274,7 @@ async def _run_server(
         if connection.state in ("failed", "exited"):
             logger.warning("%s", connection.unavailable_reason())
         connection.settled.set()
+        connection.finished.set()
 
 
 # --- tools ------------------------------------------------------------------------------------
@@ -411,12 +413,13 @@ def _bounded(text: str) -> str:
 
 
 class McpToolset:
-    """A session's MCP servers and the tools they offer (see ``open_mcp_tools``)."""
+    """A session's MCP servers and the tools they offer (see ``start_mcp_tools``)."""
 
     def __init__(self, connections: Sequence[_ServerConnection], call_timeout_secs: float) -> None:
         self._connections = list(connections)
         self._call_timeout_secs = call_timeout_secs
         self._tools: dict[str, McpTool] | None = None
+        self._stop = trio.Event()
 
     async def wait_ready(self) -> None:
         """Return once every server is ready or has failed (bounded by the startup timeout)."""
@@ -462,6 +465,54 @@ class McpToolset:
             if connection.state in ("failed", "exited")
         ]
 
+    def close(self) -> None:
+        """Stop every server (returns at once; each process ends within a few seconds).
+
+        Idempotent. Cancelling the nursery the servers run in stops them too.
+        """
+        self._stop.set()
+        for connection in self._connections:
+            if connection.state == "ready":
+                connection.state = "stopped"
+
+    async def aclose(self) -> None:
+        """``close``, then wait until every server process has ended."""
+        self.close()
+        for connection in self._connections:
+            await connection.finished.wait()
+
+
+def start_mcp_tools(
+    servers: Sequence[McpServerConfig],
+    *,
+    nursery: trio.Nursery,
+    cwd: Path,
+    startup_timeout_secs: float = DEFAULT_MCP_STARTUP_TIMEOUT_SECS,
+    call_timeout_secs: float = DEFAULT_MCP_CALL_TIMEOUT_SECS,
+    errlog: TextIO | None = None,
+) -> McpToolset:
+    """Start ``servers`` in ``nursery`` (working directory ``cwd``, the session workspace).
+
+    Returns at once (``session/new`` does not wait); ``await toolset.wait_ready()`` before
+    listing tools for a turn, ``toolset.close()`` when the session ends. Server stderr goes
+    to ``errlog`` (default: our stderr, never stdout, which carries ACP frames).
+    """
+    connections = [_ServerConnection(config) for config in servers]
+    toolset = McpToolset(connections, call_timeout_secs)
+    for connection in connections:
+        nursery.start_soon(
+            partial(
+                _run_server,
+                connection,
+                cwd=cwd,
+                startup_timeout_secs=startup_timeout_secs,
+                errlog=errlog or sys.stderr,
+                stop=toolset._stop,
+            ),
+            name=f"mcp server {connection.config.name}",
+        )
+    return toolset
+
 
 @asynccontextmanager
 async def open_mcp_tools(
@@ -472,33 +523,20 @@ async def open_mcp_tools(
     call_timeout_secs: float = DEFAULT_MCP_CALL_TIMEOUT_SECS,
     errlog: TextIO | None = None,
 ) -> AsyncIterator[McpToolset]:
-    """Start ``servers`` (in ``cwd``, the session workspace) in the background.
+    """``start_mcp_tools`` in a nursery of its own; leaving the block ends the servers.
 
-    Yields at once; ``await toolset.wait_ready()`` before listing tools for a turn. Enter
-    and leave it in the task that owns the session: leaving stops every server process.
-    Server stderr goes to ``errlog`` (default: our stderr, never stdout, which carries
-    ACP frames).
+    For a caller whose session lifetime is one task; enter and leave it in that task.
     """
-    connections = [_ServerConnection(config) for config in servers]
-    toolset = McpToolset(connections, call_timeout_secs)
-    if not connections:
-        yield toolset
-        return
-    stop = trio.Event()
     async with trio.open_nursery() as nursery:
-        for connection in connections:
-            nursery.start_soon(
-                partial(
-                    _run_server,
-                    connection,
-                    cwd=cwd,
-                    startup_timeout_secs=startup_timeout_secs,
-                    errlog=errlog or sys.stderr,
-                    stop=stop,
-                ),
-                name=f"mcp server {connection.config.name}",
-            )
+        toolset = start_mcp_tools(
+            servers,
+            nursery=nursery,
+            cwd=cwd,
+            startup_timeout_secs=startup_timeout_secs,
+            call_timeout_secs=call_timeout_secs,
+            errlog=errlog,
+        )
         try:
             yield toolset
         finally:
-            stop.set()
+            toolset.close()
