@@ -127,3 +127,12 @@ async def test_missing_arguments_name_the_field(workspace: Path) -> None:
         await FileWriteTool().run({"path": "x"}, ctx)
     with pytest.raises(ToolError, match="'path'"):
         await FileReadTool().run({"path": 3}, ctx)
+
+
+async def test_file_read_cuts_a_huge_single_line(workspace: Path) -> None:
+    (workspace / "bundle.min.js").write_text("x" * 5_000_000 + "\nsecond line\n")
+    ctx, _ = make_context(workspace)
+    result = await FileReadTool().run({"path": "bundle.min.js"}, ctx)
+    first, second = result.text.splitlines()
+    assert first == "     1\t" + "x" * 2000 + " …[line truncated]"
+    assert second == "     2\tsecond line"

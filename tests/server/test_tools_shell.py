@@ -125,3 +125,9 @@ async def test_background_child_holding_the_pipe_does_not_hang_or_survive(tmp_pa
         result = await ShellTool().run({"command": "sleep 1000 & echo $!"}, ctx)
     assert result.ok
     await _wait_until_gone([int(result.text.strip())])
+
+
+async def test_missing_workspace_is_a_clear_error(tmp_path: Path) -> None:
+    ctx, _ = make_context(tmp_path / "gone")
+    with pytest.raises(ToolError, match="Cannot start the shell in"):
+        await ShellTool().run({"command": "ls"}, ctx)

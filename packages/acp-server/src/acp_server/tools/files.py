@@ -10,8 +10,9 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, BinaryIO, Final
 
 import trio
 
@@ -68,6 +69,16 @@ def open_regular_file(path: Path, shown: str) -> int:
     return fd
 
 
+def _bounded_lines(handle: BinaryIO, max_bytes: int) -> Iterator[bytes]:
+    """Lines of at most ``max_bytes`` each: a huge single-line file (minified bundle, a
+    log without newlines) is never held in memory whole; the rest of a long line is skipped."""
+    while line := handle.readline(max_bytes):
+        if len(line) == max_bytes and not line.endswith(b"\n"):
+            while (rest := handle.readline(max_bytes)) and not rest.endswith(b"\n"):
+                pass
+        yield line
+
+
 def _read_lines(path: Path, shown: str, offset: int, limit: int) -> str:
     fd = open_regular_file(path, shown)
     with open(fd, "rb") as handle:
@@ -80,7 +91,7 @@ def _read_lines(path: Path, shown: str, offset: int, limit: int) -> str:
         size = 0
         line_number = 0
         more = False
-        for raw in handle:
+        for raw in _bounded_lines(handle, DEFAULT_MAX_LINE_CHARS * 4):
             line_number += 1
             if line_number < offset:
                 continue

@@ -151,15 +151,18 @@ async def run_shell_command(
     """Run ``command`` with the shell; see the module docstring for the guarantees."""
     env = dict(env)
     env.setdefault("PATH", _FALLBACK_PATH)
-    process = await trio.lowlevel.open_process(
-        [_shell_program(), "-c", command],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        cwd=cwd,
-        env=env,
-        start_new_session=True,
-    )
+    try:
+        process = await trio.lowlevel.open_process(
+            [_shell_program(), "-c", command],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+        )
+    except OSError as exc:  # workspace deleted, no shell, fork limits
+        raise ToolError(f"Cannot start the shell in {cwd}: {exc.strerror or exc}") from None
     assert process.stdout is not None  # stdout=PIPE
     collector = _OutputCollector(max_output_bytes)
     try:
