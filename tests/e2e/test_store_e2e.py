@@ -135,6 +135,14 @@ async def test_session_survives_a_restart_and_replays_what_the_client_saw(
             await prompt_turn(second, session_id, "one more after the restart")
             closed = await second.call("session/close", {"sessionId": session_id})
             assert closed["result"] == {}
+            # Closed is not deleted: the same process can load it again, new turn included.
+            before = len(second.notifications)
+            reloaded = await second.call("session/load", {"sessionId": session_id})
+            assert reloaded["result"] == {}
+            replayed = [note["params"]["update"] for note in second.notifications[before:]]
+            assert replayed[: len(expected)] == expected
+            assert replayed[len(expected)]["content"]["text"] == "one more after the restart"
+            await second.call("session/close", {"sessionId": session_id})
 
         async with spawn_acp(config_dir) as third:
             await third.call("initialize", {"protocolVersion": 1})
@@ -152,6 +160,29 @@ async def test_session_survives_a_restart_and_replays_what_the_client_saw(
     assert loaded_session.info.turn_count == len(TURN_PROMPTS) + 1
     user_texts = [m.content for m in loaded_session.messages if m.role == "user"]
     assert user_texts == [*TURN_PROMPTS, "one more after the restart"]
+
+
+async def test_store_failure_on_load_is_internal_error_and_releases_the_slot(
+    tmp_path: Path,
+) -> None:
+    config_dir = write_config(tmp_path / "cfg", echo_config(max_sessions=1))
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with trio.fail_after(30):
+        async with spawn_acp(config_dir) as client:
+            session_id = await open_session(client, workspace)
+            await prompt_turn(client, session_id, "stored")
+            await client.call("session/close", {"sessionId": session_id})
+            # Break the store under the running server: the next read fails in SQLite.
+            with sqlite3.connect(store_file(config_dir)) as conn:
+                conn.execute("DROP TABLE acp_tool_calls")
+            for _ in range(2):  # the same error again: nothing is left reserved
+                failed = await client.call("session/load", {"sessionId": session_id})
+                assert failed["error"]["code"] == -32603, failed
+                assert "Failed to load session" in failed["error"]["message"]
+            # max_sessions is 1 and the failed loads hold no slot.
+            new = await client.call("session/new", {"cwd": str(workspace)})
+            assert "result" in new, new
 
 
 # --------------------------------------------------------------------------- crash safety
