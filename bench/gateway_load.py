@@ -1,0 +1,269 @@
+"""Gateway under load: N concurrent WebSocket connections streaming echo turns.
+
+Starts a real ``zeroclaw gateway --port 0`` (echo provider, pairing off, its own temporary
+config dir), then:
+
+1. idle memory: RSS of the gateway process with no connection (after one warm-up turn),
+   then with N connections open and initialised (``initialize`` + ``session/new``);
+   the difference divided by N is the RSS per idle connection;
+2. load: every connection runs ``--turns`` prompts of ``--words`` words at the same time.
+   The echo provider streams one ``agent_message_chunk`` per word; each chunk carries a
+   sequence marker (``t<turn>w<index>``), so the client checks that every chunk of every
+   turn arrived, exactly once, in order, before that turn's result.
+
+Prints connections, prompt latency p50/p99 (send → result), frames/s received by all
+clients together, RSS per idle connection, and lost/reordered frame counts. Issue 6
+targets: 200 concurrent streaming sessions with zero lost frames; < 256 KiB RSS per idle
+connection. Exit status 1 when a frame was lost or reordered.
+
+    uv run python bench/gateway_load.py [--connections 200] [--turns 3] [--words 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Final
+
+import psutil
+import tomli_w
+import trio
+from websockets.trio.client import ClientConnection, connect
+
+ZEROCLAW: Final = Path(sys.executable).parent / "zeroclaw"
+LISTENING: Final = re.compile(r"gateway listening on http://[^ ]+:(\d+)")
+KIB: Final = 1024
+
+
+def _config(config_dir: Path) -> None:
+    document: dict[str, Any] = {
+        "schema_version": 3,
+        "providers": {"models": {"echo": {"default": {"model": "echo"}}}},
+        "agents": {
+            "echo": {
+                "model_provider": "echo.default",
+                "risk_profile": "default",
+                "runtime_profile": "default",
+            }
+        },
+        "risk_profiles": {"default": {"level": "supervised"}},
+        "runtime_profiles": {"default": {}},
+        "gateway": {"require_pairing": False},
+    }
+    config_dir.mkdir(parents=True, exist_ok=True)
+    (config_dir / "config.toml").write_text(tomli_w.dumps(document))
+
+
+class Stats:
+    def __init__(self) -> None:
+        self.latencies: list[float] = []
+        self.frames = 0
+        self.lost = 0
+        self.reordered = 0
+        self.errors: list[str] = []
+
+
+class Client:
+    """One connection: a JSON-RPC peer that checks chunk order per turn."""
+
+    def __init__(self, ws: ClientConnection, stats: Stats) -> None:
+        self.ws = ws
+        self.stats = stats
+        self.next_id = 0
+        self.session_id = ""
+
+    async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        self.next_id += 1
+        request_id = self.next_id
+        await self.ws.send(
+            json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        )
+        while True:
+            message: dict[str, Any] = json.loads(await self.ws.recv())
+            self.stats.frames += 1
+            if message.get("id") == request_id:
+                return message
+
+    async def setup(self, cwd: str) -> None:
+        await self.call("initialize", {"protocolVersion": 1})
+        reply = await self.call("session/new", {"cwd": cwd})
+        self.session_id = reply["result"]["sessionId"]
+
+    async def turn(self, turn: int, words: int) -> None:
+        expected = [f"t{turn}w{index}" for index in range(words)]
+        self.next_id += 1
+        request_id = self.next_id
+        started = time.perf_counter()
+        await self.ws.send(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": request_id,
+                    "method": "session/prompt",
+                    "params": {"sessionId": self.session_id, "prompt": " ".join(expected)},
+                }
+            )
+        )
+        seen: list[str] = []
+        while True:
+            message: dict[str, Any] = json.loads(await self.ws.recv())
+            self.stats.frames += 1
+            if message.get("id") == request_id:
+                break
+            update = message.get("params", {}).get("update", {})
+            if update.get("sessionUpdate") == "agent_message_chunk":
+                seen.append(update["content"]["text"].strip())
+        self.stats.latencies.append(time.perf_counter() - started)
+        if "result" not in message:
+            self.stats.errors.append(str(message.get("error")))
+            return
+        missing = set(expected) - set(seen)
+        self.stats.lost += len(missing)
+        if not missing and seen != expected:
+            self.stats.reordered += 1
+
+
+async def _start_gateway(config_dir: Path) -> tuple[trio.Process, int]:
+    process = await trio.lowlevel.open_process(
+        [str(ZEROCLAW), "gateway", "--port", "0"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={"ZEROCLAW_CONFIG_DIR": str(config_dir), "ZEROCLAW_LOG": "warning", "PATH": ""},
+    )
+    assert process.stderr is not None
+    buffer = b""
+    with trio.fail_after(30):
+        while (match := LISTENING.search(buffer.decode(errors="replace"))) is None:
+            chunk = await process.stderr.receive_some(4096)
+            if not chunk:
+                raise SystemExit("gateway did not start:\n" + buffer.decode(errors="replace"))
+            buffer += chunk
+    return process, int(match.group(1))
+
+
+def _percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+async def _drain_stderr(process: trio.Process) -> None:
+    # Keep the pipe empty so the gateway never blocks on a log line.
+    assert process.stderr is not None
+    while await process.stderr.receive_some(65536):
+        pass
+
+
+async def run(connections: int, turns: int, words: int) -> int:
+    with tempfile.TemporaryDirectory(prefix="zc-gateway-bench-") as temp:
+        config_dir = Path(temp) / "cfg"
+        workspace = Path(temp) / "work"
+        workspace.mkdir()
+        _config(config_dir)
+        process, port = await _start_gateway(config_dir)
+        url = f"ws://127.0.0.1:{port}/acp"
+        gateway = psutil.Process(process.pid)
+        stats = Stats()
+        try:
+            async with trio.open_nursery() as background:
+                background.start_soon(_drain_stderr, process)
+                # Warm-up: load every module a turn needs before measuring memory.
+                async with _connect(url) as ws:
+                    warm = Client(ws, Stats())
+                    await warm.setup(str(workspace))
+                    await warm.turn(0, 5)
+                await trio.sleep(0.5)
+                rss_before = gateway.memory_info().rss
+
+                async with trio.open_nursery() as holders:
+                    clients: list[Client] = []
+                    ready = trio.Semaphore(0)
+                    release = trio.Event()
+                    for _ in range(connections):
+                        holders.start_soon(
+                            _hold, url, str(workspace), stats, clients, ready, release
+                        )
+                    with trio.fail_after(120):
+                        for _ in range(connections):
+                            await ready.acquire()
+                    await trio.sleep(0.5)
+                    rss_idle = gateway.memory_info().rss
+
+                    frames_before = stats.frames
+                    cpu_before = sum(gateway.cpu_times()[:2])
+                    started = time.perf_counter()
+                    async with trio.open_nursery() as load:
+                        for client in clients:
+                            load.start_soon(_turns, client, turns, words)
+                    elapsed = time.perf_counter() - started
+                    gateway_cpu = sum(gateway.cpu_times()[:2]) - cpu_before
+                    frames = stats.frames - frames_before
+                    release.set()
+                background.cancel_scope.cancel()
+        finally:
+            process.send_signal(signal.SIGTERM)
+            with trio.move_on_after(30):
+                await process.wait()
+            if process.returncode is None:
+                process.kill()
+
+    per_connection = (rss_idle - rss_before) / connections
+    print(f"connections:            {connections}")
+    print(f"turns per connection:   {turns} x {words} streamed chunks")
+    print(f"prompt latency p50:     {_percentile(stats.latencies, 0.50) * 1000:.1f} ms")
+    print(f"prompt latency p99:     {_percentile(stats.latencies, 0.99) * 1000:.1f} ms")
+    print(f"frames/s (all clients): {frames / elapsed:,.0f}  ({frames} frames in {elapsed:.2f} s)")
+    print(f"gateway CPU under load: {gateway_cpu:.2f} s in {elapsed:.2f} s "
+          f"({100 * gateway_cpu / elapsed:.0f}% of one core; the clients share the 2nd)")  # fmt: skip
+    print(f"gateway RSS idle:       {rss_before / KIB / KIB:.1f} MiB with 0, "
+          f"{rss_idle / KIB / KIB:.1f} MiB with {connections} connections")  # fmt: skip
+    print(f"RSS per idle connection: {per_connection / KIB:.1f} KiB (target < 256 KiB)")
+    print(f"lost frames:            {stats.lost}")
+    print(f"reordered turns:        {stats.reordered}")
+    print(f"errors:                 {len(stats.errors)} {stats.errors[:3]}")
+    return 0 if stats.lost == 0 and stats.reordered == 0 and not stats.errors else 1
+
+
+def _connect(url: str) -> connect:
+    return connect(url, proxy=None, compression=None, max_size=None, open_timeout=60)
+
+
+async def _hold(
+    url: str,
+    cwd: str,
+    stats: Stats,
+    clients: list[Client],
+    ready: trio.Semaphore,
+    release: trio.Event,
+) -> None:
+    async with _connect(url) as ws:
+        client = Client(ws, stats)
+        await client.setup(cwd)
+        clients.append(client)
+        ready.release()
+        await release.wait()
+
+
+async def _turns(client: Client, turns: int, words: int) -> None:
+    for turn in range(1, turns + 1):
+        await client.turn(turn, words)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--connections", type=int, default=200)
+    parser.add_argument("--turns", type=int, default=3)
+    parser.add_argument("--words", type=int, default=50)
+    args = parser.parse_args()
+    sys.exit(trio.run(run, args.connections, args.turns, args.words))
+
+
+if __name__ == "__main__":
+    main()
