@@ -257,3 +257,11 @@ def test_http_mcp_servers_are_refused_clearly() -> None:
     remote = schema.McpServerHttp(type="http", name="remote", url="http://127.0.0.1:9/mcp")
     with pytest.raises(InvalidParamsError, match="only stdio MCP servers are supported"):
         select_mcp_servers(enabled, [remote])
+
+
+def test_connection_closed_code_matches_the_sdk() -> None:
+    import mcp_types
+
+    from acp_server.mcp import CONNECTION_CLOSED
+
+    assert mcp_types.CONNECTION_CLOSED == CONNECTION_CLOSED

@@ -37,12 +37,9 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Final, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Final, Literal, TextIO
 
-import mcp_types
 import trio
-from mcp import ClientSession, StdioServerParameters, stdio_client
-from mcp.shared.exceptions import MCPError
 
 from acp_core import schema
 from acp_core.blobs import (
@@ -59,7 +56,16 @@ from acp_server.config import AgentConfig, McpServerConfig
 from acp_server.tools.base import DEFAULT_MAX_TOOL_OUTPUT_BYTES, ToolContext, ToolOutput
 from acp_server.tools.uploads import UploadError, store_upload
 
+if TYPE_CHECKING:
+    # The SDK costs ~0.7 s to import: only sessions that actually start an MCP server
+    # pay for it (the functions below import it when they run).
+    import mcp_types
+    from mcp import ClientSession
+
 logger = logging.getLogger(__name__)
+
+CONNECTION_CLOSED: Final = -32000
+"""The SDK's error code for "the server's stdio connection closed" (mcp_types.CONNECTION_CLOSED)."""
 
 MCP_TOOL_PREFIX: Final = "mcp__"
 MAX_TOOL_NAME_CHARS: Final = 64
@@ -198,14 +204,18 @@ def _describe(error: BaseException) -> str:
         return f"command not found: {error.filename or error}"
     if isinstance(error, PermissionError):
         return f"command not executable: {error.filename or error}"
+    from mcp.shared.exceptions import MCPError
+
     if isinstance(error, MCPError):
-        if error.code == mcp_types.CONNECTION_CLOSED:
+        if error.code == CONNECTION_CLOSED:
             return "the process exited"
         return f"MCP error {error.code}: {error.message}"
     return str(error).strip() or type(error).__name__
 
 
 async def _list_all_tools(session: ClientSession, label: str) -> list[mcp_types.Tool]:
+    import mcp_types
+
     tools: list[mcp_types.Tool] = []
     cursor: str | None = None
     for _ in range(DEFAULT_MAX_TOOL_LIST_PAGES):
@@ -234,6 +244,9 @@ async def _run_server(
     stop: trio.Event,
 ) -> None:
     """Own one server's process and MCP session until ``stop``; never raises."""
+    import mcp_types
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
     config = connection.config
     parameters = StdioServerParameters(
         command=config.command, args=list(config.args), env=dict(config.env) or None, cwd=cwd
@@ -297,6 +310,8 @@ class McpTool:
         return self._connection.config.name
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        from mcp.shared.exceptions import MCPError
+
         connection = self._connection
         session = connection.session
         if connection.state != "ready" or session is None:
@@ -310,7 +325,7 @@ class McpTool:
                 f"{self._call_timeout_secs:g} s."
             )
         except MCPError as error:
-            if error.code != mcp_types.CONNECTION_CLOSED:
+            if error.code != CONNECTION_CLOSED:
                 return _tool_error(
                     f"{connection.label} refused `{self.remote_name}`: {error.message}"
                 )
@@ -373,6 +388,8 @@ def _media_filename(kind: str, mime_type: str) -> str:
 
 async def render_result(result: mcp_types.CallToolResult, uploads_dir: Path) -> ToolOutput:
     """A ``tools/call`` result as the model sees it, blobs saved under ``uploads_dir``."""
+    import mcp_types
+
     pieces: list[str] = []
     for block in result.content:
         if isinstance(block, mcp_types.TextContent):
