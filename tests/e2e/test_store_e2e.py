@@ -104,6 +104,9 @@ TURN_PROMPTS = (
     "/think Plan first.\nHello, restart survival ✓",
     'Listing now\n/tool shell {"command": "ls"}',
     '/tool file_write {"path": "notes.md", "content": "# Notes\\n"}',
+    "/tool todo_write "
+    '{"todos": [{"content": "Read", "status": "completed", "priority": "high"},'
+    ' {"content": "Write", "status": "in_progress", "activeForm": "Writing"}]}',
     "And a plain last turn.",
 )
 
@@ -148,7 +151,9 @@ async def test_session_survives_a_restart_and_replays_what_the_client_saw(
             await third.call("initialize", {"protocolVersion": 1})
             resumed = await third.call("session/resume", {"sessionId": session_id})
             assert resumed["result"] == {}
-            assert third.updates(session_id) == []  # resume replays nothing (no plan stored)
+            # Resume replays no history, only the latest stored plan.
+            [latest_plan] = [u for u in expected if u["sessionUpdate"] == "plan"]
+            assert third.updates(session_id) == [latest_plan]
             missing = await third.call("session/load", {"sessionId": "no-such-session"})
             assert missing["error"]["code"] == SESSION_NOT_FOUND
 

@@ -155,3 +155,61 @@ def test_plan_update() -> None:
         }
     ]
     assert wire([plan_update(())]) == [{"sessionUpdate": "plan", "entries": []}]
+
+
+def test_successful_todo_write_replays_its_plan_between_call_and_result() -> None:
+    todos = {
+        "todos": [
+            {"content": " read ", "status": "completed", "priority": "high"},
+            {"content": "edit", "status": "in_progress", "activeForm": "Editing"},
+        ]
+    }
+    messages = [
+        ChatMessage(
+            role="assistant",
+            content="",
+            tool_calls=(
+                ToolCall(id="p1", name="todo_write", arguments=todos),
+                ToolCall(id="p2", name="todo_write", arguments={"todos": "nonsense"}),
+            ),
+        ),
+        ChatMessage(
+            role="tool",
+            content="Plan updated: 2 item(s) (1 completed, 1 in progress, 0 pending)",
+            tool_call_id="p1",
+            tool_name="todo_write",
+        ),
+        ChatMessage(
+            role="tool",
+            content="Error: Missing or invalid 'todos': expected a list of items",
+            tool_call_id="p2",
+            tool_name="todo_write",
+        ),
+    ]
+    kinds = [u["sessionUpdate"] for u in wire(history_updates(messages))]
+    assert kinds == ["tool_call", "tool_call", "plan", "tool_call_update", "tool_call_update"]
+    plan = wire(history_updates(messages))[2]
+    assert plan == {
+        "sessionUpdate": "plan",
+        "entries": [
+            {"content": "read", "status": "completed", "priority": "high"},
+            {
+                "content": "edit",
+                "status": "in_progress",
+                "priority": "medium",
+                "activeForm": "Editing",
+            },
+        ],
+    }
+
+
+def test_denied_todo_write_replays_no_plan() -> None:
+    call = ToolCall(id="p1", name="todo_write", arguments={"todos": [{"content": "x"}]})
+    messages = [
+        ChatMessage(role="assistant", content="", tool_calls=(call,)),
+        ChatMessage(
+            role="tool", content="Denied by user.", tool_call_id="p1", tool_name="todo_write"
+        ),
+    ]
+    kinds = [u["sessionUpdate"] for u in wire(history_updates(messages))]
+    assert kinds == ["tool_call", "tool_call_update"]

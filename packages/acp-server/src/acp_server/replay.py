@@ -14,6 +14,9 @@ in the original order (research/zeroclaw.md §3.4, §2.1):
 * each tool result → ``tool_call_update`` ``completed`` with the stored output as
   ``rawOutput``, ``body`` and one text content block, plus ``name``/``title``/``kind`` like
   the live update when the tool's name is known;
+* a successful ``todo_write`` call → the ``plan`` update it produced live, between its
+  ``tool_call`` and ``tool_call_update`` (rebuilt from the call's ``todos``: the store keeps
+  only the latest plan, and every earlier one is in the call that set it);
 * system messages → nothing.
 
 Live text arrives in many small chunks; replay sends one chunk per message. Clients append
@@ -25,12 +28,20 @@ and a ``failed`` status (the blob could not be embedded); replay reports the sto
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
 from acp_core import schema
 from acp_core.tools import tool_kind
 from acp_server.conversation import ChatMessage, PlanEntry, ToolCall
 from acp_server.permissions import diff_content, edit_raw_input
+
+PLAN_TOOL: Final = "todo_write"
+PLAN_TOOL_SUCCESS_PREFIX: Final = "Plan updated:"
+"""How a todo_write result starts when the tool set the plan (tools/interaction.py)."""
+
+_PLAN_STATUSES: Final = frozenset({"pending", "in_progress", "completed"})
+_PLAN_PRIORITIES: Final = frozenset({"high", "medium", "low"})
 
 
 def history_updates(messages: Sequence[ChatMessage]) -> list[schema.SessionUpdate]:
@@ -49,6 +60,7 @@ def history_updates(messages: Sequence[ChatMessage]) -> list[schema.SessionUpdat
     ``{"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hello"}}``.
     """
     updates: list[schema.SessionUpdate] = []
+    plan_calls: dict[str, ToolCall] = {}
     for message in messages:
         if message.role == "user":
             if message.content:
@@ -60,8 +72,16 @@ def history_updates(messages: Sequence[ChatMessage]) -> list[schema.SessionUpdat
                 )
             if message.content:
                 updates.append(schema.AgentMessageChunk(content=schema.text_block(message.content)))
-            updates.extend(tool_call_started(call) for call in message.tool_calls)
+            for call in message.tool_calls:
+                updates.append(tool_call_started(call))
+                if call.name == PLAN_TOOL:
+                    plan_calls[call.id] = call
         elif message.role == "tool" and message.tool_call_id is not None:
+            plan_call = plan_calls.pop(message.tool_call_id, None)
+            if plan_call is not None and message.content.startswith(PLAN_TOOL_SUCCESS_PREFIX):
+                plan = plan_from_todos(plan_call.arguments)
+                if plan is not None:
+                    updates.append(plan_update(plan))
             updates.append(tool_call_finished(message))
     return updates
 
@@ -93,6 +113,39 @@ def tool_call_finished(result: ChatMessage) -> schema.ToolCallUpdate:
         body=result.content,
         content=[schema.text_tool_content(result.content)],
     )
+
+
+def plan_from_todos(arguments: Mapping[str, Any]) -> tuple[PlanEntry, ...] | None:
+    """The plan a successful ``todo_write`` call set, or None if its arguments do not say.
+
+    The tool validated these arguments when it ran, so this only reads them back the way
+    it did: content trimmed, status ``pending`` and priority ``medium`` by default.
+    """
+    todos = arguments.get("todos")
+    if not isinstance(todos, list):
+        return None
+    entries: list[PlanEntry] = []
+    for item in todos:
+        if not isinstance(item, dict):
+            return None
+        content, status = item.get("content"), item.get("status", "pending")
+        priority, active_form = item.get("priority", "medium"), item.get("activeForm")
+        if (
+            not isinstance(content, str)
+            or status not in _PLAN_STATUSES
+            or priority not in _PLAN_PRIORITIES
+            or not (active_form is None or isinstance(active_form, str))
+        ):
+            return None
+        entries.append(
+            PlanEntry(
+                content=content.strip(),
+                status=status,
+                priority=priority,
+                active_form=active_form or None,
+            )
+        )
+    return tuple(entries)
 
 
 def plan_update(plan: Sequence[PlanEntry]) -> schema.PlanUpdate:
