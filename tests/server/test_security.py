@@ -315,6 +315,11 @@ def test_high_risk_commands(workspace: Path, command: str) -> None:
         ("git --git-dir=/etc log", "Path escapes workspace directory: /etc"),
         ("echo hi > ../out", "Path escapes workspace directory: ../out"),
         ("cat $HOME/.ssh/id_rsa", "Path escapes workspace directory"),
+        ("cat {/etc/passwd,x}", "Path escapes workspace directory: /etc/passwd"),
+        ("cat $NOT_SET/etc/passwd", "Path escapes workspace directory: /etc/passwd"),
+        ("X=/etc; cat $X/passwd", "Path escapes workspace directory: /etc"),
+        ("cat ${X:-/etc/passwd}", "Parameter expansion with operators"),
+        ("cat $'\\x2fetc/passwd'", "ANSI-C"),
         ("", "empty"),
     ],
 )
@@ -331,6 +336,23 @@ def test_symlink_argument_leading_outside_is_refused(workspace: Path) -> None:
     decision = policy(workspace).decide("shell", {"command": "cat notes"}, side_effects=True)
     assert decision.approval is Approval.DENY
     assert "Path escapes workspace directory: notes" in decision.reason
+
+
+def test_glob_matching_a_symlink_that_leads_outside_is_refused(workspace: Path) -> None:
+    (workspace / "src" / "zz-link.py").symlink_to(workspace.parent / "outside" / "secret.txt")
+    decision = policy(workspace).decide("shell", {"command": "cat src/*.py"}, side_effects=True)
+    assert decision.approval is Approval.DENY
+    assert "Path escapes workspace directory: src/zz-link.py" in decision.reason
+    fine = policy(workspace).decide("shell", {"command": "cat src/m*.py"}, side_effects=True)
+    assert fine.approval is Approval.ASK
+
+
+def test_brace_expansion() -> None:
+    from acp_server.security import expand_braces
+
+    assert expand_braces("src/*.{ts,tsx}") == ["src/*.ts", "src/*.tsx"]
+    assert expand_braces("{a}{b,c}") == ["{a}b", "{a}c"]
+    assert expand_braces("plain") == ["plain"]
 
 
 def test_high_risk_blocked_unless_explicitly_allowlisted(workspace: Path) -> None:

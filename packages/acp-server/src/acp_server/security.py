@@ -60,6 +60,7 @@ the programs do with them; OS-level confinement is out of scope here.
 from __future__ import annotations
 
 import enum
+import glob
 import os
 import re
 import shlex
@@ -72,6 +73,9 @@ from acp_server.config import RiskProfileConfig
 
 DEFAULT_MAX_COMMAND_CHARS: Final = 64 * 1024
 """A shell command longer than this is refused (it is typed by a model, not data)."""
+DEFAULT_MAX_EXPANSIONS: Final = 1000
+"""Brace alternatives or glob matches of one shell word checked against the jail; a word
+that expands to more is refused rather than half-checked."""
 
 # Environment variables the shell tool passes through to commands. Everything else
 # (API keys above all) is withheld, so `env` or `echo $OPENROUTER_API_KEY` cannot leak
@@ -155,6 +159,7 @@ _SUBSTITUTION_REASON: Final = (
 _ENV_ASSIGNMENT: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _ENV_REFERENCE: Final = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 _REDIRECT_CHARS: Final = "<>&|"
+_BRACES: Final = re.compile(r"\{([^{}]*,[^{}]*)\}")  # an innermost group with a comma
 
 
 class PolicyViolation(Exception):
@@ -449,8 +454,9 @@ class SecurityPolicy:
         programs: list[str] = []
         reasons: list[str] = []
         blocked: list[str] = []
+        variables: dict[str, str] = {}  # NAME=value assignments seen so far in this line
         for words in word_lists:
-            finding = self._assess_simple_command(words)
+            finding = self._assess_simple_command(words, variables)
             if finding.denial is not None:
                 return finding
             programs.extend(finding.programs)
@@ -465,7 +471,9 @@ class SecurityPolicy:
             blocked_high_risk=tuple(blocked) if self.profile.block_high_risk_commands else (),
         )
 
-    def _assess_simple_command(self, words: list[str]) -> CommandAssessment:
+    def _assess_simple_command(
+        self, words: list[str], variables: dict[str, str]
+    ) -> CommandAssessment:
         high: list[str] = []
         high_blockable: list[str] = []
         medium: list[str] = []
@@ -476,7 +484,9 @@ class SecurityPolicy:
             word = words[index]
             if word and all(char in _REDIRECT_CHARS for char in word):
                 target = words[index + 1] if index + 1 < len(words) else ""
-                denial = self._check_redirection(word, target, high, high_blockable, medium)
+                denial = self._check_redirection(
+                    word, self._expand_env(target, variables), high, high_blockable, medium
+                )
                 if denial is not None:
                     return CommandAssessment(CommandRisk.HIGH, denial=denial)
                 index += 2
@@ -486,7 +496,14 @@ class SecurityPolicy:
         # Leading reserved words and environment assignments precede the program.
         while args and (args[0] in _RESERVED_WORDS or _ENV_ASSIGNMENT.match(args[0])):
             word = args.pop(0)
-            name = word.split("=", 1)[0]
+            if word in _RESERVED_WORDS:
+                continue
+            name, value = word.split("=", 1)
+            # The value may be a path used later as $NAME: check it like an argument.
+            denial = self._check_path_argument(value, variables)
+            if denial is not None:
+                return CommandAssessment(CommandRisk.HIGH, denial=denial)
+            variables[name] = self._expand_env(value, variables)
             if name in DANGEROUS_ENV_ASSIGNMENTS or name.startswith("LD_"):
                 finding = f"sets {name}"
                 high.append(finding)
@@ -498,7 +515,7 @@ class SecurityPolicy:
         if denial is not None:
             return CommandAssessment(CommandRisk.HIGH, denial=denial)
         for argument in arguments:
-            denial = self._check_path_argument(argument)
+            denial = self._check_path_argument(argument, variables)
             if denial is not None:
                 return CommandAssessment(CommandRisk.HIGH, denial=denial)
         name = os.path.basename(program)
@@ -575,39 +592,68 @@ class SecurityPolicy:
         shown = ", ".join(allowed) if allowed else "(none)"
         return f"Command '{program}' is not allowed by security policy (allowed_commands: {shown})"
 
-    def _expand_env(self, word: str) -> str:
-        """``$NAME`` / ``${NAME}`` as the shell will see them (unknown names stay as they are)."""
+    def _expand_env(self, word: str, variables: Mapping[str, str]) -> str:
+        """``$NAME`` / ``${NAME}`` as the shell will see them: variables assigned earlier in
+        the line, then the shell's environment, else empty (as bash expands unset names)."""
+        if "$" not in word:
+            return word
 
         def substitute(match: re.Match[str]) -> str:
             name = match.group(1) or match.group(2)
-            return self._shell_env.get(name, match.group(0))
+            return variables.get(name, self._shell_env.get(name, ""))
 
         return _ENV_REFERENCE.sub(substitute, word)
 
-    def _check_path_argument(self, argument: str) -> str | None:
+    def _check_path_argument(self, argument: str, variables: Mapping[str, str]) -> str | None:
         """Refuse an argument that names a path outside the jail or a forbidden path.
 
-        Checked: anything path-like (absolute, ``~``, containing ``..``, after ``$VAR``
-        expansion), the value of ``--option=value``, and any word that names an existing
-        entry of the workspace (it may be a symlink leading out).
+        The word is looked at as the shell will expand it: variables, brace alternatives
+        and glob matches in the workspace (a ``*`` may match a symlink leading out).
+        Checked: anything path-like (absolute, ``~``, containing ``..``), the value of
+        ``--option=value``, and any word naming an existing workspace entry.
         """
         candidates = [argument]
         if argument.startswith("-") and "=" in argument:
             candidates.append(argument.split("=", 1)[1])
         for raw in candidates:
-            value = self._expand_env(raw) if "$" in raw else raw
-            if not value or "\x00" in value:
-                continue
-            path_like = value.startswith(("/", "~")) or ".." in Path(value).parts
+            value = self._expand_env(raw, variables)
+            if "${" in value:
+                return (
+                    f"Parameter expansion with operators is not allowed by security policy: "
+                    f"{raw}; use plain $NAME"
+                )
+            words = expand_braces(value)
+            if len(words) > DEFAULT_MAX_EXPANSIONS:
+                return f"Brace expansion is too large to check: {raw}"
+            for word in words:
+                denial = self._check_expanded_word(word)
+                if denial is not None:
+                    return denial
+        return None
+
+    def _check_expanded_word(self, word: str) -> str | None:
+        if not word or "\x00" in word:
+            return None
+        paths = [word]
+        if any(char in word for char in "*?["):
+            pattern = os.path.expanduser(word)
+            matches = glob.glob(
+                pattern, root_dir=None if os.path.isabs(pattern) else self.workspace
+            )
+            if len(matches) > DEFAULT_MAX_EXPANSIONS:
+                return f"Glob matches too many paths to check: {word}"
+            paths.extend(matches)
+        for path in paths:
+            path_like = path.startswith(("/", "~")) or ".." in Path(path).parts
             if not path_like:
                 try:
-                    path_like = os.path.lexists(self.workspace / value)
+                    path_like = os.path.lexists(self.workspace / path)
                 except (OSError, ValueError):
                     path_like = False
             if not path_like:
                 continue
             try:
-                self.resolve_path(value)
+                self.resolve_path(path)
             except PolicyViolation as violation:
                 return str(violation)
         return None
@@ -629,9 +675,8 @@ class SecurityPolicy:
         if target == "/dev/null":
             return None
         writes = ">" in operator
-        value = self._expand_env(target) if "$" in target else target
         try:
-            resolved = self.resolve_path(value, for_write=writes)
+            resolved = self.resolve_path(target, for_write=writes)
         except PolicyViolation as violation:
             return str(violation)
         if writes:
@@ -642,6 +687,21 @@ class SecurityPolicy:
                 high.append(finding)
                 blockable.append(finding)
         return None
+
+
+def expand_braces(pattern: str) -> list[str]:
+    """Bash-style brace alternatives: ``a{b,c}d`` → ``abd``, ``acd`` (nested, unbounded:
+    callers cap the result). A brace group without a comma stays literal, as in bash."""
+    match = _BRACES.search(pattern)
+    if match is None:
+        return [pattern]
+    head, tail = pattern[: match.start()], pattern[match.end() :]
+    expanded: list[str] = []
+    for option in match.group(1).split(","):
+        expanded.extend(expand_braces(head + option + tail))
+        if len(expanded) > DEFAULT_MAX_EXPANSIONS:
+            break
+    return expanded
 
 
 def _first_positional(arguments: list[str]) -> str:
@@ -685,6 +745,11 @@ def _split_command_list(command: str) -> list[str]:
             continue
         if char == "`" or command.startswith("$(", index):
             raise _CommandParseError(_SUBSTITUTION_REASON)
+        if quote is None and command.startswith(("$'", '$"'), index):
+            raise _CommandParseError(
+                "ANSI-C and locale quoting ($'...', $\"...\") are not allowed by security "
+                "policy; use plain quotes"
+            )
         if quote == '"':
             current.append(char)
             if char == '"':

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 import trio
 
-from acp_server.security import SecurityPolicy
+from acp_server.security import SecurityPolicy, expand_braces
 from acp_server.tools._args import optional_bool, optional_int, optional_str, required_str
 from acp_server.tools.base import DEFAULT_MAX_TOOL_OUTPUT_BYTES, ToolContext, ToolError, ToolOutput
 from acp_server.tools.files import BINARY_SNIFF_BYTES, display_path, looks_binary, resolve
@@ -36,19 +36,6 @@ SKIPPED_DIRECTORIES: Final = frozenset(
      ".ruff_cache"}
 )  # fmt: skip
 _CANCEL_CHECK_EVERY: Final = 256
-_BRACES: Final = re.compile(r"\{([^{}]*)\}")
-
-
-def _expand_braces(pattern: str) -> list[str]:
-    """``*.{ts,tsx}`` → ``*.ts``, ``*.tsx`` (the ripgrep/glob habit models have)."""
-    match = _BRACES.search(pattern)
-    if match is None:
-        return [pattern]
-    head, tail = pattern[: match.start()], pattern[match.end() :]
-    expanded: list[str] = []
-    for option in match.group(1).split(","):
-        expanded.extend(_expand_braces(head + option + tail))
-    return expanded
 
 
 def _skipped(relative: PurePosixPath, pattern: str) -> bool:
@@ -110,7 +97,7 @@ class GlobSearchTool:
             )
         try:
             matches, truncated = await trio.to_thread.run_sync(
-                _glob, ctx.policy, _expand_braces(pattern), DEFAULT_MAX_GLOB_RESULTS
+                _glob, ctx.policy, expand_braces(pattern), DEFAULT_MAX_GLOB_RESULTS
             )
         except ValueError as exc:  # pathlib: "Unacceptable pattern"
             raise ToolError(f"Invalid glob pattern {pattern!r}: {exc}") from None
@@ -230,7 +217,7 @@ class ContentSearchTool:
         root = resolve(ctx, raw_path)
         if not root.exists():
             raise ToolError(f"Path not found: {raw_path}")
-        includes = _expand_braces(include) if include else []
+        includes = expand_braces(include) if include else []
         results, note = await trio.to_thread.run_sync(
             _search, ctx.policy, root, regex, includes, limit
         )
