@@ -135,25 +135,26 @@ def test_tool_message_without_a_call_id_is_not_replayed() -> None:
     assert history_updates([ChatMessage(role="tool", content="orphan")]) == []
 
 
+PLAN_WIRE: dict[str, Any] = {
+    "sessionUpdate": "plan",
+    "entries": [
+        {"content": "read", "status": "completed", "priority": "high"},
+        {
+            "content": "edit",
+            "status": "in_progress",
+            "priority": "medium",
+            "activeForm": "Editing",
+        },
+    ],
+}
+
+
 def test_plan_update() -> None:
     plan = (
         PlanEntry(content="read", status="completed", priority="high"),
         PlanEntry(content="edit", status="in_progress", active_form="Editing"),
     )
-    assert wire([plan_update(plan)]) == [
-        {
-            "sessionUpdate": "plan",
-            "entries": [
-                {"content": "read", "status": "completed", "priority": "high"},
-                {
-                    "content": "edit",
-                    "status": "in_progress",
-                    "priority": "medium",
-                    "activeForm": "Editing",
-                },
-            ],
-        }
-    ]
+    assert wire([plan_update(plan)]) == [PLAN_WIRE]
     assert wire([plan_update(())]) == [{"sessionUpdate": "plan", "entries": []}]
 
 
@@ -189,18 +190,7 @@ def test_successful_todo_write_replays_its_plan_between_call_and_result() -> Non
     kinds = [u["sessionUpdate"] for u in wire(history_updates(messages))]
     assert kinds == ["tool_call", "tool_call", "plan", "tool_call_update", "tool_call_update"]
     plan = wire(history_updates(messages))[2]
-    assert plan == {
-        "sessionUpdate": "plan",
-        "entries": [
-            {"content": "read", "status": "completed", "priority": "high"},
-            {
-                "content": "edit",
-                "status": "in_progress",
-                "priority": "medium",
-                "activeForm": "Editing",
-            },
-        ],
-    }
+    assert plan == PLAN_WIRE
 
 
 def test_denied_todo_write_replays_no_plan() -> None:
