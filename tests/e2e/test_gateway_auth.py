@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import ssl
 import subprocess
 import tomllib
 from pathlib import Path
 
+import httpx
 import pytest
 import trio
-from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidMessage, InvalidStatus
+from websockets.trio.client import connect
 
 from acp_server.gateway.auth import UNAUTHORIZED_BODY, hash_token
 from tests.e2e.gateway_harness import RawWsClient, WsRpc, run_gateway, ws_connect
@@ -207,3 +210,50 @@ async def test_public_bind_is_refused_without_opt_in(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert b"allow_public_bind = true" in result.stderr
+
+
+async def test_tls_gateway_and_get_paircode_over_https(tmp_path: Path) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    await trio.run_process(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+         "-keyout", str(key), "-out", str(cert)],
+        capture_stdout=True,
+        capture_stderr=True,
+    )  # fmt: skip
+    document = echo_config()
+    document["gateway"] = {"tls": {"enabled": True, "cert_path": str(cert), "key_path": str(key)}}
+    config_dir = write_config(tmp_path / "cfg", document)
+    context = ssl.create_default_context(cafile=str(cert))
+    with trio.fail_after(60):
+        async with run_gateway(config_dir) as gateway:
+            assert "https://127.0.0.1" in gateway.stderr()
+            assert "wss://127.0.0.1" in gateway.stderr()
+            printed = await _get_paircode(config_dir, gateway.port)
+            assert printed.returncode == 0, printed.stderr
+            assert printed.stdout.strip() == gateway.pairing_code
+            async with httpx.AsyncClient(verify=context, trust_env=False) as client:
+                response = await client.post(
+                    f"https://127.0.0.1:{gateway.port}/pair",
+                    headers={"X-Pairing-Code": printed.stdout.strip()},
+                )
+            token = response.json()["token"]
+            url = f"wss://127.0.0.1:{gateway.port}/acp"
+            async with connect(
+                url,
+                ssl=context,
+                proxy=None,
+                additional_headers={"Authorization": f"Bearer {token}"},
+            ) as ws:
+                init = await WsRpc(ws).call("initialize", {})
+                assert init["result"]["protocolVersion"] == 1
+            # Plain ws:// to a TLS port fails cleanly and the gateway keeps serving.
+            with pytest.raises((OSError, InvalidStatus, InvalidMessage)):
+                async with ws_connect(gateway.ws_url(), token=token):
+                    pass
+            assert (await _https_health(gateway.port, context)) == 200
+
+
+async def _https_health(port: int, context: ssl.SSLContext) -> int:
+    async with httpx.AsyncClient(verify=context, trust_env=False) as client:
+        return (await client.get(f"https://127.0.0.1:{port}/health")).status_code

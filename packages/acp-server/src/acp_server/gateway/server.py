@@ -373,9 +373,15 @@ class Gateway:
                     return
             if request is None:
                 return
-            await self._route(stream, request, peer)
+            try:
+                await self._route(stream, request, peer)
+            except BadRequest as exc:  # a request body that could not be read
+                await send_response(stream, exc.status, f"Bad request: {exc}\n")
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass  # the client went away (or the TLS handshake failed)
+        except Exception:
+            # One broken exchange must never take the daemon (and every other client) down.
+            logger.exception("unexpected error while serving %s", peer)
         finally:
             await trio.aclose_forcefully(stream)
 
@@ -414,12 +420,17 @@ class Gateway:
                 await self._pair_code(stream)
         elif route == "/pair":
             if await self._only(stream, request, {"POST"}):
-                await read_body(stream, request)
+                await self._read_body(stream, request)
                 await self._pair(stream, request, peer)
         elif route.startswith("/admin/"):
             await self._admin(stream, request, route, peer)
         else:
             await send_response(stream, 404, "Not found\n")
+
+    async def _read_body(self, stream: trio.abc.Stream, request: HttpRequest) -> bytes:
+        with trio.move_on_after(self.handshake_timeout_secs):
+            return await read_body(stream, request)
+        raise BadRequest(408, "the request body did not arrive in time")
 
     @staticmethod
     async def _only(stream: trio.abc.Stream, request: HttpRequest, methods: set[str]) -> bool:
@@ -508,7 +519,7 @@ class Gateway:
             )
             return
         if request.method == "POST":
-            await read_body(stream, request)
+            await self._read_body(stream, request)
         if route == "/admin/paircode" and request.method == "GET":
             code = self.pairing.code
             await send_json(
