@@ -441,6 +441,35 @@ def test_concurrent_writers_on_two_connections(db_path: Path) -> None:
         opened.close()
 
 
+def test_processes_starting_together_on_a_new_file_all_open_it(db_path: Path) -> None:
+    """Editor windows launch `zeroclaw acp` at once: they race to create and migrate."""
+    openers = 4
+    barrier = threading.Barrier(openers)
+    opened: list[SessionStore] = []
+    errors: list[BaseException] = []
+
+    def open_store(index: int) -> None:
+        barrier.wait()
+        try:
+            store = SessionStore.open(db_path)
+            store.create_session(f"s{index}", "default", "/w")
+            opened.append(store)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_store, args=(i,)) for i in range(openers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+    assert sorted(info.session_id for info in opened[0].list_sessions()) == [
+        f"s{i}" for i in range(openers)
+    ]
+    for store in opened:
+        store.close()
+
+
 def test_writer_waits_out_a_lock_longer_than_the_busy_timeout(db_path: Path) -> None:
     store = SessionStore.open(db_path, busy_timeout_ms=20)
     store.create_session("s1", "default", "/w")

@@ -379,7 +379,8 @@ class SessionStore:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
         # Before anything that writes (switching to WAL rewrites the header): a file from a
         # newer schema, or one that is not a database at all, must stay byte-for-byte intact.
-        self._check_version(int(conn.execute("PRAGMA user_version").fetchone()[0]))
+        version = self._retry_busy(lambda: int(conn.execute("PRAGMA user_version").fetchone()[0]))
+        self._check_version(version)
 
         def set_wal() -> str:
             row = conn.execute("PRAGMA journal_mode = WAL").fetchone()
