@@ -10,7 +10,6 @@ from typing import Any
 
 import httpx
 import pytest
-import tomli_w
 import trio
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.trio.client import connect
@@ -18,26 +17,15 @@ from websockets.trio.client import connect
 from acp_server.config import load_config
 from acp_server.gateway.server import Gateway, GatewayError
 from acp_server.server import AcpApp
+from tests.e2e.helpers import echo_config, write_config
 
 pytestmark = pytest.mark.e2e  # binds 127.0.0.1
 
 
 def _app(tmp_path: Path, **gateway: Any) -> AcpApp:
-    document = {
-        "schema_version": 3,
-        "providers": {"models": {"echo": {"default": {"model": "echo"}}}},
-        "agents": {
-            "echo": {
-                "model_provider": "echo.default",
-                "risk_profile": "default",
-                "runtime_profile": "default",
-            }
-        },
-        "risk_profiles": {"default": {}},
-        "runtime_profiles": {"default": {}},
-        "gateway": {"require_pairing": False, **gateway},
-    }
-    (tmp_path / "config.toml").write_text(tomli_w.dumps(document))
+    document = echo_config()
+    document["gateway"] = {"require_pairing": False, **gateway}
+    write_config(tmp_path, document)
     return AcpApp(config=load_config(tmp_path), store=None)
 
 
