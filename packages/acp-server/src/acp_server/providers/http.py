@@ -172,6 +172,8 @@ async def finish_stream(stream: AsyncIterator[Any]) -> None:
                 await stream.__anext__()
         except StopAsyncIteration:
             pass
+        except Exception as error:  # abandoned on purpose: a late error must not mask the first
+            logger.debug("ignored while abandoning a response stream: %r", error)
 
 
 def status_error(
