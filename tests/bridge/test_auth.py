@@ -12,6 +12,7 @@ from acp_bridge import auth
 from acp_bridge.auth import (
     NO_TOKEN_MESSAGE,
     Credentials,
+    PairingStatus,
     TokenSource,
     read_token_file,
     resolve_credentials,
@@ -25,15 +26,21 @@ BASE = "http://127.0.0.1:1"
 class FakePairing:
     """Stands in for the two HTTP calls and records them."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, *, code: str | None = "123456") -> None:
-        self.code = code
+    def __init__(
+        self,
+        monkeypatch: pytest.MonkeyPatch,
+        *,
+        code: str | None = "123456",
+        required: bool | None = True,
+    ) -> None:
+        self.status = PairingStatus(required, code)
         self.calls: list[tuple[str, ...]] = []
         monkeypatch.setattr(auth, "fetch_pairing_code", self.fetch)
         monkeypatch.setattr(auth, "pair", self.pair)
 
-    def fetch(self, http_base: str) -> str | None:
+    def fetch(self, http_base: str) -> PairingStatus:
         self.calls.append(("fetch", http_base))
-        return self.code
+        return self.status
 
     def pair(self, http_base: str, code: str) -> str:
         self.calls.append(("pair", http_base, code))
@@ -143,6 +150,13 @@ class TestPrecedence:
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
         # Next time the cache is used and no pairing happens.
         assert (await resolve(config_dir)).source is TokenSource.FILE
+
+    async def test_gateway_saying_no_pairing_needed_means_no_token(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        pairing = FakePairing(monkeypatch, code=None, required=False)
+        assert (await resolve(tmp_path)).source is TokenSource.NOT_REQUIRED
+        assert pairing.calls == [("fetch", BASE)]
 
     async def test_no_code_anywhere_is_the_reference_message(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -265,3 +265,16 @@ async def test_url_flag_needs_no_config_file(tmp_path: Path) -> None:
             code, stdout, stderr = await run_bridge("--url", gateway.url, "--check", env=env)
     assert code == 0, stderr
     assert gateway.url.encode() in stdout
+
+
+async def test_url_flag_without_config_asks_the_gateway_whether_pairing_is_on(
+    tmp_path: Path,
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with running_gateway(FakeGateway()) as gateway:
+            env = bridge_env(tmp_path, {"ZEROCLAW_CONFIG_DIR": str(tmp_path / "empty")})
+            code, stdout, stderr = await run_bridge("--url", gateway.url, "--check", env=env)
+            assert [r.path for r in gateway.http_requests] == ["/pair/code"]
+            assert "Authorization" not in gateway.upgrade_requests[0].headers
+    assert code == 0, stderr
+    assert b"auth:     pairing not required" in stdout

@@ -211,7 +211,15 @@ async def resolve_credentials(
     code: str | None = (pair_code or environ.get(PAIRING_CODE_ENV, "")).strip()
     if not code:
         logger.info("no token cached; asking %s/pair/code for a pairing code", http_base)
-        code = await trio.to_thread.run_sync(fetch_pairing_code, http_base, abandon_on_cancel=True)
+        status = await trio.to_thread.run_sync(
+            fetch_pairing_code, http_base, abandon_on_cancel=True
+        )
+        if status.required is False:
+            # Typically --url without a local config.toml: the gateway itself says no token
+            # is needed, so none is sent (a 401 would still be reported as such).
+            logger.info("the gateway at %s does not require pairing", http_base)
+            return Credentials(TokenSource.NOT_REQUIRED)
+        code = status.code
     if not code:
         raise BridgeExit(ExitCode.USAGE, NO_TOKEN_MESSAGE)
     token = await trio.to_thread.run_sync(pair, http_base, code, abandon_on_cancel=True)
@@ -225,22 +233,37 @@ def _warn_unused_pair_code(pair_code: str | None, used: str) -> None:
         logger.warning("--pair-code ignored: using the token from %s", used)
 
 
-def fetch_pairing_code(http_base: str) -> str | None:
-    """``GET <base>/pair/code``: the gateway's one-time code while it is unpaired, else None."""
+@dataclass(frozen=True, slots=True)
+class PairingStatus:
+    """What ``GET /pair/code`` said: whether pairing is required (None: unknown) and the
+    one-time code, which the gateway shows only while no client has paired."""
+
+    required: bool | None = None
+    code: str | None = field(default=None, repr=False)
+
+
+def fetch_pairing_code(http_base: str) -> PairingStatus:
+    """``GET <base>/pair/code``."""
     url = f"{http_base}/pair/code"
     status, body = _http_request("GET", url, {})
     if not 200 <= status < 300:
         logger.info("%s answered HTTP %d; no pairing code available", url, status)
-        return None
+        return PairingStatus()
     try:
         payload = json.loads(body)
     except ValueError:
-        logger.warning("%s did not answer JSON; no pairing code available", url)
-        return None
-    code = payload.get("pairing_code") if isinstance(payload, dict) else None
-    if isinstance(code, int | str) and not isinstance(code, bool) and str(code).strip():
-        return str(code).strip()
-    return None
+        payload = None
+    if not isinstance(payload, dict):
+        logger.warning("%s did not answer a JSON object; no pairing code available", url)
+        return PairingStatus()
+    required = payload.get("pairing_required")
+    code = payload.get("pairing_code")
+    return PairingStatus(
+        required=required if isinstance(required, bool) else None,
+        code=str(code).strip() or None
+        if isinstance(code, int | str) and not isinstance(code, bool)
+        else None,
+    )
 
 
 def pair(http_base: str, code: str) -> str:

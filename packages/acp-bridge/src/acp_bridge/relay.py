@@ -62,6 +62,8 @@ MAX_IN_FLIGHT_REQUESTS: Final = 100_000
 """Ids kept for requests awaiting a reply; beyond this the oldest are forgotten (a client
 that never reads its replies must not grow the bridge without bound)."""
 BRIDGE_ERROR_CODE: Final = int(ErrorCode.INTERNAL_ERROR)
+TRACE_CHARS: Final = 500
+"""With --log-level debug, how much of each relayed message is logged."""
 
 
 class InFlight:
@@ -218,6 +220,7 @@ async def _pump_stdin(
     options: RelayOptions,
 ) -> None:
     framer = StdinFramer(max_line_bytes=options.max_line_bytes)
+    trace = logger.isEnabledFor(logging.DEBUG)
     try:
         while True:
             try:
@@ -230,6 +233,8 @@ async def _pump_stdin(
                     if action.method is not None:
                         # Recorded before sending: the reply may arrive while send() waits.
                         inflight.add(action.request_id, action.method)
+                    if trace:
+                        logger.debug("→ %s", action.text[:TRACE_CHARS])
                     await websocket.send(action.text)
                 elif isinstance(action, ReplyToClient):
                     logger.warning("answered a bad stdin line locally: %s", action.line[:300])
@@ -257,6 +262,7 @@ async def _pump_gateway(
     inflight: InFlight,
     shutdown: _Shutdown,
 ) -> None:
+    trace = logger.isEnabledFor(logging.DEBUG)
     while True:
         # Frames websockets has already received are gathered into one stdout write: one
         # syscall per socket read instead of one per (often tiny) session/update.
@@ -275,6 +281,8 @@ async def _pump_gateway(
             except FrameError as exc:
                 logger.error("dropped a frame from the gateway: %s", exc)
             else:
+                if trace:
+                    logger.debug("← %s", line[:TRACE_CHARS].decode(errors="replace").rstrip())
                 batch.append(line)
                 batch_bytes += len(line)
                 if inflight:

@@ -1,0 +1,289 @@
+"""The real bridge process against a real `zeroclaw gateway` process (issue 7 §3)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import stat
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+import trio
+
+from tests.bridge.harness import BRIDGE, bridge_env, run_bridge
+from tests.e2e.gateway_harness import run_gateway
+from tests.e2e.helpers import (
+    allow_once,
+    echo_config,
+    open_session,
+    spawn_zeroclaw,
+    write_config,
+)
+
+pytestmark = pytest.mark.e2e
+
+TIMEOUT = 60
+
+
+def _config(tmp_path: Path, *, chunk_delay_ms: int = 0, **gateway: object) -> Path:
+    document = echo_config(chunk_delay_ms=chunk_delay_ms)
+    if gateway:
+        document["gateway"] = dict(gateway)
+    return write_config(tmp_path / "cfg", document)
+
+
+def _bridge(config_dir: Path, *args: str, env: dict[str, str] | None = None) -> Any:
+    return spawn_zeroclaw(list(args), config_dir=config_dir, env=env, script="zeroclaw-acp-bridge")
+
+
+def _text(updates: list[dict[str, Any]]) -> str:
+    return "".join(
+        u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk"
+    )
+
+
+async def test_full_session_pairing_permission_cancel_and_load_with_a_second_bridge(
+    tmp_path: Path,
+) -> None:
+    config_dir = _config(tmp_path, chunk_delay_ms=20)
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    with trio.fail_after(TIMEOUT):
+        async with run_gateway(config_dir) as gateway:
+            assert gateway.pairing_code is not None
+            url = gateway.ws_url()
+            async with _bridge(
+                config_dir, "--url", url, "--pair-code", gateway.pairing_code
+            ) as ide:
+                session_id = await open_session(ide, workspace)
+
+                # A streamed prompt.
+                reply = await ide.call(
+                    "session/prompt", {"sessionId": session_id, "prompt": "tides and moons"}
+                )
+                assert reply["result"]["stopReason"] == "end_turn"
+                assert _text(ide.updates(session_id)) == "tides and moons"
+
+                # A tool call that needs the client's permission, answered through the bridge.
+                args = json.dumps({"path": "marker.txt", "content": "written via the bridge"})
+                reply = await ide.call(
+                    "session/prompt",
+                    {"sessionId": session_id, "prompt": f"/tool file_write {args}"},
+                    on_request=allow_once,
+                )
+                assert reply["result"]["stopReason"] == "end_turn"
+                [permission] = ide.server_requests
+                assert permission["method"] == "session/request_permission"
+                assert (workspace / "marker.txt").read_text() == "written via the bridge"
+                kinds = {u["sessionUpdate"] for u in ide.updates(session_id)}
+                assert {"tool_call", "tool_call_update"} <= kinds
+
+                # Cancel a long turn mid-stream.
+                ide.notifications.clear()
+                prompt_id = await ide.request(
+                    "session/prompt",
+                    {"sessionId": session_id, "prompt": " ".join(["wave"] * 200)},
+                )
+                first = await ide.receive()
+                assert first["method"] == "session/update"
+                await ide.notify("session/cancel", {"sessionId": session_id})
+                reply = await ide.wait_response(prompt_id)
+                assert reply["result"]["stopReason"] == "cancelled"
+            assert ide.process.returncode == 0
+
+            token_file = config_dir / "acp-bridge-token"
+            assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+
+            # A second bridge process (cached token, no pairing code) loads the session.
+            async with _bridge(config_dir, "--url", url) as ide:
+                await ide.call("initialize", {"protocolVersion": 1})
+                loaded = await ide.call(
+                    "session/load", {"sessionId": session_id, "cwd": str(workspace)}
+                )
+                assert loaded["result"] == {}
+                replayed = ide.updates(session_id)
+                user_text = [
+                    u["content"]["text"]
+                    for u in replayed
+                    if u["sessionUpdate"] == "user_message_chunk"
+                ]
+                assert "tides and moons" in user_text[0]
+                assert any(u["sessionUpdate"] == "tool_call" for u in replayed)
+            assert ide.process.returncode == 0
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def test_address_comes_from_the_daemon_config_and_check_reports_it(tmp_path: Path) -> None:
+    port = _free_port()
+    config_dir = _config(tmp_path, port=port, require_pairing=False, path_prefix="/zc/")
+    with trio.fail_after(TIMEOUT):
+        async with run_gateway(config_dir, "--port", str(port)) as gateway:
+            assert gateway.port == port
+            env = bridge_env(tmp_path, {"ZEROCLAW_CONFIG_DIR": str(config_dir)})
+            code, stdout, stderr = await run_bridge("--check", env=env)
+    assert code == 0, stderr
+    report = stdout.decode()
+    assert f"gateway:  ws://127.0.0.1:{port}/zc/acp\n" in report
+    assert "auth:     pairing not required" in report
+    assert "agent:    ZeroClaw ACP " in report
+    assert "protocol: 1\n" in report
+
+
+async def test_every_token_source_against_the_real_gateway(tmp_path: Path) -> None:
+    config_dir = _config(tmp_path)
+    with trio.fail_after(TIMEOUT):
+        async with run_gateway(config_dir) as gateway:
+            url = gateway.ws_url()
+            home = tmp_path / "home"
+            home.mkdir()
+
+            async def check(extra: dict[str, str] | None = None) -> tuple[int, str]:
+                env = bridge_env(home, {"ZEROCLAW_CONFIG_DIR": str(config_dir), **(extra or {})})
+                code, _, stderr = await run_bridge("--url", url, "--check", env=env)
+                return code, stderr
+
+            # Nothing cached: the bridge fetches the one-time code from /pair/code and pairs.
+            assert await check() == (0, "")
+            token_file = config_dir / "acp-bridge-token"
+            token = token_file.read_text().strip()
+            assert token.startswith("zc_")
+            assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+            # The code is used up: with the cache gone, there is no way to get a token.
+            token_file.rename(tmp_path / "saved-token")
+            code, stderr = await check()
+            assert code == 2
+            assert "zeroclaw gateway get-paircode --new" in stderr
+            (tmp_path / "saved-token").rename(token_file)
+            # The env token wins over the (valid) cached file: a wrong one is a 401, exit 3.
+            code, stderr = await check({"ZEROCLAW_ACP_BRIDGE_TOKEN": "zc_" + "0" * 64})
+            assert code == 3
+            assert "HTTP 401" in stderr
+            assert "ZEROCLAW_ACP_BRIDGE_TOKEN was rejected" in stderr
+            assert (await check({"ZEROCLAW_ACP_BRIDGE_TOKEN": token}))[0] == 0
+            # A cached token others can read is refused before connecting.
+            token_file.chmod(0o644)
+            code, stderr = await check()
+            assert code == 2
+            assert f"chmod 600 {token_file}" in stderr
+            token_file.chmod(0o600)
+            assert (await check())[0] == 0
+
+
+async def test_stdin_eof_still_delivers_the_running_turn(tmp_path: Path) -> None:
+    config_dir = _config(tmp_path, chunk_delay_ms=10, require_pairing=False)
+    words = " ".join(f"w{i}" for i in range(30))
+    with trio.fail_after(TIMEOUT):
+        async with run_gateway(config_dir) as gateway:
+            async with _bridge(config_dir, "--url", gateway.ws_url()) as ide:
+                session_id = await open_session(ide, tmp_path)
+                prompt_id = await ide.request(
+                    "session/prompt", {"sessionId": session_id, "prompt": words}
+                )
+                await ide.close_stdin()  # the IDE is done writing, not reading
+                reply = await ide.wait_response(prompt_id)
+                assert reply["result"]["stopReason"] == "end_turn"
+                assert _text(ide.updates(session_id)) == words
+                with pytest.raises(EOFError):
+                    await ide.receive()
+            assert ide.process.returncode == 0
+
+
+@pytest.mark.parametrize("how", ["kill", "sigterm"])
+async def test_gateway_going_away_mid_turn(tmp_path: Path, how: str) -> None:
+    config_dir = _config(tmp_path, chunk_delay_ms=30, require_pairing=False)
+    with trio.fail_after(TIMEOUT):
+        async with run_gateway(config_dir, "--drain-timeout", "0.2", expect_exit=None) as gateway:
+            url = gateway.ws_url()
+            async with _bridge(config_dir, "--url", url) as ide:
+                session_id = await open_session(ide, tmp_path)
+                prompt_id = await ide.request(
+                    "session/prompt", {"sessionId": session_id, "prompt": "tick " * 300}
+                )
+                await ide.receive()  # streaming has started
+                if how == "kill":
+                    gateway.process.kill()
+                else:
+                    gateway.signal()
+                reply = await ide.wait_response(prompt_id)
+                with pytest.raises(EOFError):
+                    await ide.receive()
+            assert ide.process.returncode == 1
+    if how == "kill":
+        # Nobody answered the turn: the bridge does, naming the cause.
+        assert reply["error"]["data"]["bridge"] == "connection_lost"
+        assert "connection to the gateway was lost" in reply["error"]["message"]
+    else:
+        # The drain deadline cancelled the turn and the gateway answered it before 1012.
+        assert reply["result"]["stopReason"] == "cancelled"
+
+
+async def test_the_official_acp_sdk_drives_the_bridge(tmp_path: Path) -> None:
+    import acp
+    from acp import schema
+
+    # file_read always asks here. (Edit tools are avoided: their extra "reject_with_edit"
+    # option kind, a ZeroClaw extension, is not in the ACP schema and the SDK rejects it.)
+    document = echo_config(risk={"always_ask": ["file_read"]})
+    document["gateway"] = {"require_pairing": False}
+    config_dir = write_config(tmp_path / "cfg", document)
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    (workspace / "notes.txt").write_text("read through the bridge")
+
+    class Ide:
+        def __init__(self) -> None:
+            self.chunks: list[str] = []
+            self.permissions = 0
+
+        async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+            if isinstance(update, schema.AgentMessageChunk) and isinstance(
+                update.content, schema.TextContentBlock
+            ):
+                self.chunks.append(update.content.text)
+
+        async def request_permission(
+            self, session_id: str, tool_call: Any, options: Any, **kwargs: Any
+        ) -> schema.RequestPermissionResponse:
+            self.permissions += 1
+            return schema.RequestPermissionResponse(
+                outcome=schema.AllowedOutcome(outcome="selected", option_id="allow-once")
+            )
+
+    async def ide_session(url: str) -> tuple[Ide, str, str, int]:
+        ide = Ide()
+        env = bridge_env(tmp_path, {"ZEROCLAW_CONFIG_DIR": str(config_dir)})
+        # The IDE implements only the two callbacks this session uses.
+        client = cast("acp.Client", ide)
+        async with acp.spawn_agent_process(client, str(BRIDGE), "--url", url, env=env) as (
+            conn,
+            _,
+        ):
+            init = await conn.initialize(protocol_version=1)
+            session = await conn.new_session(cwd=str(workspace))
+            first = await conn.prompt(session.session_id, [acp.text_block("hello from the SDK")])
+            args = json.dumps({"path": "notes.txt"})
+            second = await conn.prompt(
+                session.session_id, [acp.text_block(f"/tool file_read {args}")]
+            )
+            assert second.stop_reason == "end_turn"
+            return ide, str(first.stop_reason), str(init.agent_info.name), init.protocol_version  # type: ignore[union-attr]
+
+    with trio.fail_after(TIMEOUT):
+        async with run_gateway(config_dir) as gateway:
+            url = gateway.ws_url()
+            ide, stop_reason, agent_name, version = await trio.to_thread.run_sync(
+                asyncio.run, ide_session(url)
+            )
+    assert (stop_reason, version) == ("end_turn", 1)
+    assert agent_name == "zeroclaw-acp"
+    text = "".join(ide.chunks)
+    assert text.startswith("hello from the SDK")
+    assert ide.permissions == 1, text
+    assert "read through the bridge" in text
