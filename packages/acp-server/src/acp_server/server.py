@@ -387,7 +387,9 @@ class AcpConnection:
         )
         raw_cwd = request.cwd if request.cwd and request.cwd.strip() else None
         base = self.app.launch_dir
-        workspace = await trio.to_thread.run_sync(canonical_workspace, raw_cwd, base)
+        # A few stat/readlink calls on a path the client named: quick enough to run inline
+        # (a thread hop here would make session/new ordering depend on thread timing).
+        workspace = canonical_workspace(raw_cwd, base)
         self._check_capacity()
         session_id = str(uuid.uuid4())
         self._reserved.add(session_id)

@@ -1,0 +1,323 @@
+"""In-memory harness for the ACP server: a channel transport, scripted providers, stub tools.
+
+``ServerHarness`` runs ``serve_connection`` in a nursery over ``MemoryTransport`` and plays
+the client: ``call`` sends a request and returns its response, keeping notifications in
+``notifications`` and answering ``session/request_permission`` with ``on_request``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from acp_server.config import (
+    AgentConfig,
+    Config,
+    ProviderConfig,
+    RiskProfileConfig,
+    RuntimeProfileConfig,
+)
+from acp_server.conversation import ToolCall
+from acp_server.providers import create_provider
+from acp_server.providers.base import (
+    ModelRequest,
+    Provider,
+    ProviderEvent,
+    StreamEnd,
+    TextDelta,
+    ToolCallRequested,
+)
+from acp_server.server import AcpApp, serve_connection
+from acp_server.store import AsyncSessionStore
+from acp_server.tools.base import Tool, ToolContext, ToolOutput
+
+JsonDict = dict[str, Any]
+RequestHandler = Callable[[JsonDict], Awaitable[JsonDict | None]]
+
+
+class MemoryTransport:
+    """A ``MessageTransport`` over trio memory channels (``None`` from the client = EOF)."""
+
+    def __init__(self) -> None:
+        self.client_send, self._server_receive = trio.open_memory_channel[str](256)
+        self._server_send, self.client_receive = trio.open_memory_channel[bytes](4096)
+
+    async def receive_message(self) -> str | None:
+        try:
+            return await self._server_receive.receive()
+        except trio.EndOfChannel:
+            return None
+
+    async def send_message(self, payload: bytes) -> None:
+        await self._server_send.send(payload)
+
+    async def aclose(self) -> None:
+        await self._server_send.aclose()
+
+
+def make_config(
+    tmp_path: Path,
+    *,
+    level: str = "supervised",
+    agents: Mapping[str, AgentConfig] | None = None,
+    default_agent: str | None = None,
+    max_sessions: int = 10,
+    session_timeout_secs: int = 3600,
+    max_tool_iterations: int = 20,
+    auto_approve: tuple[str, ...] = ("file_read", "glob_search", "content_search", "todo_write"),
+) -> Config:
+    from acp_server.config import AcpConfig
+
+    provider = ProviderConfig(type="echo", alias="default", model="echo")
+    agent_map = dict(agents or {"test": AgentConfig(alias="test", model_provider="echo.default")})
+    return Config(
+        config_dir=tmp_path,
+        config_file=None,
+        workspace_dir=tmp_path / "data",
+        acp=AcpConfig(
+            default_agent=default_agent,
+            max_sessions=max_sessions,
+            session_timeout_secs=session_timeout_secs,
+        ),
+        providers={provider.ref: provider},
+        agents=agent_map,
+        risk_profiles={
+            "default": RiskProfileConfig(
+                level=level,  # type: ignore[arg-type]
+                auto_approve=auto_approve,
+            )
+        },
+        runtime_profiles={"default": RuntimeProfileConfig(max_tool_iterations=max_tool_iterations)},
+    )
+
+
+@dataclass
+class ScriptedProvider:
+    """A provider that plays back ``rounds`` (one list of events per model call).
+
+    ``gate`` (when set) is awaited before each event after the first, so a test can hold a
+    turn mid-stream; ``delay`` sleeps between events (use with autojump_clock).
+    """
+
+    rounds: list[list[ProviderEvent]]
+    delay: float = 0.0
+    requests: list[ModelRequest] = field(default_factory=list)
+    gate: trio.Event | None = None
+
+    @property
+    def model(self) -> str:
+        return "scripted"
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+        self.requests.append(request)
+        index = min(len(self.requests) - 1, len(self.rounds) - 1)
+        for position, event in enumerate(self.rounds[index]):
+            if position and self.gate is not None:
+                await self.gate.wait()
+            if self.delay:
+                await trio.sleep(self.delay)
+            yield event
+
+
+def text_round(*words: str) -> list[ProviderEvent]:
+    return [*(TextDelta(word) for word in words), StreamEnd()]
+
+
+def tool_round(
+    name: str, arguments: Mapping[str, Any], call_id: str = "call-1"
+) -> list[ProviderEvent]:
+    return [
+        ToolCallRequested(ToolCall(id=call_id, name=name, arguments=dict(arguments))),
+        StreamEnd("tool_use"),
+    ]
+
+
+@dataclass
+class StubTool:
+    """A tool that records its calls; ``block`` makes it wait (for cancel-mid-tool tests)."""
+
+    name: str = "stub"
+    description: str = "a stub tool"
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
+    side_effects: bool = True
+    output: str = "stub output"
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    block: trio.Event | None = None
+    started: trio.Event = field(default_factory=trio.Event)
+    cancelled: bool = False
+    action: Callable[[dict[str, Any], ToolContext], Awaitable[ToolOutput]] | None = None
+
+    async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        self.calls.append(arguments)
+        self.started.set()
+        if self.action is not None:
+            return await self.action(arguments, ctx)
+        if self.block is not None:
+            try:
+                await self.block.wait()
+            except trio.Cancelled:
+                self.cancelled = True
+                raise
+        return ToolOutput(self.output)
+
+
+class ServerHarness:
+    """The client side of an in-memory connection."""
+
+    def __init__(self, transport: MemoryTransport) -> None:
+        self.transport = transport
+        self._ids = itertools.count(1)
+        self.notifications: list[JsonDict] = []
+        self.server_requests: list[JsonDict] = []
+        self.frames: list[JsonDict] = []
+        self._stash: list[JsonDict] = []
+        self.on_request: RequestHandler | None = None
+
+    async def send_raw(self, text: str) -> None:
+        await self.transport.client_send.send(text)
+
+    async def request(self, method: str, params: Any = None, *, request_id: Any = None) -> Any:
+        if request_id is None:
+            request_id = next(self._ids)
+        message: JsonDict = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        await self.send_raw(json.dumps(message))
+        return request_id
+
+    async def notify(self, method: str, params: Any = None) -> None:
+        message: JsonDict = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        await self.send_raw(json.dumps(message))
+
+    async def receive(self) -> JsonDict:
+        if self._stash:
+            return self._stash.pop(0)
+        payload = await self.transport.client_receive.receive()
+        message: JsonDict = json.loads(payload)
+        self.frames.append(message)
+        return message
+
+    async def wait_response(self, request_id: Any) -> JsonDict:
+        stash: list[JsonDict] = []
+        try:
+            while True:
+                message = await self.receive()
+                if "method" in message and "id" in message:
+                    self.server_requests.append(message)
+                    if self.on_request is not None:
+                        result = await self.on_request(message)
+                        if result is not None:
+                            await self.send_raw(
+                                json.dumps(
+                                    {"jsonrpc": "2.0", "id": message["id"], "result": result}
+                                )
+                            )
+                elif "method" in message:
+                    self.notifications.append(message)
+                elif message.get("id") == request_id:
+                    return message
+                else:
+                    stash.append(message)
+        finally:
+            self._stash[:0] = stash
+
+    async def call(self, method: str, params: Any = None) -> JsonDict:
+        return await self.wait_response(await self.request(method, params))
+
+    async def result(self, method: str, params: Any = None) -> Any:
+        response = await self.call(method, params)
+        assert "result" in response, response
+        return response["result"]
+
+    async def error(self, method: str, params: Any = None) -> JsonDict:
+        response = await self.call(method, params)
+        assert "error" in response, response
+        error: JsonDict = response["error"]
+        return error
+
+    async def new_session(self, cwd: Path, **params: Any) -> str:
+        result = await self.result("session/new", {"cwd": str(cwd), **params})
+        session_id: str = result["sessionId"]
+        return session_id
+
+    def updates(self, session_id: str | None = None) -> list[JsonDict]:
+        return [
+            note["params"]["update"]
+            for note in self.notifications
+            if note["method"] == "session/update"
+            and (session_id is None or note["params"]["sessionId"] == session_id)
+        ]
+
+    async def close_input(self) -> None:
+        await self.transport.client_send.aclose()
+
+
+def answer(option_id: str | None) -> RequestHandler:
+    """A permission handler picking ``option_id`` (None = the client dismisses it)."""
+
+    async def handler(request: JsonDict) -> JsonDict:
+        if option_id is None:
+            return {"outcome": {"outcome": "cancelled"}}
+        return {"outcome": {"outcome": "selected", "optionId": option_id}}
+
+    return handler
+
+
+@asynccontextmanager
+async def open_server(
+    config: Config,
+    *,
+    provider: Provider | None = None,
+    tools: Sequence[Tool] = (),
+    store: AsyncSessionStore | None = None,
+    launch_dir: Path | None = None,
+    connection_default_agent: str | None = None,
+    reap_idle_sessions: bool = False,
+) -> AsyncIterator[ServerHarness]:
+    """Serve one in-memory connection; on exit, end the input and wait for the server."""
+    transport = MemoryTransport()
+    app = AcpApp(
+        config=config,
+        store=store,
+        provider_factory=(lambda _config: provider) if provider is not None else create_provider,
+        tools_factory=lambda _agent, _workspace, _config: {tool.name: tool for tool in tools},
+        launch_dir=launch_dir or config.config_dir,
+    )
+    harness = ServerHarness(transport)
+    async with trio.open_nursery() as nursery:
+        done = trio.Event()
+
+        async def serve() -> None:
+            try:
+                await serve_connection(
+                    transport,
+                    app,
+                    connection_default_agent=connection_default_agent,
+                    reap_idle_sessions=reap_idle_sessions,
+                )
+            finally:
+                done.set()
+
+        nursery.start_soon(serve)
+        try:
+            yield harness
+        finally:
+            await harness.close_input()
+
+            # Drain so the writer never blocks while the server shuts down.
+            async def drain() -> None:
+                async for payload in transport.client_receive:
+                    harness.frames.append(json.loads(payload))
+
+            nursery.start_soon(drain)
+            await done.wait()
+            nursery.cancel_scope.cancel()
