@@ -188,3 +188,24 @@ async def test_answering_peer_is_kept(autojump_clock: trio.abc.Clock) -> None:
                 await client.send(event.response())
             assert transport.open
             nursery.cancel_scope.cancel()
+
+
+async def test_batched_messages_arrive_as_separate_frames_in_order(
+    pair: tuple[WebSocketTransport, Client],
+) -> None:
+    transport, client = pair
+    payloads = [f'{{"n":{index}}}'.encode() for index in range(50)]
+    payloads.insert(25, b'"' + b"b" * 300_000 + b'"')  # forces a write in the middle
+    received: list[str] = []
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(transport.send_messages, payloads)
+            parts: list[str] = []
+            while len(received) < len(payloads):
+                event = await client.next_event()
+                assert isinstance(event, TextMessage)
+                parts.append(event.data)
+                if event.message_finished:
+                    received.append("".join(parts))
+                    parts.clear()
+    assert [text.encode() for text in received] == payloads
