@@ -18,6 +18,10 @@ rule. ``kind`` is ``other`` (``acp_core.tools.tool_kind``) and ``side_effects`` 
 True, whatever the server's hints say, so supervised sessions ask unless the name is in
 ``auto_approve``.
 
+Servers run in the session workspace with the SDK's minimal inherited environment
+(HOME, PATH, SHELL, TERM, USER, LOGNAME) plus their configured ``env``: our own API keys
+are not handed to them.
+
 Results: text passes through; embedded base64 blobs (and image/audio data) are written
 under the session's ``uploads/`` with the prompt-blob helpers (``acp_core.blobs`` naming,
 ``acp_server.tools.uploads.store_upload`` writing) and replaced by the same markers a

@@ -7,6 +7,10 @@ than returned to a pool), and ``httpx-sse`` for the event-stream framing (multi-
 providers outlive trio runs in tests and hold no sockets between turns, and a model call
 costs far more than a TLS handshake.
 
+``timeout_secs`` (config) bounds connecting and every silence within a response, not the
+whole response: an answer may stream for minutes, but a server that goes quiet for
+``timeout_secs`` is given up on.
+
 Every failure becomes a ``ProviderError`` whose message names what went wrong and what the
 person can do about it (issue 4 §1). API keys never appear in logs or messages.
 """
