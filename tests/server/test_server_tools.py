@@ -1,0 +1,338 @@
+"""The agent runtime through the server: approvals, denials, tool updates, cancel mid-tool."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import trio
+from trio.testing import MockClock
+
+from acp_server.conversation import PlanEntry
+from acp_server.tools.base import DeliveredFile, ToolContext, ToolOutput
+from tests.server.server_harness import (
+    ScriptedProvider,
+    StubTool,
+    answer,
+    make_config,
+    open_server,
+    text_round,
+    tool_round,
+)
+
+RUNTIME_DENIAL = (
+    "Tool call not executed: 'stub' requires approval and no operator decision was available, "
+    "so the runtime denied it by policy. This was not a user's decision."
+)
+
+
+def stub_turn(arguments: dict[str, Any] | None = None, name: str = "stub") -> ScriptedProvider:
+    return ScriptedProvider([tool_round(name, arguments or {"x": 1}), text_round("done")])
+
+
+def tool_result(provider: ScriptedProvider) -> str:
+    """What the model was told the tool returned."""
+    return provider.requests[-1].messages[-1].content
+
+
+async def run_prompt(tmp_path: Path, client: Any, text: str = "go") -> tuple[str, dict[str, Any]]:
+    session_id = await client.new_session(tmp_path)
+    result = await client.result("session/prompt", {"sessionId": session_id, "prompt": text})
+    return session_id, result
+
+
+async def test_allow_once_runs_the_tool_and_pairs_the_updates(tmp_path: Path) -> None:
+    tool = StubTool()
+    provider = stub_turn()
+    with trio.fail_after(5):
+        async with open_server(make_config(tmp_path), provider=provider, tools=[tool]) as client:
+            client.on_request = answer("allow-once")
+            session_id, result = await run_prompt(tmp_path, client)
+    [request] = client.server_requests
+    assert request["id"] == "zc-out-0"
+    assert request["method"] == "session/request_permission"
+    params = request["params"]
+    assert params["sessionId"] == session_id
+    assert [o["optionId"] for o in params["options"]] == [
+        "allow-once",
+        "allow-always",
+        "reject-once",
+    ]
+    assert params["toolCall"]["title"] == "Approve stub?"
+    assert params["toolCall"]["toolCallId"].startswith("approval-")
+    assert params["toolCall"]["rawInput"] == {"tool": "stub"}
+    assert params["toolCall"]["content"][0]["content"]["text"] == "x: 1"
+    assert tool.calls == [{"x": 1}]
+    start, finish, *_ = [
+        u for u in client.updates(session_id) if u["sessionUpdate"].startswith("tool_call")
+    ]
+    assert start == {
+        "sessionUpdate": "tool_call",
+        "toolCallId": "call-1",
+        "title": "stub",
+        "kind": "other",
+        "status": "pending",
+        "rawInput": {"x": 1},
+        "name": "stub",
+    }
+    assert finish["toolCallId"] == "call-1"
+    assert finish["status"] == "completed"
+    assert finish["rawOutput"] == finish["body"] == "stub output"
+    assert finish["content"] == [
+        {"type": "content", "content": {"type": "text", "text": "stub output"}}
+    ]
+    assert result["content"] == "done"
+    assert tool_result(provider) == "stub output"
+
+
+async def test_rejections_dismissals_and_errors_deny_the_call(tmp_path: Path) -> None:
+    outcomes: dict[str, Any] = {
+        "reject": answer("reject-once"),
+        "dismiss": answer(None),
+        "unknown-option": answer("maybe"),
+    }
+    texts = {}
+    for label, handler in outcomes.items():
+        tool = StubTool()
+        provider = stub_turn()
+        with trio.fail_after(5):
+            async with open_server(
+                make_config(tmp_path), provider=provider, tools=[tool]
+            ) as client:
+                client.on_request = handler
+                await run_prompt(tmp_path, client)
+        assert tool.calls == [], label
+        texts[label] = tool_result(provider)
+    assert texts == {
+        "reject": "Denied by user.",
+        "dismiss": RUNTIME_DENIAL,
+        "unknown-option": RUNTIME_DENIAL,
+    }
+
+
+async def test_an_error_reply_denies_the_call(tmp_path: Path) -> None:
+    tool = StubTool()
+    provider = stub_turn()
+
+    async def refuse(request: dict[str, Any]) -> None:
+        error = {"code": -32601, "message": "no"}
+        await client.send_raw(json.dumps({"jsonrpc": "2.0", "id": request["id"], "error": error}))
+
+    with trio.fail_after(5):
+        async with open_server(make_config(tmp_path), provider=provider, tools=[tool]) as client:
+            client.on_request = refuse
+            await run_prompt(tmp_path, client)
+    assert tool.calls == []
+    assert tool_result(provider) == RUNTIME_DENIAL
+
+
+async def test_no_answer_within_the_session_timeout_denies(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    tool = StubTool()
+    provider = stub_turn()
+    config = make_config(tmp_path, session_timeout_secs=30)
+
+    async def ignore(request: dict[str, Any]) -> None:
+        return None
+
+    with trio.fail_after(100):
+        async with open_server(config, provider=provider, tools=[tool]) as client:
+            client.on_request = ignore
+            start = trio.current_time()
+            await run_prompt(tmp_path, client)
+            waited = trio.current_time() - start
+    assert tool.calls == []
+    assert tool_result(provider) == RUNTIME_DENIAL
+    assert 30 <= waited < 31
+
+
+async def test_allow_always_is_remembered_for_the_session(tmp_path: Path) -> None:
+    tool = StubTool()
+    provider = ScriptedProvider(
+        [tool_round("stub", {}, "c1"), tool_round("stub", {}, "c2"), text_round("done")]
+    )
+    with trio.fail_after(5):
+        async with open_server(make_config(tmp_path), provider=provider, tools=[tool]) as client:
+            client.on_request = answer("allow-always")
+            await run_prompt(tmp_path, client)
+    assert len(tool.calls) == 2
+    assert len(client.server_requests) == 1
+
+
+async def test_risk_levels(tmp_path: Path) -> None:
+    results = {}
+    for level in ("readonly", "full"):
+        tool = StubTool()
+        provider = stub_turn()
+        with trio.fail_after(5):
+            async with open_server(
+                make_config(tmp_path, level=level), provider=provider, tools=[tool]
+            ) as client:
+                await run_prompt(tmp_path, client)
+        results[level] = (len(tool.calls), len(client.server_requests), tool_result(provider))
+    assert results["full"] == (1, 0, "stub output")
+    calls, asked, text = results["readonly"]
+    assert (calls, asked) == (0, 0)
+    assert "read-only" in text
+
+
+async def test_file_edit_approval_offers_reject_with_edit(tmp_path: Path) -> None:
+    tool = StubTool(name="file_edit")
+    arguments = {"path": "a.txt", "old_string": "old", "new_string": "new"}
+    provider = stub_turn(arguments, name="file_edit")
+
+    async def edit(request: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "outcome": {
+                "outcome": "selected",
+                "optionId": "reject-with-edit",
+                "replacementContent": "use X",
+            }
+        }
+
+    with trio.fail_after(5):
+        async with open_server(make_config(tmp_path), provider=provider, tools=[tool]) as client:
+            client.on_request = edit
+            session_id, _ = await run_prompt(tmp_path, client)
+    [request] = client.server_requests
+    tool_call = request["params"]["toolCall"]
+    assert [o["optionId"] for o in request["params"]["options"]] == [
+        "allow-once",
+        "allow-always",
+        "reject-with-edit",
+        "reject-once",
+    ]
+    assert tool_call["kind"] == "edit"
+    assert tool_call["rawInput"] == {"path": "a.txt", "oldText": "old", "newText": "new"}
+    assert tool_call["content"] == [
+        {"type": "diff", "path": "a.txt", "oldText": "old", "newText": "new"}
+    ]
+    assert tool_call["proposedEdit"] == "new"
+    assert tool.calls == []
+    assert tool_result(provider) == "use X"
+    start = next(u for u in client.updates(session_id) if u["sessionUpdate"] == "tool_call")
+    assert start["kind"] == "edit"
+    assert start["rawInput"] == {"path": "a.txt", "oldText": "old", "newText": "new"}
+
+
+async def test_unknown_tools_and_the_iteration_bound(tmp_path: Path) -> None:
+    provider = ScriptedProvider([tool_round("nope", {})])  # asks for a tool forever
+    with trio.fail_after(5):
+        async with open_server(
+            make_config(tmp_path, max_tool_iterations=3), provider=provider
+        ) as client:
+            session_id, result = await run_prompt(tmp_path, client)
+    assert len(provider.requests) == 4  # 3 tool rounds, then the bound stops the turn
+    assert provider.requests[1].messages[-1].content.startswith("Error: Unknown tool: nope")
+    assert "max_tool_iterations (3)" in result["content"]
+    finishes = [u for u in client.updates(session_id) if u["sessionUpdate"] == "tool_call_update"]
+    assert len(finishes) == 3
+
+
+async def test_cancel_mid_tool_cancels_the_tool(tmp_path: Path) -> None:
+    tool = StubTool(block=trio.Event())
+    provider = stub_turn()
+    with trio.fail_after(5):
+        async with open_server(
+            make_config(tmp_path, level="full"), provider=provider, tools=[tool]
+        ) as client:
+            session_id = await client.new_session(tmp_path)
+            request_id = await client.request(
+                "session/prompt", {"sessionId": session_id, "prompt": "go"}
+            )
+            await tool.started.wait()
+            await client.notify("session/cancel", {"sessionId": session_id})
+            response = await client.wait_response(request_id)
+            again = await client.result(
+                "session/prompt", {"sessionId": session_id, "prompt": "again"}
+            )
+    assert tool.cancelled
+    assert response["result"]["stopReason"] == "cancelled"
+    assert again["stopReason"] == "end_turn"
+    # The cancelled turn left nothing in the history the next turn sees.
+    assert [m.content for m in provider.requests[-1].messages if m.role == "user"] == ["again"]
+
+
+async def test_tool_callbacks_ask_user_escalate_and_plan(tmp_path: Path) -> None:
+    picked: list[int | None] = []
+
+    async def interactive(arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        picked.append(await ctx.ask_choice("Which colour?", ["red", "blue"]))
+        await ctx.send_text("Escalated to a human.")
+        await ctx.set_plan([PlanEntry("step one", "in_progress", "high")])
+        return ToolOutput("ok")
+
+    tool = StubTool(name="todo_write", side_effects=False, action=interactive)
+    provider = stub_turn(name="todo_write")
+    with trio.fail_after(5):
+        async with open_server(make_config(tmp_path), provider=provider, tools=[tool]) as client:
+            client.on_request = answer("choice-1")
+            session_id, result = await run_prompt(tmp_path, client)
+    assert picked == [1]
+    [question] = client.server_requests
+    assert question["params"]["toolCall"]["title"] == "Which colour?"
+    assert question["params"]["toolCall"]["toolCallId"].startswith("ask-user-")
+    assert [o["kind"] for o in question["params"]["options"]] == ["allow_once", "reject_once"]
+    updates = client.updates(session_id)
+    assert {
+        "sessionUpdate": "agent_message_chunk",
+        "content": {"type": "text", "text": "Escalated to a human."},
+    } in updates
+    assert {
+        "sessionUpdate": "plan",
+        "entries": [{"content": "step one", "status": "in_progress", "priority": "high"}],
+    } in updates
+    assert result["content"].startswith("Escalated to a human.")
+
+
+async def test_delivered_files_are_embedded_only_if_unchanged(tmp_path: Path) -> None:
+    uploads = tmp_path / "uploads"
+    uploads.mkdir()
+    data = b"%PDF-1.7 report"
+    digest = hashlib.sha256(data).hexdigest()
+    stored = uploads / f"{digest}.pdf"
+    stored.write_bytes(data)
+
+    def delivered(sha: str) -> DeliveredFile:
+        return DeliveredFile(
+            uri=f"attachment://deliver/{sha}.pdf",
+            path=stored,
+            filename="report.pdf",
+            title="Quarterly report",
+            mime_type="application/pdf",
+            size=len(data),
+            sha256=sha,
+        )
+
+    outputs = [delivered(digest), delivered("0" * 64)]
+
+    async def deliver(arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        return ToolOutput("Delivered report.pdf", delivered=outputs.pop(0))
+
+    tool = StubTool(name="deliver_file", action=deliver)
+    provider = ScriptedProvider(
+        [
+            tool_round("deliver_file", {}, "d1"),
+            tool_round("deliver_file", {}, "d2"),
+            text_round("ok"),
+        ]
+    )
+    with trio.fail_after(5):
+        async with open_server(
+            make_config(tmp_path, level="full"), provider=provider, tools=[tool]
+        ) as client:
+            session_id, _ = await run_prompt(tmp_path, client)
+    good, swapped = [
+        u for u in client.updates(session_id) if u["sessionUpdate"] == "tool_call_update"
+    ]
+    assert good["status"] == "completed"
+    assert good["title"] == "Quarterly report"
+    resource = good["content"][1]["content"]["resource"]
+    assert resource["uri"] == f"attachment://deliver/{digest}.pdf"
+    assert resource["mimeType"] == "application/pdf"
+    assert "blob" not in good["rawOutput"]
+    assert swapped["status"] == "failed"
+    assert len(swapped["content"]) == 1
