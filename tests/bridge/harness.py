@@ -66,6 +66,7 @@ class FakeGateway:
     rejected_upgrades: int = 0
     release: trio.Event = field(default_factory=trio.Event)
     frame_received: trio.Event = field(default_factory=trio.Event)
+    connection_closed: trio.Event = field(default_factory=trio.Event)
 
     @property
     def url(self) -> str:
@@ -138,6 +139,7 @@ class FakeGateway:
             pass
         finally:
             self.close_codes.append(websocket.close_code)
+            self.connection_closed.set()
 
     async def _answer(self, websocket: ServerConnection, message: dict[str, Any]) -> None:
         method = message["method"]

@@ -10,6 +10,7 @@ import pytest
 import trio
 
 from tests.bridge.harness import (
+    BRIDGE,
     FakeGateway,
     bridge_env,
     jsonrpc_request,
@@ -210,3 +211,36 @@ async def test_gateway_closing_normally_is_still_an_error_for_the_ide(
             assert error["id"] == 1
             assert await bridge.wait() == 1
     assert "code 1001" in bridge.stderr_text
+
+
+async def test_regular_files_as_stdin_and_stdout(
+    gateway: FakeGateway, config_dir: Path, tmp_path: Path
+) -> None:
+    # `zeroclaw-acp-bridge < requests > replies` (not pipes) uses the threaded stdio path.
+    requests = tmp_path / "requests.jsonl"
+    requests.write_bytes(jsonrpc_request(1, "test/echo") + b"\n" + jsonrpc_request(2, "x"))
+    replies = tmp_path / "replies.jsonl"
+    with trio.fail_after(TIMEOUT), requests.open("rb") as stdin, replies.open("wb") as stdout:
+        result = await trio.run_process(
+            ["zeroclaw-acp-bridge", "--config-dir", str(config_dir)],
+            executable=str(BRIDGE),
+            stdin=stdin,
+            stdout=stdout,
+            env=env(tmp_path),
+            check=False,
+        )
+    assert result.returncode == 0
+    assert sorted(json.loads(line)["id"] for line in replies.read_bytes().splitlines()) == [1, 2]
+
+
+async def test_sigterm_closes_the_websocket_as_going_away(
+    gateway: FakeGateway, config_dir: Path, tmp_path: Path
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with running_bridge("--config-dir", str(config_dir), env=env(tmp_path)) as bridge:
+            await bridge.send_line(jsonrpc_request(1, "test/echo"))
+            await bridge.read_json()
+            bridge.process.terminate()
+            assert await bridge.wait() == 128 + 15
+        await gateway.connection_closed.wait()
+    assert gateway.close_codes == [1001]
