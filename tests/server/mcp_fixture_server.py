@@ -49,6 +49,11 @@ def pid() -> str:
     return str(os.getpid())
 
 
+@server.tool(description="The value of one environment variable, or <unset>.")
+def getenv(name: str) -> str:
+    return os.environ.get(name, "<unset>")
+
+
 @server.tool(description="Report the FIXTURE_GREETING variable and the working directory.")
 def environment() -> str:
     return f"{os.environ.get('FIXTURE_GREETING', '<unset>')} in {os.getcwd()}"

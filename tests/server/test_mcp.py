@@ -85,6 +85,7 @@ async def test_remote_tools_are_prefixed_approved_like_builtins_and_callable(
                 "mcp__fixture__crash",
                 "mcp__fixture__pid",
                 "mcp__fixture__environment",
+                "mcp__fixture__getenv",
             }
             echo = toolset.tools["mcp__fixture__echo"]
             assert echo.description == "[MCP server fixture] Repeat the text back."
@@ -198,13 +199,16 @@ async def test_slow_server_times_out_at_startup(tmp_path: Path) -> None:
 
 
 async def test_environment_and_workspace_are_passed_and_processes_end_with_the_session(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-must-not-leak")
     server = fixture_server("envy", FIXTURE_GREETING="bonjour")
     with trio.fail_after(CEILING_SECS):
         async with open_mcp_tools([server], cwd=tmp_path) as toolset:
             await toolset.wait_ready()
             environment = await call(toolset, "mcp__envy__environment", tmp_path)
+            leaked = await call(toolset, "mcp__envy__getenv", tmp_path, name="ANTHROPIC_API_KEY")
+            assert leaked.text == "<unset>"
             pid = int((await call(toolset, "mcp__envy__pid", tmp_path)).text)
             assert psutil.pid_exists(pid)
     assert environment.text == f"bonjour in {tmp_path}"
