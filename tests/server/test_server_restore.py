@@ -1,0 +1,179 @@
+"""session/load, session/resume, session/close against the store contract (a fake store)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import trio
+
+from acp_server.config import AgentConfig
+from acp_server.conversation import ChatMessage, CompletedTurn, PlanEntry, ToolCall
+from acp_server.store import AsyncSessionStore, StoredSession, StoredSessionInfo, StoreError
+from tests.server.server_harness import ScriptedProvider, make_config, open_server, text_round
+
+
+class FakeStore(AsyncSessionStore):
+    """An in-memory store (no worker threads, so autojump-free tests stay deterministic)."""
+
+    def __init__(self) -> None:
+        self.sessions: dict[str, StoredSession] = {}
+        self.turns: dict[str, list[CompletedTurn]] = {}
+        self.fail_load = False
+        self.fail_append = False
+
+    def add(
+        self,
+        session_id: str,
+        workspace: Path,
+        messages: list[ChatMessage],
+        *,
+        agent: str = "test",
+        plan: tuple[PlanEntry, ...] | None = None,
+    ) -> None:
+        now = datetime.now(UTC)
+        info = StoredSessionInfo(session_id, agent, str(workspace), now, now, len(messages))
+        self.sessions[session_id] = StoredSession(info, tuple(messages), plan)
+
+    async def create_session(self, session_id: str, agent_alias: str, workspace_dir: str) -> None:
+        self.add(session_id, Path(workspace_dir), [], agent=agent_alias)
+        await trio.lowlevel.checkpoint()
+
+    async def append_turn(self, session_id: str, turn: CompletedTurn) -> None:
+        await trio.lowlevel.checkpoint()
+        if self.fail_append:
+            raise StoreError("disk full")
+        self.turns.setdefault(session_id, []).append(turn)
+
+    async def load_session(self, session_id: str) -> StoredSession | None:
+        await trio.lowlevel.checkpoint()
+        if self.fail_load:
+            raise StoreError("database disk image is malformed")
+        return self.sessions.get(session_id)
+
+    async def touch(self, session_id: str) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def aclose(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+
+HISTORY = [
+    ChatMessage("user", "hello"),
+    ChatMessage("assistant", "hi there", reasoning="greet back"),
+    ChatMessage("assistant", "", tool_calls=(ToolCall("t1", "shell", {"command": "ls"}),)),
+    ChatMessage("tool", "a.txt", tool_call_id="t1", tool_name="shell"),
+]
+
+
+async def test_initialize_with_a_store_advertises_persistence(tmp_path: Path) -> None:
+    with trio.fail_after(5):
+        async with open_server(make_config(tmp_path), store=FakeStore()) as client:
+            caps = (await client.result("initialize", {}))["agentCapabilities"]
+    assert caps["loadSession"] is True
+    assert caps["sessionCapabilities"] == {"resume": {}, "close": {}}
+
+
+async def test_new_sessions_and_completed_turns_are_persisted(tmp_path: Path) -> None:
+    store = FakeStore()
+    provider = ScriptedProvider([text_round("one"), text_round("two")])
+    with trio.fail_after(5):
+        async with open_server(make_config(tmp_path), provider=provider, store=store) as client:
+            session_id = await client.new_session(tmp_path)
+            await client.result("session/prompt", {"sessionId": session_id, "prompt": "a"})
+            store.fail_append = True  # a store failure only logs: the turn still succeeds
+            second = await client.result("session/prompt", {"sessionId": session_id, "prompt": "b"})
+    assert store.sessions[session_id].info.workspace_dir == str(tmp_path)
+    [turn] = store.turns[session_id]
+    assert [(m.role, m.content) for m in turn.messages] == [("user", "a"), ("assistant", "one")]
+    assert second["content"] == "two"
+
+
+async def test_load_replays_history_then_answers(tmp_path: Path) -> None:
+    store = FakeStore()
+    store.add("s-1", tmp_path, HISTORY)
+    provider = ScriptedProvider([text_round("next")])
+    with trio.fail_after(5):
+        async with open_server(make_config(tmp_path), provider=provider, store=store) as client:
+            request_id = await client.request("session/load", {"session_id": "s-1"})
+            response = await client.wait_response(request_id)
+            await client.result("session/prompt", {"sessionId": "s-1", "prompt": "more"})
+    assert response["result"] == {}
+    updates = client.updates("s-1")[:5]
+    assert [u["sessionUpdate"] for u in updates] == [
+        "user_message_chunk",
+        "agent_thought_chunk",
+        "agent_message_chunk",
+        "tool_call",
+        "tool_call_update",
+    ]
+    assert updates[3]["status"] == "completed"
+    assert updates[4]["rawOutput"] == "a.txt"
+    # The agent was seeded with the stored history.
+    assert [m.content for m in provider.requests[0].messages][:2] == ["hello", "hi there"]
+
+
+async def test_resume_sends_only_the_plan(tmp_path: Path) -> None:
+    store = FakeStore()
+    store.add("s-1", tmp_path, HISTORY, plan=(PlanEntry("ship it"),))
+    store.add("s-2", tmp_path, HISTORY)
+    with trio.fail_after(5):
+        async with open_server(make_config(tmp_path), store=store) as client:
+            assert await client.result("session/resume", {"sessionId": "s-1"}) == {}
+            assert await client.result("session/resume", {"sessionId": "s-2"}) == {}
+    assert client.updates() == [
+        {
+            "sessionUpdate": "plan",
+            "entries": [{"content": "ship it", "status": "pending", "priority": "medium"}],
+        }
+    ]
+
+
+async def test_restore_errors_in_reference_order(tmp_path: Path) -> None:
+    store = FakeStore()
+    store.add("s-1", tmp_path, HISTORY)
+    store.add("s-2", tmp_path, HISTORY)
+    config = make_config(tmp_path, max_sessions=2)
+    with trio.fail_after(5):
+        async with open_server(config) as client:
+            no_store = await client.error("session/load", {"sessionId": "s-1"})
+        async with open_server(config, store=store) as client:
+            missing = await client.error("session/resume", {})
+            unknown = await client.error("session/load", {"sessionId": "nope"})
+            store.fail_load = True
+            broken = await client.error("session/load", {"sessionId": "s-1"})
+            broken_again = await client.error(
+                "session/resume", {"sessionId": "s-1"}
+            )  # slot released
+            store.fail_load = False
+            await client.result("session/load", {"sessionId": "s-1"})
+            active = await client.error("session/resume", {"sessionId": "s-1"})
+            await client.result("session/resume", {"sessionId": "s-2"})
+            limit = await client.error(
+                "session/load", {"sessionId": "s-1"}
+            )  # limit before "active"
+            assert await client.result("session/close", {"sessionId": "s-1"}) == {}
+            reloaded = await client.call("session/load", {"sessionId": "s-1"})
+    assert no_store == {"code": -32000, "message": "Session not found: s-1"}
+    assert missing == {"code": -32602, "message": "Missing required parameter: sessionId"}
+    assert unknown == {"code": -32000, "message": "Session not found: nope"}
+    assert broken["code"] == broken_again["code"] == -32603
+    assert broken["message"].startswith("Failed to load session")
+    assert active == {
+        "code": -32602,
+        "message": "Session already active: s-1. Call session/close first.",
+    }
+    assert limit == {"code": -32001, "message": "Maximum session limit reached (2)"}
+    assert reloaded["result"] == {}
+
+
+async def test_restore_falls_back_when_the_owner_is_disabled(tmp_path: Path) -> None:
+    agents = {
+        "old": AgentConfig(alias="old", enabled=False, model_provider="echo.default"),
+        "new": AgentConfig(alias="new", model_provider="echo.default"),
+    }
+    store = FakeStore()
+    store.add("s-1", tmp_path, HISTORY, agent="old")
+    with trio.fail_after(5):
+        async with open_server(make_config(tmp_path, agents=agents), store=store) as client:
+            assert await client.result("session/resume", {"sessionId": "s-1"}) == {}
