@@ -228,6 +228,7 @@ class WsRpc:
         self.notifications: list[JsonDict] = []
         self.server_requests: list[JsonDict] = []
         self.frames: list[JsonDict] = []
+        self._responses: dict[Any, JsonDict] = {}
 
     async def send(self, message: Mapping[str, Any]) -> None:
         await self.ws.send(json.dumps(message))
@@ -248,6 +249,10 @@ class WsRpc:
         return message
 
     async def wait_response(self, request_id: int, within: float = RECEIVE_TIMEOUT) -> JsonDict:
+        """Read until the response to ``request_id``; notifications and server requests
+        are kept, responses to other ids are kept for their own ``wait_response``."""
+        if request_id in self._responses:
+            return self._responses.pop(request_id)
         while True:
             message = await self.receive(within)
             if "method" in message and "id" in message:
@@ -256,6 +261,8 @@ class WsRpc:
                 self.notifications.append(message)
             elif message.get("id") == request_id:
                 return message
+            else:
+                self._responses[message.get("id")] = message
 
     async def call(self, method: str, params: Any = None) -> JsonDict:
         return await self.wait_response(await self.request(method, params))

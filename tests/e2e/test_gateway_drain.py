@@ -51,6 +51,11 @@ async def test_sigterm_lets_a_running_turn_finish_then_closes_1012(tmp_path: Pat
                 gateway.signal(signal.SIGTERM)
                 # The idle connection is closed at once with "restarting, retry"...
                 await _expect_restart_close(idle)
+                # New work on a draining gateway is refused at once, with a reason...
+                new_id = await busy.request("session/new", {"cwd": str(tmp_path)})
+                refused = await busy.wait_response(new_id)
+                assert refused["error"]["code"] == -32603
+                assert "restarting" in refused["error"]["message"]
                 # ...while the busy one streams its turn to the end, every chunk in order.
                 reply = await busy.wait_response(prompt_id)
                 assert reply["result"]["stopReason"] == "end_turn"

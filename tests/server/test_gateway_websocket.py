@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 import pytest
@@ -209,3 +210,28 @@ async def test_batched_messages_arrive_as_separate_frames_in_order(
                     received.append("".join(parts))
                     parts.clear()
     assert [text.encode() for text in received] == payloads
+
+
+async def test_refused_requests_are_answered_while_responses_pass(
+    pair: tuple[WebSocketTransport, Client],
+) -> None:
+    transport, client = pair
+    with trio.fail_after(5):
+        await client.send(TextMessage(data='{"jsonrpc":"2.0","id":"a","method":"session/prompt"}'))
+        await transport.receive_message()
+        transport.refuse_new_requests("draining")
+        await client.send(TextMessage(data='{"jsonrpc":"2.0","id":9,"method":"session/new"}'))
+        refusal = await client.next_event()
+        assert isinstance(refusal, TextMessage)
+        assert json.loads(refusal.data) == {
+            "jsonrpc": "2.0",
+            "id": 9,
+            "error": {"code": -32603, "message": "draining"},
+        }
+        # A response to a permission request and a cancel notification still get through.
+        await client.send(TextMessage(data='{"jsonrpc":"2.0","id":"zc-out-0","result":{}}'))
+        assert "zc-out-0" in (await transport.receive_message() or "")
+        await client.send(TextMessage(data='{"jsonrpc":"2.0","method":"session/cancel"}'))
+        assert "session/cancel" in (await transport.receive_message() or "")
+    # Only the request accepted before the refusal is awaited by a drain.
+    assert len(transport.in_flight) == 1

@@ -85,6 +85,7 @@ DEFAULT_MAX_CONNECTIONS: Final = 1000
 WEBSOCKET_VERSION: Final = "13"
 RESTART_REASON: Final = "gateway restarting, retry"
 REVOKED_REASON: Final = "token revoked"
+DRAIN_REFUSAL: Final = "Gateway restarting: request not started; reconnect and retry"
 
 Announce = Callable[[str], None]
 
@@ -335,6 +336,7 @@ class Gateway:
         logger.info("gateway stopped")
 
     async def _drain_connection(self, connection: _Connection, deadline: float) -> None:
+        connection.transport.refuse_new_requests(DRAIN_REFUSAL)
         with trio.move_on_at(deadline):
             await connection.transport.in_flight.wait_idle()
         if connection.transport.in_flight:

@@ -89,15 +89,22 @@ class InFlightRequests:
     def __len__(self) -> int:
         return len(self._ids)
 
-    def note_inbound(self, text: str) -> None:
+    def note_inbound(self, text: str) -> bytes | None:
+        """Remember a request; returns its encoded id (None for anything else)."""
         envelope = _envelope(text)
         if envelope is None or envelope.method is None or envelope.id is msgspec.UNSET:
-            return
-        if len(self._ids) >= self._limit:
-            return
-        self._ids.add(_id_encoder.encode(envelope.id))
-        if self._idle.is_set():
-            self._idle = trio.Event()
+            return None
+        encoded_id = _id_encoder.encode(envelope.id)
+        if len(self._ids) < self._limit:
+            self._ids.add(encoded_id)
+            if self._idle.is_set():
+                self._idle = trio.Event()
+        return encoded_id
+
+    def forget(self, encoded_id: bytes) -> None:
+        self._ids.discard(encoded_id)
+        if not self._ids:
+            self._idle.set()
 
     def note_outbound(self, payload: bytes) -> None:
         if not self._ids:
@@ -176,6 +183,7 @@ class WebSocketTransport:
         self._stream_closed = False
         self.peer_gone = trio.Event()
         self.in_flight = InFlightRequests()
+        self._refusal: str | None = None
         self.close_code: int | None = None
         """The close code the gateway sent, or received first from the peer."""
         self.close_reason: str = ""
@@ -233,6 +241,12 @@ class WebSocketTransport:
     @property
     def open(self) -> bool:
         return not self._stream_closed and self._ws.state is ConnectionState.OPEN
+
+    def refuse_new_requests(self, message: str) -> None:
+        """From now on, answer every new request with an error carrying ``message``
+        instead of handing it to the ACP layer. Responses (e.g. to a permission request)
+        and notifications (e.g. session/cancel) still go through: running turns can end."""
+        self._refusal = message
 
     def end_input(self) -> None:
         """No more inbound messages: ``receive_message`` answers None once the ones already
@@ -407,8 +421,23 @@ class WebSocketTransport:
                     f"Parse error: binary frame is not valid UTF-8 ({exc.reason} at byte {exc.start})"
                 )
         if isinstance(item, str):
-            self.in_flight.note_inbound(item)
+            request_id = self.in_flight.note_inbound(item)
+            if request_id is not None and self._refusal is not None:
+                # Draining: no new work; the peer is told to retry elsewhere, at once.
+                self.in_flight.forget(request_id)
+                await self._refuse(request_id, self._refusal)
+                return
         await self._deliver(item)
+
+    async def _refuse(self, encoded_id: bytes, message: str) -> None:
+        reply = b'{"jsonrpc":"2.0","id":%s,"error":%s}' % (
+            encoded_id,
+            _id_encoder.encode({"code": int(ErrorCode.INTERNAL_ERROR), "message": message}),
+        )
+        try:
+            await self._send_frames(_text_frame(reply))
+        except TransportClosed:
+            pass
 
     async def _deliver(self, item: _Inbound) -> None:
         self._reader_blocked = True
