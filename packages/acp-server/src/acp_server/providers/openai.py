@@ -99,7 +99,7 @@ FLAVORS: Final[dict[str, Flavor]] = {
         # The seed's default model id is an OpenRouter id.
         default_model="anthropic/claude-sonnet-4.6",
     ),
-    "openai_compatible": Flavor("the OpenAI-compatible server", None, None, key_required=False),
+    "openai_compatible": Flavor("OpenAI-compatible server", None, None, key_required=False),
     "ollama": Flavor("Ollama", "http://localhost:11434/v1", None, key_required=False),
     "vllm": Flavor("vLLM", "http://localhost:8000/v1", None, key_required=False),
     "llamacpp": Flavor("llama.cpp", "http://localhost:8080/v1", None, key_required=False),
