@@ -76,8 +76,9 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_DRAIN_TIMEOUT_SECS: Final = 30.0
 """How long running turns may take to finish after SIGTERM before they are cancelled."""
-DEFAULT_CLOSE_GRACE_SECS: Final = 5.0
-"""After the drain deadline: time for cancelled turns to answer and close frames to go out."""
+DEFAULT_CLOSE_GRACE_SECS: Final = 15.0
+"""After the drain deadline: time for cancelled turns to answer (the ACP layer allows them
+10 s) and for close frames to go out, before everything left is cancelled."""
 DEFAULT_HANDSHAKE_TIMEOUT_SECS: Final = 10.0
 """A client must send its whole request head within this (slow-loris guard)."""
 DEFAULT_MAX_CONNECTIONS: Final = 1000
@@ -644,6 +645,8 @@ class Gateway:
         self._connections.add(connection)
         if self._all_closed.is_set():
             self._all_closed = trio.Event()
+        if self._draining:  # the drain began while the 101 was being written
+            connection.shut(CloseCode.SERVICE_RESTART, RESTART_REASON)
         logger.info(
             "ACP connection from %s%s (%d open)",
             peer,
