@@ -150,12 +150,16 @@ def test_reference_database_is_migrated_and_readable(db_path: Path) -> None:
         ChatMessage(role="tool", content="a.txt", tool_call_id="call_1", tool_name="shell"),
         ChatMessage(role="assistant", content="One file."),
     )
-    # New turns go on after the old ones.
+    # New turns go on after the old ones; a bounded restore drops the old rows first.
     store.append_turn("old", CompletedTurn(messages=(user("more"),)))
     reloaded = store.load_session("old")
+    bounded = store.load_session("old", max_messages=2)
     store.close()
     assert reloaded is not None
     assert reloaded.messages[-1] == user("more")
+    assert bounded is not None
+    assert bounded.messages == (user("more"),)
+    assert bounded.dropped_messages == 3  # stored rows: the reference kept results on its call row
     with sqlite3.connect(db_path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
@@ -212,6 +216,30 @@ def test_latest_plan_is_kept(store: SessionStore) -> None:
     cleared = store.load_session("s1")
     assert cleared is not None
     assert cleared.plan == ()
+
+
+def test_restore_is_bounded_by_whole_turns(store: SessionStore) -> None:
+    store.create_session("s1", "default", "/w")
+    turns = [tool_turn(f"t{n}") for n in range(4)]  # 5 messages each
+    for turn in turns:
+        store.append_turn("s1", turn)
+    everything = store.load_session("s1", max_messages=None)
+    assert everything is not None
+    assert len(everything.messages) == 20
+    assert (everything.dropped_messages, everything.kept_turns) == (0, 4)
+
+    bounded = store.load_session("s1", max_messages=12)
+    assert bounded is not None
+    assert bounded.messages == turns[2].messages + turns[3].messages
+    assert (bounded.dropped_messages, bounded.kept_turns) == (10, 2)
+    assert bounded.info.message_count == 20  # what is stored, not what was restored
+    assert bounded.plan == turns[3].plan
+
+    # A single turn larger than the bound is still restored whole.
+    newest_only = store.load_session("s1", max_messages=1)
+    assert newest_only is not None
+    assert newest_only.messages == turns[3].messages
+    assert newest_only.dropped_messages == 15
 
 
 def test_session_metadata(store: SessionStore) -> None:

@@ -29,6 +29,7 @@ two processes sharing one file (two editor windows) never see "database is locke
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -55,6 +56,11 @@ DEFAULT_BUSY_TIMEOUT_MS: Final = 5_000
 
 DEFAULT_LOCK_RETRY_DEADLINE_SECS: Final = 30.0
 """Total time a transaction is retried on SQLITE_BUSY before it is reported as a failure."""
+
+DEFAULT_MAX_RESTORED_MESSAGES: Final = 20_000
+"""Most messages ``load_session`` returns. Older whole turns beyond it stay in the store but
+are not restored, so a restore's memory and replay time stay bounded however long a
+session grew; the caller learns how many were left out (``StoredSession.dropped_messages``)."""
 
 DEFAULT_MAX_TOOL_ARGUMENTS_BYTES: Final = 16 * 1024 * 1024
 """Largest encoded tool-argument object accepted for storage (a model cannot produce more)."""
@@ -106,6 +112,13 @@ class StoredSession:
     info: StoredSessionInfo
     messages: tuple[ChatMessage, ...]
     plan: tuple[PlanEntry, ...] | None
+    dropped_messages: int = 0
+    """Stored messages left out by ``load_session``'s ``max_messages`` (oldest whole turns)."""
+
+    @property
+    def kept_turns(self) -> int:
+        """Turns in ``messages`` (each turn starts with the user's prompt)."""
+        return sum(message.role == "user" for message in self.messages)
 
 
 # --------------------------------------------------------------------------- schema
@@ -532,8 +545,14 @@ class SessionStore:
 
         self._write(write)
 
-    def load_session(self, session_id: str) -> StoredSession | None:
-        """The stored session and its whole conversation, or None when no such session."""
+    def load_session(
+        self, session_id: str, *, max_messages: int | None = DEFAULT_MAX_RESTORED_MESSAGES
+    ) -> StoredSession | None:
+        """The stored session and its conversation, or None when no such session.
+
+        With ``max_messages``, only the newest whole turns that fit are returned (always at
+        least the newest turn); ``dropped_messages`` says how many older ones were left out.
+        """
 
         def read(conn: sqlite3.Connection) -> StoredSession | None:
             row = conn.execute(
@@ -544,16 +563,21 @@ class SessionStore:
             if row is None:
                 return None
             session_row_id = row[0]
+            total, first_turn = _restore_window(conn, session_row_id, max_messages)
+            # Rows the reference wrote have no turn_seq: they are the oldest turns, and are
+            # kept only when everything is (first_turn None).
+            window = "" if first_turn is None else " AND m.turn_seq >= ?"
+            params = (session_row_id,) if first_turn is None else (session_row_id, first_turn)
             message_rows = conn.execute(
-                "SELECT id, role, content, reasoning_content FROM acp_messages"
-                " WHERE session_id = ? ORDER BY id",
-                (session_row_id,),
+                "SELECT m.id, m.role, m.content, m.reasoning_content FROM acp_messages AS m"
+                f" WHERE m.session_id = ?{window} ORDER BY m.id",
+                params,
             ).fetchall()
             tool_rows = conn.execute(
                 "SELECT t.message_id, t.tool_call_id, t.tool_name, t.event_kind, t.payload"
                 " FROM acp_tool_calls AS t JOIN acp_messages AS m ON m.id = t.message_id"
-                " WHERE m.session_id = ? ORDER BY t.id",
-                (session_row_id,),
+                f" WHERE m.session_id = ?{window} ORDER BY t.id",
+                params,
             ).fetchall()
             messages = _decode_messages(message_rows, tool_rows)
             plan = _plan_from_json(row[5], session_id) if row[5] is not None else None
@@ -563,11 +587,16 @@ class SessionStore:
                 workspace_dir=row[2],
                 created_at=_parse_time(row[3]),
                 last_activity=_parse_time(row[4]),
-                message_count=len(message_rows),
+                message_count=total,
                 token_count=int(row[6]),
                 turn_count=int(row[7]),
             )
-            return StoredSession(info=info, messages=messages, plan=plan)
+            return StoredSession(
+                info=info,
+                messages=messages,
+                plan=plan,
+                dropped_messages=total - len(message_rows),
+            )
 
         return self._read(read)
 
@@ -625,6 +654,28 @@ class SessionStore:
             conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
+
+
+def _restore_window(
+    conn: sqlite3.Connection, session_row_id: int, max_messages: int | None
+) -> tuple[int, int | None]:
+    """(stored message count, oldest turn_seq to restore or None for everything)."""
+    per_turn = conn.execute(
+        "SELECT turn_seq, count(*) FROM acp_messages WHERE session_id = ?"
+        " GROUP BY turn_seq ORDER BY turn_seq IS NULL, turn_seq DESC",
+        (session_row_id,),
+    ).fetchall()
+    total = sum(int(count) for _turn, count in per_turn)
+    if max_messages is None or total <= max_messages:
+        return total, None
+    kept = 0
+    first_turn: int | None = None
+    for turn_seq, count in per_turn:
+        if turn_seq is None or (kept and kept + count > max_messages):
+            break
+        kept += count
+        first_turn = turn_seq
+    return total, first_turn
 
 
 def _decode_messages(
@@ -698,8 +749,12 @@ class AsyncSessionStore:
     async def append_turn(self, session_id: str, turn: CompletedTurn) -> None:
         await self._call(self.sync.append_turn, session_id, turn)
 
-    async def load_session(self, session_id: str) -> StoredSession | None:
-        return await self._call(self.sync.load_session, session_id)
+    async def load_session(
+        self, session_id: str, *, max_messages: int | None = DEFAULT_MAX_RESTORED_MESSAGES
+    ) -> StoredSession | None:
+        return await self._call(
+            functools.partial(self.sync.load_session, max_messages=max_messages), session_id
+        )
 
     async def touch(self, session_id: str) -> None:
         await self._call(self.sync.touch, session_id)
