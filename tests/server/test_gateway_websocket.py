@@ -235,3 +235,29 @@ async def test_refused_requests_are_answered_while_responses_pass(
         assert "session/cancel" in (await transport.receive_message() or "")
     # Only the request accepted before the refusal is awaited by a drain.
     assert len(transport.in_flight) == 1
+
+
+async def test_peer_that_stops_reading_is_dropped_and_the_writer_released(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    # lockstep: every send_all waits until the peer reads, and this peer never reads.
+    server_stream, client_stream = trio.testing.lockstep_stream_pair()
+    transport = WebSocketTransport(server_stream, peer="stuck", ping_interval_secs=10)
+    outcome: list[str] = []
+
+    async def write() -> None:
+        try:
+            await transport.send_message(b'{"jsonrpc":"2.0","method":"session/update"}')
+        except TransportClosed:
+            outcome.append("closed")
+
+    with trio.fail_after(120):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(transport.run_reader)
+            nursery.start_soon(transport.run_keepalive)
+            nursery.start_soon(write)
+            assert await transport.receive_message() is None
+            await transport.close(CloseCode.NORMAL, "")  # bounded even with a stuck writer
+    assert outcome == ["closed"]
+    assert transport.close_code == CloseCode.GOING_AWAY
+    del client_stream

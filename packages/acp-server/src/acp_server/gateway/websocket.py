@@ -270,20 +270,21 @@ class WebSocketTransport:
         await trio.aclose_forcefully(self._stream)
 
     async def _send_close(self, code: int, reason: str) -> None:
-        async with self._write_lock:
-            if self._stream_closed or self._ws.state not in (
-                ConnectionState.OPEN,
-                ConnectionState.REMOTE_CLOSING,
-            ):
-                return
-            if self.close_code is None:
-                self.close_code, self.close_reason = code, reason
-            try:
-                data = self._ws.send(CloseConnection(code=code, reason=reason or None))
-                with trio.move_on_after(DEFAULT_CLOSE_TIMEOUT_SECS):
+        # Bounded as a whole: a peer that stopped reading may hold the writer in send_all.
+        with trio.move_on_after(DEFAULT_CLOSE_TIMEOUT_SECS):
+            async with self._write_lock:
+                if self._stream_closed or self._ws.state not in (
+                    ConnectionState.OPEN,
+                    ConnectionState.REMOTE_CLOSING,
+                ):
+                    return
+                if self.close_code is None:
+                    self.close_code, self.close_reason = code, reason
+                try:
+                    data = self._ws.send(CloseConnection(code=code, reason=reason or None))
                     await self._stream.send_all(data)
-            except (LocalProtocolError, trio.BrokenResourceError, trio.ClosedResourceError):
-                self._stream_closed = True
+                except (LocalProtocolError, trio.BrokenResourceError, trio.ClosedResourceError):
+                    self._stream_closed = True
 
     async def _send_control(self, data: bytes) -> None:
         async with self._write_lock:
