@@ -273,3 +273,18 @@ async def open_session(client: RpcPipeClient, cwd: Path, **params: Any) -> str:
     assert "result" in new, new
     session_id: str = new["result"]["sessionId"]
     return session_id
+
+
+async def wait_until(
+    condition: Callable[[], bool], *, within: float, interval: float = 0.05
+) -> None:
+    """Poll a real-world condition (a process gone, a file written) until it holds.
+
+    Raises:
+        trio.TooSlowError: it did not hold within ``within`` seconds.
+    """
+    with trio.fail_after(within):
+        while True:
+            if condition():
+                return
+            await trio.sleep(interval)

@@ -45,7 +45,9 @@ class FakeStore(AsyncSessionStore):
             raise StoreError("disk full")
         self.turns.setdefault(session_id, []).append(turn)
 
-    async def load_session(self, session_id: str) -> StoredSession | None:
+    async def load_session(
+        self, session_id: str, *, max_messages: int | None = None
+    ) -> StoredSession | None:
         await trio.lowlevel.checkpoint()
         if self.fail_load:
             raise StoreError("database disk image is malformed")

@@ -564,6 +564,16 @@ class AcpConnection:
             self.sessions[session_id] = session
         finally:
             self._reserved.discard(session_id)
+        if stored.dropped_messages:
+            # The store kept only the newest whole turns; say so before anything else
+            # (reference: `_zeroclaw/history_trimmed`, on load and on resume).
+            notice = schema.HistoryTrimmedParams(
+                session_id=session_id,
+                dropped_messages=stored.dropped_messages,
+                kept_turns=stored.kept_turns,
+                reason="stored history exceeds the restore limit; oldest turns omitted",
+            )
+            await self._send(self.rpc.send_notification(methods.HISTORY_TRIMMED, _json(notice)))
         if replay:
             for update in history_updates(history):
                 await self.send_update(session_id, update)

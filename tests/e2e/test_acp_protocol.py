@@ -1,0 +1,316 @@
+"""`zeroclaw acp` as a real process: methods, error codes, cancel, permissions, jail, framing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+import trio
+
+from tests.e2e.helpers import (
+    allow_once,
+    console_script,
+    echo_config,
+    open_session,
+    reject_once,
+    spawn_acp,
+    wait_until,
+    write_config,
+)
+
+pytestmark = pytest.mark.e2e
+
+CANCEL_MARKER = "[turn cancelled via client]"
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    path = tmp_path / "ws"
+    path.mkdir()
+    (path / "notes.txt").write_text("inside the jail\n")
+    return path.resolve()
+
+
+def texts(updates: list[dict[str, Any]]) -> str:
+    return "".join(
+        u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk"
+    )
+
+
+async def test_every_method_and_its_errors(tmp_path: Path, workspace: Path) -> None:
+    config_dir = write_config(tmp_path / "cfg", echo_config(max_sessions=2))
+    with trio.fail_after(60):
+        async with spawn_acp(config_dir) as client:
+            init = await client.call("initialize", {"protocolVersion": 1})
+            assert init["result"]["agentCapabilities"]["loadSession"] is True
+            new = (await client.call("session/new", {"cwd": str(workspace)}))["result"]
+            session_id = new["sessionId"]
+            assert new["workspaceDir"] == str(workspace)
+            prompt = await client.call(
+                "session/prompt", {"sessionId": session_id, "prompt": "one two"}
+            )
+            assert prompt["result"] == {
+                "sessionId": session_id,
+                "stopReason": "end_turn",
+                "content": "one two",
+            }
+            update = await client.call("session/update", {"sessionId": session_id, "type": "ping"})
+            assert update["result"]["status"] == "processed"
+            assert (await client.call("session/cancel", {"sessionId": session_id}))["result"] == {}
+            errors = {
+                "not found": await client.call(
+                    "session/prompt", {"sessionId": "nope", "prompt": "x"}
+                ),
+                "missing id": await client.call("session/stop", {}),
+                "bad cwd": await client.call("session/new", {"cwd": str(workspace / "notes.txt")}),
+                "unknown method": await client.call("session/list", {}),
+            }
+            second = (await client.call("session/new", {"cwd": str(workspace)}))["result"][
+                "sessionId"
+            ]
+            errors["limit"] = await client.call("session/new", {"cwd": str(workspace)})
+            stop = await client.call("session/stop", {"sessionId": second})
+            assert stop["result"] == {"sessionId": second, "stopped": True}
+            errors["already active"] = await client.call("session/load", {"sessionId": session_id})
+            assert (await client.call("session/close", {"sessionId": session_id}))["result"] == {}
+            loaded = await client.call("session/load", {"sessionId": session_id})
+            assert loaded["result"] == {}
+            replayed = client.updates(session_id)[-2:]
+            assert [u["sessionUpdate"] for u in replayed] == [
+                "user_message_chunk",
+                "agent_message_chunk",
+            ]
+            assert replayed[1]["content"]["text"] == "one two"
+            errors["resume unknown"] = await client.call(
+                "session/resume", {"sessionId": second + "x"}
+            )
+    codes = {name: response["error"]["code"] for name, response in errors.items()}
+    assert codes == {
+        "not found": -32000,
+        "missing id": -32602,
+        "bad cwd": -32602,
+        "unknown method": -32601,
+        "limit": -32001,
+        "already active": -32602,
+        "resume unknown": -32000,
+    }
+    assert client.process.returncode == 0
+
+
+async def test_a_session_survives_a_restart(tmp_path: Path, workspace: Path) -> None:
+    config_dir = write_config(tmp_path / "cfg", echo_config())
+    with trio.fail_after(60):
+        async with spawn_acp(config_dir) as first:
+            session_id = await open_session(first, workspace)
+            await first.call("session/prompt", {"sessionId": session_id, "prompt": "remember me"})
+            live = first.updates(session_id)
+        async with spawn_acp(config_dir) as second:
+            await second.call("initialize", {})
+            assert (await second.call("session/load", {"sessionId": session_id}))["result"] == {}
+    assert texts(second.updates(session_id)) == texts(live) == "remember me"
+
+
+async def test_cancel_mid_stream(tmp_path: Path, workspace: Path) -> None:
+    config_dir = write_config(tmp_path / "cfg", echo_config(chunk_delay_ms=20))
+    words = " ".join(f"w{i}" for i in range(500))
+    with trio.fail_after(60):
+        async with spawn_acp(config_dir) as client:
+            session_id = await open_session(client, workspace)
+            request_id = await client.request(
+                "session/prompt", {"sessionId": session_id, "prompt": words}
+            )
+            while len(client.notifications) < 5:
+                client.notifications.append(await client.receive())
+            await client.notify("session/cancel", {"sessionId": session_id})
+            response = await client.wait_response(request_id)
+    result = response["result"]
+    assert result["stopReason"] == "cancelled"
+    streamed = texts(client.updates(session_id))
+    assert streamed.startswith("w0 w1 w2 w3 w4")
+    assert len(streamed) < len(words)
+    assert result["content"] == f"{streamed}\n\n{CANCEL_MARKER}"
+
+
+def marker_processes(marker: str) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        cmdline = process.info.get("cmdline") or []
+        if any(marker in part for part in cmdline):
+            found.append(process)
+    return found
+
+
+async def test_cancel_mid_tool_leaves_no_processes(tmp_path: Path, workspace: Path) -> None:
+    config_dir = write_config(tmp_path / "cfg", echo_config(level="full"))
+    marker = f"zc-e2e-{os.getpid()}-cancel"
+    script = (
+        "import subprocess, sys, time; "
+        f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', '{marker}']); "
+        "time.sleep(300)"
+    )
+    command = json.dumps({"command": f'python3 -c "{script}" {marker}'})
+    with trio.fail_after(60):
+        async with spawn_acp(config_dir) as client:
+            session_id = await open_session(client, workspace)
+            request_id = await client.request(
+                "session/prompt", {"sessionId": session_id, "prompt": f"/tool shell {command}"}
+            )
+            await wait_until(lambda: len(marker_processes(marker)) >= 2, within=20)
+            await client.notify("session/cancel", {"sessionId": session_id})
+            response = await client.wait_response(request_id)
+            assert response["result"]["stopReason"] == "cancelled"
+            await wait_until(lambda: not marker_processes(marker), within=10)
+
+
+async def test_permission_allow_deny_and_timeout(tmp_path: Path, workspace: Path) -> None:
+    config_dir = write_config(tmp_path / "cfg", echo_config())
+    tool = '/tool file_write {"path": "out.txt", "content": "written"}'
+    with trio.fail_after(60):
+        async with spawn_acp(config_dir, "--session-timeout", "1") as client:
+            session_id = await open_session(client, workspace)
+            denied = await client.call(
+                "session/prompt", {"sessionId": session_id, "prompt": tool}, on_request=reject_once
+            )
+            assert not (workspace / "out.txt").exists()
+            timed_out = await client.call(
+                "session/prompt",
+                {"sessionId": session_id, "prompt": tool},
+                on_request=lambda _r: None,
+            )
+            assert not (workspace / "out.txt").exists()
+            allowed = await client.call(
+                "session/prompt", {"sessionId": session_id, "prompt": tool}, on_request=allow_once
+            )
+    assert (workspace / "out.txt").read_text() == "written"
+    assert "Denied by user." in denied["result"]["content"]
+    assert "no operator decision was available" in timed_out["result"]["content"]
+    assert "Denied" not in allowed["result"]["content"]
+    requests = client.server_requests
+    assert [r["id"] for r in requests] == ["zc-out-0", "zc-out-1", "zc-out-2"]
+    assert requests[0]["params"]["toolCall"]["kind"] == "edit"
+
+
+async def test_jail_escapes_are_refused(tmp_path: Path, workspace: Path) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text("SECRET-OUTSIDE\n")
+    (workspace / "escape").symlink_to(outside)
+    (workspace / "private").mkdir()
+    (workspace / "private" / "key.txt").write_text("SECRET-FORBIDDEN\n")
+    document = echo_config(risk={"forbidden_paths": [str(workspace / "private")]})
+    config_dir = write_config(tmp_path / "cfg", document)
+    attempts = {
+        "dotdot": '/tool file_read {"path": "../outside.txt"}',
+        "symlink": '/tool file_read {"path": "escape"}',
+        "absolute": f'/tool file_read {{"path": "{outside}"}}',
+        "forbidden": '/tool file_read {"path": "private/key.txt"}',
+        "shell": f'/tool shell {{"command": "cat {outside}"}}',
+        "write outside": '/tool file_write {"path": "../planted.txt", "content": "x"}',
+    }
+    with trio.fail_after(60):
+        async with spawn_acp(config_dir) as client:
+            session_id = await open_session(client, workspace)
+            inside = await client.call(
+                "session/prompt",
+                {"sessionId": session_id, "prompt": '/tool file_read {"path": "notes.txt"}'},
+            )
+            assert "inside the jail" in inside["result"]["content"]
+            for name, prompt in attempts.items():
+                response = await client.call(
+                    "session/prompt",
+                    {"sessionId": session_id, "prompt": prompt},
+                    on_request=allow_once,
+                )
+                assert "SECRET" not in response["result"]["content"], name
+    outputs = [
+        u["rawOutput"]
+        for u in client.updates(session_id)
+        if u["sessionUpdate"] == "tool_call_update"
+    ]
+    assert len(outputs) == 1 + len(attempts)
+    for output in outputs[1:]:
+        assert "SECRET" not in output
+        assert (
+            output.startswith(("Error", "Path", "Tool call not executed", "Command"))
+            or "not allowed" in output
+            or "forbidden" in output
+            or "escapes" in output
+        ), output
+    assert not (tmp_path / "planted.txt").exists()
+
+
+async def test_malformed_frames_are_answered_and_serving_continues(tmp_path: Path) -> None:
+    config_dir = write_config(tmp_path / "cfg", echo_config())
+    with trio.fail_after(30):
+        async with spawn_acp(config_dir) as client:
+            await client.send_raw(b"\xff\xfe not utf-8")
+            bad_bytes = await client.receive()
+            await client.send_raw("{oops")
+            bad_json = await client.receive()
+            await client.send_raw('{"jsonrpc":"2.0","id":true,"method":"initialize"}')
+            bad_id = await client.receive()
+            await client.send_raw("")  # blank lines are skipped
+            await client.notify("session/cancel", {})  # a bad notification: never answered
+            ok = await client.call("initialize", {})
+    assert bad_bytes["error"]["code"] == -32700
+    assert bad_json == {"jsonrpc": "2.0", "id": None, "error": bad_json["error"]}
+    assert bad_json["error"]["code"] == -32700
+    assert bad_id["error"]["code"] == -32600
+    assert "result" in ok
+    assert len(client.raw_lines) == 4  # nothing else was written
+    for line in client.raw_lines:
+        assert json.loads(line)["jsonrpc"] == "2.0"
+
+
+async def test_eof_during_a_turn_cancels_it_and_exits_zero(tmp_path: Path, workspace: Path) -> None:
+    config_dir = write_config(tmp_path / "cfg", echo_config(chunk_delay_ms=50))
+    with trio.fail_after(30):
+        async with spawn_acp(config_dir) as client:
+            session_id = await open_session(client, workspace)
+            request_id = await client.request(
+                "session/prompt", {"sessionId": session_id, "prompt": "a b c d e f g h"}
+            )
+            await client.receive()
+            await client.close_stdin()
+            response = await client.wait_response(request_id)
+            assert response["result"]["stopReason"] == "cancelled"
+    assert client.process.returncode == 0
+
+
+def test_bad_config_exits_2_with_a_clear_message(tmp_path: Path) -> None:
+    config_dir = write_config(tmp_path / "cfg", "[agents.a]\nmodel_provider = 'missing.alias'\n")
+    completed = subprocess.run(
+        [str(console_script("zeroclaw")), "--config-dir", str(config_dir), "acp"],
+        input=b"",
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert completed.returncode == 2
+    assert completed.stdout == b""
+    stderr = completed.stderr.decode()
+    assert "config.toml" in stderr
+    assert "`agents.a.model_provider`" in stderr
+
+
+def test_no_config_announces_the_echo_default(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env["ZEROCLAW_CONFIG_DIR"] = str(tmp_path / "empty")
+    request = b'{"jsonrpc":"2.0","id":1,"method":"initialize"}\n'
+    completed = subprocess.run(
+        [sys.executable, "-m", "acp_server", "acp"],
+        input=request,
+        capture_output=True,
+        env=env,
+        timeout=30,
+        check=False,
+    )
+    assert completed.returncode == 0
+    assert json.loads(completed.stdout)["result"]["_meta"]["zeroclaw"]["defaultModel"] == "echo"
+    notices = [line for line in completed.stderr.decode().splitlines() if "echo provider" in line]
+    assert len(notices) == 1
