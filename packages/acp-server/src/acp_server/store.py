@@ -401,7 +401,13 @@ class SessionStore:
 
         mode = self._retry_busy(set_wal)
         if mode != "wal":
-            raise StoreUnavailable(f"The session store {self.path} cannot use WAL (mode {mode})")
+            # Some filesystems (network mounts) cannot share WAL memory. A rollback journal
+            # is slower and blocks readers during commits, but is just as safe: keep going.
+            logger.warning(
+                "Session store %s cannot use WAL on this filesystem; using journal mode %s",
+                self.path,
+                mode or "unknown",
+            )
         # NORMAL in WAL mode: a process crash never loses a committed turn; only an OS crash
         # or power cut can lose the last few commits, never corrupt the file.
         conn.execute("PRAGMA synchronous = NORMAL")
@@ -455,7 +461,11 @@ class SessionStore:
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
-                    conn.execute("ROLLBACK")
+                    try:
+                        conn.execute("ROLLBACK")
+                    except sqlite3.Error as rollback_error:
+                        # SQLite rolls back on its own when it can; report the first error.
+                        logger.warning("Session store rollback failed: %s", rollback_error)
                 raise
             return result
 
