@@ -1,0 +1,100 @@
+"""Interop: the official ACP Python SDK's client drives a full `zeroclaw acp` turn.
+
+The SDK (agent-client-protocol, asyncio) spawns the real console script, runs initialize
+and session/new, sends a prompt that makes the echo provider call the shell tool, answers
+our session/request_permission, and reads the streamed updates and the result through
+its own pydantic models: proof that what we emit is what a stock ACP client expects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, cast
+
+import acp
+import pytest
+from acp import schema as acp_schema
+
+from tests.e2e.helpers import child_env, console_script, echo_config, write_config
+
+pytestmark = pytest.mark.e2e
+
+
+class RecordingClient:
+    """A minimal SDK client: records updates, allows every permission once."""
+
+    def __init__(self) -> None:
+        self.updates: list[Any] = []
+        self.permission_requests: list[Any] = []
+
+    async def request_permission(
+        self, options: list[Any], session_id: str, tool_call: Any, **kwargs: Any
+    ) -> Any:
+        self.permission_requests.append((session_id, tool_call, options))
+        allow = next(option for option in options if option.kind == "allow_once")
+        return acp_schema.RequestPermissionResponse(
+            outcome=acp_schema.AllowedOutcome(outcome="selected", option_id=allow.option_id)
+        )
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        self.updates.append(update)
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        return None
+
+    def on_connect(self, conn: Any) -> None:
+        return None
+
+
+async def drive(config_dir: Path, workspace: Path) -> tuple[RecordingClient, Any, Any]:
+    client = RecordingClient()
+    env = child_env(config_dir)
+    async with acp.spawn_agent_process(
+        cast(Any, client),
+        str(console_script("zeroclaw")),
+        "acp",
+        env=env,
+        transport_kwargs={"stderr": None},  # inherit: never a pipe nobody drains
+    ) as (connection, process):
+        init = await connection.initialize(
+            protocol_version=1,
+            client_capabilities=acp_schema.ClientCapabilities(),
+            client_info=acp_schema.Implementation(name="sdk-test", version="1"),
+        )
+        session = await connection.new_session(cwd=str(workspace), mcp_servers=[])
+        prompt = 'Listing the workspace\n/tool shell {"command": "ls"}'
+        result = await connection.prompt(
+            session_id=session.session_id, prompt=[acp.text_block(prompt)]
+        )
+    await asyncio.wait_for(process.wait(), 15)
+    return client, init, (session, result, process.returncode)
+
+
+def test_official_sdk_client_runs_a_turn_with_a_permission_request(tmp_path: Path) -> None:
+    config_dir = write_config(tmp_path / "cfg", echo_config())
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "from-the-sdk.txt").write_text("hi")
+    client, init, (session, result, returncode) = asyncio.run(
+        asyncio.wait_for(drive(config_dir, workspace), 60)
+    )
+    assert init.protocol_version == 1
+    assert init.agent_capabilities.load_session is True
+    assert session.session_id
+    assert result.stop_reason == "end_turn"
+    [(session_id, tool_call, options)] = client.permission_requests
+    assert session_id == session.session_id
+    assert tool_call.title == "Approve shell?"
+    assert [option.option_id for option in options] == ["allow-once", "allow-always", "reject-once"]
+    kinds = [type(update).__name__ for update in client.updates]
+    assert "AgentMessageChunk" in kinds
+    start = next(u for u in client.updates if type(u).__name__ == "ToolCallStart")
+    progress = next(u for u in client.updates if type(u).__name__ == "ToolCallProgress")
+    assert start.tool_call_id == progress.tool_call_id
+    assert progress.status == "completed"
+    assert "from-the-sdk.txt" in str(progress.raw_output)
+    assert returncode == 0
