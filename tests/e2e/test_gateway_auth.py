@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ssl
+import stat
 import subprocess
 import tomllib
 from pathlib import Path
@@ -13,6 +14,7 @@ import trio
 from websockets.exceptions import ConnectionClosed, InvalidMessage, InvalidStatus
 from websockets.trio.client import connect
 
+from acp_server.gateway.admin import ADMIN_HEADER, ADMIN_SECRET_FILE
 from acp_server.gateway.auth import UNAUTHORIZED_BODY, hash_token
 from tests.e2e.gateway_harness import RawWsClient, WsRpc, run_gateway, ws_connect
 from tests.e2e.helpers import child_env, console_script, echo_config, write_config
@@ -180,11 +182,28 @@ async def test_health_needs_no_auth_and_origins_are_checked(tmp_path: Path) -> N
             # DNS rebinding: a foreign Host header is refused on a loopback-bound gateway.
             rebound = await gateway.http("GET", "/pair/code", headers={"Host": "evil.example"})
             assert rebound.status_code == 403
-            # The admin endpoint refuses browsers.
-            admin = await gateway.http(
-                "POST", "/admin/paircode/rotate", headers={"Origin": "http://localhost:1"}
+            # The admin endpoint refuses browsers, and local callers without the secret
+            # that only readers of the config directory have (0600 file).
+            secret_file = config_dir / ADMIN_SECRET_FILE
+            assert stat.S_IMODE(secret_file.stat().st_mode) == 0o600
+            secret = secret_file.read_text().strip()
+            browser = await gateway.http(
+                "POST",
+                "/admin/paircode/rotate",
+                headers={"Origin": "http://localhost:1", ADMIN_HEADER: secret},
             )
-            assert admin.status_code == 403
+            assert browser.status_code == 403
+            for presented in ({}, {ADMIN_HEADER: "0" * 64}):
+                assert (
+                    await gateway.http("GET", "/admin/paircode", headers=presented)
+                ).status_code == 403
+            allowed = await gateway.http("GET", "/admin/paircode", headers={ADMIN_HEADER: secret})
+            assert allowed.status_code == 200
+        assert not secret_file.exists()  # removed at shutdown
+        # With no gateway running, get-paircode says so.
+        orphan = await _get_paircode(config_dir, gateway.port)
+        assert orphan.returncode == 1
+        assert "no running gateway" in orphan.stderr
 
 
 async def test_pairing_off_needs_no_token(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from acp_server.gateway.admin import AdminSecret, read_admin_secret
 from acp_server.gateway.pairing import (
     DEFAULT_PAIR_LOCKOUT_SECS,
     ConfigRewriteError,
@@ -151,3 +152,18 @@ def test_rewrite_refuses_a_broken_file_and_leaves_it_alone(tmp_path: Path) -> No
 def test_rewrite_reports_a_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigRewriteError, match="cannot read"):
         persist_paired_tokens(tmp_path / "config.toml", [])
+
+
+def test_admin_secret_is_private_matched_and_removed_only_if_ours(tmp_path: Path) -> None:
+    config_dir = tmp_path / "new-dir"
+    first = AdminSecret.create(config_dir)
+    assert stat.S_IMODE(first.path.stat().st_mode) == 0o600
+    assert read_admin_secret(config_dir) == first.value
+    assert first.matches(first.value)
+    assert not first.matches(None)
+    assert not first.matches(first.value[:-1] + "x")
+    second = AdminSecret.create(config_dir)  # another gateway on the same config dir
+    first.remove()
+    assert read_admin_secret(config_dir) == second.value
+    second.remove()
+    assert read_admin_secret(config_dir) is None

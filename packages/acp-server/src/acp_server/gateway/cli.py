@@ -12,6 +12,7 @@ import trio
 
 from acp_server.cli import EXIT_CONFIG_ERROR, CliState, fail
 from acp_server.config import Config
+from acp_server.gateway.admin import ADMIN_HEADER, ADMIN_SECRET_FILE, read_admin_secret
 from acp_server.gateway.auth import is_loopback_host
 from acp_server.gateway.server import DEFAULT_DRAIN_TIMEOUT_SECS, Gateway, GatewayError
 from acp_server.server import AcpApp, open_session_store
@@ -163,10 +164,21 @@ def get_paircode_command(
     else:
         method, path = "GET", "/admin/paircode"
     url = base + path
+    secret = read_admin_secret(config.config_dir)
+    if secret is None:
+        fail(
+            f"no running gateway found for {config.config_dir} (no {ADMIN_SECRET_FILE} there). "
+            "Start `zeroclaw gateway` with the same --config-dir, or pass the same one here."
+        )
     try:
         # trust_env=False: a loopback call must never be sent through a proxy.
         response = httpx.request(
-            method, url, timeout=ADMIN_TIMEOUT_SECS, verify=verify, trust_env=False
+            method,
+            url,
+            headers={ADMIN_HEADER: secret},
+            timeout=ADMIN_TIMEOUT_SECS,
+            verify=verify,
+            trust_env=False,
         )
     except httpx.HTTPError as exc:
         fail(

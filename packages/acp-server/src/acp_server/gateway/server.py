@@ -38,6 +38,7 @@ import trio
 from wsproto.utilities import generate_accept_token
 
 from acp_server.config import GatewayConfig
+from acp_server.gateway.admin import ADMIN_HEADER, ADMIN_SECRET_FILE, AdminSecret
 from acp_server.gateway.auth import (
     UNAUTHORIZED_BODY,
     TokenRegistry,
@@ -192,6 +193,7 @@ class Gateway:
         self._persist_lock = trio.Lock()
         self.bound_port: int | None = None
         self._started_at = time.monotonic()
+        self._admin_secret: AdminSecret | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -270,14 +272,28 @@ class Gateway:
             if handle_signals
             else contextlib.nullcontext(None)
         )
-        with signal_context as signals:
-            self._announce_start()
-            async with trio.open_nursery() as outer:
-                if signals is not None:
-                    outer.start_soon(self._watch_signals, signals, outer.cancel_scope)
-                task_status.started(self.bound_port)
-                await self._serve_until_drained(listeners)
-                outer.cancel_scope.cancel()
+        config_dir = self.app.config.config_dir
+        try:
+            self._admin_secret = await trio.to_thread.run_sync(AdminSecret.create, config_dir)
+        except OSError as exc:
+            logger.warning(
+                "cannot write %s in %s (%s); `zeroclaw gateway get-paircode` will not work",
+                ADMIN_SECRET_FILE,
+                config_dir,
+                exc.strerror or exc,
+            )
+        try:
+            with signal_context as signals:
+                self._announce_start()
+                async with trio.open_nursery() as outer:
+                    if signals is not None:
+                        outer.start_soon(self._watch_signals, signals, outer.cancel_scope)
+                    task_status.started(self.bound_port)
+                    await self._serve_until_drained(listeners)
+                    outer.cancel_scope.cancel()
+        finally:
+            if self._admin_secret is not None:
+                self._admin_secret.remove()
 
     def _announce_start(self) -> None:
         if self.settings.require_pairing and not len(self.tokens):
@@ -514,11 +530,22 @@ class Gateway:
     async def _admin(
         self, stream: trio.abc.Stream, request: HttpRequest, route: str, peer: str
     ) -> None:
-        # Only the operator's own machine, and never a browser (a page could otherwise
-        # revoke every token with a form POST): the CLI sends no Origin header.
-        if not _is_loopback_address(peer) or request.header("origin") is not None:
+        # Only the operator's own machine, never a browser (a page could otherwise revoke
+        # every token with a form POST; the CLI sends no Origin header), and only someone
+        # who can read the config directory (the admin secret; see gateway/admin.py).
+        secret = self._admin_secret
+        if (
+            not _is_loopback_address(peer)
+            or request.header("origin") is not None
+            or secret is None
+            or not secret.matches(request.header(ADMIN_HEADER))
+        ):
+            logger.warning("refused admin request %s from %s", route, peer)
             await send_response(
-                stream, 403, "Forbidden - the admin endpoint only answers the gateway host's CLI\n"
+                stream,
+                403,
+                "Forbidden - the admin endpoint only answers `zeroclaw gateway get-paircode` "
+                "run on the gateway host by a user who can read its config directory\n",
             )
             return
         if request.method == "POST":
