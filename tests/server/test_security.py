@@ -7,6 +7,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from acp_server.config import RiskProfileConfig
 from acp_server.security import Approval, CommandRisk, PolicyViolation, SecurityPolicy
@@ -421,3 +423,55 @@ def test_shell_environment_withholds_secrets(monkeypatch: pytest.MonkeyPatch) ->
     env = shell_environment()
     assert "OPENROUTER_API_KEY" not in env
     assert env.get("PATH") == os.environ.get("PATH")
+
+
+# --------------------------------------------------------------------------- properties
+
+_SEGMENTS = st.sampled_from(["..", ".", "src", "main.py", "out", "in", "link", "~", "", "/"])
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(segments=st.lists(_SEGMENTS, min_size=1, max_size=8))
+def test_resolved_paths_never_leave_the_jail(workspace: Path, segments: list[str]) -> None:
+    if not (workspace / "out").exists():
+        (workspace / "out").symlink_to(workspace.parent / "outside")
+        (workspace / "in").symlink_to(workspace / "src")
+    p = policy(workspace, replace(SUPERVISED, forbidden_paths=()))
+    refusal = ""
+    try:
+        resolved = p.resolve_path("/".join(segments))
+    except PolicyViolation as violation:
+        refusal = str(violation)
+    if refusal:
+        assert refusal.startswith(("Path escapes workspace directory", "Path is empty"))
+        return
+    assert resolved == workspace or workspace in resolved.parents
+    assert resolved.resolve() == resolved
+
+
+_WORDS = st.sampled_from(
+    ["ls", "cat", "git", "rm", "echo", "..", "/etc", "$HOME", "src/*", "{a,/b}", "'x y'", '"', "'",
+     ";", "&&", "|", ">", "2>&1", "<", "(", ")", "$(", "`", "#", "\\", "\n", "X=1", "-C", "commit"]
+)  # fmt: skip
+
+
+@settings(
+    max_examples=500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(words=st.lists(_WORDS, min_size=1, max_size=10))
+def test_command_assessment_never_crashes_and_stays_consistent(
+    workspace: Path, words: list[str]
+) -> None:
+    command = " ".join(words)
+    p = policy(workspace)
+    assessment = p.assess_command(command)
+    decision = p.decide("shell", {"command": command}, side_effects=True)
+    if assessment.denial is not None:
+        assert decision.approval is Approval.DENY
+        assert p.classify_command(command) is CommandRisk.HIGH
+    elif "rm" in assessment.programs:
+        raise AssertionError("rm is not in the default allowed_commands")
+    # Supervised never lets a shell command through without asking by default.
+    assert decision.approval is not Approval.ALLOW

@@ -15,7 +15,7 @@ jail escape, forbidden  DENY         DENY                                   DENY
                                                                             the jail is
                                                                             lifted)
 tool with side effects  DENY         rules below                            ALLOW
-tool in ``always_ask``  (as above)   ASK, every time                        ALLOW
+tool in ``always_ask``  never asks   ASK, every time                        ALLOW
 auto-approved or        ALLOW        ALLOW                                  ALLOW
   allow-always'd                     (tool in ``auto_approve``, in
                                      ``session_allowed``, or one of
@@ -51,8 +51,10 @@ LOW     everything else that passed the allowlist.
 ======  ==================================================================================
 
 Refused outright (DENY, whatever the level): command substitution (``$(…)``, backticks,
-``<(…)``), unbalanced quotes, a program not in ``allowed_commands`` (``"*"`` allows any),
-and path arguments or redirection targets that leave the jail or touch a forbidden path.
+``<(…)``), ``$'…'`` quoting, ``${…}`` with operators, unbalanced quotes, a program not in
+``allowed_commands`` (``"*"`` allows any), and path arguments, ``NAME=value`` values or
+redirection targets that leave the jail or touch a forbidden path, judged after the
+variable, brace and glob expansion bash would do.
 The shell check is a policy gate, not a sandbox: it sees the words of the command, not what
 the programs do with them; OS-level confinement is out of scope here.
 """
