@@ -13,6 +13,8 @@ import pytest
 import trio
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.trio.client import connect
+from wsproto.connection import Connection, ConnectionType
+from wsproto.events import TextMessage
 
 from acp_server.config import load_config
 from acp_server.gateway.server import Gateway, GatewayError
@@ -119,3 +121,25 @@ async def test_public_bind_and_missing_tls_files_are_config_errors(tmp_path: Pat
     tls = {"enabled": True, "cert_path": "missing.pem", "key_path": "missing.pem"}
     with pytest.raises(GatewayError, match="TLS certificate"):
         await Gateway(_app(tmp_path, tls=tls), port=0).serve(handle_signals=False)
+
+
+async def test_frames_sent_with_the_upgrade_request_are_not_lost(tmp_path: Path) -> None:
+    gateway = Gateway(_app(tmp_path), port=0, announce=lambda _: None)
+    client = Connection(ConnectionType.CLIENT)
+    head = (
+        b"GET /acp HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+    frame = client.send(TextMessage(data='{"jsonrpc":"2.0","id":1,"method":"initialize"}'))
+    with trio.fail_after(10):
+        async with serving(gateway) as address:
+            host, port = address.split(":")
+            stream = await trio.open_tcp_stream(host, int(port))
+            await stream.send_all(head + frame)  # one write: the frame rides with the head
+            received = b""
+            while b"protocolVersion" not in received:
+                chunk = await stream.receive_some(65536)
+                assert chunk, received
+                received += chunk
+            assert received.startswith(b"HTTP/1.1 101 ")
+            await stream.aclose()
