@@ -1,7 +1,9 @@
 """glob_search and content_search: find files and text inside the session jail.
 
-Both walk the workspace in a worker thread that checks for cancellation as it goes
-(``trio.from_thread.check_cancelled``), so a cancelled turn does not leave a walk running.
+Both walk the workspace in a worker thread. content_search checks for cancellation file
+by file (``trio.from_thread.check_cancelled``); glob_search's walk happens inside
+``Path.glob``, which yields only matches, so a cancelled turn abandons that thread (it only
+reads) instead of waiting for a match-less walk of a big tree to end.
 Symbolic links are never descended into; a linked file is searched only when its target
 passes the policy. Results are capped and say so when they are.
 """
@@ -46,12 +48,8 @@ def _skipped(relative: PurePosixPath, pattern: str) -> bool:
 def _glob(policy: SecurityPolicy, patterns: list[str], limit: int) -> tuple[list[str], bool]:
     found: set[str] = set()
     truncated = False
-    seen = 0
     for pattern in patterns:
         for match in policy.workspace.glob(pattern):
-            seen += 1
-            if seen % _CANCEL_CHECK_EVERY == 0:
-                trio.from_thread.check_cancelled()
             relative = PurePosixPath(match.relative_to(policy.workspace).as_posix())
             if _skipped(relative, pattern) or not policy.is_allowed_path(match):
                 continue
@@ -97,7 +95,11 @@ class GlobSearchTool:
             )
         try:
             matches, truncated = await trio.to_thread.run_sync(
-                _glob, ctx.policy, expand_braces(pattern), DEFAULT_MAX_GLOB_RESULTS
+                _glob,
+                ctx.policy,
+                expand_braces(pattern),
+                DEFAULT_MAX_GLOB_RESULTS,
+                abandon_on_cancel=True,
             )
         except ValueError as exc:  # pathlib: "Unacceptable pattern"
             raise ToolError(f"Invalid glob pattern {pattern!r}: {exc}") from None
