@@ -304,6 +304,12 @@ class Gateway:
             )
         elif not self.settings.require_pairing:
             self._announce("pairing is off ([gateway] require_pairing = false): no token needed")
+            if not self.loopback_only:
+                logger.warning(
+                    "listening on %s with pairing off: anyone who can reach this port can "
+                    "drive the agent, shell tool included",
+                    self.host,
+                )
         # Last, so a supervisor that waits for this line has seen the pairing code already.
         self._announce(
             f"gateway listening on {self.url('')} "
