@@ -114,7 +114,8 @@ async def test_deliver_file_embeds_the_blob_after_approval(tmp_path: Path) -> No
     assert (workspace / "uploads" / f"{digest}.md").read_bytes() == data
 
 
-async def test_cancelled_shell_leaves_no_process_behind(tmp_path: Path) -> None:
+@pytest.mark.parametrize("ending", ["session/cancel", "session/close", "stdin EOF"])
+async def test_an_interrupted_shell_leaves_no_process_behind(tmp_path: Path, ending: str) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     risk = {"allowed_commands": ["*"], "block_high_risk_commands": False}
@@ -131,7 +132,14 @@ async def test_cancelled_shell_leaves_no_process_behind(tmp_path: Path) -> None:
             await poll_until(lambda: len(pids_in(pids_file)) >= 2)
             pids = pids_in(pids_file)
             assert not any(process_gone(pid) for pid in pids)
-            await client.notify("session/cancel", {"sessionId": session_id})
-            response = await client.wait_response(request_id)
-            assert response["result"]["stopReason"] == "cancelled"
-            await poll_until(lambda: all(process_gone(pid) for pid in pids))
+            if ending == "session/cancel":
+                await client.notify("session/cancel", {"sessionId": session_id})
+                response = await client.wait_response(request_id)
+                assert response["result"]["stopReason"] == "cancelled"
+            elif ending == "session/close":
+                closed = await client.call("session/close", {"sessionId": session_id})
+                assert "result" in closed, closed
+            else:
+                await client.close_stdin()  # the server must exit 0, its turns cancelled
+        assert client.process.returncode == 0
+        await poll_until(lambda: all(process_gone(pid) for pid in pids))
