@@ -227,3 +227,29 @@ async def test_keepalive_drops_a_silent_peer_and_keeps_a_live_one(tmp_path: Path
             await gateway.log.wait_for("did not answer a ping")
             assert "result" in await WsRpc(ws).call("initialize", {})
             await silent.vanish()
+
+
+async def test_concurrent_connections_stream_every_chunk_in_order(tmp_path: Path) -> None:
+    config_dir = _agents_config(tmp_path)
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    texts: dict[int, str] = {}
+
+    async def one(gateway: RunningGateway, index: int) -> None:
+        words = " ".join(f"c{index}w{k}" for k in range(30))
+        async with ws_connect(gateway.ws_url()) as ws:
+            rpc = WsRpc(ws)
+            session_id = await rpc.new_session(workspace)
+            reply = await rpc.call("session/prompt", {"sessionId": session_id, "prompt": words})
+            assert reply["result"]["stopReason"] == "end_turn"
+            texts[index] = "".join(
+                n["params"]["update"]["content"]["text"]
+                for n in rpc.notifications
+                if n["params"]["sessionId"] == session_id
+            )
+
+    with trio.fail_after(60):
+        async with run_gateway(config_dir) as gateway, trio.open_nursery() as nursery:
+            for index in range(20):
+                nursery.start_soon(one, gateway, index)
+    assert texts == {i: " ".join(f"c{i}w{k}" for k in range(30)) for i in range(20)}
