@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import trio
 
-from acp_server.conversation import ChatMessage
-from acp_server.store import SessionStore
+from acp_server.conversation import ChatMessage, CompletedTurn
+from acp_server.store import DEFAULT_MAX_RESTORED_MESSAGES, SessionStore
 from tests.e2e.helpers import (
     JsonDict,
     RpcPipeClient,
@@ -188,6 +188,47 @@ async def test_store_failure_on_load_is_internal_error_and_releases_the_slot(
             # max_sessions is 1 and the failed loads hold no slot.
             new = await client.call("session/new", {"cwd": str(workspace)})
             assert "result" in new, new
+
+
+async def test_restoring_a_huge_session_keeps_the_newest_turns_and_says_so(
+    tmp_path: Path,
+) -> None:
+    config_dir, workspace = config_and_workspace(tmp_path)
+    store = SessionStore.open(store_file(config_dir))
+    store.create_session("huge", "echo", str(workspace))
+    turns = DEFAULT_MAX_RESTORED_MESSAGES // 2 + 1  # two messages a turn: one turn too many
+    for number in range(turns):
+        store.append_turn(
+            "huge",
+            CompletedTurn(
+                messages=(
+                    ChatMessage(role="user", content=f"question {number}"),
+                    ChatMessage(role="assistant", content=f"answer {number}"),
+                )
+            ),
+        )
+    store.close()
+    with trio.fail_after(60):
+        async with spawn_acp(config_dir) as client:
+            await client.call("initialize", {"protocolVersion": 1})
+            loaded = await client.call("session/load", {"sessionId": "huge"}, within=50)
+            assert loaded["result"] == {}
+            notice, *replay = client.notifications
+            assert notice == {
+                "jsonrpc": "2.0",
+                "method": "_zeroclaw/history_trimmed",
+                "params": {
+                    "sessionId": "huge",
+                    "droppedMessages": 2,
+                    "keptTurns": turns - 1,
+                    "reason": notice["params"]["reason"],
+                },
+            }
+            assert len(replay) == DEFAULT_MAX_RESTORED_MESSAGES
+            first = replay[0]["params"]["update"]
+            assert first["content"]["text"] == "question 1"  # question 0 was the one dropped
+            last = replay[-1]["params"]["update"]
+            assert last["content"]["text"] == f"answer {turns - 1}"
 
 
 # --------------------------------------------------------------------------- crash safety
