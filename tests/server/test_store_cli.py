@@ -118,6 +118,7 @@ def test_show_json(populated: Path) -> None:
         "toolCallId": "c1",
         "toolName": "shell",
     }
+    assert document["droppedMessages"] == 0
     assert document["plan"] == [
         {"content": "look around", "status": "completed", "priority": "medium"}
     ]

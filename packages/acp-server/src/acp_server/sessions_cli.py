@@ -196,6 +196,7 @@ def show_command(session_id: str, config_dir: Path | None, as_json: bool) -> Non
     stored = _load(_store_path(config_dir), session_id)
     if as_json:
         document = _info_json(stored.info)
+        document["droppedMessages"] = stored.dropped_messages
         document["messages"] = [_message_json(message) for message in stored.messages]
         document["plan"] = None if stored.plan is None else plan_entries_json(stored.plan)
         _print_json(document)
@@ -214,6 +215,8 @@ def show_command(session_id: str, config_dir: Path | None, as_json: bool) -> Non
             click.echo(f"  [{entry.status}] {entry.content}")
     if stored.messages:
         click.echo("")
+        if stored.dropped_messages:
+            click.echo(f"({stored.dropped_messages} older messages not shown)")
         for message in stored.messages:
             for line in _render_message(message):
                 click.echo(line)
