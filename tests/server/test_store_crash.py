@@ -81,7 +81,7 @@ def test_sigkill_mid_commit_leaves_whole_turns_only(tmp_path: Path) -> None:
             ).fetchall()
         assert all(count == MESSAGES_PER_TURN for _turn, count in per_turn), per_turn
         store = SessionStore.open(path)
-        stored = store.load_session("crash")
+        stored = store.load_session("crash", max_messages=None)
         store.close()
         assert stored is not None
         assert stored.info.turn_count == len(per_turn)
