@@ -51,6 +51,8 @@ class AcpConfig:
     default_agent: str | None = None
     max_sessions: int = DEFAULT_MAX_SESSIONS
     session_timeout_secs: int = DEFAULT_SESSION_TIMEOUT_SECS
+    # false: never open the SQLite store (throwaway CI runs); sessions live in memory only.
+    session_persistence: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -533,6 +535,9 @@ class _Parser:
                 int,
                 DEFAULT_SESSION_TIMEOUT_SECS,
                 _positive,
+            ),
+            session_persistence=self.get(
+                t, "session_persistence", "acp.session_persistence", bool, True
             ),
         )
 

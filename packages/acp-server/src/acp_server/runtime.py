@@ -44,7 +44,6 @@ from acp_server.providers.base import (
     TextDelta,
     ThoughtDelta,
     ToolCallRequested,
-    ToolSpec,
     UsageReported,
 )
 from acp_server.replay import plan_update
@@ -119,10 +118,6 @@ class _TurnRunner:
         self.usage = Usage()
         self.plan: tuple[PlanEntry, ...] | None = None
         self.streamed: list[str] = []  # all visible text of the turn, as the client saw it
-        self.tool_specs = [
-            ToolSpec(name=tool.name, description=tool.description, parameters=tool.parameters)
-            for tool in session.tools.values()
-        ]
         template = session.agent.system_prompt or DEFAULT_SYSTEM_PROMPT
         self.system_prompt = template.replace("{workspace}", str(session.workspace))
 
@@ -168,12 +163,13 @@ class _TurnRunner:
         request = ModelRequest(
             system_prompt=self.system_prompt,
             messages=[*self.session.history, *self.new_messages],
-            tools=self.tool_specs,
+            tools=self.session.tool_specs,
         )
         text: list[str] = []
         reasoning: list[str] = []
         calls: list[ToolCall] = []
         stream = self.session.provider.stream(request)
+        ended = False
         try:
             async for event in stream:
                 if isinstance(event, TextDelta):
@@ -189,14 +185,20 @@ class _TurnRunner:
                 elif isinstance(event, UsageReported):
                     self.usage.add(event.usage)
                 elif isinstance(event, StreamEnd):
+                    ended = True
                     break
         except ProviderError as exc:
             raise TurnFailed(f"Agent turn failed: {exc}") from exc
         finally:
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
-                with trio.CancelScope(shield=True):
+                if ended:
                     await aclose()
+                else:
+                    # Interrupted (cancel, error): close the provider's stream even while
+                    # cancelled, so its HTTP response is released now, not by the GC.
+                    with trio.CancelScope(shield=True):
+                        await aclose()
         return "".join(text), "".join(reasoning), calls
 
     # -- tools ----------------------------------------------------------------------

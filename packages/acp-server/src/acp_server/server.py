@@ -65,6 +65,8 @@ DEFAULT_MAX_OUTBOX_MESSAGES: Final = 1024
 """Frames queued for the writer; a full outbox slows the agent down (backpressure)."""
 DEFAULT_MAX_WRITE_BATCH: Final = 256
 """Most frames the writer joins into one write when the outbox is busy."""
+DEFAULT_SENDS_PER_YIELD: Final = 32
+"""A producer queuing frames yields to the scheduler at least this often."""
 DEFAULT_REAP_INTERVAL_SECS: Final = 60.0
 DEFAULT_SHUTDOWN_GRACE_SECS: Final = 10.0
 """After the input ends: how long cancelled turns get to answer before the rest is cut."""
@@ -159,6 +161,7 @@ class AcpConnection:
         self._idle = trio.Event()
         self._idle.set()
         self._nursery: trio.Nursery | None = None
+        self._sends_since_yield = 0
         self._handlers: dict[str, Handler] = {
             methods.INITIALIZE: self._initialize,
             methods.SESSION_NEW: self._new_session,
@@ -206,6 +209,10 @@ class AcpConnection:
                     await self.transport.send_message(payload)
                     continue
                 batch = [payload]
+                # Let the producers that are ready run first (a turn's last chunk and its
+                # result usually are): their frames then share one write and one wake-up
+                # of the client instead of one each.
+                await trio.lowlevel.cancel_shielded_checkpoint()
                 while len(batch) < DEFAULT_MAX_WRITE_BATCH:
                     try:
                         batch.append(receive.receive_nowait())
@@ -333,10 +340,29 @@ class AcpConnection:
     # ------------------------------------------------------------------ writing
 
     async def _send(self, payload: bytes) -> None:
+        """Queue one frame for the writer (FIFO: the order of calls is the wire order).
+
+        A full outbox blocks the caller (backpressure). Otherwise the frame is queued
+        without a trip through the scheduler, and the caller yields only every
+        ``DEFAULT_SENDS_PER_YIELD`` frames: a streaming turn then hands the writer frames in
+        batches (one write each) and still lets the read loop in, so a cancel gets through.
+        """
         try:
-            await self._outbox_send.send(payload)
+            self._outbox_send.send_nowait(payload)
+        except trio.WouldBlock:
+            try:
+                await self._outbox_send.send(payload)
+            except (trio.ClosedResourceError, trio.BrokenResourceError):
+                logger.debug("outbox closed; dropping a frame")
+            return
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             logger.debug("outbox closed; dropping a frame")
+        self._sends_since_yield += 1
+        if self._sends_since_yield >= DEFAULT_SENDS_PER_YIELD:
+            self._sends_since_yield = 0
+            await trio.lowlevel.checkpoint()
+        else:
+            await trio.lowlevel.checkpoint_if_cancelled()
 
     async def send_update(self, session_id: str, update: schema.SessionUpdate) -> None:
         params = schema.SessionNotification(session_id=session_id, update=update)
@@ -651,6 +677,9 @@ async def open_session_store(config: Config) -> AsyncSessionStore | None:
     return None (in-memory sessions only: seed, "Session persistence")."""
     from acp_server.store import SessionStore
 
+    if not config.acp.session_persistence:
+        logger.info("[acp] session_persistence = false: sessions are kept in memory only")
+        return None
     path = config.store_path
     try:
         store = await trio.to_thread.run_sync(SessionStore.open, path)

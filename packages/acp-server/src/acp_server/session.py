@@ -15,7 +15,7 @@ import trio
 
 from acp_server.config import AgentConfig, RuntimeProfileConfig
 from acp_server.conversation import ChatMessage, PlanEntry
-from acp_server.providers.base import Provider
+from acp_server.providers.base import Provider, ToolSpec
 from acp_server.security import SecurityPolicy
 from acp_server.tools.base import Tool
 
@@ -55,6 +55,15 @@ class Session:
     allow_always: set[str] = field(default_factory=set)
     last_activity: float = 0.0
     turn: Turn | None = None
+    # What the model is told about the tools (built once: the tool set never changes).
+    tool_specs: list[ToolSpec] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.tool_specs:
+            self.tool_specs = [
+                ToolSpec(name=tool.name, description=tool.description, parameters=tool.parameters)
+                for tool in self.tools.values()
+            ]
 
     def touch(self) -> None:
         self.last_activity = trio.current_time()

@@ -1,0 +1,205 @@
+"""Prompt turns per second and streamed chunks per second over stdio (issue 3 §8).
+
+Runs three agents with the *same* client in the same run:
+
+* ``zeroclaw acp`` with the offline echo provider (``chunk_delay_ms = 0``), persisting
+  every turn to its SQLite store before answering (the product default);
+* the same with ``[acp] session_persistence = false`` (in-memory sessions, like the SDK
+  agent: the like-for-like comparison the targets apply to);
+* ``bench/sdk_echo_agent.py``: an echo agent on the official ACP Python SDK, streaming the
+  same word chunks, persisting nothing.
+
+The client is a plain trio JSON-RPC peer over the child's pipes (acp_core framing,
+msgspec decoding). "turns/s" runs many one-word prompts (per-turn overhead: request,
+one chunk, result); "chunks/s" runs prompts of ``--words`` words (one
+``agent_message_chunk`` per word). Targets: chunks/s ≥ 2× the SDK agent, turns/s not
+below it.
+
+Usage: ``uv run python bench/server_turns.py [--turns 400] [--words 2000] [--long-turns 10]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import tomli_w
+import trio
+
+from acp_core.framing import encode_line
+
+HERE = Path(__file__).resolve().parent
+_decode = msgspec.json.Decoder().decode
+_encode = msgspec.json.Encoder().encode
+
+
+class Peer:
+    """Just enough JSON-RPC to run turns and count chunks.
+
+    The client must not be the bottleneck: lines are split in C and only a line that can
+    be a response (no ``"method"``) is decoded; notifications are merely counted.
+    """
+
+    def __init__(self, process: trio.Process) -> None:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        self.stdin = process.stdin
+        self.stdout = process.stdout
+        self.pending = b""
+        self.next_id = 0
+
+    async def call(self, method: str, params: dict[str, Any]) -> tuple[Any, int]:
+        """Returns (result, notifications received before it)."""
+        self.next_id += 1
+        request_id = self.next_id
+        await self.stdin.send_all(
+            encode_line(
+                _encode({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+            )
+        )
+        notes = 0
+        while True:
+            data = await self.stdout.receive_some(1 << 18)
+            if not data:
+                raise EOFError("agent closed stdout")
+            lines = (self.pending + bytes(data)).split(b"\n")
+            self.pending = lines.pop()
+            for index, line in enumerate(lines):
+                if b'"method"' in line:
+                    notes += 1
+                    continue
+                message = _decode(line)
+                if message.get("id") != request_id:
+                    continue
+                if "error" in message:
+                    raise RuntimeError(f"{method} failed: {message['error']}")
+                rest = lines[index + 1 :]
+                self.pending = b"".join(line + b"\n" for line in rest) + self.pending
+                return message["result"], notes
+
+
+@dataclass
+class Figures:
+    name: str
+    turns_per_sec: float
+    chunks_per_sec: float
+    chunks_per_long_turn: int
+
+
+async def measure(
+    name: str, argv: Sequence[str], env: dict[str, str], args: argparse.Namespace
+) -> Figures:
+    process = await trio.lowlevel.open_process(
+        list(argv),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    try:
+        peer = Peer(process)
+        await peer.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        new, _ = await peer.call("session/new", {"cwd": os.getcwd(), "mcpServers": []})
+        session_id = new["sessionId"]
+        short = {"sessionId": session_id, "prompt": [{"type": "text", "text": "hello"}]}
+        for _ in range(args.warmup):
+            await peer.call("session/prompt", short)
+        start = time.perf_counter()
+        for _ in range(args.turns):
+            await peer.call("session/prompt", short)
+        turns_per_sec = args.turns / (time.perf_counter() - start)
+
+        text = " ".join(f"word{i}" for i in range(args.words))
+        long = {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
+        await peer.call("session/prompt", long)  # warm the long path too
+        chunks = 0
+        start = time.perf_counter()
+        for _ in range(args.long_turns):
+            _, notes = await peer.call("session/prompt", long)
+            chunks += notes
+        chunks_per_sec = chunks / (time.perf_counter() - start)
+        return Figures(name, turns_per_sec, chunks_per_sec, chunks // args.long_turns)
+    finally:
+        await process.stdin.aclose()  # type: ignore[union-attr]
+        with trio.move_on_after(10):
+            await process.wait()
+        if process.returncode is None:
+            process.kill()
+
+
+def write_config(config_dir: Path, *, persist: bool) -> None:
+    config_dir.mkdir(parents=True)
+    document = {
+        "acp": {"session_persistence": persist},
+        "providers": {"models": {"echo": {"bench": {"model": "echo", "chunk_delay_ms": 0}}}},
+        "agents": {"bench": {"model_provider": "echo.bench"}},
+    }
+    (config_dir / "config.toml").write_text(tomli_w.dumps(document))
+
+
+async def main(args: argparse.Namespace) -> None:
+    zeroclaw = [str(Path(sys.executable).parent / "zeroclaw"), "acp"]
+    sdk = [sys.executable, str(HERE / "sdk_echo_agent.py")]
+    results: dict[str, list[Figures]] = {}
+    with tempfile.TemporaryDirectory(prefix="zc-bench-") as tmp:
+        agents = []
+        for name, persist in (
+            ("zeroclaw acp, persisting", True),
+            ("zeroclaw acp, in-memory", False),
+        ):
+            config_dir = Path(tmp) / name.replace(" ", "").replace(",", "-")
+            write_config(config_dir, persist=persist)
+            env = dict(os.environ, ZEROCLAW_CONFIG_DIR=str(config_dir), ZEROCLAW_LOG="warning")
+            agents.append((name, zeroclaw, env))
+        agents.append(("official SDK echo agent", sdk, dict(os.environ)))
+        for _ in range(args.rounds):
+            for name, argv, env in agents:
+                results.setdefault(name, []).append(await measure(name, argv, env, args))
+
+    def best(name: str, attribute: str) -> float:
+        return max(float(getattr(row, attribute)) for row in results[name])
+
+    print(f"{'agent':<28} {'turns/s':>10} {'chunks/s':>12} {'chunks/turn':>12}")
+    for name, rows in results.items():
+        print(
+            f"{name:<28} {best(name, 'turns_per_sec'):>10.0f} "
+            f"{best(name, 'chunks_per_sec'):>12.0f} {rows[0].chunks_per_long_turn:>12}"
+        )
+    sdk_name = "official SDK echo agent"
+    for name in results:
+        if name == sdk_name:
+            continue
+        turns = best(name, "turns_per_sec") / best(sdk_name, "turns_per_sec")
+        chunks = best(name, "chunks_per_sec") / best(sdk_name, "chunks_per_sec")
+        print(
+            f"{name} / SDK: turns/s {turns:.2f}x (target >= 1), chunks/s {chunks:.2f}x (target >= 2)"
+        )
+    print(
+        f"(best of {args.rounds} rounds; {args.turns} short turns, "
+        f"{args.long_turns} turns of {args.words} words)"
+    )
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--turns", type=int, default=400, help="short turns for turns/s")
+    parser.add_argument("--words", type=int, default=2000, help="words (chunks) per long turn")
+    parser.add_argument("--long-turns", type=int, default=10, help="long turns for chunks/s")
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="alternate the agents this many times"
+    )
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    trio.run(main, parse_args())
