@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -46,8 +46,15 @@ from acp_core.errors import (
 )
 from acp_core.jsonrpc import ErrorResponse, JsonValue, RequestId, Response, serialize_message
 from acp_server import __version__
-from acp_server.config import AgentConfig, Config, RiskProfileConfig, RuntimeProfileConfig
+from acp_server.config import (
+    AgentConfig,
+    Config,
+    McpServerConfig,
+    RiskProfileConfig,
+    RuntimeProfileConfig,
+)
 from acp_server.conversation import ChatMessage, CompletedTurn, PlanEntry
+from acp_server.mcp import select_mcp_servers, start_mcp_tools
 from acp_server.providers import ProviderFactory, create_provider
 from acp_server.providers.base import ProviderError
 from acp_server.replay import history_updates, plan_update
@@ -196,6 +203,7 @@ class AcpConnection:
         for session in self.sessions.values():
             if session.turn is not None:
                 session.turn.cancel()
+            session.close()
         with trio.move_on_after(DEFAULT_SHUTDOWN_GRACE_SECS):
             await self._idle.wait()
         nursery.cancel_scope.cancel()
@@ -232,6 +240,7 @@ class AcpConnection:
                 for session_id, session in list(self.sessions.items()):
                     if session.turn is None and now - session.last_activity > timeout:
                         del self.sessions[session_id]
+                        session.close()
                         logger.info("session %s idle for over %ss; dropped", session_id, timeout)
 
     # ------------------------------------------------------------------ reading
@@ -416,18 +425,23 @@ class AcpConnection:
         # A few stat/readlink calls on a path the client named: quick enough to run inline
         # (a thread hop here would make session/new ordering depend on thread timing).
         workspace = canonical_workspace(raw_cwd, base)
+        mcp_servers = select_mcp_servers(self.config.agents[alias], request.mcp_servers)
         self._check_capacity()
         session_id = str(uuid.uuid4())
         self._reserved.add(session_id)
         try:
-            session = self._build_session(session_id, alias, workspace)
-            store = self.app.store
-            if store is not None:
-                try:
-                    await store.create_session(session_id, alias, str(workspace))
-                except Exception as exc:
-                    logger.warning("could not persist new session %s: %s", session_id, exc)
-                    raise InternalError(f"Failed to persist session: {exc}") from exc
+            session = self._build_session(session_id, alias, workspace, mcp_servers=mcp_servers)
+            try:
+                store = self.app.store
+                if store is not None:
+                    try:
+                        await store.create_session(session_id, alias, str(workspace))
+                    except Exception as exc:
+                        logger.warning("could not persist new session %s: %s", session_id, exc)
+                        raise InternalError(f"Failed to persist session: {exc}") from exc
+            except BaseException:
+                session.close()
+                raise
             self.sessions[session_id] = session
         finally:
             self._reserved.discard(session_id)
@@ -441,6 +455,8 @@ class AcpConnection:
         workspace: Path,
         history: Iterable[ChatMessage] = (),
         plan: tuple[PlanEntry, ...] | None = None,
+        *,
+        mcp_servers: Sequence[McpServerConfig] = (),
     ) -> Session:
         config = self.config
         agent = config.agents[alias]
@@ -468,6 +484,11 @@ class AcpConnection:
             history=list(history),
             plan=plan,
         )
+        if mcp_servers:
+            assert self._nursery is not None
+            # Started in the connection's nursery: they outlive this request and stop
+            # when the session leaves memory or the connection ends.
+            session.mcp = start_mcp_tools(mcp_servers, nursery=self._nursery, cwd=workspace)
         session.touch()
         return session
 
@@ -540,6 +561,7 @@ class AcpConnection:
         del self.sessions[session.session_id]
         if session.turn is not None:
             await session.turn.done.wait()  # stop waits for the turn; it does not cancel it
+        session.close()
         return schema.StopResult(session_id=session.session_id)
 
     async def _close(self, params: JsonValue) -> object:
@@ -548,6 +570,7 @@ class AcpConnection:
         if session.turn is not None:
             session.turn.cancel()
             await session.turn.done.wait()
+        session.close()
         return schema.EmptyResult()
 
     async def _inbound_update(self, params: JsonValue) -> object:
@@ -585,7 +608,12 @@ class AcpConnection:
             )
             history = [message for message in stored.messages if message.role != "system"]
             session = self._build_session(
-                session_id, alias, Path(stored.info.workspace_dir), history, stored.plan
+                session_id,
+                alias,
+                Path(stored.info.workspace_dir),
+                history,
+                stored.plan,
+                mcp_servers=select_mcp_servers(self.config.agents[alias], ()),
             )
             self.sessions[session_id] = session
         finally:

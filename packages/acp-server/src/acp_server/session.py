@@ -7,9 +7,11 @@ that ``session/cancel`` and ``session/close`` cancel synchronously.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -18,6 +20,11 @@ from acp_server.conversation import ChatMessage, PlanEntry
 from acp_server.providers.base import Provider, ToolSpec
 from acp_server.security import SecurityPolicy
 from acp_server.tools.base import Tool
+
+if TYPE_CHECKING:
+    from acp_server.mcp import McpToolset
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(eq=False)
@@ -55,15 +62,41 @@ class Session:
     allow_always: set[str] = field(default_factory=set)
     last_activity: float = 0.0
     turn: Turn | None = None
-    # What the model is told about the tools (built once: the tool set never changes).
+    # What the model is told about the tools (built once the tool set is complete).
     tool_specs: list[ToolSpec] = field(default_factory=list)
+    # MCP servers started for this session (acp_enable_mcp); their tools join at the
+    # first turn, once the servers are ready (session/new never waits for them).
+    mcp: McpToolset | None = None
+    _mcp_merged: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if not self.tool_specs:
-            self.tool_specs = [
-                ToolSpec(name=tool.name, description=tool.description, parameters=tool.parameters)
-                for tool in self.tools.values()
-            ]
+        self._build_specs()
+
+    def _build_specs(self) -> None:
+        self.tool_specs = [
+            ToolSpec(name=tool.name, description=tool.description, parameters=tool.parameters)
+            for tool in self.tools.values()
+        ]
+
+    async def prepare_tools(self) -> None:
+        """Before a turn: wait (bounded) for MCP servers, then add their tools once."""
+        mcp = self.mcp
+        if mcp is None or self._mcp_merged:
+            return
+        await mcp.wait_ready()
+        merged: dict[str, Tool] = dict(self.tools)
+        for name, tool in mcp.tools.items():
+            merged.setdefault(name, tool)  # a built-in is never shadowed
+        self.tools = merged
+        self._build_specs()
+        self._mcp_merged = True
+        for problem in mcp.problems:
+            logger.warning("session %s: %s", self.session_id, problem)
+
+    def close(self) -> None:
+        """The session is leaving memory: stop what it started (MCP servers)."""
+        if self.mcp is not None:
+            self.mcp.close()
 
     def touch(self) -> None:
         self.last_activity = trio.current_time()
