@@ -1,0 +1,72 @@
+"""`zeroclaw demo` and `zeroclaw prompt`: the commands a person runs first."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.helpers import child_env, console_script, echo_config, write_config
+
+pytestmark = pytest.mark.e2e
+
+
+def run(
+    args: list[str], *, env: dict[str, str], cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(console_script("zeroclaw")), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_demo_runs_offline_with_no_config(tmp_path: Path) -> None:
+    env = child_env(None, {"HOME": str(tmp_path), "NO_COLOR": "1"})
+    env.pop("ZEROCLAW_CONFIG_DIR", None)
+    completed = run(["demo", "--fast"], env=env)
+    assert completed.returncode == 0, completed.stderr
+    out = completed.stdout
+    assert "Hello! This is ZeroClaw" in out
+    assert "? Approve shell?" in out
+    assert "→ Allow once" in out
+    assert "✓ shell completed" in out
+    assert "README.md" in out
+    assert "stopReason: end_turn" in out
+    assert not (tmp_path / ".zeroclaw").exists()  # the demo leaves no config behind
+
+
+def test_demo_json_prints_only_frames(tmp_path: Path) -> None:
+    completed = run(["demo", "--fast", "--json"], env=child_env(None, {"HOME": str(tmp_path)}))
+    assert completed.returncode == 0, completed.stderr
+    frames = [json.loads(line) for line in completed.stdout.splitlines()]
+    assert frames[-1]["result"]["stopReason"] == "end_turn"
+    assert any(frame.get("method") == "session/request_permission" for frame in frames)
+
+
+def test_prompt_yes_deny_and_json(tmp_path: Path) -> None:
+    config_dir = write_config(tmp_path / "cfg", echo_config())
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    env = child_env(config_dir, {"NO_COLOR": "1"})
+    tool = 'Writing a file\n/tool file_write {"path": "made.txt", "content": "hi"}'
+    denied = run(["prompt", tool, "--cwd", str(workspace)], env=env)  # no terminal: denied
+    assert denied.returncode == 0, denied.stderr
+    assert "Denied by user." in denied.stdout
+    assert not (workspace / "made.txt").exists()
+    allowed = run(["prompt", tool, "--cwd", str(workspace), "--yes"], env=env)
+    assert allowed.returncode == 0, allowed.stderr
+    assert (workspace / "made.txt").read_text() == "hi"
+    as_json = run(["prompt", "just text", "--json"], env=env, cwd=workspace)
+    frames = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert frames[-1]["result"]["content"] == "just text"
+    unknown_agent = run(["prompt", "x", "--agent", "ghost"], env=env, cwd=workspace)
+    assert unknown_agent.returncode == 1
+    assert "Unknown agent `ghost`" in unknown_agent.stderr
