@@ -450,3 +450,19 @@ def test_stdout_frames_have_no_raw_newlines() -> None:
     encoded = serialize_message(Response(id=1, result={"content": "a\nb"}))
     assert b"\n" not in encoded
     assert json.loads(encoded)["result"]["content"] == "a\nb"
+
+
+async def test_cancel_request_for_a_prompt_cancels_its_turn(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    provider = ScriptedProvider([text_round(*(["x "] * 50))], delay=1.0)
+    with trio.fail_after(100):
+        async with open_server(make_config(tmp_path), provider=provider) as client:
+            session_id = await client.new_session(tmp_path)
+            request_id = await client.request(
+                "session/prompt", {"sessionId": session_id, "prompt": "go"}
+            )
+            await client.receive()
+            await client.notify("$/cancel_request", {"requestId": request_id})
+            response = await client.wait_response(request_id)
+    assert response["result"]["stopReason"] == "cancelled"

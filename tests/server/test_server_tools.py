@@ -147,6 +147,12 @@ async def test_no_answer_within_the_session_timeout_denies(
     assert tool.calls == []
     assert tool_result(provider) == RUNTIME_DENIAL
     assert 30 <= waited < 31
+    # The client is told it may drop the unanswered question.
+    [request] = client.server_requests
+    notices = [n for n in client.notifications if n["method"] == "$/cancel_request"]
+    assert notices == [
+        {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": request["id"]}}
+    ]
 
 
 async def test_allow_always_is_remembered_for_the_session(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ lives behind it (aesthetics.md §2.4):
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -78,6 +79,8 @@ DEFAULT_REAP_INTERVAL_SECS: Final = 60.0
 DEFAULT_SHUTDOWN_GRACE_SECS: Final = 10.0
 """After the input ends: how long cancelled turns get to answer before the rest is cut."""
 CANCEL_MARKER: Final = "[turn cancelled via client]"
+CANCEL_REQUEST_METHOD: Final = "$/cancel_request"
+"""ACP protocol-level notification (acp-spec.md §3.3); not yet in acp_core.methods."""
 INTERNAL_ERROR_MESSAGE: Final = "Internal error: the server log has the details"
 
 ToolsFactory: TypeAlias = Callable[[AgentConfig, Path, Config], Mapping[str, Tool]]
@@ -169,6 +172,8 @@ class AcpConnection:
         self._idle.set()
         self._nursery: trio.Nursery | None = None
         self._sends_since_yield = 0
+        # Running prompts by the text of their request id (for $/cancel_request).
+        self._prompt_turns: dict[str, Turn] = {}
         self._handlers: dict[str, Handler] = {
             methods.INITIALIZE: self._initialize,
             methods.SESSION_NEW: self._new_session,
@@ -274,6 +279,14 @@ class AcpConnection:
     async def _on_call(
         self, method: str, params: JsonValue, *, request_id: RequestId, reply: bool = True
     ) -> None:
+        if method == CANCEL_REQUEST_METHOD:
+            # The client gave up on one of its requests: a running prompt is cancelled
+            # (and still answered, with stopReason "cancelled"); anything else is quick.
+            if isinstance(params, dict):
+                turn = self._prompt_turns.get(str(params.get("requestId")))
+                if turn is not None:
+                    turn.cancel()
+            return
         if method == methods.SESSION_CANCEL:
             # Handled inline, in arrival order: a cancel is never queued behind anything.
             try:
@@ -295,7 +308,8 @@ class AcpConnection:
                 if reply:
                     await self._send(self.rpc.send_error(request_id, exc))
                 return
-            handler = partial(self._prompt, reservation)
+            handler = partial(self._prompt, reservation, str(request_id))
+            self._prompt_turns[str(request_id)] = reservation[1]
         if handler is None:
             if reply:
                 await self._send(self.rpc.send_error(request_id, MethodNotFoundError(method)))
@@ -388,7 +402,16 @@ class AcpConnection:
         finally:
             del self._calls[request_id]
             if pending.response is None:
+                # Abandoned (turn cancelled, timed out): forget it and tell the client it
+                # can drop its dialog. Never blocks: we may be inside a cancelled scope.
                 self.rpc.forget_request(request_id)
+                notice = self.rpc.send_notification(
+                    CANCEL_REQUEST_METHOD, {"requestId": request_id}
+                )
+                with contextlib.suppress(
+                    trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError
+                ):
+                    self._outbox_send.send_nowait(notice)
         assert pending.response is not None
         return pending.response
 
@@ -505,12 +528,16 @@ class AcpConnection:
             raise SessionBusyError(session.session_id)
         return session, session.start_turn()
 
-    async def _prompt(self, reservation: tuple[Session, Turn], params: JsonValue) -> object:
+    async def _prompt(
+        self, reservation: tuple[Session, Turn], request_key: str, params: JsonValue
+    ) -> object:
         session, turn = reservation
         try:
             return await self._run_prompt(session, turn, params)
         finally:
             session.finish_turn(turn)
+            if self._prompt_turns.get(request_key) is turn:
+                del self._prompt_turns[request_key]
 
     async def _run_prompt(self, session: Session, turn: Turn, params: JsonValue) -> object:
         session_id = session.session_id
