@@ -7,11 +7,9 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from acp_server.cli import cli
-from acp_server.client_cli import register
 
 
 def test_help_lists_the_commands() -> None:
-    register(cli)
     result = CliRunner().invoke(cli, ["--help"])
     assert result.exit_code == 0
     for command in ("acp", "init", "prompt", "demo"):

@@ -3,9 +3,10 @@
 ``zeroclaw [--config-dir DIR] COMMAND``. Logging goes to stderr and is configured before
 anything else runs; in `zeroclaw acp` stdout carries protocol frames only.
 
-Other parts of the product add their own subcommands without editing this file's logic:
-list them in ``EXTENSION_COMMANDS`` as ``"module:attribute"`` naming a ``click.Command``
-(a module that is not installed yet is skipped).
+Subcommands that live in other modules are listed in ``LAZY_COMMANDS`` as
+``name → "module:attribute"`` (a ``click.Command``) and imported only when that command
+runs (or for ``--help``), so `zeroclaw acp` starts without loading the gateway's HTTP
+stack. A module that is not installed is simply absent from the list.
 """
 
 from __future__ import annotations
@@ -34,10 +35,12 @@ logger = logging.getLogger("zeroclaw")
 
 LOG_LEVEL_ENV: Final = "ZEROCLAW_LOG"
 EXIT_CONFIG_ERROR: Final = 2
-EXTENSION_COMMANDS: Final = (
-    "acp_server.gateway.cli:gateway_command",
-    "acp_server.sessions_cli:sessions_command",
-)
+LAZY_COMMANDS: Final = {
+    "demo": "acp_server.client_cli:demo_command",
+    "gateway": "acp_server.gateway.cli:gateway_command",
+    "prompt": "acp_server.client_cli:prompt_command",
+    "sessions": "acp_server.sessions_cli:sessions_command",
+}
 
 
 def configure_logging() -> None:
@@ -77,7 +80,38 @@ def fail(message: str, *, code: int = 1) -> NoReturn:
     sys.exit(code)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class LazyGroup(click.Group):
+    """A group whose ``LAZY_COMMANDS`` are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        names = set(super().list_commands(ctx))
+        names.update(name for name in LAZY_COMMANDS if self._load(name) is not None)
+        return sorted(names)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in LAZY_COMMANDS:
+            return self._load(cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    @staticmethod
+    def _load(name: str) -> click.Command | None:
+        module_name, _, attribute = LAZY_COMMANDS[name].partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and module_name.startswith(exc.name):
+                return None  # that part of the product is not installed
+            raise
+        command = getattr(module, attribute)
+        if not isinstance(command, click.Command):
+            raise TypeError(f"{LAZY_COMMANDS[name]} is not a click command")
+        return command
+
+
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.option(
     "--config-dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -151,23 +185,6 @@ def init_command(state: CliState, force: bool) -> None:
     click.echo(f"wrote {path}")
 
 
-def _register_extensions(group: click.Group) -> None:
-    for entry in EXTENSION_COMMANDS:
-        module_name, _, attribute = entry.partition(":")
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name is not None and module_name.startswith(exc.name):
-                continue  # that part of the product is not installed
-            raise
-        command = getattr(module, attribute)
-        group.add_command(command)
-
-
 def main() -> None:
     configure_logging()
-    from acp_server import client_cli
-
-    client_cli.register(cli)
-    _register_extensions(cli)
     cli(prog_name="zeroclaw")

@@ -330,9 +330,3 @@ def demo_command(fast: bool, as_json: bool) -> None:
         )
         renderer.line("  zeroclaw acp                                   what your editor launches")
     sys.exit(report.exit_code)
-
-
-def register(group: click.Group) -> None:
-    """Add the client commands to the `zeroclaw` group."""
-    group.add_command(prompt_command)
-    group.add_command(demo_command)
