@@ -321,6 +321,7 @@ def starter_config_document(environ: Mapping[str, str] | None = None) -> dict[st
             "default_agent": DEFAULT_AGENT_ALIAS,
             "max_sessions": DEFAULT_MAX_SESSIONS,
             "session_timeout_secs": DEFAULT_SESSION_TIMEOUT_SECS,
+            "session_persistence": True,
         },
         "providers": {"models": providers},
         "agents": {
