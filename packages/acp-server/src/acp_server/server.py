@@ -73,6 +73,10 @@ DEFAULT_MAX_OUTBOX_MESSAGES: Final = 1024
 """Frames queued for the writer; a full outbox slows the agent down (backpressure)."""
 DEFAULT_MAX_WRITE_BATCH: Final = 256
 """Most frames the writer joins into one write when the outbox is busy."""
+DEFAULT_MAX_CONCURRENT_REQUESTS: Final = 256
+"""Requests handled at once; beyond it the read loop waits (a flood cannot grow tasks).
+Two slots per session are added on top, so turns waiting for a permission answer (and
+stop/close waiting for them) can never starve the read loop that delivers the answer."""
 DEFAULT_SENDS_PER_YIELD: Final = 32
 """A producer queuing frames yields to the scheduler at least this often."""
 DEFAULT_REAP_INTERVAL_SECS: Final = 60.0
@@ -168,6 +172,9 @@ class AcpConnection:
         self._reserved: set[str] = set()
         self._calls: dict[str, _PendingCall] = {}
         self._active_requests = 0
+        self._request_slots = trio.Semaphore(
+            DEFAULT_MAX_CONCURRENT_REQUESTS + 2 * app.config.acp.max_sessions
+        )
         self._idle = trio.Event()
         self._idle.set()
         self._nursery: trio.Nursery | None = None
@@ -316,9 +323,11 @@ class AcpConnection:
             else:
                 logger.debug("ignoring notification %s", method)
             return
+        await self._request_slots.acquire()
         self._spawn(self._serve_request, method, handler, params, request_id, reply)
 
     def _spawn(self, fn: Callable[..., Awaitable[None]], *args: object) -> None:
+        """Start a request task; the caller holds one of ``_request_slots`` for it."""
         assert self._nursery is not None
         self._active_requests += 1
         if self._idle.is_set():
@@ -329,6 +338,7 @@ class AcpConnection:
         try:
             await fn(*args)
         finally:
+            self._request_slots.release()
             self._active_requests -= 1
             if self._active_requests == 0:
                 self._idle.set()
