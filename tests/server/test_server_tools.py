@@ -342,3 +342,21 @@ async def test_delivered_files_are_embedded_only_if_unchanged(tmp_path: Path) ->
     assert "blob" not in good["rawOutput"]
     assert swapped["status"] == "failed"
     assert len(swapped["content"]) == 1
+
+
+async def test_calls_without_a_provider_id_get_one_stable_id(tmp_path: Path) -> None:
+    tool = StubTool()
+    provider = ScriptedProvider([tool_round("stub", {}, call_id=""), text_round("done")])
+    with trio.fail_after(5):
+        async with open_server(
+            make_config(tmp_path, level="full"), provider=provider, tools=[tool]
+        ) as client:
+            session_id, _ = await run_prompt(tmp_path, client)
+    start, finish = [
+        u for u in client.updates(session_id) if u["sessionUpdate"].startswith("tool_call")
+    ]
+    assert start["toolCallId"] == finish["toolCallId"]
+    assert len(start["toolCallId"]) == 36
+    history = provider.requests[-1].messages
+    assert history[-2].tool_calls[0].id == start["toolCallId"]
+    assert history[-1].tool_call_id == start["toolCallId"]

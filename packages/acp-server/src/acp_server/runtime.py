@@ -182,7 +182,14 @@ class _TurnRunner:
                         reasoning.append(event.text)
                         await self.io.send_text(event.text, thought=True)
                 elif isinstance(event, ToolCallRequested):
-                    calls.append(event.call)
+                    call = event.call
+                    if not call.id:
+                        # No provider id: one fresh id for the history, the tool_call and
+                        # its tool_call_update alike (zeroclaw.md §2.3).
+                        call = ToolCall(
+                            id=str(uuid.uuid4()), name=call.name, arguments=call.arguments
+                        )
+                    calls.append(call)
                 elif isinstance(event, UsageReported):
                     self.usage.add(event.usage)
                 elif isinstance(event, StreamEnd):
@@ -207,7 +214,7 @@ class _TurnRunner:
     async def _run_tool_call(self, call: ToolCall) -> ChatMessage:
         """Decide, approve, announce, execute and report one call; returns the tool result."""
         session = self.session
-        call_id = call.id or str(uuid.uuid4())
+        call_id = call.id
         arguments = dict(call.arguments)
         tool = session.tools.get(call.name)
         output: ToolOutput
