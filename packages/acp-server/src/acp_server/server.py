@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Final, TypeAlias, cast
+from typing import Final, TypeAlias
 
 import trio
 
@@ -45,7 +45,14 @@ from acp_core.errors import (
     SessionLimitError,
     SessionNotFoundError,
 )
-from acp_core.jsonrpc import ErrorResponse, JsonValue, RequestId, Response, serialize_message
+from acp_core.jsonrpc import (
+    ErrorResponse,
+    JsonValue,
+    Payload,
+    RequestId,
+    Response,
+    serialize_message,
+)
 from acp_server import __version__
 from acp_server.config import (
     AgentConfig,
@@ -89,7 +96,7 @@ INTERNAL_ERROR_MESSAGE: Final = "Internal error: the server log has the details"
 
 ToolsFactory: TypeAlias = Callable[[AgentConfig, Path, Config], Mapping[str, Tool]]
 PolicyFactory: TypeAlias = Callable[[RiskProfileConfig, Path], SecurityPolicy]
-Handler: TypeAlias = Callable[[JsonValue], Awaitable[object]]
+Handler: TypeAlias = Callable[[JsonValue], Awaitable[Payload]]
 
 
 def default_tools_factory(
@@ -303,7 +310,7 @@ class AcpConnection:
                     await self._send(self.rpc.send_error(request_id, exc))
                 return
             if reply:
-                await self._send(self.rpc.send_result(request_id, _json(result)))
+                await self._send(self.rpc.send_result(request_id, result))
             return
         handler = self._handlers.get(method)
         if method == methods.SESSION_PROMPT:
@@ -367,7 +374,7 @@ class AcpConnection:
         else:
             if not reply:
                 return
-            payload = self.rpc.send_result(request_id, _json(result))
+            payload = self.rpc.send_result(request_id, result)
         await self._send(payload)
 
     # ------------------------------------------------------------------ writing
@@ -399,11 +406,11 @@ class AcpConnection:
 
     async def send_update(self, session_id: str, update: schema.SessionUpdate) -> None:
         params = schema.SessionNotification(session_id=session_id, update=update)
-        await self._send(self.rpc.send_notification(methods.SESSION_UPDATE, _json(params)))
+        await self._send(self.rpc.send_notification(methods.SESSION_UPDATE, params))
 
-    async def call(self, method: str, params: object) -> Response | ErrorResponse:
+    async def call(self, method: str, params: Payload) -> Response | ErrorResponse:
         """Send a request to the client and wait for its answer (cancellable)."""
-        request_id, payload = self.rpc.send_request(method, _json(params))
+        request_id, payload = self.rpc.send_request(method, params)
         pending = _PendingCall()
         self._calls[request_id] = pending
         try:
@@ -427,7 +434,7 @@ class AcpConnection:
 
     # ------------------------------------------------------------------ handlers
 
-    async def _initialize(self, params: JsonValue) -> object:
+    async def _initialize(self, params: JsonValue) -> Payload:
         schema.decode_params(schema.InitializeParams, params)
         return schema.initialize_result(
             store_available=self.app.store is not None,
@@ -445,7 +452,7 @@ class AcpConnection:
         if len(self.sessions) + len(self._reserved) >= limit:
             raise SessionLimitError(limit)
 
-    async def _new_session(self, params: JsonValue) -> object:
+    async def _new_session(self, params: JsonValue) -> Payload:
         request = schema.decode_params(schema.NewSessionParams, params)
         alias = resolve_session_alias(
             explicit=request.agent_alias,
@@ -540,7 +547,7 @@ class AcpConnection:
 
     async def _prompt(
         self, reservation: tuple[Session, Turn], request_key: str, params: JsonValue
-    ) -> object:
+    ) -> Payload:
         session, turn = reservation
         try:
             return await self._run_prompt(session, turn, params)
@@ -549,7 +556,7 @@ class AcpConnection:
             if self._prompt_turns.get(request_key) is turn:
                 del self._prompt_turns[request_key]
 
-    async def _run_prompt(self, session: Session, turn: Turn, params: JsonValue) -> object:
+    async def _run_prompt(self, session: Session, turn: Turn, params: JsonValue) -> Payload:
         session_id = session.session_id
         request = schema.decode_params(schema.PromptParams, params)
         plan = plan_prompt(request.prompt, uploads_dir=str(uploads_dir(session.workspace)))
@@ -586,14 +593,14 @@ class AcpConnection:
             session_id=session_id, stop_reason="end_turn", content=outcome.content
         )
 
-    def _cancel(self, params: JsonValue) -> object:
+    def _cancel(self, params: JsonValue) -> Payload:
         session_id = schema.decode_params(schema.SessionIdParams, params).session_id
         session = self.sessions.get(session_id)
         if session is not None and session.turn is not None:
             session.turn.cancel()
         return schema.EmptyResult()
 
-    async def _stop(self, params: JsonValue) -> object:
+    async def _stop(self, params: JsonValue) -> Payload:
         session = self._active_session(params)
         del self.sessions[session.session_id]
         if session.turn is not None:
@@ -601,7 +608,7 @@ class AcpConnection:
         session.close()
         return schema.StopResult(session_id=session.session_id)
 
-    async def _close(self, params: JsonValue) -> object:
+    async def _close(self, params: JsonValue) -> Payload:
         session = self._active_session(params)
         del self.sessions[session.session_id]
         if session.turn is not None:
@@ -610,7 +617,7 @@ class AcpConnection:
         session.close()
         return schema.EmptyResult()
 
-    async def _inbound_update(self, params: JsonValue) -> object:
+    async def _inbound_update(self, params: JsonValue) -> Payload:
         request = schema.decode_params(schema.InboundUpdateParams, params)
         session = self.sessions.get(request.session_id)
         if session is None:
@@ -618,7 +625,7 @@ class AcpConnection:
         session.touch()
         return schema.InboundUpdateResult(session_id=request.session_id, type=request.event_type)
 
-    async def _restore(self, params: JsonValue, *, replay: bool) -> object:
+    async def _restore(self, params: JsonValue, *, replay: bool) -> Payload:
         """session/load (replay) and session/resume, in the reference's error order."""
         session_id = schema.decode_params(schema.SessionIdParams, params).session_id
         store = self.app.store
@@ -664,7 +671,7 @@ class AcpConnection:
                 kept_turns=stored.kept_turns,
                 reason="stored history exceeds the restore limit; oldest turns omitted",
             )
-            await self._send(self.rpc.send_notification(methods.HISTORY_TRIMMED, _json(notice)))
+            await self._send(self.rpc.send_notification(methods.HISTORY_TRIMMED, notice))
         if replay:
             for update in history_updates(history):
                 await self.send_update(session_id, update)
@@ -730,11 +737,6 @@ def canonical_workspace(raw: str | None, launch_dir: Path) -> Path:
     if not resolved.is_dir():
         raise InvalidParamsError(f"cwd is not a usable directory ({raw}): Not a directory")
     return resolved
-
-
-def _json(value: object) -> JsonValue:
-    # msgspec encodes Structs natively inside envelopes: no conversion pass needed.
-    return cast(JsonValue, value)
 
 
 async def open_session_store(config: Config) -> AsyncSessionStore | None:
