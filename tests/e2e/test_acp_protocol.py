@@ -170,30 +170,44 @@ async def test_cancel_mid_tool_leaves_no_processes(tmp_path: Path, workspace: Pa
 
 async def test_permission_allow_deny_and_timeout(tmp_path: Path, workspace: Path) -> None:
     config_dir = write_config(tmp_path / "cfg", echo_config())
-    tool = '/tool file_write {"path": "out.txt", "content": "written"}'
+
+    def write(name: str) -> str:
+        return f'/tool file_write {{"path": "{name}", "content": "written"}}'
+
     with trio.fail_after(60):
+        # --session-timeout 1 also reaps sessions idle for a second: the timeout case runs last.
         async with spawn_acp(config_dir, "--session-timeout", "1") as client:
             session_id = await open_session(client, workspace)
             denied = await client.call(
-                "session/prompt", {"sessionId": session_id, "prompt": tool}, on_request=reject_once
+                "session/prompt",
+                {"sessionId": session_id, "prompt": write("denied.txt")},
+                on_request=reject_once,
             )
-            assert not (workspace / "out.txt").exists()
+            allowed = await client.call(
+                "session/prompt",
+                {"sessionId": session_id, "prompt": write("allowed.txt")},
+                on_request=allow_once,
+            )
             timed_out = await client.call(
                 "session/prompt",
-                {"sessionId": session_id, "prompt": tool},
+                {"sessionId": session_id, "prompt": write("late.txt")},
                 on_request=lambda _r: None,
             )
-            assert not (workspace / "out.txt").exists()
-            allowed = await client.call(
-                "session/prompt", {"sessionId": session_id, "prompt": tool}, on_request=allow_once
-            )
-    assert (workspace / "out.txt").read_text() == "written"
+    assert not (workspace / "denied.txt").exists()
+    assert (workspace / "allowed.txt").read_text() == "written"
+    assert not (workspace / "late.txt").exists()
     assert "Denied by user." in denied["result"]["content"]
-    assert "no operator decision was available" in timed_out["result"]["content"]
     assert "Denied" not in allowed["result"]["content"]
+    assert "no operator decision was available" in timed_out["result"]["content"]
     requests = client.server_requests
     assert [r["id"] for r in requests] == ["zc-out-0", "zc-out-1", "zc-out-2"]
     assert requests[0]["params"]["toolCall"]["kind"] == "edit"
+    # The unanswered question was withdrawn.
+    assert {
+        "jsonrpc": "2.0",
+        "method": "$/cancel_request",
+        "params": {"requestId": "zc-out-2"},
+    } in client.notifications
 
 
 async def test_jail_escapes_are_refused(tmp_path: Path, workspace: Path) -> None:
