@@ -1,0 +1,60 @@
+"""ask_user, escalate_to_human and todo_write through a real `zeroclaw acp`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from tests.e2e.helpers import echo_config, open_session, spawn_acp, write_config
+
+pytestmark = pytest.mark.e2e
+
+
+async def test_interaction_tools_reach_the_client(tmp_path: Path) -> None:
+    config_dir = write_config(tmp_path / "cfg", echo_config())
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+
+    def pick_second(request: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "outcome": {
+                "outcome": "selected",
+                "optionId": request["params"]["options"][1]["optionId"],
+            }
+        }
+
+    prompt = "\n".join(
+        [
+            '/tool ask_user {"question": "Which colour?", "choices": ["red", "blue"]}',
+            '/tool ask_user {"question": "Free text?"}',
+            '/tool escalate_to_human {"summary": "Needs a human look"}',
+            '/tool todo_write {"todos": [{"content": "write tests", "status": "in_progress"}]}',
+        ]
+    )
+    with trio.fail_after(60):
+        async with spawn_acp(config_dir) as client:
+            session_id = await open_session(client, workspace)
+            response = await client.call(
+                "session/prompt",
+                {"sessionId": session_id, "prompt": prompt},
+                on_request=pick_second,
+            )
+    assert response["result"]["stopReason"] == "end_turn"
+    [question] = client.server_requests
+    assert question["params"]["toolCall"]["title"] == "Which colour?"
+    assert [o["name"] for o in question["params"]["options"]] == ["red", "blue"]
+    updates = client.updates(session_id)
+    outputs = [u["rawOutput"] for u in updates if u["sessionUpdate"] == "tool_call_update"]
+    assert "blue" in outputs[0]
+    assert outputs[1].startswith("Error")
+    assert "choices" in outputs[1]
+    chunks = "".join(
+        u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk"
+    )
+    assert "Needs a human look" in chunks
+    [plan] = [u for u in updates if u["sessionUpdate"] == "plan"]
+    assert plan["entries"][0]["content"] == "write tests"
+    assert plan["entries"][0]["status"] == "in_progress"
