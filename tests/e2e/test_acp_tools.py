@@ -1,7 +1,10 @@
-"""ask_user, escalate_to_human and todo_write through a real `zeroclaw acp`."""
+"""Tools that talk back to the client, through a real `zeroclaw acp`: ask_user,
+escalate_to_human, todo_write, deliver_file, and prompt blobs written under uploads/."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -58,3 +61,42 @@ async def test_interaction_tools_reach_the_client(tmp_path: Path) -> None:
     [plan] = [u for u in updates if u["sessionUpdate"] == "plan"]
     assert plan["entries"][0]["content"] == "write tests"
     assert plan["entries"][0]["status"] == "in_progress"
+
+
+async def test_deliver_file_and_prompt_blobs(tmp_path: Path) -> None:
+    config_dir = write_config(tmp_path / "cfg", echo_config())
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "report.txt").write_text("quarterly numbers\n")
+    digest = hashlib.sha256(b"quarterly numbers\n").hexdigest()
+    attachment = {
+        "type": "resource",
+        "resource": {
+            "uri": "file:///home/me/notes.md",
+            "blob": base64.b64encode(b"# notes").decode(),
+        },
+    }
+    parts = [
+        {"type": "text", "text": '/tool deliver_file {"path": "report.txt", "title": "Q3"}'},
+        attachment,
+    ]
+    with trio.fail_after(60):
+        async with spawn_acp(config_dir) as client:
+            session_id = await open_session(client, workspace)
+            response = await client.call(
+                "session/prompt",
+                {"sessionId": session_id, "prompt": parts},
+                on_request=lambda _r: {
+                    "outcome": {"outcome": "selected", "optionId": "allow-once"}
+                },
+            )
+    assert response["result"]["stopReason"] == "end_turn"
+    stored_blob = workspace / "uploads" / f"{hashlib.sha256(b'# notes').hexdigest()}.md"
+    assert stored_blob.read_bytes() == b"# notes"
+    [update] = [u for u in client.updates(session_id) if u["sessionUpdate"] == "tool_call_update"]
+    assert update["status"] == "completed"
+    assert update["title"] == "Q3"
+    resource = update["content"][1]["content"]["resource"]
+    assert resource["uri"] == f"attachment://deliver/{digest}.txt"
+    assert base64.b64decode(resource["blob"]) == b"quarterly numbers\n"
+    assert resource["blob"] not in update["rawOutput"]
