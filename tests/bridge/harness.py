@@ -13,7 +13,13 @@ Its behaviour is driven by the requests the test sends through the bridge:
   then replies;
 * ``test/close``: closes the connection with ``params.code``/``params.reason``;
 * ``test/abort``: drops the TCP connection without a close frame;
+* ``test/ask``: sends the IDE a ``session/request_permission`` numbered per connection
+  (``zc-out-0``, ``zc-out-1`` ... like the reference) and replies with the IDE's answer;
+* ``session/new``: ``{"sessionId": "sess-<n>"}``; ``session/resume`` and ``session/load``: ``{}``;
 * anything else: ``{"result": {"method": <method>, "params": <params>}}``.
+
+Frames are also recorded per connection (``connections``), to check what a reconnecting
+bridge sends first.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -67,6 +73,10 @@ class FakeGateway:
     release: trio.Event = field(default_factory=trio.Event)
     frame_received: trio.Event = field(default_factory=trio.Event)
     connection_closed: trio.Event = field(default_factory=trio.Event)
+    connections: list[list[Any]] = field(default_factory=list)
+    """Decoded frames received, one list per connection."""
+    connected: trio.Event = field(default_factory=trio.Event)
+    sessions_created: int = 0
 
     @property
     def url(self) -> str:
@@ -126,14 +136,22 @@ class FakeGateway:
         return None
 
     async def handler(self, websocket: ServerConnection) -> None:
+        received: list[Any] = []
+        self.connections.append(received)
+        self.connected.set()
+        asked: dict[str, trio.MemorySendChannel[Any]] = {}
+        counter = iter(range(1_000_000))
         try:
             async with trio.open_nursery() as nursery:
                 async for frame in websocket:
                     self.frames.append(frame)
-                    self.frame_received.set()
                     message = json.loads(frame)
+                    received.append(message)
+                    self.frame_received.set()
                     if "method" in message and "id" in message:
-                        nursery.start_soon(self._answer, websocket, message)
+                        nursery.start_soon(self._answer, websocket, message, asked, counter)
+                    elif message.get("id") in asked:
+                        asked.pop(message["id"]).send_nowait(message)
                 nursery.cancel_scope.cancel()
         except* ConnectionClosed:
             pass
@@ -141,7 +159,13 @@ class FakeGateway:
             self.close_codes.append(websocket.close_code)
             self.connection_closed.set()
 
-    async def _answer(self, websocket: ServerConnection, message: dict[str, Any]) -> None:
+    async def _answer(
+        self,
+        websocket: ServerConnection,
+        message: dict[str, Any],
+        asked: dict[str, trio.MemorySendChannel[Any]],
+        counter: Iterator[int],
+    ) -> None:
         method = message["method"]
         params = message.get("params") or {}
         result: Any = {"method": method, "params": params}
@@ -152,6 +176,24 @@ class FakeGateway:
                 "agentInfo": {"name": "fake-gateway", "title": "Fake Gateway", "version": "9.9"},
                 "authMethods": [],
             }
+        elif method == "session/new":
+            self.sessions_created += 1
+            result = {"sessionId": f"sess-{self.sessions_created}"}
+        elif method in ("session/resume", "session/load"):
+            result = {}
+        elif method == "test/ask":
+            ask_id = f"zc-out-{next(counter)}"
+            send, receive = trio.open_memory_channel[Any](1)
+            asked[ask_id] = send
+            request = {
+                "jsonrpc": "2.0",
+                "id": ask_id,
+                "method": "session/request_permission",
+                "params": {"sessionId": params.get("sessionId", "sess-1"), "options": []},
+            }
+            await websocket.send(json.dumps(request))
+            answer = await receive.receive()
+            result = {"answer": answer.get("result", answer.get("error"))}
         elif method == "test/hold":
             await self.release.wait()
         elif method == "test/never":
@@ -170,14 +212,18 @@ class FakeGateway:
 
 
 @asynccontextmanager
-async def running_gateway(gateway: FakeGateway | None = None) -> AsyncIterator[FakeGateway]:
+async def running_gateway(
+    gateway: FakeGateway | None = None, *, port: int = 0, close_code: int = 1001
+) -> AsyncIterator[FakeGateway]:
+    """Serve ``gateway`` (on ``port``: pass the old one to restart it); on exit, close every
+    connection with ``close_code``."""
     gateway = gateway or FakeGateway()
     async with trio.open_nursery() as nursery:
         server: Server = await nursery.start(
             partial(
                 serve,
                 gateway.handler,
-                0,
+                port,
                 host="127.0.0.1",
                 process_request=gateway.process_request,
                 compression=None,
@@ -189,7 +235,7 @@ async def running_gateway(gateway: FakeGateway | None = None) -> AsyncIterator[F
         try:
             yield gateway
         finally:
-            await server.aclose()
+            await server.aclose(code=close_code, reason="restarting, retry")
             nursery.cancel_scope.cancel()
 
 
@@ -352,3 +398,39 @@ async def run_bridge(
         check=False,
     )
     return result.returncode, result.stdout, result.stderr.decode("utf-8", errors="replace")
+
+
+class RestartableGateway:
+    """A fake gateway that can be stopped and started again on the same port, while the
+    bridge under test keeps running (the "gateway restart" of issue 8)."""
+
+    def __init__(
+        self, nursery: trio.Nursery, gateway: FakeGateway | None = None, close_code: int = 1012
+    ) -> None:
+        self.nursery = nursery
+        self.gateway = gateway or FakeGateway()
+        self.close_code = close_code
+        self.port = 0
+        self._stop = trio.Event()
+        self._stopped = trio.Event()
+
+    async def start(self) -> FakeGateway:
+        self._stop, self._stopped = trio.Event(), trio.Event()
+        await self.nursery.start(self._serve)
+        return self.gateway
+
+    async def _serve(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            async with running_gateway(
+                self.gateway, port=self.port, close_code=self.close_code
+            ) as gateway:
+                self.port = gateway.port
+                task_status.started()
+                await self._stop.wait()
+        finally:
+            self._stopped.set()
+
+    async def stop(self) -> None:
+        """Close every connection with ``close_code`` and stop listening."""
+        self._stop.set()
+        await self._stopped.wait()

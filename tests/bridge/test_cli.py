@@ -141,7 +141,7 @@ class TestInFlight:
         inflight = InFlight()
         inflight.add(2, "b")
         inflight.add(1, "a")
-        assert inflight.drain() == [(2, "b"), (1, "a")]
+        assert [(i, owed.method) for i, owed in inflight.drain()] == [(2, "b"), (1, "a")]
         assert len(inflight) == 0
 
     def test_the_table_is_bounded(self) -> None:

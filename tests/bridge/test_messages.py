@@ -44,14 +44,24 @@ class TestStdinFramer:
         "line",
         [
             '{"jsonrpc":"2.0","method":"session/cancel","params":{}}',  # notification
-            '{"jsonrpc":"2.0","id":"zc-out-0","result":{}}',  # client response
             '{"jsonrpc":"2.0","id":true,"method":"x"}',  # not a valid id: the gateway says so
             '{"jsonrpc":"2.0","id":null,"method":"x"}',
-            '{"id":1}',
+            '{"jsonrpc":"2.0","id":null,"result":{}}',
         ],
     )
     def test_other_objects_are_forwarded_untracked(self, line: str) -> None:
         assert StdinFramer().feed(line.encode() + b"\n") == [Forward(line)]
+
+    @pytest.mark.parametrize(
+        ("line", "answers"),
+        [
+            ('{"jsonrpc":"2.0","id":"zc-out-0","result":{}}', "zc-out-0"),
+            ('{"jsonrpc":"2.0","id":3,"error":{"code":1,"message":"no"}}', 3),
+            ('{"id":1}', 1),
+        ],
+    )
+    def test_client_responses_say_what_they_answer(self, line: str, answers: Any) -> None:
+        assert StdinFramer().feed(line.encode() + b"\n") == [Forward(line, response_to=answers)]
 
     def test_lines_split_across_chunks_crlf_and_blank_lines(self) -> None:
         actions = feed_all(

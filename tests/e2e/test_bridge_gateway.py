@@ -196,12 +196,12 @@ async def test_stdin_eof_still_delivers_the_running_turn(tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize("how", ["kill", "sigterm"])
-async def test_gateway_going_away_mid_turn(tmp_path: Path, how: str) -> None:
+async def test_gateway_going_away_mid_turn_without_reconnect(tmp_path: Path, how: str) -> None:
     config_dir = _config(tmp_path, chunk_delay_ms=30, require_pairing=False)
     with trio.fail_after(TIMEOUT):
         async with run_gateway(config_dir, "--drain-timeout", "0.2", expect_exit=None) as gateway:
             url = gateway.ws_url()
-            async with _bridge(config_dir, "--url", url) as ide:
+            async with _bridge(config_dir, "--url", url, "--no-reconnect") as ide:
                 session_id = await open_session(ide, tmp_path)
                 prompt_id = await ide.request(
                     "session/prompt", {"sessionId": session_id, "prompt": "tick " * 300}

@@ -176,7 +176,7 @@ async def test_stdin_eof_grace_expiry_answers_owed_requests(
         ("test/abort", {}, "the connection to the gateway was lost"),
     ],
 )
-async def test_gateway_close_answers_in_flight_requests_and_exits_1(
+async def test_without_reconnect_a_lost_connection_answers_in_flight_requests_and_exits_1(
     gateway: FakeGateway,
     config_dir: Path,
     tmp_path: Path,
@@ -185,7 +185,9 @@ async def test_gateway_close_answers_in_flight_requests_and_exits_1(
     cause: str,
 ) -> None:
     with trio.fail_after(TIMEOUT):
-        async with running_bridge("--config-dir", str(config_dir), env=env(tmp_path)) as bridge:
+        async with running_bridge(
+            "--config-dir", str(config_dir), "--no-reconnect", env=env(tmp_path)
+        ) as bridge:
             await bridge.send_line(jsonrpc_request(5, "test/never"))
             await gateway.wait_for_frames(1)
             await bridge.send_line(jsonrpc_request(6, method, params))
@@ -200,12 +202,14 @@ async def test_gateway_close_answers_in_flight_requests_and_exits_1(
     assert gateway.url in bridge.stderr_text
 
 
-async def test_gateway_closing_normally_is_still_an_error_for_the_ide(
+async def test_without_reconnect_a_normal_close_is_still_an_error_for_the_ide(
     gateway: FakeGateway, config_dir: Path, tmp_path: Path
 ) -> None:
     # The agent vanished under the IDE: exit 1 even for a clean close.
     with trio.fail_after(TIMEOUT):
-        async with running_bridge("--config-dir", str(config_dir), env=env(tmp_path)) as bridge:
+        async with running_bridge(
+            "--config-dir", str(config_dir), "--no-reconnect", env=env(tmp_path)
+        ) as bridge:
             await bridge.send_line(jsonrpc_request(1, "test/close", {"code": 1001}))
             error = await bridge.read_json()
             assert error["id"] == 1

@@ -38,7 +38,12 @@ from acp_bridge.gateway import (
     ConnectOptions,
     open_gateway,
 )
-from acp_bridge.relay import DEFAULT_EOF_GRACE_SECS, RelayOptions, relay
+from acp_bridge.relay import (
+    DEFAULT_EOF_GRACE_SECS,
+    DEFAULT_RECONNECT_MAX_SECS,
+    RelayOptions,
+    relay,
+)
 from acp_bridge.stdio import open_stdin, open_stdout
 
 logger = logging.getLogger("acp_bridge")
@@ -75,10 +80,15 @@ authentication (only when [gateway].require_pairing is true, the default):
 
 exit status:
   0  normal end (stdin closed, replies delivered)
-  1  could not connect, or the gateway closed or lost the connection
-     (also: config.toml not found)
+  1  could not connect, or the connection was lost and could not be
+     re-established (also: config.toml not found)
   2  usage or configuration error, or no token available
-  3  the gateway rejected the credentials (HTTP 401) or the pairing code
+  3  the gateway rejected the credentials (HTTP 401, also on reconnect),
+     the pairing code, or the connection (close code 1008)
+
+When the connection drops (gateway restart, network), the bridge reconnects with the same
+token, resumes every session it saw, and holds the IDE's messages meanwhile; a request
+that was in flight (such as a running prompt) is answered with an error saying so.
 
 Run `{PROG} --check` first to test the address, the token and the agent.
 """
@@ -156,6 +166,22 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="connect, authenticate and run initialize; print the gateway URL, agent, "
         "protocol version and latency, then exit",
+    )
+    resilience = parser.add_argument_group("connection loss")
+    resilience.add_argument(
+        "--no-reconnect",
+        dest="reconnect",
+        action="store_false",
+        help="exit (status 1) when the connection is lost, instead of reconnecting and "
+        "resuming the sessions seen so far",
+    )
+    resilience.add_argument(
+        "--reconnect-max-secs",
+        metavar="SECS",
+        type=_positive_float,
+        default=DEFAULT_RECONNECT_MAX_SECS,
+        help="keep trying to reconnect for this long, with jittered exponential backoff, "
+        "then exit with status 1 (default: %(default)g)",
     )
     tuning = parser.add_argument_group("tuning")
     tuning.add_argument(
@@ -300,21 +326,23 @@ async def run(args: argparse.Namespace, secrets: set[str]) -> int:
     if args.check:
         return await run_check(options, sys.stdout.write)
 
-    async with open_gateway(options) as websocket:
-        stdin = open_stdin()
-        stdout = open_stdout()
-        try:
-            return await relay(
-                websocket,
-                stdin,
-                stdout,
-                url=url,
-                options=RelayOptions(
-                    eof_grace=args.eof_grace, max_line_bytes=args.max_message_bytes
-                ),
-            )
-        finally:
-            await stdin.aclose()
+    stdin = open_stdin()
+    stdout = open_stdout()
+    try:
+        return await relay(
+            lambda: open_gateway(options),
+            stdin,
+            stdout,
+            url=url,
+            options=RelayOptions(
+                eof_grace=args.eof_grace,
+                max_line_bytes=args.max_message_bytes,
+                reconnect=args.reconnect,
+                reconnect_max_secs=args.reconnect_max_secs,
+            ),
+        )
+    finally:
+        await stdin.aclose()
 
 
 def _bridge_exit_in(exc: BaseException) -> BridgeExit | None:

@@ -17,6 +17,7 @@ only receive text, so there is nothing else useful to do with them.
 
 from __future__ import annotations
 
+import enum
 import json
 from dataclasses import dataclass
 from typing import Any, Final
@@ -60,12 +61,16 @@ def _trackable_id(value: Any) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Forward:
-    """Send ``text`` to the gateway as one text frame; remember ``request_id`` if it is a
-    request (``method`` is then its method name)."""
+    """Send ``text`` to the gateway as one text frame.
+
+    For a request, ``request_id`` and ``method`` are set (the relay tracks the reply); for a
+    client response to a gateway request, ``response_to`` is its id.
+    """
 
     text: str
     request_id: RequestId = None
     method: str | None = None
+    response_to: RequestId = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,9 +82,11 @@ class ReplyToClient:
 
 @dataclass(frozen=True, slots=True)
 class ReplyToGateway:
-    """Send ``text`` to the gateway: an error in place of a client response it cannot get."""
+    """Send ``text`` to the gateway: an error in place of the client response to request
+    ``response_to`` that could not be relayed."""
 
     text: str
+    response_to: RequestId = None
 
 
 StdinAction = Forward | ReplyToClient | ReplyToGateway
@@ -221,7 +228,7 @@ def _refuse(head: str, code: int, reason: str) -> list[StdinAction]:
                 message=f"the client's response was dropped by the bridge: {reason}",
             ),
         )
-        return [ReplyToGateway(serialize_message(reply).decode())]
+        return [ReplyToGateway(serialize_message(reply).decode(), envelope.id)]
     return [ReplyToClient(error_line(envelope.id if envelope.has_id else None, code, message))]
 
 
@@ -243,18 +250,79 @@ def classify_line(line: str) -> list[StdinAction]:
     method = envelope.method
     if isinstance(method, str) and _trackable_id(envelope.id):
         return [Forward(line, envelope.id, method)]
+    if method is msgspec.UNSET and _trackable_id(envelope.id):
+        return [Forward(line, response_to=envelope.id)]
     return [Forward(line)]
+
+
+class Kind(enum.Enum):
+    REQUEST = "request"
+    NOTIFICATION = "notification"
+    RESPONSE = "response"
+    OTHER = "other"
+
+
+@dataclass(frozen=True, slots=True)
+class Peek:
+    """What kind of JSON-RPC message a gateway frame is, read without decoding its body."""
+
+    kind: Kind
+    id: RequestId = None
+    method: str | None = None
+    is_error: bool = False
+
+
+_OTHER: Final = Peek(Kind.OTHER)
+
+
+def peek(frame: bytes | str) -> Peek:
+    """Classify a message by its envelope (requests and responses need a usable id)."""
+    try:
+        envelope = _envelope_decoder.decode(frame)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return _OTHER
+    method = envelope.method
+    if isinstance(method, str):
+        if envelope.id is msgspec.UNSET:
+            return Peek(Kind.NOTIFICATION, method=method)
+        if _trackable_id(envelope.id):
+            return Peek(Kind.REQUEST, envelope.id, method)
+        return _OTHER
+    if method is msgspec.UNSET and _trackable_id(envelope.id):
+        return Peek(Kind.RESPONSE, envelope.id, is_error=envelope.error is not msgspec.UNSET)
+    return _OTHER
 
 
 def response_id(frame: bytes) -> tuple[bool, RequestId]:
     """``(True, id)`` when the frame is a JSON-RPC response (no ``method``, an ``id``)."""
+    peeked = peek(frame)
+    return (True, peeked.id) if peeked.kind is Kind.RESPONSE else (False, None)
+
+
+def decode_object(message: bytes | str) -> dict[str, Any] | None:
+    """The whole message as a dict (for the few messages the relay must read in full)."""
     try:
-        envelope = _envelope_decoder.decode(frame)
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        return False, None
-    if envelope.method is msgspec.UNSET and _trackable_id(envelope.id):
-        return True, envelope.id
-    return False, None
+        value = _any_decoder.decode(message)
+    except msgspec.DecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def with_id(message: bytes | str, new_id: RequestId) -> bytes:
+    """The same message with another ``id``, compactly re-encoded (no trailing newline).
+
+    Raises:
+        FrameError: the message is not a JSON object.
+    """
+    body = decode_object(message)
+    if body is None:
+        raise FrameError("not a JSON object")
+    body["id"] = new_id
+    return _encoder.encode(body)
+
+
+def encode_message(body: dict[str, Any]) -> bytes:
+    return _encoder.encode(body)
 
 
 class FrameError(Exception):
