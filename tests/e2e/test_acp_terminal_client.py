@@ -70,3 +70,12 @@ def test_prompt_yes_deny_and_json(tmp_path: Path) -> None:
     unknown_agent = run(["prompt", "x", "--agent", "ghost"], env=env, cwd=workspace)
     assert unknown_agent.returncode == 1
     assert "Unknown agent `ghost`" in unknown_agent.stderr
+    assert "Traceback" not in unknown_agent.stderr
+
+
+def test_prompt_passes_on_a_config_error(tmp_path: Path) -> None:
+    config_dir = write_config(tmp_path / "cfg", "[acp]\nmax_sessions = 0\n")
+    completed = run(["prompt", "hi"], env=child_env(config_dir))
+    assert completed.returncode == 2
+    assert "`acp.max_sessions`" in completed.stderr
+    assert "Traceback" not in completed.stderr

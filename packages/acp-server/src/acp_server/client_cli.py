@@ -21,7 +21,13 @@ import tomli_w
 import trio
 
 from acp_core import methods
-from acp_server.client import AgentError, AgentExited, open_agent, zeroclaw_acp_command
+from acp_server.client import (
+    AgentConnection,
+    AgentError,
+    AgentExited,
+    open_agent,
+    zeroclaw_acp_command,
+)
 from acp_server.render import TurnRenderer
 
 Answer = Literal["yes", "deny", "ask"]
@@ -118,7 +124,7 @@ async def run_turn(
             renderer.line(renderer.style(f"  → {name}{auto_note}", fg="yellow"))
         return _selected(choice)
 
-    async def cancel_on_interrupt(agent_connection: Any) -> None:
+    async def cancel_on_interrupt(agent_connection: AgentConnection) -> None:
         with trio.open_signal_receiver(signal.SIGINT) as signals:
             async for _ in signals:
                 if "id" in session:
@@ -128,6 +134,7 @@ async def run_turn(
                     if renderer is not None:
                         renderer.line(renderer.style("(cancelling…)", fg="yellow"))
 
+    agent_process: trio.Process | None = None
     try:
         async with (
             open_agent(
@@ -135,39 +142,58 @@ async def run_turn(
             ) as connection,
             trio.open_nursery() as nursery,
         ):
+            agent_process = connection.process
             nursery.start_soon(cancel_on_interrupt, connection)
-            await connection.request(
-                methods.INITIALIZE,
-                {
-                    "protocolVersion": 1,
-                    "clientCapabilities": {},
-                    "clientInfo": {"name": "zeroclaw-prompt", "version": "1"},
-                },
-            )
-            params: dict[str, Any] = {"cwd": str(cwd), "mcpServers": []}
-            if agent:
-                params["agentAlias"] = agent
-            new = await connection.request(methods.SESSION_NEW, params)
-            session["id"] = new["sessionId"]
-            result = await connection.request(
-                methods.SESSION_PROMPT,
-                {"sessionId": session["id"], "prompt": [{"type": "text", "text": text}]},
-            )
-            report.stop_reason = result.get("stopReason")
-            report.content = result.get("content", "")
-            if report.stop_reason == "cancelled":
-                report.exit_code = EXIT_CANCELLED
-            nursery.cancel_scope.cancel()
-    except AgentError as exc:
-        report.error = exc.message
-        report.exit_code = EXIT_FAILED
-    except AgentExited:
-        report.error = "zeroclaw acp exited unexpectedly (see the messages above)"
-        report.exit_code = EXIT_FAILED
+            try:
+                await _converse(connection, report, session, text=text, cwd=cwd, agent=agent)
+            except AgentError as exc:
+                report.error = exc.message
+                report.exit_code = EXIT_FAILED
+            except AgentExited:
+                report.error = "zeroclaw acp exited unexpectedly (see the messages above)"
+                report.exit_code = EXIT_FAILED
+            finally:
+                nursery.cancel_scope.cancel()
     except OSError as exc:
         report.error = f"cannot start zeroclaw acp: {exc}"
         report.exit_code = EXIT_FAILED
+    if report.error and agent_process is not None and agent_process.returncode:
+        # The agent failed to start (e.g. a bad config.toml exits 2): pass its code on.
+        report.exit_code = agent_process.returncode
     return report
+
+
+async def _converse(
+    connection: AgentConnection,
+    report: TurnReport,
+    session: dict[str, str],
+    *,
+    text: str,
+    cwd: Path,
+    agent: str | None,
+) -> None:
+    """initialize, session/new and one session/prompt, filling ``report``."""
+    await connection.request(
+        methods.INITIALIZE,
+        {
+            "protocolVersion": 1,
+            "clientCapabilities": {},
+            "clientInfo": {"name": "zeroclaw-prompt", "version": "1"},
+        },
+    )
+    params: dict[str, Any] = {"cwd": str(cwd), "mcpServers": []}
+    if agent:
+        params["agentAlias"] = agent
+    new = await connection.request(methods.SESSION_NEW, params)
+    session["id"] = new["sessionId"]
+    result = await connection.request(
+        methods.SESSION_PROMPT,
+        {"sessionId": session["id"], "prompt": [{"type": "text", "text": text}]},
+    )
+    report.stop_reason = result.get("stopReason")
+    report.content = result.get("content", "")
+    if report.stop_reason == "cancelled":
+        report.exit_code = EXIT_CANCELLED
 
 
 def _echo_raw(text: str) -> None:
