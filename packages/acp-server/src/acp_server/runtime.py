@@ -141,11 +141,17 @@ class _TurnRunner:
                 break
             if round_index == max_rounds:
                 # The model still wants tools after the last permitted round: stop here
-                # and say so, rather than looping forever (runtime_profile bound).
+                # and say so, rather than looping forever (runtime_profile bound). Each
+                # call still gets a result, so the stored history stays valid for the
+                # next turn (providers reject tool calls without results).
                 note = (
                     f"[stopped: reached max_tool_iterations ({max_rounds}) "
                     "before the model finished]"
                 )
+                for call in calls:
+                    skipped = ToolOutput(f"Tool call not executed: {note}", ok=False)
+                    await self._announce(call.id, call.name, call.arguments)
+                    self.new_messages.append(await self._report(call.id, call.name, skipped))
                 await self._send_text(("\n\n" if self.streamed else "") + note)
                 break
             for call in calls:
@@ -235,9 +241,7 @@ class _TurnRunner:
                     arguments["approved"] = True
                 await self._announce(call_id, call.name, arguments)
                 output = await self._execute(call.name, tool, arguments, approved=verdict)
-        await self._report(call_id, call.name, output)
-        text = output.text if output.text.strip() else EMPTY_OUTPUT_TEXT
-        return ChatMessage(role="tool", content=text, tool_call_id=call_id, tool_name=call.name)
+        return await self._report(call_id, call.name, output)
 
     async def _authorise(
         self, name: str, arguments: dict[str, Any], *, side_effects: bool
@@ -305,7 +309,8 @@ class _TurnRunner:
             )
         )
 
-    async def _report(self, call_id: str, name: str, output: ToolOutput) -> None:
+    async def _report(self, call_id: str, name: str, output: ToolOutput) -> ChatMessage:
+        """Send the tool_call_update; returns the tool result for the history."""
         text = output.text if output.text.strip() else EMPTY_OUTPUT_TEXT
         content: list[schema.ToolCallContent] = [schema.text_tool_content(text)]
         status: schema.ToolCallStatus = "completed"
@@ -329,6 +334,7 @@ class _TurnRunner:
                 content=content,
             )
         )
+        return ChatMessage(role="tool", content=text, tool_call_id=call_id, tool_name=name)
 
     # -- callbacks tools may use ----------------------------------------------------
 
