@@ -1,0 +1,165 @@
+"""Issue 8 against the real `zeroclaw gateway`: killed, restarted and drained under a live
+bridge while the IDE keeps using its session."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from tests.e2e.gateway_harness import RunningGateway, run_gateway
+from tests.e2e.helpers import RpcPipeClient, echo_config, open_session, spawn_zeroclaw, write_config
+
+pytestmark = pytest.mark.e2e
+
+TIMEOUT = 90
+INTERNAL = "zeroclaw-acp-bridge:"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def _serve(
+    config_dir: Path,
+    port: int,
+    *args: str,
+    task_status: trio.TaskStatus[RunningGateway] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run a gateway on ``port`` until its process exits (killed, or drained by SIGTERM)."""
+    async with run_gateway(config_dir, "--port", str(port), *args, expect_exit=None) as gateway:
+        task_status.started(gateway)
+        await gateway.process.wait()
+
+
+def _bridge(config_dir: Path, port: int, *args: str) -> Any:
+    return spawn_zeroclaw(
+        ["--url", f"ws://127.0.0.1:{port}/acp", *args],
+        config_dir=config_dir,
+        script="zeroclaw-acp-bridge",
+    )
+
+
+def _stdout_messages(ide: RpcPipeClient) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in ide.raw_lines]
+
+
+def _user_texts(updates: list[dict[str, Any]]) -> list[str]:
+    return [u["content"]["text"] for u in updates if u["sessionUpdate"] == "user_message_chunk"]
+
+
+async def test_killed_and_restarted_gateway_under_a_live_bridge(tmp_path: Path) -> None:
+    port = _free_port()
+    config_dir = write_config(tmp_path / "cfg", echo_config(chunk_delay_ms=20))
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    with trio.fail_after(TIMEOUT):
+        async with trio.open_nursery() as nursery:
+            first: RunningGateway = await nursery.start(_serve, config_dir, port)
+            assert first.pairing_code is not None
+            async with _bridge(config_dir, port, "--pair-code", first.pairing_code) as ide:
+                session_id = await open_session(ide, workspace)
+                reply = await ide.call(
+                    "session/prompt", {"sessionId": session_id, "prompt": "alpha beta"}
+                )
+                assert reply["result"]["stopReason"] == "end_turn"
+
+                # A long turn is streaming when the gateway dies (no drain, no close frame).
+                interrupted = await ide.request(
+                    "session/prompt", {"sessionId": session_id, "prompt": "tick " * 300}
+                )
+                await ide.receive()
+                first.process.kill()
+                error = await ide.wait_response(interrupted)
+                assert error["error"]["data"] == {
+                    "bridge": "connection_lost",
+                    "method": "session/prompt",
+                    "sessionId": session_id,
+                    "reconnecting": True,
+                }
+                assert f"Session {session_id} is still there" in error["error"]["message"]
+
+                # The gateway comes back (same config, same store, same paired token) and
+                # the IDE simply goes on with its session.
+                await nursery.start(_serve, config_dir, port)
+                reply = await ide.call(
+                    "session/prompt", {"sessionId": session_id, "prompt": "gamma"}
+                )
+                assert reply["result"]["stopReason"] == "end_turn", reply
+            assert ide.process.returncode == 0
+
+            # The IDE saw exactly one error, and none of the bridge's own requests or replies.
+            seen = _stdout_messages(ide)
+            assert [m["id"] for m in seen if "error" in m] == [interrupted]
+            assert not [m for m in seen if INTERNAL in str(m.get("id", ""))]
+            assert {m["id"] for m in seen if "result" in m or "error" in m} == set(range(1, 6))
+
+            # The history carried across the restart.
+            async with _bridge(config_dir, port) as ide:
+                await ide.call("initialize", {"protocolVersion": 1})
+                loaded = await ide.call("session/load", {"sessionId": session_id})
+                assert loaded["result"] == {}
+                texts = _user_texts(ide.updates(session_id))
+                assert texts[0] == "alpha beta"
+                assert texts[-1] == "gamma"
+            nursery.cancel_scope.cancel()
+
+
+async def test_drained_gateway_finishes_the_turn_and_the_bridge_never_errs(
+    tmp_path: Path,
+) -> None:
+    port = _free_port()
+    document = echo_config(chunk_delay_ms=30)
+    document["gateway"] = {"require_pairing": False}
+    config_dir = write_config(tmp_path / "cfg", document)
+    words = " ".join(f"w{i}" for i in range(15))
+    with trio.fail_after(TIMEOUT):
+        async with trio.open_nursery() as nursery:
+            first: RunningGateway = await nursery.start(
+                _serve, config_dir, port, "--drain-timeout", "20"
+            )
+            async with _bridge(config_dir, port, "--log-level", "info") as ide:
+                session_id = await open_session(ide, tmp_path)
+                running = await ide.request(
+                    "session/prompt", {"sessionId": session_id, "prompt": words}
+                )
+                await ide.receive()
+                first.signal()  # SIGTERM: drain, then close 1012 "restarting, retry"
+                reply = await ide.wait_response(running)
+                assert reply["result"]["stopReason"] == "end_turn"
+                assert await first.wait_exit() == 0
+
+                # Sent while the gateway is down: held, then delivered to the new one.
+                held = await ide.request(
+                    "session/prompt", {"sessionId": session_id, "prompt": "after"}
+                )
+                await nursery.start(_serve, config_dir, port)
+                reply = await ide.wait_response(held)
+                assert reply["result"]["stopReason"] == "end_turn", reply
+            assert ide.process.returncode == 0
+            seen = _stdout_messages(ide)
+            assert not [m for m in seen if "error" in m]
+            assert not [m for m in seen if INTERNAL in str(m.get("id", ""))]
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_gateway_that_stays_down_ends_the_bridge_with_exit_1(tmp_path: Path) -> None:
+    port = _free_port()
+    document = echo_config()
+    document["gateway"] = {"require_pairing": False}
+    config_dir = write_config(tmp_path / "cfg", document)
+    with trio.fail_after(TIMEOUT):
+        async with trio.open_nursery() as nursery:
+            gateway: RunningGateway = await nursery.start(_serve, config_dir, port)
+            async with _bridge(config_dir, port, "--reconnect-max-secs", "1") as ide:
+                await open_session(ide, tmp_path)
+                gateway.process.kill()
+                with trio.fail_after(20):
+                    await ide.process.wait()
+            assert ide.process.returncode == 1
