@@ -9,7 +9,12 @@ import trio
 
 from acp_bridge.cli import _bridge_exit_in, _RedactingFormatter, build_parser
 from acp_bridge.errors import BridgeExit, ExitCode
-from acp_bridge.relay import InFlight
+from acp_bridge.relay import (
+    RECONNECT_FIRST_DELAY_SECS,
+    RECONNECT_MAX_DELAY_SECS,
+    InFlight,
+    _backoff,
+)
 
 
 def test_exit_codes_are_the_documented_ones() -> None:
@@ -149,3 +154,18 @@ class TestInFlight:
         for request_id in range(3):
             inflight.add(request_id, "m")
         assert [request_id for request_id, _ in inflight.drain()] == [1, 2]
+
+
+def test_reconnect_flags() -> None:
+    args = build_parser().parse_args([])
+    assert (args.reconnect, args.reconnect_max_secs) == (True, 60.0)
+    args = build_parser().parse_args(["--no-reconnect", "--reconnect-max-secs", "5"])
+    assert (args.reconnect, args.reconnect_max_secs) == (False, 5.0)
+
+
+def test_backoff_grows_with_jitter_and_is_capped() -> None:
+    for attempt in range(20):
+        delay = _backoff(attempt)
+        nominal = min(RECONNECT_MAX_DELAY_SECS, RECONNECT_FIRST_DELAY_SECS * 2**attempt)
+        assert nominal / 2 <= delay <= nominal
+    assert len({_backoff(3) for _ in range(20)}) > 1  # jittered: bridges do not stampede

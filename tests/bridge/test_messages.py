@@ -13,14 +13,19 @@ from acp_bridge.messages import (
     EnvelopeHead,
     Forward,
     FrameError,
+    Kind,
+    Peek,
     ReplyToClient,
     ReplyToGateway,
     StdinAction,
     StdinFramer,
     error_line,
     frame_to_line,
+    peek,
     response_id,
+    session_id_of,
     sniff_envelope,
+    with_id,
 )
 
 
@@ -229,3 +234,47 @@ def test_error_line_is_one_compact_json_rpc_error() -> None:
         "id": 7,
         "error": {"code": -32603, "message": "lost", "data": {"bridge": "connection_lost"}},
     }
+
+
+class TestHelpersForReconnecting:
+    @pytest.mark.parametrize(
+        ("frame", "expected"),
+        [
+            (
+                b'{"jsonrpc":"2.0","id":"zc-out-1","method":"fs/read"}',
+                Peek(Kind.REQUEST, "zc-out-1", "fs/read"),
+            ),
+            (
+                b'{"jsonrpc":"2.0","method":"session/update"}',
+                Peek(Kind.NOTIFICATION, method="session/update"),
+            ),
+            (b'{"jsonrpc":"2.0","id":3,"result":null}', Peek(Kind.RESPONSE, 3)),
+            (b'{"jsonrpc":"2.0","id":3,"error":{"code":1}}', Peek(Kind.RESPONSE, 3, is_error=True)),
+            (b'{"jsonrpc":"2.0","id":[1],"method":"m"}', Peek(Kind.OTHER)),
+            (b"not json", Peek(Kind.OTHER)),
+        ],
+    )
+    def test_peek(self, frame: bytes, expected: Peek) -> None:
+        assert peek(frame) == expected
+
+    @pytest.mark.parametrize(
+        ("message", "expected"),
+        [
+            (
+                '{"id":1,"method":"session/prompt","params":{"prompt":[{"t":"x"}],"sessionId":"s1"}}',
+                "s1",
+            ),
+            ('{"id":1,"method":"session/prompt","params":{"sessionId":7}}', None),
+            ('{"id":1,"method":"session/prompt","params":[1]}', None),
+            ('{"id":1,"method":"session/prompt"}', None),
+            ("{", None),
+        ],
+    )
+    def test_session_id_of(self, message: str, expected: str | None) -> None:
+        assert session_id_of(message) == expected
+
+    def test_with_id_keeps_everything_else(self) -> None:
+        renamed = with_id(b'{"jsonrpc":"2.0","id":"zc-out-0","result":{"a":[1,"\\u00e9"]}}', "x")
+        assert json.loads(renamed) == {"jsonrpc": "2.0", "id": "x", "result": {"a": [1, "é"]}}
+        with pytest.raises(FrameError):
+            with_id(b"[1]", "x")

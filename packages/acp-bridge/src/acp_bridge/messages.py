@@ -299,6 +299,28 @@ def response_id(frame: bytes) -> tuple[bool, RequestId]:
     return (True, peeked.id) if peeked.kind is Kind.RESPONSE else (False, None)
 
 
+class _SessionParams(msgspec.Struct, rename="camel"):
+    session_id: Any = msgspec.UNSET
+
+
+class _SessionRequest(msgspec.Struct):
+    params: _SessionParams | msgspec.UnsetType = msgspec.UNSET
+
+
+_session_decoder: Final = msgspec.json.Decoder(_SessionRequest)
+
+
+def session_id_of(message: bytes | str) -> str | None:
+    """``params.sessionId`` of a request, skipping everything else without building it."""
+    try:
+        params = _session_decoder.decode(message).params
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+    if isinstance(params, _SessionParams) and isinstance(params.session_id, str):
+        return params.session_id
+    return None
+
+
 def decode_object(message: bytes | str) -> dict[str, Any] | None:
     """The whole message as a dict (for the few messages the relay must read in full)."""
     try:

@@ -60,6 +60,7 @@ from acp_bridge.messages import (
     error_line,
     frame_to_line,
     peek,
+    session_id_of,
     with_id,
 )
 from acp_bridge.stdio import DEFAULT_READ_CHUNK_BYTES
@@ -107,6 +108,8 @@ BROKEN_CLOSE_CODES: Final = frozenset(
     }
 )
 SESSION_METHODS_WITH_ID: Final = frozenset({"session/load", "session/resume"})
+REPLAY_INPUT_METHODS: Final = frozenset({"initialize", "session/new", *SESSION_METHODS_WITH_ID})
+"""Requests whose params the bridge keeps, to replay initialize and resume sessions."""
 
 
 @dataclass(slots=True)
@@ -257,9 +260,7 @@ class _Relay:
             self.attempt_scope.cancel()
 
     def _close_code(self) -> tuple[int, str]:
-        if self.ending is Ending.SIGNALLED:
-            return int(CloseCode.GOING_AWAY), "bridge stopped"
-        if self.ending is Ending.FATAL:
+        if self.ending in (Ending.SIGNALLED, Ending.FATAL):
             return int(CloseCode.GOING_AWAY), "bridge stopped"
         return int(CloseCode.NORMAL_CLOSURE), ""
 
@@ -420,20 +421,25 @@ class _Relay:
                 logger.warning("lost with the connection: %s", text[:200])
 
     def _track_request(self, action: Forward) -> None:
-        assert action.method is not None
+        """Record a request before it is sent, with what a reconnect will need from it."""
+        method = action.method
+        assert method is not None
         session_id: str | None = None
         params: dict[str, Any] | None = None
-        if action.method.startswith("session/") or action.method == "initialize":
+        if method in REPLAY_INPUT_METHODS:  # small messages: read whole
             body = decode_object(action.text) or {}
             raw_params = body.get("params")
             params = raw_params if isinstance(raw_params, dict) else {}
             candidate = params.get("sessionId")
             session_id = candidate if isinstance(candidate, str) else None
-            if action.method == "initialize":
+            if method == "initialize":
                 self.initialize = body
-            elif action.method == "session/close" and session_id is not None:
+        elif method.startswith("session/"):
+            # Only the id: a session/prompt may carry megabytes of embedded resources.
+            session_id = session_id_of(action.text)
+            if method == "session/close" and session_id is not None:
                 self.sessions.pop(session_id, None)
-        self.inflight.add(action.request_id, action.method, session_id, params)
+        self.inflight.add(action.request_id, method, session_id, params)
 
     # --- the gateway side ------------------------------------------------------------
 
