@@ -236,19 +236,24 @@ class AcpConnection:
                     await self.transport.send_message(payload)
                     continue
                 batch = [payload]
-                # Let the producers that are ready run first (a turn's last chunk and its
-                # result usually are): their frames then share one write and one wake-up
-                # of the client instead of one each.
-                await trio.lowlevel.cancel_shielded_checkpoint()
-                while len(batch) < DEFAULT_MAX_WRITE_BATCH:
-                    try:
-                        batch.append(receive.receive_nowait())
-                    except (trio.WouldBlock, trio.EndOfChannel):
-                        break
+                self._drain_into(batch)
+                if len(batch) == 1:
+                    # A lone frame: let producers that are ready run first (a turn's last
+                    # chunk and its result usually are), so their frames share one write
+                    # and one wake-up of the client instead of one each.
+                    await trio.lowlevel.cancel_shielded_checkpoint()
+                    self._drain_into(batch)
                 await send_many(batch)
         except TransportClosed:
             logger.info("the client went away; closing the connection")
             connection_scope.cancel()
+
+    def _drain_into(self, batch: list[bytes]) -> None:
+        while len(batch) < DEFAULT_MAX_WRITE_BATCH:
+            try:
+                batch.append(self._outbox_receive.receive_nowait())
+            except (trio.WouldBlock, trio.EndOfChannel):
+                return
 
     async def _reap_loop(self, scope: trio.CancelScope) -> None:
         timeout = self.config.acp.session_timeout_secs
