@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -227,3 +229,54 @@ async def test_the_hold_is_bounded(server: RestartableGateway, tmp_path: Path) -
 
 def json_bytes(message: dict[str, Any]) -> bytes:
     return json.dumps(message).encode()
+
+
+async def _silent_gateway(
+    task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Accepts the WebSocket upgrade, then never answers anything (not even pings): a gateway
+    that hangs, or a network path that silently drops packets."""
+
+    async def handle(stream: trio.SocketStream) -> None:
+        request = b""
+        while b"\r\n\r\n" not in request:
+            request += await stream.receive_some(4096)
+        key = next(
+            line.split(b":", 1)[1].strip()
+            for line in request.split(b"\r\n")
+            if line.lower().startswith(b"sec-websocket-key:")
+        )
+        accept = base64.b64encode(hashlib.sha1(key + WEBSOCKET_GUID).digest())
+        await stream.send_all(
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+            b"Connection: Upgrade\r\nSec-WebSocket-Accept: " + accept + b"\r\n\r\n"
+        )
+        while await stream.receive_some(65536):
+            pass
+
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    task_status.started(listeners[0].socket.getsockname()[1])
+    await trio.serve_listeners(handle, listeners)
+
+
+WEBSOCKET_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+
+async def test_a_gateway_that_stops_answering_pings_is_detected(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    port = await nursery.start(_silent_gateway)
+    config_dir = tmp_path / "cfg"
+    write_config(config_dir, port, require_pairing=False)
+    args = ["--config-dir", str(config_dir), "--no-reconnect"]
+    args += ["--ping-interval", "0.2", "--ping-timeout", "0.3"]
+    with trio.fail_after(TIMEOUT):
+        async with running_bridge(*args, env=bridge_env(tmp_path)) as bridge:
+            await bridge.send_line(jsonrpc_request(1, "session/prompt", {"sessionId": "s"}))
+            error = await bridge.read_json()
+            assert await bridge.wait() == 1
+    assert error["id"] == 1
+    assert "stopped answering pings" in error["error"]["message"]
+    assert error["error"]["data"]["sessionId"] == "s"
+    assert "stopped answering pings" in bridge.stderr_text
+    nursery.cancel_scope.cancel()

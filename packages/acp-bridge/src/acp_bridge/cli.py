@@ -319,7 +319,9 @@ async def run(args: argparse.Namespace, secrets: set[str]) -> int:
         credentials=credentials,
         max_message_bytes=args.max_message_bytes,
         open_timeout=args.connect_timeout,
-        close_timeout=DEFAULT_CLOSE_TIMEOUT_SECS,
+        # A peer that does not answer pings in time will not answer a close frame either:
+        # do not make the IDE wait longer than the ping timeout to hear about a dead link.
+        close_timeout=min(DEFAULT_CLOSE_TIMEOUT_SECS, args.ping_timeout),
         ping_interval=args.ping_interval or None,
         ping_timeout=args.ping_timeout,
     )

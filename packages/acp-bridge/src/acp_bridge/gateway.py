@@ -23,7 +23,8 @@ from acp_core.framing import DEFAULT_MAX_LINE_BYTES
 logger = logging.getLogger(__name__)
 
 DEFAULT_OPEN_TIMEOUT_SECS: Final = 10.0
-DEFAULT_CLOSE_TIMEOUT_SECS: Final = 5.0
+DEFAULT_CLOSE_TIMEOUT_SECS: Final = 2.0
+"""How long a closing handshake may take before the TCP connection is dropped anyway."""
 DEFAULT_PING_INTERVAL_SECS: Final = 20.0
 DEFAULT_PING_TIMEOUT_SECS: Final = 20.0
 DEFAULT_MAX_MESSAGE_BYTES: Final = DEFAULT_MAX_LINE_BYTES

@@ -47,7 +47,7 @@ from websockets.frames import CloseCode
 from websockets.trio.client import ClientConnection
 
 from acp_bridge.errors import BridgeExit, ExitCode
-from acp_bridge.gateway import describe_close
+from acp_bridge.gateway import DEFAULT_CLOSE_TIMEOUT_SECS, describe_close
 from acp_bridge.messages import (
     Forward,
     FrameError,
@@ -186,7 +186,8 @@ class RelayOptions:
     max_held_messages: int = DEFAULT_MAX_HELD_MESSAGES
     max_held_bytes: int = DEFAULT_MAX_HELD_BYTES
     replay_timeout: float = DEFAULT_REPLAY_TIMEOUT_SECS
-    close_timeout: float = 5.0
+    close_timeout: float = 2 * DEFAULT_CLOSE_TIMEOUT_SECS
+    """Outer bound on closing a connection when the relay ends (websockets has its own)."""
 
 
 @dataclass(slots=True)
