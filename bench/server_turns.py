@@ -6,7 +6,7 @@ Runs three agents with the *same* client in the same run:
   every turn to its SQLite store before answering (the product default);
 * the same with ``[acp] session_persistence = false`` (in-memory sessions, like the SDK
   agent: the like-for-like comparison the targets apply to);
-* ``bench/sdk_echo_agent.py``: an echo agent on the official ACP Python SDK, streaming the
+* ``bench/support/sdk_echo_agent.py``: an echo agent on the official ACP Python SDK, streaming the
   same word chunks, persisting nothing.
 
 The client is a plain trio JSON-RPC peer over the child's pipes (acp_core framing,
@@ -148,7 +148,7 @@ def write_config(config_dir: Path, *, persist: bool) -> None:
 
 async def main(args: argparse.Namespace) -> None:
     zeroclaw = [str(Path(sys.executable).parent / "zeroclaw"), "acp"]
-    sdk = [sys.executable, str(HERE / "sdk_echo_agent.py")]
+    sdk = [sys.executable, str(HERE / "support" / "sdk_echo_agent.py")]
     results: dict[str, list[Figures]] = {}
     with tempfile.TemporaryDirectory(prefix="zc-bench-") as tmp:
         agents = []

@@ -4,7 +4,7 @@ It streams the prompt back word by word (the same chunking as ZeroClaw's echo pr
 each chunk is one word with its leading whitespace) as ``agent_message_chunk`` updates,
 then ends the turn, so both agents send the same frames for the same prompt.
 
-Run: ``python bench/sdk_echo_agent.py`` (speaks ACP on stdin/stdout).
+Run: ``python bench/support/sdk_echo_agent.py`` (speaks ACP on stdin/stdout).
 """
 
 from __future__ import annotations
