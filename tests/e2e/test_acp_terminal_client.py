@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from pathlib import Path
 
@@ -79,3 +80,22 @@ def test_prompt_passes_on_a_config_error(tmp_path: Path) -> None:
     assert completed.returncode == 2
     assert "`acp.max_sessions`" in completed.stderr
     assert "Traceback" not in completed.stderr
+
+
+def test_prompt_turns_ctrl_c_into_session_cancel(tmp_path: Path) -> None:
+    config_dir = write_config(tmp_path / "cfg", echo_config(chunk_delay_ms=20))
+    words = " ".join(f"w{i}" for i in range(400))
+    process = subprocess.Popen(
+        [str(console_script("zeroclaw")), "prompt", words, "--cwd", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        env=child_env(config_dir, {"NO_COLOR": "1"}),
+    )
+    assert process.stdout is not None
+    assert process.stdout.read(10)  # streaming has started
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 130, err
+    assert "(turn cancelled)" in out.decode()
+    assert "Traceback" not in err.decode()

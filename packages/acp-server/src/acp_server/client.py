@@ -193,6 +193,9 @@ async def open_agent(
         stdout=subprocess.PIPE,
         stderr=stderr,
         env=child_env,
+        # Its own session: a Ctrl-C on the terminal reaches only us, and we turn it into
+        # session/cancel instead of killing the agent mid-turn.
+        start_new_session=True,
     )
     connection = AgentConnection(
         process, on_update=on_update, on_permission=on_permission, on_frame=on_frame
