@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -166,6 +167,33 @@ async def test_cancel_mid_tool_leaves_no_processes(tmp_path: Path, workspace: Pa
             response = await client.wait_response(request_id)
             assert response["result"]["stopReason"] == "cancelled"
             await wait_until(lambda: not marker_processes(marker), within=10)
+
+
+async def test_sigterm_mid_tool_answers_the_turn_and_leaves_no_processes(
+    tmp_path: Path, workspace: Path
+) -> None:
+    config_dir = write_config(tmp_path / "cfg", echo_config(level="full"))
+    marker = f"zc-e2e-{os.getpid()}-sigterm"
+    script = (
+        "import subprocess, sys, time; "
+        f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', '{marker}']); "
+        "time.sleep(300)"
+    )
+    command = json.dumps({"command": f'python3 -c "{script}" {marker}'})
+    with trio.fail_after(60):
+        async with spawn_acp(config_dir) as client:
+            session_id = await open_session(client, workspace)
+            request_id = await client.request(
+                "session/prompt", {"sessionId": session_id, "prompt": f"/tool shell {command}"}
+            )
+            await wait_until(lambda: len(marker_processes(marker)) >= 2, within=20)
+            client.process.send_signal(signal.SIGTERM)
+            response = await client.wait_response(request_id)
+            assert response["result"]["stopReason"] == "cancelled"
+            with trio.fail_after(15):
+                await client.process.wait()
+            await wait_until(lambda: not marker_processes(marker), within=10)
+    assert client.process.returncode == 0
 
 
 async def test_permission_allow_deny_and_timeout(tmp_path: Path, workspace: Path) -> None:

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import stat
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Final
 
 import trio
@@ -28,6 +29,7 @@ from acp_server.transport import TransportClosed
 logger = logging.getLogger(__name__)
 
 DEFAULT_READ_CHUNK_BYTES: Final = 64 * 1024
+TERMINATION_SIGNALS: Final = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
 
 class StdioTransport:
@@ -49,19 +51,35 @@ class StdioTransport:
         self._receive = receive_stream
         self._send = send_stream
         self._decoder = LineDecoder(max_line_bytes=max_line_bytes)
+        self._input_ended = False
+        self._read_scope: trio.CancelScope | None = None
 
     async def receive_message(self) -> str | None:
         while True:
+            if self._input_ended:
+                return None
             line = self._decoder.next_line()  # may raise RemoteProtocolError: caller answers
             if line is not None:
                 return line
             if self._decoder.at_eof:
                 return None
-            try:
-                data = await self._receive.receive_some(DEFAULT_READ_CHUNK_BYTES)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                data = b""
+            data: bytes | bytearray = b""
+            with trio.CancelScope() as self._read_scope:
+                try:
+                    data = await self._receive.receive_some(DEFAULT_READ_CHUNK_BYTES)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    data = b""
+            self._read_scope = None
+            if self._input_ended:
+                return None
             self._decoder.feed(data if isinstance(data, bytes) else bytes(data))
+
+    def end_input(self) -> None:
+        """Behave as if stdin had ended (a termination signal): the server then cancels
+        its turns, answers them and returns, exactly as on EOF."""
+        self._input_ended = True
+        if self._read_scope is not None:
+            self._read_scope.cancel()
 
     async def send_message(self, payload: bytes) -> None:
         await self._send_bytes(encode_line(payload))
@@ -153,9 +171,25 @@ async def serve_stdio(config: Config) -> None:
     app = AcpApp(config=config, store=store)
     transport = open_stdio_transport()
     try:
-        await serve_connection(transport, app, reap_idle_sessions=True)
+        with trio.open_signal_receiver(*TERMINATION_SIGNALS) as signals:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_end_input_on_signal, signals, transport)
+                await serve_connection(transport, app, reap_idle_sessions=True)
+                nursery.cancel_scope.cancel()
     finally:
         await transport.aclose()
         if store is not None:
             with trio.CancelScope(shield=True):
                 await store.aclose()
+
+
+async def _end_input_on_signal(signals: AsyncIterator[int], transport: StdioTransport) -> None:
+    """An editor closing us sends SIGTERM (or the terminal SIGHUP/SIGINT): shut down the way
+    EOF does, so running tools are cancelled (their process groups killed, no orphans) and
+    their turns answered, instead of dying mid-turn. A second signal is not waited on."""
+    async for signum in signals:
+        logger.info(
+            "%s received: cancelling running turns and exiting", signal.Signals(signum).name
+        )
+        transport.end_input()
+        return
