@@ -115,7 +115,7 @@ async def run_turn(
                 )
             )
             choice = options[number - 1] if options else None
-            renderer._at_line_start = True
+            renderer.terminal_line_ended()  # click.prompt ended the line itself
         else:
             choice = None
         name = str(choice.get("name")) if choice else "dismissed"

@@ -61,6 +61,10 @@ class TurnRenderer:
             self._write(text)
             self._at_line_start = text.endswith("\n")
 
+    def terminal_line_ended(self) -> None:
+        """Something else (an interactive prompt) wrote a full line to the terminal."""
+        self._at_line_start = True
+
     def newline(self) -> None:
         if not self._at_line_start:
             self.emit("\n")
