@@ -1,0 +1,116 @@
+"""The terminal rendering of a turn (`zeroclaw prompt`, `zeroclaw demo`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from acp_server.render import TurnRenderer, tool_input_summary
+
+
+def render(*updates: dict[str, Any]) -> tuple[str, TurnRenderer]:
+    out: list[str] = []
+    renderer = TurnRenderer(out.append, color=False)
+    for update in updates:
+        renderer.update({"sessionId": "s", "update": update})
+    return "".join(out), renderer
+
+
+def chunk(kind: str, text: str) -> dict[str, Any]:
+    return {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+
+
+def test_text_thoughts_tools_and_plans() -> None:
+    text, renderer = render(
+        chunk("agent_thought_chunk", "pondering"),
+        chunk("agent_message_chunk", "Hello"),
+        chunk("agent_message_chunk", " world"),
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "t1",
+            "title": "shell",
+            "kind": "execute",
+            "rawInput": {"command": "ls -la", "approved": True},
+        },
+        {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": "t1",
+            "status": "completed",
+            "rawOutput": "\n".join(f"line {i}" for i in range(12)),
+        },
+        chunk("agent_message_chunk", "\n\nDone."),
+        {"sessionUpdate": "plan", "entries": [{"content": "ship", "status": "completed"}]},
+    )
+    assert text.startswith("thinking: pondering\n\nHello world\n⚙ shell (execute) ls -la\n")
+    assert "  ✓ shell completed\n  │ line 0\n" in text
+    assert "  │ … 4 more lines\n" in text
+    assert "\n\nDone." in text
+    assert text.endswith("plan:\n  [x] ship\n")
+    assert renderer.chunks == 3
+    assert renderer.tool_calls == 1
+
+
+def test_failures_cancellation_and_deliveries() -> None:
+    text, _ = render(
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "t1",
+            "title": "file_read",
+            "rawInput": {"path": "../x"},
+        },
+        {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": "t1",
+            "status": "completed",
+            "rawOutput": "Error: escapes",
+        },
+        {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": "t2",
+            "status": "failed",
+            "title": "Report",
+            "rawOutput": "Delivered",
+            "content": [
+                {
+                    "type": "content",
+                    "content": {
+                        "type": "resource",
+                        "resource": {"uri": "attachment://deliver/ab.pdf"},
+                    },
+                }
+            ],
+        },
+        {"sessionUpdate": "tool_call", "toolCallId": "turn-cancelled-s", "title": "turn-cancelled"},
+    )
+    assert "  • file_read completed" not in text
+    assert "file_read completed\n  │ Error: escapes" in text
+    assert "  ✗ Report failed" in text
+    assert "⇩ delivered attachment://deliver/ab.pdf" in text
+    assert text.endswith("■ turn cancelled\n")
+
+
+def test_permission_box_lists_the_options() -> None:
+    out: list[str] = []
+    renderer = TurnRenderer(out.append, color=False)
+    options = renderer.permission_box(
+        {
+            "toolCall": {
+                "title": "Approve shell?",
+                "content": [
+                    {"type": "content", "content": {"type": "text", "text": "command: ls"}}
+                ],
+            },
+            "options": [
+                {"optionId": "allow-once", "name": "Allow once"},
+                {"optionId": "reject-once", "name": "Reject"},
+            ],
+        }
+    )
+    assert [o["optionId"] for o in options] == ["allow-once", "reject-once"]
+    assert "".join(out) == "? Approve shell?\n  command: ls\n  1) Allow once\n  2) Reject\n"
+
+
+def test_tool_input_summary() -> None:
+    assert tool_input_summary({"command": "git status"}) == "git status"
+    assert tool_input_summary({"path": "a.txt", "content": "x"}) == "a.txt"
+    assert tool_input_summary({"x": 1, "approved": True}) == '{"x": 1}'
+    assert tool_input_summary("raw") == ""
