@@ -77,6 +77,8 @@ class FakeGateway:
     """Decoded frames received, one list per connection."""
     connected: trio.Event = field(default_factory=trio.Event)
     sessions_created: int = 0
+    close_on_connect: int | None = None
+    """Close every new connection at once with this code (a gateway stuck in a crash loop)."""
 
     @property
     def url(self) -> str:
@@ -139,6 +141,9 @@ class FakeGateway:
         received: list[Any] = []
         self.connections.append(received)
         self.connected.set()
+        if self.close_on_connect is not None:
+            await websocket.aclose(self.close_on_connect, "crash loop")
+            return
         asked: dict[str, trio.MemorySendChannel[Any]] = {}
         counter = iter(range(1_000_000))
         try:

@@ -280,3 +280,18 @@ async def test_a_gateway_that_stops_answering_pings_is_detected(
     assert error["error"]["data"]["sessionId"] == "s"
     assert "stopped answering pings" in bridge.stderr_text
     nursery.cancel_scope.cancel()
+
+
+async def test_a_gateway_that_drops_every_connection_causes_no_reconnect_storm(
+    server: RestartableGateway, tmp_path: Path
+) -> None:
+    gateway = server.gateway
+    with trio.fail_after(TIMEOUT):
+        async with _bridge(tmp_path, server, "--reconnect-max-secs", "1.5") as bridge:
+            await _call(bridge, 1, "session/new", {"cwd": "/w"})
+            gateway.close_on_connect = 1011
+            await _call(bridge, 2, "test/close", {"code": 1011})
+            assert await bridge.wait() == 1
+    # Backoff keeps growing across connections that die at once: a handful, not hundreds.
+    assert 3 <= len(gateway.connections) <= 15
+    assert "gave up reconnecting" in bridge.stderr_text

@@ -77,6 +77,8 @@ DEFAULT_RECONNECT_MAX_SECS: Final = 60.0
 RECONNECT_FIRST_DELAY_SECS: Final = 0.1
 RECONNECT_MAX_DELAY_SECS: Final = 5.0
 """Backoff between attempts doubles from the first delay up to this, with jitter."""
+STABLE_CONNECTION_SECS: Final = 10.0
+"""A connection that lasted this long resets the backoff and the give-up deadline."""
 DEFAULT_REPLAY_TIMEOUT_SECS: Final = 10.0
 """How long the answers to the replayed initialize and session/resume are waited for."""
 DEFAULT_MAX_HELD_MESSAGES: Final = 1000
@@ -204,9 +206,11 @@ class _ServerRequest:
 class _Connection:
     websocket: ClientConnection
     generation: int
+    opened_at: float
     ready: bool = False
     """Replay and held frames are done: the stdin pump may send directly."""
     closed: ConnectionClosed | None = None
+    cause: str = ""
     internal: dict[RequestId, trio.Event] = field(default_factory=dict)
     internal_errors: dict[RequestId, str] = field(default_factory=dict)
 
@@ -457,22 +461,16 @@ class _Relay:
         try:
             while not self.ended.is_set():
                 try:
-                    lost = await self._connect_and_serve(first, attempt)
+                    lost = await self._connect_and_serve(first)
                 except BridgeExit as exc:
                     if first or exc.code is ExitCode.AUTH or given_up_at is None:
                         self.fatal = exc
                         self.end(Ending.FATAL, exc.message)
                         return
                     last_error = exc.message.removeprefix("ERROR: ")
-                    now = trio.current_time()
-                    if now >= given_up_at:
-                        self.fatal = BridgeExit(
-                            ExitCode.CONNECTION,
-                            f"ERROR: gave up reconnecting to {self.url} after "
-                            f"{self.options.reconnect_max_secs:g} s; last attempt: {last_error}",
-                        )
-                        self.end(Ending.FATAL, self.fatal.message)
+                    if self._give_up_if_past(given_up_at, last_error):
                         return
+                    now = trio.current_time()
                     delay = min(_backoff(attempt), max(0.0, given_up_at - now))
                     attempt += 1
                     logger.info(
@@ -485,19 +483,39 @@ class _Relay:
                     continue
                 if lost is None:
                     return  # the relay ended
-                first, given_up_at, attempt = False, None, 0
+                first = False
+                if trio.current_time() - lost.opened_at >= STABLE_CONNECTION_SECS:
+                    given_up_at, attempt = None, 0
+                # else: a gateway that accepts and drops at once must not cause a reconnect
+                # storm, so the backoff and the give-up deadline carry on.
                 if not await self._after_loss(lost):
                     return
-                given_up_at = trio.current_time() + self.options.reconnect_max_secs
-                await self._pause(_backoff(0))
+                if given_up_at is None:
+                    given_up_at = trio.current_time() + self.options.reconnect_max_secs
+                elif self._give_up_if_past(given_up_at, f"{lost.cause} right after connecting"):
+                    return
+                delay = _backoff(attempt)
+                attempt += 1
+                await self._pause(delay)
         finally:
             self.first_attempt_done.set()
+
+    def _give_up_if_past(self, deadline: float, last_error: str) -> bool:
+        if trio.current_time() < deadline:
+            return False
+        self.fatal = BridgeExit(
+            ExitCode.CONNECTION,
+            f"ERROR: gave up reconnecting to {self.url} after "
+            f"{self.options.reconnect_max_secs:g} s; last attempt: {last_error}",
+        )
+        self.end(Ending.FATAL, self.fatal.message)
+        return True
 
     async def _pause(self, seconds: float) -> None:
         with trio.move_on_after(seconds):
             await self.ended.wait()
 
-    async def _connect_and_serve(self, first: bool, attempt: int) -> _Connection | None:
+    async def _connect_and_serve(self, first: bool) -> _Connection | None:
         """One connection, from opening to closing; None when the relay ended meanwhile.
 
         Raises:
@@ -515,7 +533,7 @@ class _Relay:
                 self.attempt_scope = None
                 self.first_attempt_done.set()
                 if not first:
-                    logger.warning("reconnected to %s (attempt %d)", self.url, attempt + 1)
+                    logger.warning("reconnected to %s", self.url)
                 connection = await self._run_connection(websocket)
         self.attempt_scope = None
         if connection is None:
@@ -526,7 +544,7 @@ class _Relay:
         """Answer what was in flight; whether to reconnect (else the relay is ended)."""
         closed = connection.closed
         assert closed is not None
-        cause = describe_close(closed, connection.websocket)
+        cause = connection.cause = describe_close(closed, connection.websocket)
         code = closed.rcvd.code if closed.rcvd is not None else None
         reconnecting = self._should_reconnect(code)
         await self._connection_lost(cause, reconnecting=reconnecting)
@@ -580,7 +598,7 @@ class _Relay:
     async def _run_connection(self, websocket: ClientConnection) -> _Connection:
         """Serve one connection until it closes or the relay ends (then close it properly)."""
         self.generation += 1
-        connection = _Connection(websocket, self.generation)
+        connection = _Connection(websocket, self.generation, trio.current_time())
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._pump_gateway, connection, nursery.cancel_scope)
             nursery.start_soon(self._cancel_when_ended, nursery.cancel_scope)
