@@ -248,3 +248,18 @@ async def test_sigterm_closes_the_websocket_as_going_away(
             assert await bridge.wait() == 128 + 15
         await gateway.connection_closed.wait()
     assert gateway.close_codes == [1001]
+
+
+async def test_stdout_closed_by_the_ide_ends_the_bridge_quietly(
+    gateway: FakeGateway, config_dir: Path, tmp_path: Path
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with running_bridge("--config-dir", str(config_dir), env=env(tmp_path)) as bridge:
+            await bridge.send_line(jsonrpc_request(1, "test/echo"))
+            await bridge.read_json()
+            await bridge.stdout.aclose()  # the IDE stops reading
+            await bridge.send_line(jsonrpc_request(2, "test/echo"))  # its reply cannot go out
+            assert await bridge.wait() == 0
+        await gateway.connection_closed.wait()
+    assert gateway.close_codes == [1000]
+    assert "stdout was closed by the client" in bridge.stderr_text
