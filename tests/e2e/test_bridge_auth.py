@@ -278,3 +278,23 @@ async def test_url_flag_without_config_asks_the_gateway_whether_pairing_is_on(
             assert "Authorization" not in gateway.upgrade_requests[0].headers
     assert code == 0, stderr
     assert b"auth:     pairing not required" in stdout
+
+
+async def test_log_file_gets_the_logs_and_stderr_only_errors(tmp_path: Path) -> None:
+    log_file = tmp_path / "bridge.log"
+    with trio.fail_after(TIMEOUT):
+        async with running_gateway(FakeGateway(token="s3cret-token")) as gateway:
+            config_dir = tmp_path / "cfg"
+            write_config(config_dir, gateway.port)
+            env = bridge_env(tmp_path, {"ZEROCLAW_ACP_BRIDGE_TOKEN": "s3cret-token"})
+            args = ["--config-dir", str(config_dir), "--log-level", "debug"]
+            code, stdout, stderr = await run_bridge(
+                *args, "--log-file", str(log_file), env=env, stdin=jsonrpc_request(1, "x")
+            )
+    assert code == 0
+    assert b'"id":1' in stdout
+    assert stderr == ""
+    logged = log_file.read_text()
+    assert "connected to ws://127.0.0.1:" in logged
+    assert '→ {"jsonrpc":"2.0","id":1,"method":"x"}' in logged
+    assert "s3cret-token" not in logged
