@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 
 import pytest
 import trio
 
 from acp_bridge.cli import _bridge_exit_in, _RedactingFormatter, build_parser
-from acp_bridge.errors import BridgeExit, ExitCode
+from acp_bridge.errors import BridgeExit, ExitCode, describe_error
 from acp_bridge.relay import (
     RECONNECT_FIRST_DELAY_SECS,
     RECONNECT_MAX_DELAY_SECS,
@@ -169,3 +170,15 @@ def test_backoff_grows_with_jitter_and_is_capped() -> None:
         nominal = min(RECONNECT_MAX_DELAY_SECS, RECONNECT_FIRST_DELAY_SECS * 2**attempt)
         assert nominal / 2 <= delay <= nominal
     assert len({_backoff(3) for _ in range(20)}) > 1  # jittered: bridges do not stampede
+
+
+def test_errors_are_described_in_a_few_words() -> None:
+    refused = ConnectionRefusedError(
+        errno.ECONNREFUSED, "Error connecting to x: Connection refused"
+    )
+    wrapper = OSError("all attempts to connect to 127.0.0.1:1 failed")
+    wrapper.__cause__ = ExceptionGroup("all attempts", [refused])
+    assert describe_error(wrapper) == "connection refused"
+    assert describe_error(refused) == "connection refused"
+    assert describe_error(TimeoutError()) == "timed out"
+    assert describe_error(ValueError("odd")) == "odd"

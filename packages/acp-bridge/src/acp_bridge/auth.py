@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from acp_bridge.errors import BridgeExit, ExitCode
+from acp_bridge.errors import BridgeExit, ExitCode, describe_error
 
 if TYPE_CHECKING:
     import http.client
@@ -348,14 +348,8 @@ def _http_request(method: str, url: str, headers: dict[str, str]) -> tuple[int, 
     except (OSError, http.client.HTTPException) as exc:
         raise BridgeExit(
             ExitCode.CONNECTION,
-            f"ERROR: failed to connect to {url} for pairing: {_describe_os_error(exc)}. "
+            f"ERROR: failed to connect to {url} for pairing: {describe_error(exc)}. "
             "Is `zeroclaw gateway` running there?",
         ) from None
     finally:
         connection.close()
-
-
-def _describe_os_error(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror
-    return str(exc) or type(exc).__name__

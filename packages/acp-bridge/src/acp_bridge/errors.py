@@ -10,6 +10,7 @@ Exit codes (issue 7 §2): 0 normal end, 1 connection refused or lost, 2 usage or
 
 from __future__ import annotations
 
+import os
 from enum import IntEnum
 
 
@@ -30,3 +31,17 @@ class BridgeExit(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+def describe_error(exc: BaseException) -> str:
+    """A short reason: "connection refused", "timed out", ... (not trio's wrapper text)."""
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    if isinstance(exc, OSError):
+        if exc.errno:
+            return os.strerror(exc.errno).lower()
+        # trio's "all attempts to connect ... failed" chains the per-address errors.
+        cause = exc.__cause__
+        if isinstance(cause, BaseExceptionGroup) and cause.exceptions:
+            return describe_error(cause.exceptions[-1])
+    return str(exc) or type(exc).__name__

@@ -17,7 +17,7 @@ from websockets.exceptions import (
 from websockets.trio.client import ClientConnection, connect
 
 from acp_bridge.auth import Credentials
-from acp_bridge.errors import BridgeExit, ExitCode
+from acp_bridge.errors import BridgeExit, ExitCode, describe_error
 from acp_core.framing import DEFAULT_MAX_LINE_BYTES
 
 logger = logging.getLogger(__name__)
@@ -109,14 +109,6 @@ def _rejected(options: ConnectOptions, exc: InvalidStatus) -> BridgeExit:
         f"ERROR: failed to connect to {options.url}: the gateway answered HTTP {status}{said}."
         f"{hint}",
     )
-
-
-def describe_error(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror.lower() if exc.strerror[:1].isupper() else exc.strerror
-    if isinstance(exc, TimeoutError):
-        return "timed out"
-    return str(exc) or type(exc).__name__
 
 
 def describe_close(exc: ConnectionClosed, websocket: ClientConnection) -> str:
