@@ -189,6 +189,21 @@ class TestSniff:
         assert sniff_envelope(head) == expected
 
 
+@given(
+    request_id=st.one_of(st.integers(), st.text(max_size=20)),
+    method=st.text(min_size=1, max_size=20),
+    extra=st.integers(min_value=1, max_value=300),
+)
+def test_sniff_reads_the_id_once_it_is_complete(request_id: Any, method: str, extra: int) -> None:
+    message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {"t": "x" * 99}}
+    line = json.dumps(message)
+    id_end = len(json.dumps({"jsonrpc": "2.0", "id": request_id})) - 1
+    envelope = sniff_envelope(line[: id_end + extra])
+    assert (envelope.has_id, envelope.id) == (True, request_id)
+    # Cut right after the value, the id may be incomplete (12 of 123): no guess is made.
+    assert not sniff_envelope(line[:id_end]).has_id
+
+
 class TestFrameToLine:
     def test_compact_frames_pass_byte_for_byte(self) -> None:
         frame = '{"jsonrpc":"2.0", "method":"x","params":{"t":"é ✓"}}'.encode()

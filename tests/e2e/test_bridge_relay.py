@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
+import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -263,3 +266,31 @@ async def test_stdout_closed_by_the_ide_ends_the_bridge_quietly(
         await gateway.connection_closed.wait()
     assert gateway.close_codes == [1000]
     assert "stdout was closed by the client" in bridge.stderr_text
+
+
+async def test_a_terminal_as_stdin_works(
+    gateway: FakeGateway, config_dir: Path, tmp_path: Path
+) -> None:
+    # Someone trying the bridge by hand: stdin is a TTY (read in a thread, never switched
+    # to non-blocking mode), stdout a pipe.
+    controller, terminal = pty.openpty()
+    try:
+        with trio.fail_after(TIMEOUT):
+            process = await trio.lowlevel.open_process(
+                [str(BRIDGE), "--config-dir", str(config_dir)],
+                stdin=terminal,
+                stdout=subprocess.PIPE,
+                env=env(tmp_path),
+            )
+            assert process.stdout is not None
+            os.write(controller, jsonrpc_request(1, "test/echo") + b"\n")
+            reply = b""
+            while not reply.endswith(b"\n"):
+                reply += await process.stdout.receive_some(65536)
+            assert json.loads(reply)["id"] == 1
+            os.write(controller, b"\x04")  # Ctrl-D at the start of a line: end of input
+            assert await process.wait() == 0
+            await process.stdout.aclose()
+    finally:
+        os.close(controller)
+        os.close(terminal)
