@@ -305,6 +305,8 @@ class AcpConnection:
                 turn = self._prompt_turns.get(str(params.get("requestId")))
                 if turn is not None:
                     turn.cancel()
+            if reply:  # a notification by definition, but a request must still be answered
+                await self._send(self.rpc.send_result(request_id, schema.EmptyResult()))
             return
         if method == methods.SESSION_CANCEL:
             # Handled inline, in arrival order: a cancel is never queued behind anything.
@@ -327,8 +329,10 @@ class AcpConnection:
                 if reply:
                     await self._send(self.rpc.send_error(request_id, exc))
                 return
-            handler = partial(self._prompt, reservation, str(request_id))
-            self._prompt_turns[str(request_id)] = reservation[1]
+            request_key = str(request_id) if reply else ""
+            handler = partial(self._prompt, reservation, request_key)
+            if reply:
+                self._prompt_turns[request_key] = reservation[1]
         if handler is None:
             if reply:
                 await self._send(self.rpc.send_error(request_id, MethodNotFoundError(method)))
