@@ -154,10 +154,13 @@ def open_stdio_transport(*, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Std
     """Take over fds 0 and 1 for the protocol (see the module docstring)."""
     stdin_fd = os.dup(0)
     stdout_fd = os.dup(1)
-    devnull = os.open(os.devnull, os.O_RDONLY)
+    devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
+    try:
+        os.dup2(2, 1)  # stray writes to stdout go to stderr, never into the protocol stream
+    except OSError:
+        os.dup2(devnull, 1)  # no usable stderr: stray writes are dropped instead
     os.close(devnull)
-    os.dup2(2, 1)  # stray writes to stdout go to stderr, never into the protocol stream
     return StdioTransport(
         _stream_for(stdin_fd), _stream_for(stdout_fd), max_line_bytes=max_line_bytes
     )
