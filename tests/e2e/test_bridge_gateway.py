@@ -228,9 +228,9 @@ async def test_the_official_acp_sdk_drives_the_bridge(tmp_path: Path) -> None:
     import acp
     from acp import schema
 
-    # file_read always asks here. (Edit tools are avoided: their extra "reject_with_edit"
-    # option kind, a ZeroClaw extension, is not in the ACP schema and the SDK rejects it.)
-    document = echo_config(risk={"always_ask": ["file_read"]})
+    # An edit tool: its approval offers reject-with-edit, which must still validate in a
+    # strict client (the SDK rejects unknown option kinds, and with them the whole request).
+    document = echo_config()
     document["gateway"] = {"require_pairing": False}
     config_dir = write_config(tmp_path / "cfg", document)
     workspace = tmp_path / "work"
@@ -268,9 +268,9 @@ async def test_the_official_acp_sdk_drives_the_bridge(tmp_path: Path) -> None:
             init = await conn.initialize(protocol_version=1)
             session = await conn.new_session(cwd=str(workspace))
             first = await conn.prompt(session.session_id, [acp.text_block("hello from the SDK")])
-            args = json.dumps({"path": "notes.txt"})
+            args = json.dumps({"path": "notes.txt", "content": "written through the bridge"})
             second = await conn.prompt(
-                session.session_id, [acp.text_block(f"/tool file_read {args}")]
+                session.session_id, [acp.text_block(f"/tool file_write {args}")]
             )
             assert second.stop_reason == "end_turn"
             return ide, str(first.stop_reason), str(init.agent_info.name), init.protocol_version  # type: ignore[union-attr]
@@ -286,4 +286,4 @@ async def test_the_official_acp_sdk_drives_the_bridge(tmp_path: Path) -> None:
     text = "".join(ide.chunks)
     assert text.startswith("hello from the SDK")
     assert ide.permissions == 1, text
-    assert "read through the bridge" in text
+    assert (workspace / "notes.txt").read_text() == "written through the bridge"

@@ -48,7 +48,7 @@ StopReason: TypeAlias = Literal[
 PlanEntryStatus: TypeAlias = Literal["pending", "in_progress", "completed"]
 PlanEntryPriority: TypeAlias = Literal["high", "medium", "low"]
 PermissionOptionKind: TypeAlias = Literal[
-    # reject_with_edit is the reference's extension for file_edit / file_write approvals.
+    # reject_with_edit is the reference's extension kind; accepted on input, never emitted.
     "allow_once",
     "allow_always",
     "reject_once",
@@ -334,8 +334,11 @@ ALLOW_ONCE: Final = PermissionOption(option_id="allow-once", name="Allow once", 
 ALLOW_ALWAYS: Final = PermissionOption(
     option_id="allow-always", name="Always allow", kind="allow_always"
 )
+# The reference sends kind "reject_with_edit", which base ACP does not define: strict clients
+# (the official SDKs) then reject the whole permission request, so edit tools could never be
+# approved. The optionId alone identifies the choice; the kind says what it means to a UI.
 REJECT_WITH_EDIT: Final = PermissionOption(
-    option_id="reject-with-edit", name="Reject with edit", kind="reject_with_edit"
+    option_id="reject-with-edit", name="Reject with edit", kind="reject_once"
 )
 REJECT_ONCE: Final = PermissionOption(option_id="reject-once", name="Reject", kind="reject_once")
 
