@@ -466,3 +466,25 @@ async def test_cancel_request_for_a_prompt_cancels_its_turn(
             await client.notify("$/cancel_request", {"requestId": request_id})
             response = await client.wait_response(request_id)
     assert response["result"]["stopReason"] == "cancelled"
+
+
+async def test_sessions_run_turns_concurrently(tmp_path: Path, autojump_clock: MockClock) -> None:
+    provider = ScriptedProvider([text_round("a ", "b ", "c ")], delay=1.0)
+    with trio.fail_after(100):
+        async with open_server(make_config(tmp_path), provider=provider) as client:
+            first = await client.new_session(tmp_path)
+            second = await client.new_session(tmp_path)
+            start = trio.current_time()
+            one = await client.request("session/prompt", {"sessionId": first, "prompt": "go"})
+            two = await client.request("session/prompt", {"sessionId": second, "prompt": "go"})
+            await client.notify("session/cancel", {"sessionId": first})
+            cancelled = await client.wait_response(one)
+            finished = await client.wait_response(two)
+            elapsed = trio.current_time() - start
+    assert cancelled["result"]["stopReason"] == "cancelled"
+    assert finished["result"] == {
+        "sessionId": second,
+        "stopReason": "end_turn",
+        "content": "a b c ",
+    }
+    assert elapsed == 4.0  # 4 events x 1 s: one turn's worth, so they overlapped
