@@ -209,6 +209,25 @@ async def test_blob_parts_are_written_under_uploads_and_marked(tmp_path: Path) -
     assert bad["message"].startswith("Invalid base64")
 
 
+async def test_a_bad_later_part_means_no_blob_is_written(tmp_path: Path) -> None:
+    good = {"type": "resource", "resource": {"uri": "file:///a.txt", "blob": "aGVsbG8="}}
+    huge = {
+        "type": "resource",
+        "resource": {"uri": "file:///b.bin", "blob": "A" * (14 * 1024 * 1024)},
+    }
+    with trio.fail_after(10):
+        async with open_server(
+            make_config(tmp_path), provider=ScriptedProvider([text_round("x")])
+        ) as client:
+            session_id = await client.new_session(tmp_path)
+            error = await client.error(
+                "session/prompt", {"sessionId": session_id, "prompt": [good, huge]}
+            )
+    assert error["code"] == -32602
+    assert error["message"].startswith("Embedded resource exceeds 10 MB limit")
+    assert not (tmp_path / "uploads").exists()
+
+
 async def test_symlinked_uploads_dir_is_refused(tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
