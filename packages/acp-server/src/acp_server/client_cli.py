@@ -61,7 +61,15 @@ class TurnReport:
     permissions: list[str] = field(default_factory=list)
 
 
-def _pick(options: list[dict[str, Any]], kinds: tuple[str, ...]) -> dict[str, Any] | None:
+def _pick(
+    options: list[dict[str, Any]], option_ids: tuple[str, ...], kinds: tuple[str, ...]
+) -> dict[str, Any] | None:
+    """The first option with one of ``option_ids``, else the first of one of ``kinds``
+    (reject-with-edit is also kind reject_once: the plain "Reject" must win for --deny)."""
+    for option_id in option_ids:
+        for option in options:
+            if option.get("optionId") == option_id:
+                return option
     for kind in kinds:
         for option in options:
             if option.get("kind") == kind:
@@ -105,9 +113,9 @@ async def run_turn(
         if renderer is not None:
             renderer.permission_box(params)
         if answer == "yes":
-            choice = _pick(options, ("allow_once", "allow_always"))
+            choice = _pick(options, ("allow-once",), ("allow_once", "allow_always"))
         elif answer == "deny":
-            choice = _pick(options, ("reject_once", "reject_always"))
+            choice = _pick(options, ("reject-once",), ("reject_once", "reject_always"))
         elif renderer is not None:
             number = await trio.to_thread.run_sync(
                 lambda: click.prompt(

@@ -150,28 +150,13 @@ def approval_request(
     )
 
 
-def choice_option_id(index: int) -> str:
-    return f"choice-{index}"
-
-
 def choice_request(
     session_id: str, question: str, choices: Sequence[str]
 ) -> schema.RequestPermissionParams:
-    """ask_user with choices over the legacy permission path: one option per choice; the
-    last of two or more is styled as the "reject" option, as the reference does."""
-    options = []
-    for index, choice in enumerate(choices):
-        last = index == len(choices) - 1 and len(choices) >= 2
-        options.append(
-            schema.PermissionOption(
-                option_id=choice_option_id(index),
-                name=choice,
-                kind="reject_once" if last else "allow_once",
-            )
-        )
+    """ask_user with choices over the permission path (seed): one option per choice."""
     return schema.RequestPermissionParams(
         session_id=session_id,
-        options=options,
+        options=schema.choice_options(choices),
         tool_call=schema.PermissionToolCall(
             tool_call_id=f"ask-user-{uuid.uuid4()}",
             title=question,
@@ -183,13 +168,6 @@ def choice_request(
 
 def choice_from_outcome(outcome: schema.PermissionOutcome | None, count: int) -> int | None:
     """The index the client picked, or None when dismissed or unrecognised."""
-    if not isinstance(outcome, schema.SelectedOutcome):
+    if outcome is None:
         return None
-    prefix = "choice-"
-    if not outcome.option_id.startswith(prefix):
-        return None
-    try:
-        index = int(outcome.option_id[len(prefix) :])
-    except ValueError:
-        return None
-    return index if 0 <= index < count else None
+    return schema.chosen_index(outcome, count)

@@ -270,7 +270,8 @@ class _TurnRunner:
         if verdict.kind is VerdictKind.REJECT:
             return DENIED_BY_USER
         if verdict.kind is VerdictKind.REJECT_WITH_EDIT:
-            return verdict.replacement
+            # The operator's text replaces the tool result; with none, it is a plain "no".
+            return verdict.replacement if verdict.replacement.strip() else DENIED_BY_USER
         return runtime_denial(name)
 
     async def _execute(
