@@ -59,11 +59,6 @@ EMPTY_COMPLETION_MESSAGE: Final = "The model provider returned an invalid semant
 BLANK_PROMPT_MESSAGE: Final = (
     "Agent turn failed: empty user message: refusing to dispatch a blank turn"
 )
-DEFAULT_SYSTEM_PROMPT: Final = (
-    "You are ZeroClaw, a coding agent driven by an editor over the Agent Client Protocol. "
-    "Your working directory is {workspace}; every file and shell tool is confined to it. "
-    "Use the tools to inspect and change files, keep answers short, and say what you did."
-)
 
 
 class TurnFailed(Exception):
@@ -119,8 +114,6 @@ class _TurnRunner:
         self.usage = Usage()
         self.plan: tuple[PlanEntry, ...] | None = None
         self.streamed: list[str] = []  # all visible text of the turn, as the client saw it
-        template = session.agent.system_prompt or DEFAULT_SYSTEM_PROMPT
-        self.system_prompt = template.replace("{workspace}", str(session.workspace))
 
     async def run(self, user_text: str) -> TurnOutcome:
         self.new_messages.append(ChatMessage(role="user", content=user_text))
@@ -168,7 +161,7 @@ class _TurnRunner:
 
     async def _model_round(self) -> tuple[str, str, list[ToolCall]]:
         request = ModelRequest(
-            system_prompt=self.system_prompt,
+            system_prompt=self.session.system_prompt,
             messages=[*self.session.history, *self.new_messages],
             tools=self.session.tool_specs,
         )

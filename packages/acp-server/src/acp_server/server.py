@@ -72,7 +72,7 @@ from acp_server.session import Session, Turn
 from acp_server.store import AsyncSessionStore
 from acp_server.tools.base import Tool
 from acp_server.transport import MessageTransport, TransportClosed
-from acp_server.uploads import uploads_dir, write_blobs
+from acp_server.uploads import write_blobs
 
 logger = logging.getLogger(__name__)
 
@@ -339,7 +339,10 @@ class AcpConnection:
             else:
                 logger.debug("ignoring notification %s", method)
             return
-        await self._request_slots.acquire()
+        try:
+            self._request_slots.acquire_nowait()  # the usual case: no scheduler round trip
+        except trio.WouldBlock:
+            await self._request_slots.acquire()
         self._spawn(self._serve_request, method, handler, params, request_id, reply)
 
     def _spawn(self, fn: Callable[..., Awaitable[None]], *args: object) -> None:
@@ -568,7 +571,7 @@ class AcpConnection:
     async def _run_prompt(self, session: Session, turn: Turn, params: JsonValue) -> Payload:
         session_id = session.session_id
         request = schema.decode_params(schema.PromptParams, params)
-        plan = plan_prompt(request.prompt, uploads_dir=str(uploads_dir(session.workspace)))
+        plan = plan_prompt(request.prompt, uploads_dir=session.uploads_path)
         if plan.writes:
             await trio.to_thread.run_sync(write_blobs, session.workspace, plan.writes)
         io = _TurnChannel(self, session, turn)

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import trio
 
@@ -20,11 +20,18 @@ from acp_server.conversation import ChatMessage, PlanEntry
 from acp_server.providers.base import Provider, ToolSpec
 from acp_server.security import SecurityPolicy
 from acp_server.tools.base import Tool
+from acp_server.uploads import uploads_dir
 
 if TYPE_CHECKING:
     from acp_server.mcp import McpToolset
 
 logger = logging.getLogger(__name__)
+
+DEFAULT_SYSTEM_PROMPT: Final = (
+    "You are ZeroClaw, a coding agent driven by an editor over the Agent Client Protocol. "
+    "Your working directory is {workspace}; every file and shell tool is confined to it. "
+    "Use the tools to inspect and change files, keep answers short, and say what you did."
+)
 
 
 @dataclass(eq=False)
@@ -68,9 +75,15 @@ class Session:
     # first turn, once the servers are ready (session/new never waits for them).
     mcp: McpToolset | None = None
     _mcp_merged: bool = field(default=False, init=False, repr=False)
+    # Strings every turn needs, computed once in __post_init__.
+    uploads_path: str = field(default="", init=False)
+    system_prompt: str = field(default="", init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._build_specs()
+        self.uploads_path = str(uploads_dir(self.workspace))
+        template = self.agent.system_prompt or DEFAULT_SYSTEM_PROMPT
+        self.system_prompt = template.replace("{workspace}", str(self.workspace))
 
     def _build_specs(self) -> None:
         self.tool_specs = [

@@ -12,11 +12,12 @@ we read and write through worker threads instead.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import stat
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Final
 
 import trio
@@ -53,6 +54,11 @@ class StdioTransport:
         self._decoder = LineDecoder(max_line_bytes=max_line_bytes)
         self._input_ended = False
         self._read_scope: trio.CancelScope | None = None
+        # Pipes (FdStream): read and write the descriptors directly. FdStream begins every
+        # call with a scheduler round trip; a request/response exchange has several, and
+        # skipping them is most of the per-turn overhead (bench/server_turns.py).
+        self._read_fd = _pipe_fd(receive_stream)
+        self._write_fd = _pipe_fd(send_stream)
 
     async def receive_message(self) -> str | None:
         while True:
@@ -63,16 +69,23 @@ class StdioTransport:
                 return line
             if self._decoder.at_eof:
                 return None
-            data: bytes | bytearray = b""
-            with trio.CancelScope() as self._read_scope:
-                try:
-                    data = await self._receive.receive_some(DEFAULT_READ_CHUNK_BYTES)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    data = b""
-            self._read_scope = None
+            try:
+                data = await self._read_some()
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                data = b""
             if self._input_ended:
                 return None
             self._decoder.feed(data if isinstance(data, bytes) else bytes(data))
+
+    @contextlib.contextmanager
+    def _interruptible(self) -> Iterator[None]:
+        """A wait that ``end_input`` can cut short (only waits get a cancel scope)."""
+        with trio.CancelScope() as scope:
+            self._read_scope = scope
+            try:
+                yield
+            finally:
+                self._read_scope = None
 
     def end_input(self) -> None:
         """Behave as if stdin had ended (a termination signal): the server then cancels
@@ -88,11 +101,52 @@ class StdioTransport:
         """Write several frames in one system call (the writer batches a busy outbox)."""
         await self._send_bytes(b"".join(encode_line(payload) for payload in payloads))
 
+    async def _read_some(self) -> bytes | bytearray:
+        """The next bytes from the client; ``b""`` at its end or after ``end_input``."""
+        fd = self._read_fd
+        if fd is None:
+            with self._interruptible():
+                return await self._receive.receive_some(DEFAULT_READ_CHUNK_BYTES)
+            return b""
+        waited = False
+        while True:
+            try:
+                data = os.read(fd, DEFAULT_READ_CHUNK_BYTES)
+            except BlockingIOError:
+                waited = True
+                with self._interruptible():
+                    await trio.lowlevel.wait_readable(fd)
+                if self._input_ended:
+                    return b""
+                continue
+            except OSError as exc:
+                raise trio.BrokenResourceError from exc
+            if not waited:
+                # Data was already there: still let other tasks run before we go on
+                # (a client flooding us must not starve the turns).
+                await trio.lowlevel.checkpoint()
+            return data
+
     async def _send_bytes(self, data: bytes) -> None:
-        try:
-            await self._send.send_all(data)
-        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-            raise TransportClosed("stdout is closed") from exc
+        fd = self._write_fd
+        if fd is None:
+            try:
+                await self._send.send_all(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                raise TransportClosed("stdout is closed") from exc
+            return
+        # Only the connection's writer task calls this, and it has just come back from
+        # the scheduler (the outbox receive), so no extra checkpoint is needed here.
+        view = memoryview(data)
+        while view:
+            try:
+                written = os.write(fd, view)
+            except BlockingIOError:
+                await trio.lowlevel.wait_writable(fd)
+                continue
+            except OSError as exc:
+                raise TransportClosed(f"stdout is closed ({exc.strerror or exc})") from exc
+            view = view[written:]
 
     async def aclose(self) -> None:
         with trio.CancelScope(shield=True):
@@ -135,6 +189,13 @@ class _ThreadFdStream(trio.abc.Stream):
             self._closed = True
             os.close(self._fd)
         await trio.lowlevel.checkpoint()
+
+
+def _pipe_fd(stream: object) -> int | None:
+    """The descriptor of a ``trio.lowlevel.FdStream`` (pipes, files), else None."""
+    if isinstance(stream, trio.lowlevel.FdStream):
+        return stream.fileno()
+    return None
 
 
 def _is_terminal(fd: int) -> bool:
