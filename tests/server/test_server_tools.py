@@ -361,3 +361,22 @@ async def test_calls_without_a_provider_id_get_one_stable_id(tmp_path: Path) -> 
     history = provider.requests[-1].messages
     assert history[-2].tool_calls[0].id == start["toolCallId"]
     assert history[-1].tool_call_id == start["toolCallId"]
+
+
+def test_chained_messages_behave_like_one_list() -> None:
+    from acp_server.conversation import ChatMessage
+    from acp_server.runtime import ChainedMessages
+
+    head = [ChatMessage("user", "a"), ChatMessage("assistant", "b")]
+    tail = [ChatMessage("user", "c")]
+    chained = ChainedMessages(head, tail)
+    joined = head + tail
+    assert len(chained) == 3
+    assert list(chained) == joined
+    assert list(reversed(chained)) == joined[::-1]
+    assert [chained[i] for i in range(-3, 3)] == joined[-3:] + joined
+    assert chained[1:] == joined[1:]
+    assert chained.index(tail[0]) == 2
+    head.append(ChatMessage("user", "later"))  # the history grows after the request
+    tail.append(ChatMessage("tool", "later"))
+    assert list(chained) == joined
