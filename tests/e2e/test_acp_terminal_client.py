@@ -99,3 +99,19 @@ def test_prompt_turns_ctrl_c_into_session_cancel(tmp_path: Path) -> None:
     assert process.returncode == 130, err
     assert "(turn cancelled)" in out.decode()
     assert "Traceback" not in err.decode()
+
+
+def test_prompt_reads_the_text_from_stdin(tmp_path: Path) -> None:
+    config_dir = write_config(tmp_path / "cfg", echo_config())
+    completed = subprocess.run(
+        [str(console_script("zeroclaw")), "prompt", "-", "--json", "--cwd", str(tmp_path)],
+        input="from\nstdin",
+        capture_output=True,
+        text=True,
+        env=child_env(config_dir),
+        timeout=60,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    frames = [json.loads(line) for line in completed.stdout.splitlines()]
+    assert frames[-1]["result"]["content"] == "from\nstdin"

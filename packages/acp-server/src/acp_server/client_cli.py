@@ -35,6 +35,8 @@ EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
 EXIT_CANCELLED: Final = 130
 
+DEFAULT_MAX_PROMPT_CHARS: Final = 1024 * 1024
+"""`zeroclaw prompt -` reads at most this much from stdin."""
 DEMO_CHUNK_DELAY_MS: Final = 30
 DEMO_PROMPT: Final = (
     "/think The user wants a tour: introduce myself, then look at the project with the "
@@ -243,11 +245,18 @@ def prompt_command(
     answer: str | None,
     as_json: bool,
 ) -> None:
-    """Run one prompt TEXT through `zeroclaw acp` and show the turn.
+    """Run one prompt TEXT through `zeroclaw acp` and show the turn (TEXT "-": read it
+    from stdin).
 
     Permission requests are asked on the terminal, or answered by --yes / --deny; without
     a terminal and without either flag they are dismissed (the tool is denied).
     """
+    if text == "-":
+        text = sys.stdin.read(DEFAULT_MAX_PROMPT_CHARS + 1)
+        if len(text) > DEFAULT_MAX_PROMPT_CHARS:
+            raise click.UsageError(
+                f"the prompt on stdin is over {DEFAULT_MAX_PROMPT_CHARS} characters"
+            )
     state = ctx.obj
     flag = state.config_dir_flag
     argv = zeroclaw_acp_command(str(flag) if flag is not None else None)
