@@ -356,3 +356,33 @@ def test_no_config_announces_the_echo_default(tmp_path: Path) -> None:
     assert json.loads(completed.stdout)["result"]["_meta"]["zeroclaw"]["defaultModel"] == "echo"
     notices = [line for line in completed.stderr.decode().splitlines() if "echo provider" in line]
     assert len(notices) == 1
+
+
+async def test_agent_flag_is_the_default_alias(tmp_path: Path, workspace: Path) -> None:
+    extra = {
+        "second": {
+            "model_provider": "echo.default",
+            "risk_profile": "default",
+            "runtime_profile": "default",
+        }
+    }
+    config_dir = write_config(tmp_path / "cfg", echo_config(extra_agents=extra))
+    with trio.fail_after(30):
+        async with spawn_acp(config_dir) as client:
+            await client.call("initialize", {})
+            ambiguous = await client.call("session/new", {"cwd": str(workspace)})
+        async with spawn_acp(config_dir, "--agent", "second") as client:
+            await client.call("initialize", {})
+            chosen = await client.call("session/new", {"cwd": str(workspace)})
+            explicit = await client.call(
+                "session/new", {"cwd": str(workspace), "agentAlias": "echo"}
+            )
+        async with spawn_acp(config_dir, "--agent", "ghost") as client:
+            unknown = await client.call("session/new", {"cwd": str(workspace)})
+    assert ambiguous["error"]["code"] == -32602
+    assert "result" in chosen
+    assert "result" in explicit
+    assert unknown["error"] == {
+        "code": -32602,
+        "message": "Unknown agent `ghost` — no [agents.ghost] entry configured",
+    }

@@ -16,6 +16,7 @@ import logging
 import os
 import sys
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Final, NoReturn
 
@@ -147,8 +148,17 @@ def cli(ctx: click.Context, config_dir: Path | None) -> None:
     help="Idle sessions are dropped and unanswered permission requests denied after this "
     "many seconds (overrides [acp] session_timeout_secs, default 3600).",
 )
+@click.option(
+    "--agent",
+    default=None,
+    metavar="ALIAS",
+    help="Default agent for session/new when the client names none (like the gateway's "
+    "?agent=; an explicit agentAlias still wins).",
+)
 @click.pass_obj
-def acp_command(state: CliState, max_sessions: int | None, session_timeout: int | None) -> None:
+def acp_command(
+    state: CliState, max_sessions: int | None, session_timeout: int | None, agent: str | None
+) -> None:
     """Serve ACP over stdin/stdout (what an editor launches).
 
     Reads newline-delimited JSON-RPC 2.0 from stdin and writes responses and session
@@ -163,7 +173,7 @@ def acp_command(state: CliState, max_sessions: int | None, session_timeout: int 
         state.load(), max_sessions=max_sessions, session_timeout_secs=session_timeout
     )
     try:
-        trio.run(serve_stdio, config)
+        trio.run(partial(serve_stdio, config, default_agent=agent))
     except KeyboardInterrupt:
         sys.exit(130)
 

@@ -227,8 +227,13 @@ def open_stdio_transport(*, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Std
     )
 
 
-async def serve_stdio(config: Config) -> None:
-    """`zeroclaw acp`: serve one client on stdin/stdout until stdin ends."""
+async def serve_stdio(config: Config, *, default_agent: str | None = None) -> None:
+    """`zeroclaw acp`: serve one client on stdin/stdout until stdin ends.
+
+    Args:
+        default_agent: ``--agent``: the alias session/new uses when the client names none
+            (step 2 of the seed's precedence, as the gateway's ``?agent=``).
+    """
     from acp_server.server import AcpApp, open_session_store, serve_connection
 
     store = await open_session_store(config)
@@ -238,7 +243,12 @@ async def serve_stdio(config: Config) -> None:
         with trio.open_signal_receiver(*TERMINATION_SIGNALS) as signals:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_end_input_on_signal, signals, transport)
-                await serve_connection(transport, app, reap_idle_sessions=True)
+                await serve_connection(
+                    transport,
+                    app,
+                    connection_default_agent=default_agent,
+                    reap_idle_sessions=True,
+                )
                 nursery.cancel_scope.cancel()
     finally:
         await transport.aclose()
