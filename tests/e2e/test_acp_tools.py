@@ -100,3 +100,34 @@ async def test_deliver_file_and_prompt_blobs(tmp_path: Path) -> None:
     assert resource["uri"] == f"attachment://deliver/{digest}.txt"
     assert base64.b64decode(resource["blob"]) == b"quarterly numbers\n"
     assert resource["blob"] not in update["rawOutput"]
+
+
+async def test_a_10_mib_blob_is_accepted_and_one_byte_more_is_not(tmp_path: Path) -> None:
+    config_dir = write_config(tmp_path / "cfg", echo_config())
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    limit = 10 * 1024 * 1024
+    data = bytes(range(256)) * (limit // 256)
+
+    def part(payload: bytes) -> dict[str, Any]:
+        blob = base64.b64encode(payload).decode()
+        return {"type": "resource", "resource": {"uri": "file:///big.bin", "blob": blob}}
+
+    with trio.fail_after(60):
+        async with spawn_acp(config_dir) as client:
+            session_id = await open_session(client, workspace)
+            accepted = await client.call(
+                "session/prompt",
+                {"sessionId": session_id, "prompt": [{"text": "size check"}, part(data)]},
+            )
+            refused = await client.call(
+                "session/prompt",
+                {"sessionId": session_id, "prompt": [{"text": "too big"}, part(data + b"!")]},
+            )
+    assert accepted["result"]["stopReason"] == "end_turn"
+    stored = workspace / "uploads" / f"{hashlib.sha256(data).hexdigest()}.bin"
+    assert stored.stat().st_size == limit
+    assert refused["error"] == {
+        "code": -32602,
+        "message": f"Embedded resource exceeds 10 MB limit ({limit + 1} bytes)",
+    }
