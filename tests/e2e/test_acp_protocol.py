@@ -358,6 +358,22 @@ def test_no_config_announces_the_echo_default(tmp_path: Path) -> None:
     assert len(notices) == 1
 
 
+def test_sessions_command_without_config_does_not_announce_a_provider(tmp_path: Path) -> None:
+    # Only commands that run an agent say which provider the built-in default chose.
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env["ZEROCLAW_CONFIG_DIR"] = str(tmp_path / "empty")
+    completed = subprocess.run(
+        [str(console_script("zeroclaw")), "sessions", "list"],
+        capture_output=True,
+        env=env,
+        timeout=30,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert b"echo provider" not in completed.stderr
+    assert b"provider" not in completed.stderr
+
+
 async def test_agent_flag_is_the_default_alias(tmp_path: Path, workspace: Path) -> None:
     extra = {
         "second": {

@@ -26,7 +26,7 @@ def test_no_file_uses_the_echo_default_and_says_so(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.INFO):
-        config = load_config(tmp_path, environ={})
+        config = load_config(tmp_path, environ={}, announce_default=True)
     assert config.config_file is None
     assert list(config.agents) == ["default"]
     assert config.agents["default"].model_provider == "echo.default"
@@ -34,6 +34,16 @@ def test_no_file_uses_the_echo_default_and_says_so(
     notices = [r.getMessage() for r in caplog.records]
     assert len(notices) == 1
     assert "offline echo provider" in notices[0]
+
+
+def test_no_file_is_quiet_unless_asked_to_announce(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Administrative commands (`zeroclaw sessions ...`) load the config only for paths.
+    with caplog.at_level(logging.INFO):
+        config = load_config(tmp_path, environ={})
+    assert list(config.agents) == ["default"]
+    assert caplog.records == []
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,10 @@ SESSION_RESUME: Final = "session/resume"
 SESSION_CLOSE: Final = "session/close"
 SESSION_REQUEST_PERMISSION: Final = "session/request_permission"
 HISTORY_TRIMMED: Final = "_zeroclaw/history_trimmed"
+CANCEL_REQUEST: Final = "$/cancel_request"
+"""ACP protocol-level notification, both directions (acp-spec.md §3.3): the sender gives up
+on one of its requests (``{"requestId": id}``). Kept out of ``METHODS``: it has no
+acp-core params type, and a peer may ignore it (``$/`` notifications are optional)."""
 
 Direction: TypeAlias = Literal["client_to_agent", "agent_to_client", "both"]
 CallKind: TypeAlias = Literal["request", "notification", "either"]

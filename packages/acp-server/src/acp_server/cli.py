@@ -68,10 +68,14 @@ class CliState:
     def config_dir(self) -> Path:
         return resolve_config_dir(self.config_dir_flag)
 
-    def load(self) -> Config:
-        """The configuration, or exit 2 with the file, key and problem on stderr."""
+    def load(self, *, runs_agents: bool = False) -> Config:
+        """The configuration, or exit 2 with the file, key and problem on stderr.
+
+        ``runs_agents``: this command will run agents, so without a config.toml it says
+        which provider the built-in default chose (an offline echo agent surprises less
+        when announced)."""
         try:
-            return load_config(self.config_dir)
+            return load_config(self.config_dir, announce_default=runs_agents)
         except ConfigError as exc:
             fail(str(exc), code=EXIT_CONFIG_ERROR)
 
@@ -170,7 +174,9 @@ def acp_command(
     from acp_server.stdio import serve_stdio
 
     config = with_acp_overrides(
-        state.load(), max_sessions=max_sessions, session_timeout_secs=session_timeout
+        state.load(runs_agents=True),
+        max_sessions=max_sessions,
+        session_timeout_secs=session_timeout,
     )
     try:
         trio.run(partial(serve_stdio, config, default_agent=agent))

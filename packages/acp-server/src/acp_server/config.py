@@ -222,8 +222,14 @@ def resolve_config_dir(flag: str | Path | None) -> Path:
     return Path(platformdirs.user_config_dir("zeroclaw"))
 
 
-def load_config(config_dir: Path, *, environ: Mapping[str, str] | None = None) -> Config:
+def load_config(
+    config_dir: Path, *, environ: Mapping[str, str] | None = None, announce_default: bool = False
+) -> Config:
     """Read ``<config_dir>/config.toml``, or build the built-in default when it is absent.
+
+    ``announce_default``: say on stderr which provider the built-in default picked. Only
+    commands that will run an agent ask for it (``acp``, ``gateway``); ``sessions`` and the
+    other administrative commands stay quiet.
 
     Raises:
         ConfigError: the file is unreadable, not TOML, or has a bad value.
@@ -234,7 +240,7 @@ def load_config(config_dir: Path, *, environ: Mapping[str, str] | None = None) -
         with path.open("rb") as handle:
             raw = handle.read(DEFAULT_MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
-        return default_config(config_dir, environ=env, announce=True)
+        return default_config(config_dir, environ=env, announce=announce_default)
     except IsADirectoryError:
         raise ConfigError(path, None, "is a directory, expected a TOML file") from None
     except OSError as exc:

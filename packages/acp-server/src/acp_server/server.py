@@ -90,8 +90,6 @@ DEFAULT_REAP_INTERVAL_SECS: Final = 60.0
 DEFAULT_SHUTDOWN_GRACE_SECS: Final = 10.0
 """After the input ends: how long cancelled turns get to answer before the rest is cut."""
 CANCEL_MARKER: Final = "[turn cancelled via client]"
-CANCEL_REQUEST_METHOD: Final = "$/cancel_request"
-"""ACP protocol-level notification (acp-spec.md §3.3); not yet in acp_core.methods."""
 INTERNAL_ERROR_MESSAGE: Final = "Internal error: the server log has the details"
 
 ToolsFactory: TypeAlias = Callable[[AgentConfig, Path, Config], Mapping[str, Tool]]
@@ -298,7 +296,7 @@ class AcpConnection:
     async def _on_call(
         self, method: str, params: JsonValue, *, request_id: RequestId, reply: bool = True
     ) -> None:
-        if method == CANCEL_REQUEST_METHOD:
+        if method == methods.CANCEL_REQUEST:
             # The client gave up on one of its requests: a running prompt is cancelled
             # (and still answered, with stopReason "cancelled"); anything else is quick.
             if isinstance(params, dict):
@@ -435,7 +433,7 @@ class AcpConnection:
                 # can drop its dialog. Never blocks: we may be inside a cancelled scope.
                 self.rpc.forget_request(request_id)
                 notice = self.rpc.send_notification(
-                    CANCEL_REQUEST_METHOD, {"requestId": request_id}
+                    methods.CANCEL_REQUEST, {"requestId": request_id}
                 )
                 with contextlib.suppress(
                     trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError

@@ -86,7 +86,7 @@ def gateway_command(
     state = ctx.find_object(CliState)
     if state is None:  # invoked outside the zeroclaw group (tests)
         state = CliState(config_dir_flag=None)
-    config = state.load()
+    config = state.load(runs_agents=True)
     try:
         trio.run(_run, config, host, port, drain_timeout)
     except GatewayError as exc:
