@@ -40,6 +40,9 @@ async def test_acp_streams_a_turn_with_a_permission_request_and_exits_on_eof(
             done = next(u for u in updates if u["sessionUpdate"] == "tool_call_update")
             assert call["toolCallId"] == done["toolCallId"]
             assert call["kind"] == "execute"
+            # Approved by the operator, yet rawInput is the model's arguments verbatim:
+            # exactly what session/load replays later.
+            assert call["rawInput"] == {"command": "ls"}
             assert done["status"] == "completed"
             assert "hello.txt" in done["rawOutput"]
             [permission] = client.server_requests

@@ -76,12 +76,6 @@ def as_replayed(prompt: str, live: Sequence[JsonDict]) -> list[JsonDict]:
     for update in coalesce(live):
         if update["sessionUpdate"] == "tool_call":
             update = {**update, "status": "completed"}
-            if isinstance(update.get("rawInput"), dict) and "approved" in update["rawInput"]:
-                # The runtime marks an operator-approved shell call `approved` when it
-                # announces it (reference); that flag is not part of the model's arguments,
-                # which is what the history keeps and replays.
-                raw_input = {k: v for k, v in update["rawInput"].items() if k != "approved"}
-                update = {**update, "rawInput": raw_input}
         expected.append(update)
     return expected
 

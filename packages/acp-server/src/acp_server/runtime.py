@@ -229,9 +229,12 @@ class _TurnRunner:
                 output = ToolOutput(verdict, ok=False)
                 await self._announce(call_id, call.name, arguments)
             else:
-                if call.name == "shell" and verdict:
-                    # An operator approval marks the shell call approved (reference).
-                    arguments["approved"] = True
+                # rawInput is the model's arguments verbatim, live and on replay alike
+                # (zeroclaw.md §2.1). The reference also shows a runtime-set `approved`
+                # there because its shell tool takes that parameter; ours does not (the
+                # approval travels in ToolContext.extra), the client saw the approval in
+                # its own session/request_permission answer, and a flag that exists only
+                # live would make session/load differ from what the client saw.
                 await self._announce(call_id, call.name, arguments)
                 output = await self._execute(call.name, tool, arguments, approved=verdict)
         return await self._report(call_id, call.name, output)
