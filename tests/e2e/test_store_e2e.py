@@ -458,3 +458,108 @@ async def test_corrupt_store_falls_back_to_memory_and_is_kept(tmp_path: Path) ->
     with trio.fail_after(30):
         await assert_in_memory_only(config_dir, workspace, [])
     assert path.read_bytes() == garbage
+
+
+# --------------------------------------------------------------------------- unwritten turns
+
+
+async def test_cancelled_and_failed_turns_are_not_written(tmp_path: Path) -> None:
+    """Issue 5 §1: only completed turns are persisted; a cancelled or failed one leaves no
+    trace in the store, so a later load replays exactly the turns that ended normally."""
+    config_dir, workspace = config_and_workspace(tmp_path, chunk_delay_ms=20)
+    long_prompt = " ".join(f"word{n}" for n in range(200))
+    with trio.fail_after(60):
+        async with spawn_acp(config_dir) as client:
+            session_id = await open_session(client, workspace)
+            prompt_id = await client.request(
+                "session/prompt", {"sessionId": session_id, "prompt": long_prompt}
+            )
+            while True:  # cancel once the turn is visibly streaming
+                message = await client.receive()
+                if message.get("method") == "session/update":
+                    break
+            await client.notify("session/cancel", {"sessionId": session_id})
+            cancelled = await client.wait_response(prompt_id)
+            assert cancelled["result"]["stopReason"] == "cancelled", cancelled
+            failed = await client.call(
+                "session/prompt", {"sessionId": session_id, "prompt": "/fail the model broke"}
+            )
+            assert failed["error"]["code"] == -32603, failed
+            assert "the model broke" in failed["error"]["message"]
+            await prompt_turn(client, session_id, "the turn that counts")
+
+        async with spawn_acp(config_dir) as client:
+            await client.call("initialize", {"protocolVersion": 1})
+            loaded = await client.call("session/load", {"sessionId": session_id})
+            assert loaded["result"] == {}, loaded
+            replayed = client.updates(session_id)
+    texts = [(u["sessionUpdate"], u["content"]["text"]) for u in coalesce(replayed)]
+    assert texts == [
+        ("user_message_chunk", "the turn that counts"),
+        ("agent_message_chunk", "the turn that counts"),
+    ]
+
+
+async def test_persistence_turned_off_writes_no_file_and_offers_no_load(tmp_path: Path) -> None:
+    """`[acp] session_persistence = false`: in-memory sessions by choice, no store file."""
+    document = echo_config()
+    document["acp"] = {"session_persistence": False}
+    config_dir = write_config(tmp_path / "cfg", document)
+    with trio.fail_after(30):
+        async with spawn_acp(config_dir) as client:
+            init = await client.call("initialize", {"protocolVersion": 1})
+            capabilities = init["result"]["agentCapabilities"]
+            assert capabilities["loadSession"] is False
+            assert not capabilities.get("sessionCapabilities")
+            new = await client.call("session/new", {"cwd": str(tmp_path)})
+            session_id = new["result"]["sessionId"]
+            await prompt_turn(client, session_id, "kept in memory")
+            failed = await client.call("session/load", {"sessionId": session_id})
+            assert failed["error"]["code"] == SESSION_NOT_FOUND, failed
+    assert not store_file(config_dir).parent.exists()
+
+
+async def test_escalations_and_delivered_files_replay_as_seen_live(tmp_path: Path) -> None:
+    """What a tool streamed (an escalation's text) and a delivered file's title and
+    embedded blob come back on session/load; a delivery whose uploads/ copy changed since
+    replays as `failed`, as it would have live."""
+    config_dir, workspace = config_and_workspace(tmp_path)
+    (workspace / "report.md").write_text("# Report\n")
+    prompts = (
+        '/tool escalate_to_human {"summary": "Need the deploy key", "context": "Ask ops.",'
+        ' "urgency": "high"}',
+        '/tool deliver_file {"path": "hello.txt", "title": "Greeting"}',
+        '/tool deliver_file {"path": "report.md"}',
+    )
+    live: list[list[JsonDict]] = []
+    with trio.fail_after(60):
+        async with spawn_acp(config_dir) as first:
+            session_id = await open_session(first, workspace)
+            for prompt in prompts:
+                live.append(await prompt_turn(first, session_id, prompt))
+        escalation = [u for u in live[0] if u["sessionUpdate"] == "agent_message_chunk"]
+        assert "Need the deploy key" in escalation[0]["content"]["text"]
+        greeting = next(u for u in live[1] if u["sessionUpdate"] == "tool_call_update")
+        assert greeting["title"] == "Greeting"
+        assert greeting["content"][1]["content"]["resource"]["blob"] == "aGkK"  # "hi\n"
+        report = next(u for u in live[2] if u["sessionUpdate"] == "tool_call_update")
+        report_uri = report["content"][1]["content"]["resource"]["uri"]
+        # The delivered copy changes while no process runs.
+        copy = workspace / "uploads" / report_uri.removeprefix("attachment://deliver/")
+        copy.unlink()
+        copy.write_text("# Tampered\n")
+
+        expected: list[JsonDict] = []
+        for prompt, updates in zip(prompts, live, strict=True):
+            expected += as_replayed(prompt, updates)
+        failed = {
+            **report,
+            "status": "failed",
+            "content": report["content"][:1],  # the text, no blob
+        }
+        expected = [failed if update == report else update for update in expected]
+        async with spawn_acp(config_dir) as second:
+            await second.call("initialize", {"protocolVersion": 1})
+            loaded = await second.call("session/load", {"sessionId": session_id})
+            assert loaded["result"] == {}
+            assert second.updates(session_id) == expected
