@@ -517,3 +517,50 @@ async def test_persistence_turned_off_writes_no_file_and_offers_no_load(tmp_path
             failed = await client.call("session/load", {"sessionId": session_id})
             assert failed["error"]["code"] == SESSION_NOT_FOUND, failed
     assert not store_file(config_dir).parent.exists()
+
+
+async def test_escalations_and_delivered_files_replay_as_seen_live(tmp_path: Path) -> None:
+    """What a tool streamed (an escalation's text) and a delivered file's title and
+    embedded blob come back on session/load; a delivery whose uploads/ copy changed since
+    replays as `failed`, as it would have live."""
+    config_dir, workspace = config_and_workspace(tmp_path)
+    (workspace / "report.md").write_text("# Report\n")
+    prompts = (
+        '/tool escalate_to_human {"summary": "Need the deploy key", "context": "Ask ops.",'
+        ' "urgency": "high"}',
+        '/tool deliver_file {"path": "hello.txt", "title": "Greeting"}',
+        '/tool deliver_file {"path": "report.md"}',
+    )
+    live: list[list[JsonDict]] = []
+    with trio.fail_after(60):
+        async with spawn_acp(config_dir) as first:
+            session_id = await open_session(first, workspace)
+            for prompt in prompts:
+                live.append(await prompt_turn(first, session_id, prompt))
+        escalation = [u for u in live[0] if u["sessionUpdate"] == "agent_message_chunk"]
+        assert "Need the deploy key" in escalation[0]["content"]["text"]
+        greeting = next(u for u in live[1] if u["sessionUpdate"] == "tool_call_update")
+        assert greeting["title"] == "Greeting"
+        assert greeting["content"][1]["content"]["resource"]["blob"] == "aGkK"  # "hi\n"
+        report = next(u for u in live[2] if u["sessionUpdate"] == "tool_call_update")
+        report_uri = report["content"][1]["content"]["resource"]["uri"]
+        # The delivered copy changes while no process runs.
+        copy = workspace / "uploads" / report_uri.removeprefix("attachment://deliver/")
+        copy.unlink()
+        copy.write_text("# Tampered\n")
+
+        expected: list[JsonDict] = []
+        for prompt, updates in zip(prompts, live, strict=True):
+            expected += as_replayed(prompt, updates)
+        failed = {
+            **report,
+            "status": "failed",
+            "content": report["content"][:1],  # the text, no blob
+        }
+        assert report in expected
+        expected = [failed if update == report else update for update in expected]
+        async with spawn_acp(config_dir) as second:
+            await second.call("initialize", {"protocolVersion": 1})
+            loaded = await second.call("session/load", {"sessionId": session_id})
+            assert loaded["result"] == {}
+            assert second.updates(session_id) == expected

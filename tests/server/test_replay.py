@@ -64,15 +64,6 @@ def test_tool_calls_and_results() -> None:
             "name": "shell",
         },
         {
-            "sessionUpdate": "tool_call",
-            "toolCallId": "toolu_2",
-            "title": "mcp__weather__get",
-            "kind": "other",
-            "status": "completed",
-            "rawInput": {},
-            "name": "mcp__weather__get",
-        },
-        {
             "sessionUpdate": "tool_call_update",
             "toolCallId": "toolu_1",
             "status": "completed",
@@ -82,6 +73,15 @@ def test_tool_calls_and_results() -> None:
             "kind": "execute",
             "body": "a.txt\n",
             "content": [{"type": "content", "content": text("a.txt\n")}],
+        },
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "toolu_2",
+            "title": "mcp__weather__get",
+            "kind": "other",
+            "status": "completed",
+            "rawInput": {},
+            "name": "mcp__weather__get",
         },
         {
             "sessionUpdate": "tool_call_update",
@@ -188,8 +188,9 @@ def test_successful_todo_write_replays_its_plan_between_call_and_result() -> Non
         ),
     ]
     kinds = [u["sessionUpdate"] for u in wire(history_updates(messages))]
-    assert kinds == ["tool_call", "tool_call", "plan", "tool_call_update", "tool_call_update"]
-    plan = wire(history_updates(messages))[2]
+    # As live: each call's announcement, what it streamed, its result; then the next call.
+    assert kinds == ["tool_call", "plan", "tool_call_update", "tool_call", "tool_call_update"]
+    plan = wire(history_updates(messages))[1]
     assert plan == PLAN_WIRE
 
 
@@ -203,3 +204,94 @@ def test_denied_todo_write_replays_no_plan() -> None:
     ]
     kinds = [u["sessionUpdate"] for u in wire(history_updates(messages))]
     assert kinds == ["tool_call", "tool_call_update"]
+
+
+def test_escalation_text_replays_between_its_call_and_result() -> None:
+    shown = ToolCall(id="e1", name="escalate_to_human", arguments={"summary": "Stuck"})
+    refused = ToolCall(id="e2", name="escalate_to_human", arguments={"summary": ""})
+    messages = [
+        ChatMessage(role="assistant", content="", tool_calls=(shown, refused)),
+        ChatMessage(
+            role="tool",
+            content="Escalation shown to the user (medium urgency).",
+            tool_call_id="e1",
+            tool_name="escalate_to_human",
+        ),
+        ChatMessage(
+            role="tool",
+            content="Error: 'summary' must not be empty",
+            tool_call_id="e2",
+            tool_name="escalate_to_human",
+        ),
+    ]
+    updates = wire(history_updates(messages))
+    assert [u["sessionUpdate"] for u in updates] == [
+        "tool_call",
+        "agent_message_chunk",
+        "tool_call_update",
+        "tool_call",
+        "tool_call_update",
+    ]
+    assert updates[1]["content"] == text("\n\n**Escalation (medium urgency):** Stuck\n\n")
+
+
+DIGEST = "ab" * 32
+DELIVERED_URI = f"attachment://deliver/{DIGEST}.md"
+
+
+def delivery_history(title: str | None = "Quarterly") -> list[ChatMessage]:
+    arguments: dict[str, Any] = {"path": "r.md"}
+    if title is not None:
+        arguments["title"] = title
+    call = ToolCall(id="d1", name="deliver_file", arguments=arguments)
+    return [
+        ChatMessage(role="assistant", content="", tool_calls=(call,)),
+        ChatMessage(
+            role="tool",
+            content=f"Delivered r.md (3 bytes)\nuri={DELIVERED_URI}",
+            tool_call_id="d1",
+            tool_name="deliver_file",
+        ),
+    ]
+
+
+def embedded(uri: str, mime_type: str) -> schema.EmbeddedResource:
+    return schema.EmbeddedResource(
+        resource=schema.BlobResource(uri=uri, mime_type=mime_type, blob="YWJj")
+    )
+
+
+def test_delivered_file_replays_with_its_title_and_blob() -> None:
+    seen: list[tuple[str, str]] = []
+
+    def embed(uri: str, mime_type: str) -> schema.EmbeddedResource:
+        seen.append((uri, mime_type))
+        return embedded(uri, mime_type)
+
+    update = wire(history_updates(delivery_history(), embed=embed))[-1]
+    assert seen == [(DELIVERED_URI, "text/markdown")]
+    assert update["title"] == "Quarterly"
+    assert update["status"] == "completed"
+    assert update["content"][1] == {
+        "type": "content",
+        "content": {
+            "type": "resource",
+            "resource": {"uri": DELIVERED_URI, "mimeType": "text/markdown", "blob": "YWJj"},
+        },
+    }
+    assert "YWJj" not in update["rawOutput"]
+
+
+def test_delivered_file_that_is_gone_replays_as_failed() -> None:
+    update = wire(history_updates(delivery_history(title=None), embed=lambda _u, _m: None))[-1]
+    assert update["status"] == "failed"
+    assert update["title"] == "r.md"
+    assert len(update["content"]) == 1
+
+
+def test_replay_embeds_delivered_files_within_a_byte_budget() -> None:
+    history = delivery_history() * 3  # three 3-byte deliveries
+    updates = wire(history_updates(history, embed=embedded, max_embed_bytes=7))
+    finished = [u for u in updates if u["sessionUpdate"] == "tool_call_update"]
+    assert [len(u["content"]) for u in finished] == [2, 2, 1]
+    assert all(u["status"] == "completed" for u in finished)

@@ -18,12 +18,18 @@ import logging
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final, Protocol, overload
 
 import trio
 
 from acp_core import schema
-from acp_core.blobs import DEFAULT_MAX_BLOB_BYTES, deliver_uri, file_extension
+from acp_core.blobs import (
+    DEFAULT_MAX_BLOB_BYTES,
+    DELIVER_URI_PREFIX,
+    deliver_uri,
+    file_extension,
+)
 from acp_core.tools import tool_kind
 from acp_server.conversation import ChatMessage, PlanEntry, ToolCall, Usage
 from acp_server.permissions import (
@@ -354,16 +360,33 @@ class _TurnRunner:
 def _embed_delivered(delivered: DeliveredFile) -> schema.EmbeddedResource | None:
     """Re-read the uploads copy and re-hash it; embed only if it is still what the tool
     validated (seed: "a swap between the tool's validation and delivery is detected")."""
-    data = read_verified(delivered.path, delivered.sha256, limit=DEFAULT_MAX_BLOB_BYTES)
-    uri = deliver_uri(delivered.sha256, file_extension(delivered.path.name))
-    if data is None or uri != delivered.uri:
+    expected = deliver_uri(delivered.sha256, file_extension(delivered.path.name))
+    resource = None
+    if expected == delivered.uri:
+        resource = embed_delivered_file(delivered.path.parent, delivered.uri, delivered.mime_type)
+    if resource is None:
         logger.warning(
             "deliver_file: %s changed after validation; not embedding it", delivered.path
         )
+    return resource
+
+
+def embed_delivered_file(
+    uploads_dir: Path, uri: str, mime_type: str
+) -> schema.EmbeddedResource | None:
+    """The embedded resource for ``attachment://deliver/<sha256>.<ext>``: its uploads copy,
+    read without following symlinks and re-hashed; None when it is gone or no longer
+    hashes to the digest its uri names. Blocking I/O: run it in a thread."""
+    name = uri.removeprefix(DELIVER_URI_PREFIX)
+    digest = name.partition(".")[0]
+    if name == uri or "/" in name or len(digest) != 64:
+        return None
+    data = read_verified(uploads_dir / name, digest, limit=DEFAULT_MAX_BLOB_BYTES)
+    if data is None:
         return None
     return schema.EmbeddedResource(
         resource=schema.BlobResource(
-            uri=uri, mime_type=delivered.mime_type, blob=base64.b64encode(data).decode("ascii")
+            uri=uri, mime_type=mime_type, blob=base64.b64encode(data).decode("ascii")
         )
     )
 

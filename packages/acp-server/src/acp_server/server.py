@@ -66,7 +66,7 @@ from acp_server.mcp import select_mcp_servers, start_mcp_tools
 from acp_server.providers import ProviderFactory, create_provider
 from acp_server.providers.base import ProviderError
 from acp_server.replay import history_updates, plan_update
-from acp_server.runtime import TurnFailed, run_turn
+from acp_server.runtime import TurnFailed, embed_delivered_file, run_turn
 from acp_server.security import SecurityPolicy
 from acp_server.session import Session, Turn
 from acp_server.store import AsyncSessionStore
@@ -683,7 +683,11 @@ class AcpConnection:
             )
             await self._send(self.rpc.send_notification(methods.HISTORY_TRIMMED, notice))
         if replay:
-            for update in history_updates(history):
+            # Delivered files are embedded again as the client saw them live: re-read and
+            # re-hashed from uploads/, in a worker thread (replay.py bounds the total).
+            embed = partial(embed_delivered_file, session.workspace / "uploads")
+            updates = await trio.to_thread.run_sync(partial(history_updates, history, embed=embed))
+            for update in updates:
                 await self.send_update(session_id, update)
         elif session.plan:
             await self.send_update(session_id, plan_update(session.plan))

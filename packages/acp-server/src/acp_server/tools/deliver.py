@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -113,17 +115,53 @@ class DeliverFileTool:
             _copy_to_uploads, path, shown, ctx.uploads_dir, self.max_bytes
         )
         filename = path.name
-        title = strip_control_chars(optional_str(arguments, "title") or "").strip() or filename
         delivered = DeliveredFile(
             uri=deliver_uri(stored.sha256, stored.ext),
             path=stored.path,
             filename=filename,
-            title=title,
-            mime_type=_clean_mime(optional_str(arguments, "mimeType"), filename),
+            title=delivery_title(arguments, filename),
+            mime_type=delivery_mime(arguments, filename),
             size=stored.size,
             sha256=stored.sha256,
         )
-        return ToolOutput(
-            f"Delivered {filename} ({stored.size} bytes)\nuri={delivered.uri}",
-            delivered=delivered,
-        )
+        return ToolOutput(delivery_text(filename, stored.size, delivered.uri), delivered=delivered)
+
+
+# The result text, title and MIME type are functions of the call's arguments and result,
+# so session/load can rebuild the live tool_call_update from the stored history (replay.py).
+
+
+def delivery_text(filename: str, size: int, uri: str) -> str:
+    """The model-facing result of a delivery: two short lines, no base64."""
+    return f"Delivered {filename} ({size} bytes)\nuri={uri}"
+
+
+_DELIVERY_TEXT: Final = re.compile(
+    r"Delivered (?P<filename>.+) \((?P<size>[0-9]+) bytes\)\n"
+    r"uri=(?P<uri>" + re.escape(DELIVER_URI_PREFIX) + r"[0-9a-f]{64}(?:\.[0-9a-z]{1,16})?)",
+    re.DOTALL,
+)
+
+
+def parse_delivery_text(text: str) -> tuple[str, int, str] | None:
+    """``(filename, size, uri)`` from a successful delivery's result text, else None."""
+    match = _DELIVERY_TEXT.fullmatch(text)
+    return None if match is None else (match["filename"], int(match["size"]), match["uri"])
+
+
+def delivery_title(arguments: Mapping[str, Any], filename: str) -> str:
+    """The chat label: the caller's title without control characters, else the filename.
+
+    Raises:
+        ToolError: ``title`` is not a string.
+    """
+    return strip_control_chars(optional_str(arguments, "title") or "").strip() or filename
+
+
+def delivery_mime(arguments: Mapping[str, Any], filename: str) -> str:
+    """The caller's ``mimeType`` when plausible, else a guess from the filename.
+
+    Raises:
+        ToolError: ``mimeType`` is not a string.
+    """
+    return _clean_mime(optional_str(arguments, "mimeType"), filename)

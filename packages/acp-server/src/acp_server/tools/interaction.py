@@ -22,6 +22,8 @@ DEFAULT_MAX_ESCALATION_CHARS: Final = 16_000
 DEFAULT_MAX_TODOS: Final = 100
 DEFAULT_MAX_TODO_CHARS: Final = 1000
 URGENCY_LEVELS: Final = ("low", "medium", "high", "critical")
+ESCALATION_SHOWN_PREFIX: Final = "Escalation shown to the user"
+"""How an escalate_to_human result starts when the text reached the chat."""
 _STATUSES: Final = ("pending", "in_progress", "completed")
 _PRIORITIES: Final = ("high", "medium", "low")
 
@@ -110,29 +112,41 @@ class EscalateToHumanTool:
         }
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        summary = required_str(arguments, "summary").strip()
-        context = (optional_str(arguments, "context") or "").strip()
-        urgency = optional_str(arguments, "urgency") or "medium"
-        if urgency not in URGENCY_LEVELS:
-            raise ToolError(f"Invalid 'urgency': {urgency!r} (one of {', '.join(URGENCY_LEVELS)})")
         if optional_bool(arguments, "wait_for_response"):
             raise ToolError(
                 "wait_for_response is not supported on ACP sessions: the escalation is shown "
                 "to the user, but a reply cannot be awaited. Call again without it and end "
                 "the turn so the user can answer."
             )
-        if not summary:
-            raise ToolError("'summary' must not be empty")
-        message = f"\n\n**Escalation ({urgency} urgency):** {summary}"
-        if context:
-            message += f"\n\n{context}"
-        message += "\n\n"
-        if len(message) > DEFAULT_MAX_ESCALATION_CHARS:
-            raise ToolError(
-                f"Escalation is too long (limit: {DEFAULT_MAX_ESCALATION_CHARS} characters)"
-            )
+        message = escalation_message(arguments)
+        urgency = optional_str(arguments, "urgency") or "medium"
         await ctx.send_text(message)
-        return ToolOutput(f"Escalation shown to the user ({urgency} urgency).")
+        return ToolOutput(f"{ESCALATION_SHOWN_PREFIX} ({urgency} urgency).")
+
+
+def escalation_message(arguments: dict[str, Any]) -> str:
+    """The chat text an escalate_to_human call shows, from its arguments alone, so
+    ``session/load`` can show it again where it appeared live (replay.py).
+
+    Raises:
+        ToolError: the arguments are not a valid escalation.
+    """
+    summary = required_str(arguments, "summary").strip()
+    context = (optional_str(arguments, "context") or "").strip()
+    urgency = optional_str(arguments, "urgency") or "medium"
+    if urgency not in URGENCY_LEVELS:
+        raise ToolError(f"Invalid 'urgency': {urgency!r} (one of {', '.join(URGENCY_LEVELS)})")
+    if not summary:
+        raise ToolError("'summary' must not be empty")
+    message = f"\n\n**Escalation ({urgency} urgency):** {summary}"
+    if context:
+        message += f"\n\n{context}"
+    message += "\n\n"
+    if len(message) > DEFAULT_MAX_ESCALATION_CHARS:
+        raise ToolError(
+            f"Escalation is too long (limit: {DEFAULT_MAX_ESCALATION_CHARS} characters)"
+        )
+    return message
 
 
 def _plan_entry(index: int, raw: object) -> PlanEntry:
