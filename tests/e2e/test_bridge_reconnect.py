@@ -92,6 +92,42 @@ async def test_after_a_1012_close_the_bridge_resumes_sessions_before_anything_el
     assert "reconnecting" in bridge.stderr_text
 
 
+async def test_loaded_and_resumed_sessions_are_resumed_too_and_closed_ones_are_not(
+    server: RestartableGateway, tmp_path: Path
+) -> None:
+    """Issue 8: every session seen created, loaded or resumed is resumed on the new
+    connection, with the cwd and MCP servers it was opened with; a closed one is forgotten."""
+    gateway = server.gateway
+    with trio.fail_after(TIMEOUT):
+        async with _bridge(tmp_path, server) as bridge:
+            await _call(bridge, 1, "initialize", {"protocolVersion": 1})
+            assert (await _call(bridge, 2, "session/new", {"cwd": "/w/new"}))["result"] == {
+                "sessionId": "sess-1"
+            }
+            await _call(bridge, 3, "session/new", {"cwd": "/w/closed"})
+            loaded = {"sessionId": "stored-a", "cwd": "/w/loaded", "mcpServers": []}
+            assert (await _call(bridge, 4, "session/load", loaded))["result"] == {}
+            resumed = {"sessionId": "stored-b", "cwd": "/w/resumed"}
+            assert (await _call(bridge, 5, "session/resume", resumed))["result"] == {}
+            await _call(bridge, 6, "session/close", {"sessionId": "sess-2"})
+            error = await _call(bridge, 7, "test/close", {"code": 1012, "reason": "restarting"})
+            assert error["error"]["data"]["reconnecting"] is True
+            reply = await _call(bridge, 8, "test/echo", {})
+            assert reply["result"]["method"] == "test/echo"
+            await bridge.close_stdin()
+            assert await bridge.read_remaining_lines() == []
+            assert await bridge.wait() == 0
+    assert len(gateway.connections) == 2
+    replayed = gateway.connections[1]
+    assert [(m["method"], m.get("params")) for m in replayed] == [
+        ("initialize", {"protocolVersion": 1}),
+        ("session/resume", {"sessionId": "sess-1", "cwd": "/w/new"}),
+        ("session/resume", loaded),
+        ("session/resume", resumed),
+        ("test/echo", {}),
+    ]
+
+
 async def test_frames_sent_while_the_gateway_is_down_are_held_and_delivered_once(
     server: RestartableGateway, tmp_path: Path
 ) -> None:
