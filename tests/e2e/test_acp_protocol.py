@@ -402,3 +402,102 @@ async def test_agent_flag_is_the_default_alias(tmp_path: Path, workspace: Path) 
         "code": -32602,
         "message": "Unknown agent `ghost` — no [agents.ghost] entry configured",
     }
+
+
+async def test_requests_are_served_while_a_turn_runs(tmp_path: Path, workspace: Path) -> None:
+    """Issue 3 §2 over a real process: a second prompt is -32002, other requests are
+    answered during the turn, cancel of an unknown session is a no-op, session/stop waits
+    for the turn (it does not cancel it), every update precedes the turn's result, `../`
+    in a cwd alias is canonicalized, and --max-sessions overrides the config."""
+    (workspace / "sub").mkdir()
+    config_dir = write_config(tmp_path / "cfg", echo_config(chunk_delay_ms=20))
+    words = " ".join(f"w{i}" for i in range(40))
+    with trio.fail_after(60):
+        async with spawn_acp(config_dir, "--max-sessions", "1") as client:
+            await client.call("initialize", {"protocolVersion": 1})
+            new = await client.call("session/new", {"workspace_dir": f"{workspace}/sub/.."})
+            assert new["result"]["workspaceDir"] == str(workspace)
+            session_id = new["result"]["sessionId"]
+            over_limit = await client.call("session/new", {"cwd": str(workspace)})
+            prompt_id = await client.request(
+                "session/prompt", {"sessionId": session_id, "prompt": words}
+            )
+            first_chunk = await client.receive()
+            assert first_chunk["method"] == "session/update"
+            busy = await client.call("session/prompt", {"sessionId": session_id, "prompt": "x"})
+            event = await client.call("session/event", {"session_id": session_id, "type": "ping"})
+            noop = await client.call("session/cancel", {"session_id": "no-such-session"})
+            stop_id = await client.request("session/stop", {"session_id": session_id})
+            prompt = await client.wait_response(prompt_id)
+            stop = await client.wait_response(stop_id)
+            after_stop = await client.call(
+                "session/prompt", {"sessionId": session_id, "prompt": "x"}
+            )
+    assert over_limit["error"]["code"] == -32001
+    assert busy["error"]["code"] == -32002
+    assert event["result"]["status"] == "processed"
+    assert noop["result"] == {}
+    # Stop let the turn finish: all of it streamed, not cancelled.
+    assert prompt["result"] == {"sessionId": session_id, "stopReason": "end_turn", "content": words}
+    assert stop["result"] == {"sessionId": session_id, "stopped": True}
+    assert after_stop["error"]["code"] == -32000
+    frames = [json.loads(line) for line in client.raw_lines]
+    answer_at = next(i for i, f in enumerate(frames) if f.get("id") == prompt_id)
+    stopped_at = next(i for i, f in enumerate(frames) if f.get("id") == stop_id)
+    last_update_at = max(
+        i
+        for i, f in enumerate(frames)
+        if f.get("method") == "session/update" and f["params"]["sessionId"] == session_id
+    )
+    assert last_update_at < answer_at < stopped_at
+
+
+async def test_allow_always_is_remembered_and_edits_can_be_rejected_with_an_edit(
+    tmp_path: Path, workspace: Path
+) -> None:
+    config_dir = write_config(tmp_path / "cfg", echo_config())
+
+    def allow_always(request: dict[str, Any]) -> dict[str, Any]:
+        return {"outcome": {"outcome": "selected", "optionId": "allow-always"}}
+
+    def reject_with_edit(request: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "outcome": {
+                "outcome": "selected",
+                "optionId": "reject-with-edit",
+                "replacementContent": "Use a heading instead.",
+            }
+        }
+
+    def write(name: str) -> str:
+        return f'/tool file_write {{"path": "{name}", "content": "written"}}'
+
+    edit = '/tool file_edit {"path": "notes.txt", "old_string": "inside", "new_string": "in"}'
+    with trio.fail_after(60):
+        async with spawn_acp(config_dir) as client:
+            session_id = await open_session(client, workspace)
+            for name in ("a.txt", "b.txt"):
+                await client.call(
+                    "session/prompt",
+                    {"sessionId": session_id, "prompt": write(name)},
+                    on_request=allow_always,
+                )
+            asked_for_writes = len(client.server_requests)
+            edited = await client.call(
+                "session/prompt",
+                {"sessionId": session_id, "prompt": edit},
+                on_request=reject_with_edit,
+            )
+    assert asked_for_writes == 1  # the second write was allowed without asking
+    assert (workspace / "b.txt").read_text() == "written"
+    edit_request = client.server_requests[-1]
+    assert [o["optionId"] for o in edit_request["params"]["options"]] == [
+        "allow-once",
+        "allow-always",
+        "reject-with-edit",
+        "reject-once",
+    ]
+    assert (workspace / "notes.txt").read_text() == "inside the jail\n"
+    finished = [u for u in client.updates(session_id) if u["sessionUpdate"] == "tool_call_update"]
+    assert finished[-1]["rawOutput"] == "Use a heading instead."  # the operator's text
+    assert "Use a heading instead." in edited["result"]["content"]
