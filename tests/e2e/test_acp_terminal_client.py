@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
 import signal
 import subprocess
 from pathlib import Path
@@ -115,3 +117,35 @@ def test_prompt_reads_the_text_from_stdin(tmp_path: Path) -> None:
     assert completed.returncode == 0, completed.stderr
     frames = [json.loads(line) for line in completed.stdout.splitlines()]
     assert frames[-1]["result"]["content"] == "from\nstdin"
+
+
+@pytest.mark.parametrize(("typed", "written"), [("1", True), ("4", False)])
+def test_prompt_asks_on_the_terminal_when_interactive(
+    tmp_path: Path, typed: str, written: bool
+) -> None:
+    """With a terminal on stdin and neither --yes nor --deny, the permission question is
+    put to the person, and their pick (1 = Allow once, 4 = Reject) decides."""
+    config_dir = write_config(tmp_path / "cfg", echo_config())
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    tool = '/tool file_write {"path": "made.txt", "content": "hi"}'
+    controller, terminal = pty.openpty()
+    try:
+        os.write(controller, f"{typed}\n".encode())  # typed ahead; the terminal buffers it
+        completed = subprocess.run(
+            [str(console_script("zeroclaw")), "prompt", tool, "--cwd", str(workspace)],
+            stdin=terminal,
+            capture_output=True,
+            text=True,
+            env=child_env(config_dir, {"NO_COLOR": "1"}),
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(terminal)
+        os.close(controller)
+    assert completed.returncode == 0, completed.stderr
+    assert "Approve file_write?" in completed.stdout
+    assert "choose" in completed.stdout
+    assert (workspace / "made.txt").exists() is written
+    assert ("Denied by user." in completed.stdout) is not written

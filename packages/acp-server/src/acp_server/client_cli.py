@@ -226,7 +226,13 @@ def _color() -> bool:
 
 @click.command("prompt")
 @click.argument("text")
-@click.option("--agent", default=None, metavar="ALIAS", help="Agent alias (agentAlias).")
+@click.option(
+    "--agent",
+    default=None,
+    metavar="ALIAS",
+    help="Which [agents.<ALIAS>] of config.toml answers (default: [acp] default_agent, "
+    "or the only agent).",
+)
 @click.option(
     "--cwd",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
@@ -249,7 +255,7 @@ def prompt_command(
     from stdin).
 
     Permission requests are asked on the terminal, or answered by --yes / --deny; without
-    a terminal and without either flag they are dismissed (the tool is denied).
+    a terminal and without either flag they are rejected, as with --deny.
     """
     if text == "-":
         text = sys.stdin.read(DEFAULT_MAX_PROMPT_CHARS + 1)
