@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import trio
 
 from tests.e2e.helpers import (
     allow_once,
+    child_env,
     console_script,
     echo_config,
     open_session,
@@ -501,3 +503,62 @@ async def test_allow_always_is_remembered_and_edits_can_be_rejected_with_an_edit
     finished = [u for u in client.updates(session_id) if u["sessionUpdate"] == "tool_call_update"]
     assert finished[-1]["rawOutput"] == "Use a heading instead."  # the operator's text
     assert "Use a heading instead." in edited["result"]["content"]
+
+
+STRAY_WRITER = """
+import os, pathlib, sys, threading, time
+
+def _write_stray_output_when_asked():
+    trigger = pathlib.Path(os.environ["ZC_TEST_STRAY_TRIGGER"])
+    while not trigger.exists():
+        time.sleep(0.01)
+    print("STRAY-PRINT", flush=True)
+    os.write(1, b"STRAY-FD-1\\n")
+    pathlib.Path(str(trigger) + ".done").touch()
+
+threading.Thread(target=_write_stray_output_when_asked, daemon=True).start()
+"""
+
+
+def test_stray_writes_to_stdout_never_reach_the_protocol_stream(tmp_path: Path) -> None:
+    """A library or thread inside `zeroclaw acp` that prints (to sys.stdout or fd 1) while
+    it serves: the client still reads only JSON-RPC frames; the text goes to stderr."""
+    config_dir = write_config(tmp_path / "cfg", echo_config())
+    hook_dir = tmp_path / "hook"
+    hook_dir.mkdir()
+    (hook_dir / "sitecustomize.py").write_text(STRAY_WRITER)  # runs at interpreter start
+    trigger = tmp_path / "print-now"
+    env = child_env(
+        config_dir, {"PYTHONPATH": str(hook_dir), "ZC_TEST_STRAY_TRIGGER": str(trigger)}
+    )
+    process = subprocess.Popen(
+        [str(console_script("zeroclaw")), "acp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    try:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        process.stdin.write(b'{"jsonrpc":"2.0","id":1,"method":"initialize"}\n')
+        process.stdin.flush()
+        first = process.stdout.readline()  # serving: the protocol stream is set up
+        trigger.touch()
+        done = Path(f"{trigger}.done")
+        deadline = time.monotonic() + 20
+        while not done.exists():  # poll the real condition, with a deadline
+            assert time.monotonic() < deadline, "the stray writer never ran"
+            time.sleep(0.01)
+        out, err = process.communicate(
+            b'{"jsonrpc":"2.0","id":2,"method":"initialize"}\n', timeout=30
+        )
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0
+    frames = [json.loads(line) for line in [first, *out.splitlines()]]
+    assert [frame["id"] for frame in frames] == [1, 2]
+    assert b"STRAY-PRINT" in err
+    assert b"STRAY-FD-1" in err
