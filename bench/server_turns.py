@@ -13,15 +13,18 @@ The client is a plain trio JSON-RPC peer over the child's pipes (acp_core framin
 msgspec decoding). "turns/s" runs many one-word prompts (per-turn overhead: request,
 one chunk, result); "chunks/s" runs prompts of ``--words`` words (one
 ``agent_message_chunk`` per word). Targets: chunks/s ≥ 2× the SDK agent, turns/s not
-below it.
+below it. Every agent is measured once per round (the order rotates) and the report gives
+medians over the rounds, with each ratio taken against the SDK agent of the same round.
 
-Usage: ``uv run python bench/server_turns.py [--turns 400] [--words 2000] [--long-turns 10]``
+Usage: ``uv run python bench/server_turns.py [--rounds 5] [--turns 400] [--words 2000]
+[--long-turns 10]``
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,7 +32,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 import tomli_w
@@ -146,46 +149,61 @@ def write_config(config_dir: Path, *, persist: bool) -> None:
     (config_dir / "config.toml").write_text(tomli_w.dumps(document))
 
 
+SDK_NAME: Final = "official SDK echo agent"
+IN_MEMORY: Final = "zeroclaw acp, in-memory"
+PERSISTING: Final = "zeroclaw acp, persisting"
+
+
 async def main(args: argparse.Namespace) -> None:
     zeroclaw = [str(Path(sys.executable).parent / "zeroclaw"), "acp"]
     sdk = [sys.executable, str(HERE / "support" / "sdk_echo_agent.py")]
-    results: dict[str, list[Figures]] = {}
+    results: dict[str, list[Figures]] = {SDK_NAME: [], IN_MEMORY: [], PERSISTING: []}
     with tempfile.TemporaryDirectory(prefix="zc-bench-") as tmp:
-        agents = []
-        for name, persist in (
-            ("zeroclaw acp, persisting", True),
-            ("zeroclaw acp, in-memory", False),
-        ):
-            config_dir = Path(tmp) / name.replace(" ", "").replace(",", "-")
+        agents: list[tuple[str, list[str], dict[str, str]]] = [(SDK_NAME, sdk, dict(os.environ))]
+        for name, persist in ((IN_MEMORY, False), (PERSISTING, True)):
+            config_dir = Path(tmp) / ("persisting" if persist else "in-memory")
             write_config(config_dir, persist=persist)
             env = dict(os.environ, ZEROCLAW_CONFIG_DIR=str(config_dir), ZEROCLAW_LOG="warning")
             agents.append((name, zeroclaw, env))
-        agents.append(("official SDK echo agent", sdk, dict(os.environ)))
-        for _ in range(args.rounds):
-            for name, argv, env in agents:
-                results.setdefault(name, []).append(await measure(name, argv, env, args))
+        for round_index in range(args.rounds):
+            # Rotate the order each round: drift in machine load spreads over all agents.
+            shift = round_index % len(agents)
+            for name, argv, env in agents[shift:] + agents[:shift]:
+                results[name].append(await measure(name, argv, env, args))
+    report(results, args)
 
-    def best(name: str, attribute: str) -> float:
-        return max(float(getattr(row, attribute)) for row in results[name])
 
-    print(f"{'agent':<28} {'turns/s':>10} {'chunks/s':>12} {'chunks/turn':>12}")
+def report(results: dict[str, list[Figures]], args: argparse.Namespace) -> None:
+    """Medians over the rounds; each ratio is the median of per-round ratios against the
+    SDK agent measured in the same round (robust to a machine whose load drifts)."""
+
+    def column(name: str, attribute: str) -> list[float]:
+        return [float(getattr(row, attribute)) for row in results[name]]
+
+    def ratio(name: str, attribute: str) -> float:
+        pairs = zip(column(name, attribute), column(SDK_NAME, attribute), strict=True)
+        return statistics.median(ours / theirs for ours, theirs in pairs)
+
+    print(
+        f"{'agent':<26} {'turns/s':>9} {'(min-max)':>13} {'chunks/s':>10} {'(min-max)':>17}"
+        f" {'chunks/turn':>12}"
+    )
     for name, rows in results.items():
+        turns, chunks = column(name, "turns_per_sec"), column(name, "chunks_per_sec")
         print(
-            f"{name:<28} {best(name, 'turns_per_sec'):>10.0f} "
-            f"{best(name, 'chunks_per_sec'):>12.0f} {rows[0].chunks_per_long_turn:>12}"
+            f"{name:<26} {statistics.median(turns):>9.0f} "
+            f"{f'({min(turns):.0f}-{max(turns):.0f})':>13} {statistics.median(chunks):>10.0f} "
+            f"{f'({min(chunks):.0f}-{max(chunks):.0f})':>17} {rows[0].chunks_per_long_turn:>12}"
         )
-    sdk_name = "official SDK echo agent"
-    for name in results:
-        if name == sdk_name:
-            continue
-        turns = best(name, "turns_per_sec") / best(sdk_name, "turns_per_sec")
-        chunks = best(name, "chunks_per_sec") / best(sdk_name, "chunks_per_sec")
+    print("against the SDK agent (median of per-round ratios):")
+    for name in (IN_MEMORY, PERSISTING):
         print(
-            f"{name} / SDK: turns/s {turns:.2f}x (target >= 1), chunks/s {chunks:.2f}x (target >= 2)"
+            f"  {name:<24} turns/s {ratio(name, 'turns_per_sec'):.2f}x (target >= 1)"
+            f"  chunks/s {ratio(name, 'chunks_per_sec'):.2f}x (target >= 2)"
         )
     print(
-        f"(best of {args.rounds} rounds; {args.turns} short turns, "
-        f"{args.long_turns} turns of {args.words} words)"
+        f"({args.rounds} rounds; {args.turns} short turns, "
+        f"{args.long_turns} turns of {args.words} words per agent per round)"
     )
 
 
@@ -196,7 +214,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--long-turns", type=int, default=10, help="long turns for chunks/s")
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument(
-        "--rounds", type=int, default=2, help="alternate the agents this many times"
+        "--rounds", type=int, default=5, help="measure every agent this many times (medians)"
     )
     return parser.parse_args(argv)
 

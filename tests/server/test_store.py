@@ -567,3 +567,55 @@ async def test_async_open_reports_unavailable(tmp_path: Path) -> None:
     blocker.write_text("")
     with trio.fail_after(10), pytest.raises(StoreUnavailable):
         await AsyncSessionStore.open(blocker / "sessions" / "acp-sessions.db")
+
+
+async def test_a_cancelled_caller_still_gets_its_turn_committed(db_path: Path) -> None:
+    """Cancelling the task that awaits a commit never abandons the commit half-way: the
+    turn is in the store afterwards, and the cancellation is still delivered."""
+    store = await AsyncSessionStore.open(db_path)
+    entered = threading.Event()
+    release = threading.Event()
+    original = store.sync.append_turn
+
+    def slow_append(session_id: str, turn: CompletedTurn) -> None:
+        entered.set()
+        release.wait(10)
+        original(session_id, turn)
+
+    store.sync.append_turn = slow_append  # type: ignore[method-assign]
+    with trio.fail_after(30):
+        await store.create_session("s1", "default", "/w")
+        cancelled = False
+        with trio.CancelScope() as scope:
+            async with trio.open_nursery() as nursery:
+
+                async def cancel_once_committing() -> None:
+                    await trio.to_thread.run_sync(entered.wait)
+                    scope.cancel()
+                    release.set()
+
+                nursery.start_soon(cancel_once_committing)
+                try:
+                    await store.append_turn("s1", CompletedTurn(messages=(user("kept"),)))
+                except trio.Cancelled:
+                    cancelled = True
+                    raise
+        loaded = await store.load_session("s1")
+        await store.aclose()
+    assert cancelled
+    assert loaded is not None
+    assert [m.content for m in loaded.messages] == ["kept"]
+
+
+async def test_closing_the_async_store_ends_its_worker_thread(db_path: Path) -> None:
+    store = await AsyncSessionStore.open(db_path)
+    with trio.fail_after(10):
+        await store.create_session("s1", "default", "/w")
+        worker = store._worker._thread
+        assert worker is not None
+        assert worker.is_alive()
+        assert worker.name == "zeroclaw-session-store"
+        await store.aclose()
+        await trio.to_thread.run_sync(worker.join, 5)
+    assert not worker.is_alive()
+    assert store._worker._thread is None
