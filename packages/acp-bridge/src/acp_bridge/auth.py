@@ -83,7 +83,7 @@ class Credentials:
     def rejected_advice(self) -> str:
         """What to do when the gateway answers 401 to these credentials."""
         repair = (
-            "Run `zeroclaw gateway get-paircode --new` on the gateway host, then "
+            "run `zeroclaw gateway get-paircode --new` on the gateway host, then "
             "`zeroclaw-acp-bridge --pair-code <code>`"
         )
         if self.source is TokenSource.ENV:
