@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import trio
 
+from acp_server.store import SessionStore
 from tests.e2e.helpers import JsonDict, RpcPipeClient, open_session, spawn_acp, write_config
 from tests.server.fake_llm import (
     Reply,
@@ -83,7 +84,7 @@ def tool_call_then_text(provider_type: str, text: str) -> tuple[Reply, Reply]:
             for piece in split_evenly(json.dumps(arguments), 3)
         ),
         openai_chunk({}, finish_reason="tool_calls"),
-        openai_chunk(usage=openai_usage(40, 12)),
+        openai_chunk(usage=openai_usage(40, 12, reasoning=5)),
     ]
     return Reply(chunks=openai_stream(chunks)), openai_text_reply(*split_evenly(text, 3))
 
@@ -144,6 +145,17 @@ async def test_whole_turn_with_reasoning_and_a_tool_call(
     first, second = llm.requests
     assert first.json()["stream"] is True
     assert "teapot" in tool_result_in(second.json())
+    # Usage figures are kept: the session's token count in the store is input + output of
+    # both model calls (reasoning tokens are part of the output, not added again).
+    store = SessionStore.open(config_dir / "data" / "sessions" / "acp-sessions.db")
+    try:
+        stored = store.load_session(session_id)
+    finally:
+        store.close()
+    assert stored is not None
+    assert stored.info.token_count == (
+        (25 + 7) * 2 if provider_type == "anthropic" else (40 + 12) + (12 + 5)
+    )
 
 
 def unused_port() -> int:

@@ -42,9 +42,17 @@ class PlanEntry:
 
 @dataclass(slots=True)
 class Usage:
+    """Token figures a provider reported. ``reasoning_tokens`` is a breakdown of
+    ``output_tokens`` (OpenAI's ``completion_tokens_details``; Anthropic counts thinking in
+    ``output_tokens`` too), not an addition to it."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     reasoning_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
 
     def add(self, other: Usage) -> None:
         self.input_tokens += other.input_tokens

@@ -519,8 +519,7 @@ class SessionStore:
         """
         encoded = [_encode_message(message) for message in turn.messages]
         plan_json = _plan_to_json(turn.plan) if turn.plan is not None else None
-        usage = turn.usage
-        tokens = usage.input_tokens + usage.output_tokens + usage.reasoning_tokens
+        tokens = turn.usage.total_tokens
         now = _now()
 
         def write(conn: sqlite3.Connection) -> None:
