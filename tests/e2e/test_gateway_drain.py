@@ -10,6 +10,7 @@ import pytest
 import trio
 from websockets.exceptions import ConnectionClosed
 
+from acp_server.store import SessionStore, StoredSession
 from tests.e2e.gateway_harness import WsRpc, run_gateway, ws_connect
 from tests.e2e.helpers import echo_config, write_config
 
@@ -20,6 +21,14 @@ def _slow_config(tmp_path: Path, chunk_delay_ms: int) -> Path:
     document = echo_config(chunk_delay_ms=chunk_delay_ms)
     document["gateway"] = {"require_pairing": False}
     return write_config(tmp_path / "cfg", document)
+
+
+def _stored(config_dir: Path, session_id: str) -> StoredSession | None:
+    store = SessionStore.open(config_dir / "data" / "sessions" / "acp-sessions.db")
+    try:
+        return store.load_session(session_id)
+    finally:
+        store.close()
 
 
 async def _expect_restart_close(rpc: WsRpc) -> None:
@@ -69,6 +78,13 @@ async def test_sigterm_lets_a_running_turn_finish_then_closes_1012(tmp_path: Pat
                         pass
             assert await gateway.wait_exit() == 0
             assert "draining" in gateway.stderr()
+    # The turn that finished during the drain was persisted before the exit.
+    stored = _stored(config_dir, session_id)
+    assert stored is not None
+    assert [(m.role, m.content) for m in stored.messages] == [
+        ("user", " ".join(words)),
+        ("assistant", " ".join(words)),
+    ]
 
 
 async def test_drain_deadline_cancels_the_turn_and_still_answers_it(tmp_path: Path) -> None:
@@ -88,6 +104,10 @@ async def test_drain_deadline_cancels_the_turn_and_still_answers_it(tmp_path: Pa
                 assert reply["result"]["stopReason"] == "cancelled"
                 await _expect_restart_close(rpc)
             assert await gateway.wait_exit() == 0
+    # The session is stored; the cancelled turn is not (issue 5: only completed turns).
+    stored = _stored(config_dir, session_id)
+    assert stored is not None
+    assert stored.messages == ()
 
 
 async def test_second_signal_stops_at_once(tmp_path: Path) -> None:
