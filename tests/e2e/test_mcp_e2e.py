@@ -15,7 +15,6 @@ import psutil
 import pytest
 import trio
 
-from acp_server.session import Session
 from tests.e2e.helpers import (
     JsonDict,
     RpcPipeClient,
@@ -23,18 +22,11 @@ from tests.e2e.helpers import (
     echo_config,
     open_session,
     spawn_acp,
+    wait_until,
     write_config,
 )
 
-pytestmark = [
-    pytest.mark.e2e,
-    # The stdio server wires MCP in through Session.mcp (acp_server.mcp.start_mcp_tools);
-    # until it does, these tests would only prove that it does not.
-    pytest.mark.skipif(
-        "mcp" not in Session.__dataclass_fields__,
-        reason="zeroclaw acp does not start MCP servers yet (Session has no `mcp` field)",
-    ),
-]
+pytestmark = pytest.mark.e2e
 
 CEILING_SECS = 60
 FIXTURE = Path(__file__).parent.parent / "server" / "mcp_fixture_server.py"
@@ -147,3 +139,41 @@ async def test_http_mcp_servers_are_refused_at_session_new(tmp_path: Path) -> No
             )
     assert response["error"]["code"] == -32602
     assert "only stdio MCP servers are supported" in response["error"]["message"]
+
+
+async def test_a_server_that_cannot_start_is_named_and_servers_end_with_the_session(
+    tmp_path: Path,
+) -> None:
+    config_dir = write_config(tmp_path / "cfg", mcp_config())
+    missing: JsonDict = {
+        "name": "missing",
+        "command": str(tmp_path / "no-such-mcp-server"),
+        "args": [],
+        "env": [],
+    }
+    with trio.fail_after(CEILING_SECS):
+        async with spawn_acp(config_dir) as client:
+            session_id = await open_session(
+                client, tmp_path, agentAlias="echo", mcpServers=[missing, CLIENT_SERVER]
+            )
+            _, failed = await run_tool(client, session_id, "/tool mcp__missing__search {}")
+            _, working = await run_tool(
+                client, session_id, '/tool mcp__client__echo {"text": "ok"}'
+            )
+            _, pid_update = await run_tool(client, session_id, "/tool mcp__client__pid {}")
+            server_pid = int(output_text(pid_update))
+            assert psutil.pid_exists(server_pid)
+            closed = await client.call("session/close", {"sessionId": session_id})
+            assert closed["result"] == {}
+            # The session ended, not the process: its MCP server goes with it.
+            await wait_until(lambda: not _alive(server_pid), within=10)
+    assert output_text(failed).startswith("Error: Unknown tool: mcp__missing__search")
+    assert "MCP server 'missing' could not be started: command not found" in output_text(failed)
+    assert output_text(working) == "echo: ok"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

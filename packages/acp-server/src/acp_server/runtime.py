@@ -32,6 +32,7 @@ from acp_core.blobs import (
 )
 from acp_core.tools import tool_kind
 from acp_server.conversation import ChatMessage, PlanEntry, ToolCall, Usage
+from acp_server.mcp import MCP_TOOL_PREFIX
 from acp_server.permissions import (
     DENIED_BY_USER,
     VerdictKind,
@@ -225,9 +226,14 @@ class _TurnRunner:
         output: ToolOutput
         if tool is None:
             available = ", ".join(sorted(session.tools)) or "none"
-            output = ToolOutput(
-                f"Error: Unknown tool: {call.name} (available: {available})", ok=False
-            )
+            text = f"Error: Unknown tool: {call.name} (available: {available})"
+            if call.name.startswith(MCP_TOOL_PREFIX) and session.mcp is not None:
+                # The tool may belong to an MCP server that failed: say so, rather than
+                # leave the person with a log line on stderr they may never see.
+                problems = session.mcp.problems
+                if problems:
+                    text += ". " + " ".join(problems)
+            output = ToolOutput(text, ok=False)
             await self._announce(call_id, call.name, arguments)
         else:
             verdict = await self._authorise(call.name, arguments, side_effects=tool.side_effects)
