@@ -562,3 +562,20 @@ def test_stray_writes_to_stdout_never_reach_the_protocol_stream(tmp_path: Path) 
     assert [frame["id"] for frame in frames] == [1, 2]
     assert b"STRAY-PRINT" in err
     assert b"STRAY-FD-1" in err
+
+
+async def test_session_new_without_cwd_uses_the_launch_directory(
+    tmp_path: Path, workspace: Path
+) -> None:
+    config_dir = write_config(tmp_path / "cfg", echo_config())
+    with trio.fail_after(30):
+        async with spawn_acp(config_dir, cwd=workspace) as client:
+            await client.call("initialize", {"protocolVersion": 1})
+            new = await client.call("session/new", {})
+            session_id = new["result"]["sessionId"]
+            listing = await client.call(
+                "session/prompt",
+                {"sessionId": session_id, "prompt": '/tool file_read {"path": "notes.txt"}'},
+            )
+    assert new["result"]["workspaceDir"] == str(workspace)
+    assert "inside the jail" in listing["result"]["content"]
