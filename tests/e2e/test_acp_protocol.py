@@ -103,6 +103,8 @@ async def test_every_method_and_its_errors(tmp_path: Path, workspace: Path) -> N
         "already active": -32602,
         "resume unknown": -32000,
     }
+    assert errors["unknown method"]["error"]["message"] == "Method not found: session/list"
+    assert "nope" in errors["not found"]["error"]["message"]
     assert client.process.returncode == 0
 
 
@@ -298,6 +300,10 @@ async def test_malformed_frames_are_answered_and_serving_continues(tmp_path: Pat
             bad_json = await client.receive()
             await client.send_raw('{"jsonrpc":"2.0","id":true,"method":"initialize"}')
             bad_id = await client.receive()
+            await client.send_raw('[{"jsonrpc":"2.0","id":7,"method":"initialize"}]')
+            batch = await client.receive()
+            await client.send_raw('{"jsonrpc":"1.0","id":8,"method":"initialize"}')
+            old_version = await client.receive()
             await client.send_raw("")  # blank lines are skipped
             await client.notify("session/cancel", {})  # a bad notification: never answered
             ok = await client.call("initialize", {})
@@ -305,8 +311,12 @@ async def test_malformed_frames_are_answered_and_serving_continues(tmp_path: Pat
     assert bad_json == {"jsonrpc": "2.0", "id": None, "error": bad_json["error"]}
     assert bad_json["error"]["code"] == -32700
     assert bad_id["error"]["code"] == -32600
+    assert batch["error"]["code"] == -32600
+    assert "batch" in batch["error"]["message"].lower()
+    assert old_version["error"]["code"] == -32600
+    assert old_version["id"] == 8
     assert "result" in ok
-    assert len(client.raw_lines) == 4  # nothing else was written
+    assert len(client.raw_lines) == 6  # nothing else was written
     for line in client.raw_lines:
         assert json.loads(line)["jsonrpc"] == "2.0"
 
