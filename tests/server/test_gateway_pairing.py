@@ -130,6 +130,23 @@ def test_rewrite_changes_only_paired_tokens(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["config.toml"]  # no temp file left
 
 
+def test_rewrite_follows_a_symlinked_config_and_keeps_the_link(tmp_path: Path) -> None:
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    real_file = dotfiles / "zeroclaw.toml"
+    real_file.write_text(CONFIG)
+    config_dir = tmp_path / "cfg"
+    config_dir.mkdir()
+    link = config_dir / "config.toml"
+    link.symlink_to(real_file)
+    persist_paired_tokens(link, ["e" * 64])
+    assert link.is_symlink()
+    assert link.resolve() == real_file
+    assert tomllib.loads(real_file.read_text())["gateway"]["paired_tokens"] == ["e" * 64]
+    assert [p.name for p in config_dir.iterdir()] == ["config.toml"]
+    assert [p.name for p in dotfiles.iterdir()] == ["zeroclaw.toml"]  # no temp file left
+
+
 def test_rewrite_adds_a_gateway_table_and_can_empty_it(tmp_path: Path) -> None:
     config_file = tmp_path / "config.toml"
     config_file.write_text("schema_version = 3\n[acp]\nmax_sessions = 4\n")

@@ -166,6 +166,9 @@ def persist_paired_tokens(config_file: Path, digests: Sequence[str]) -> None:
     Raises:
         ConfigRewriteError: the file is missing, too large, not TOML, or cannot be written.
     """
+    # A config.toml kept in a dotfiles repository is often a symlink: rewrite the file it
+    # points to, or the rename would replace the link with a detached copy.
+    config_file = Path(os.path.realpath(config_file))
     try:
         with config_file.open("rb") as handle:
             raw = handle.read(DEFAULT_MAX_CONFIG_REWRITE_BYTES + 1)
