@@ -589,3 +589,71 @@ async def test_session_new_without_cwd_uses_the_launch_directory(
             )
     assert new["result"]["workspaceDir"] == str(workspace)
     assert "inside the jail" in listing["result"]["content"]
+
+
+async def test_risk_profiles_from_config_decide_over_a_real_process(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """readonly: no side effects, nothing asked; full: never asks; supervised: always_ask
+    wins over auto_approve, a high-risk command is blocked without asking even when `*`
+    is allowlisted, and a medium-risk one is asked about."""
+    agents = {
+        name: {"model_provider": "echo.default", "risk_profile": name, "runtime_profile": "default"}
+        for name in ("readonly", "full", "strict")
+    }
+    document = echo_config(extra_agents=agents)
+    document["risk_profiles"].update(
+        {
+            "readonly": {"level": "readonly"},
+            "full": {"level": "full"},
+            "strict": {
+                "level": "supervised",
+                "allowed_commands": ["*"],
+                "auto_approve": ["file_read"],
+                "always_ask": ["file_read"],
+                "require_approval_for_medium_risk": True,
+            },
+        }
+    )
+    config_dir = write_config(tmp_path / "cfg", document)
+    write = '/tool file_write {"path": "made.txt", "content": "x"}'
+
+    async def run(client: Any, alias: str, prompt: str) -> tuple[str, int]:
+        """The tool's output and how many permission questions it took."""
+        session_id = (
+            await client.call("session/new", {"cwd": str(workspace), "agentAlias": alias})
+        )["result"]["sessionId"]
+        asked = len(client.server_requests)
+        await client.call(
+            "session/prompt", {"sessionId": session_id, "prompt": prompt}, on_request=allow_once
+        )
+        [finished] = [
+            u for u in client.updates(session_id) if u["sessionUpdate"] == "tool_call_update"
+        ]
+        return finished["rawOutput"], len(client.server_requests) - asked
+
+    with trio.fail_after(60):
+        async with spawn_acp(config_dir) as client:
+            await client.call("initialize", {"protocolVersion": 1})
+            readonly_write = await run(client, "readonly", write)
+            readonly_read = await run(client, "readonly", '/tool file_read {"path": "notes.txt"}')
+            full_write = await run(
+                client, "full", '/tool file_write {"path": "by-full", "content": "x"}'
+            )
+            always_asked = await run(client, "strict", '/tool file_read {"path": "notes.txt"}')
+            high_risk = await run(client, "strict", '/tool shell {"command": "rm -rf notes.txt"}')
+            medium_risk = await run(client, "strict", '/tool shell {"command": "touch by-strict"}')
+    assert readonly_write[1] == 0
+    assert "read-only" in readonly_write[0]
+    assert not (workspace / "made.txt").exists()
+    assert readonly_read[1] == 0
+    assert "inside the jail" in readonly_read[0]
+    assert full_write[1] == 0
+    assert (workspace / "by-full").exists()
+    assert always_asked[1] == 1
+    assert "inside the jail" in always_asked[0]
+    assert high_risk[1] == 0
+    assert "High-risk command blocked" in high_risk[0]
+    assert (workspace / "notes.txt").exists()
+    assert medium_risk[1] == 1
+    assert (workspace / "by-strict").exists()
