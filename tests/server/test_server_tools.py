@@ -231,6 +231,19 @@ async def test_unknown_tools_and_the_iteration_bound(tmp_path: Path) -> None:
             make_config(tmp_path, max_tool_iterations=3), provider=provider
         ) as client:
             session_id, result = await run_prompt(tmp_path, client)
+            provider.rounds.append(text_round("ok"))
+            await client.result("session/prompt", {"sessionId": session_id, "prompt": "next"})
+    # The note the client saw ends the stored turn (session/load replays it; the model
+    # learns why its calls did not run).
+    [note] = [
+        u["content"]["text"]
+        for u in client.updates(session_id)
+        if u["sessionUpdate"] == "agent_message_chunk"
+        and "max_tool_iterations" in u["content"]["text"]
+    ]
+    history = provider.requests[-1].messages
+    assert (history[-2].role, history[-2].content) == ("assistant", note)
+    del provider.requests[-1]
     assert len(provider.requests) == 4  # 3 tool rounds, then the bound stops the turn
     assert provider.requests[1].messages[-1].content.startswith("Error: Unknown tool: nope")
     assert "max_tool_iterations (3)" in result["content"]

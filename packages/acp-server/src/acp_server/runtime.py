@@ -152,7 +152,11 @@ class _TurnRunner:
                     skipped = ToolOutput(f"Tool call not executed: {note}", ok=False)
                     await self._announce(call.id, call.name, call.arguments)
                     self.new_messages.append(await self._report(call.id, call.name, skipped))
-                await self._send_text(("\n\n" if self.streamed else "") + note)
+                shown = ("\n\n" if self.streamed else "") + note
+                await self._send_text(shown)
+                # Kept as the turn's last assistant words, so session/load shows it too
+                # and the model learns next turn why its calls did not run.
+                self.new_messages.append(ChatMessage(role="assistant", content=shown))
                 break
             for call in calls:
                 result = await self._run_tool_call(call)
