@@ -21,6 +21,7 @@ from acp_bridge import __version__
 from acp_bridge.errors import BridgeExit, ExitCode
 from acp_bridge.gateway import ConnectOptions, describe_close, open_gateway
 from acp_bridge.messages import response_id
+from acp_core import methods
 
 CHECK_REQUEST_ID: Final = "zeroclaw-acp-bridge-check"
 DEFAULT_CHECK_TIMEOUT_SECS: Final = 10.0
@@ -32,7 +33,7 @@ def initialize_request() -> bytes:
         {
             "jsonrpc": "2.0",
             "id": CHECK_REQUEST_ID,
-            "method": "initialize",
+            "method": methods.INITIALIZE,
             "params": {
                 "protocolVersion": ACP_PROTOCOL_VERSION,
                 "clientCapabilities": {},
