@@ -287,3 +287,48 @@ async def test_the_official_acp_sdk_drives_the_bridge(tmp_path: Path) -> None:
     assert text.startswith("hello from the SDK")
     assert ide.permissions == 1, text
     assert (workspace / "notes.txt").read_text() == "written through the bridge"
+
+
+async def test_agent_flag_picks_the_default_agent_on_the_real_gateway(tmp_path: Path) -> None:
+    """`--agent ALIAS` becomes `?agent=`: session/new without an alias gets that agent; an
+    explicit alias still wins; an unknown one fails session/new with -32602."""
+    document = echo_config(
+        extra_agents={
+            "beta": {
+                "model_provider": "echo.default",
+                "risk_profile": "default",
+                "runtime_profile": "default",
+            }
+        }
+    )
+    document["acp"] = {"default_agent": "echo"}
+    document["gateway"] = {"require_pairing": False}
+    config_dir = write_config(tmp_path / "cfg", document)
+
+    async def owner(session_id: str) -> str:
+        result = await trio.run_process(
+            [str(BRIDGE.parent / "zeroclaw"), "sessions", "show", session_id, "--json"],
+            capture_stdout=True,
+            env={**bridge_env(tmp_path), "ZEROCLAW_CONFIG_DIR": str(config_dir)},
+        )
+        alias: str = json.loads(result.stdout)["agent"]
+        return alias
+
+    with trio.fail_after(TIMEOUT):
+        async with run_gateway(config_dir) as gateway:
+            url = gateway.ws_url()
+            async with _bridge(config_dir, "--url", url, "--agent", "beta") as ide:
+                by_flag = await open_session(ide, tmp_path)
+                explicit = await ide.call(
+                    "session/new", {"cwd": str(tmp_path), "agentAlias": "echo"}
+                )
+            async with _bridge(config_dir, "--url", url) as ide:
+                by_default = await open_session(ide, tmp_path)
+            async with _bridge(config_dir, "--url", url, "--agent", "ghost") as ide:
+                await ide.call("initialize", {"protocolVersion": 1})
+                unknown = await ide.call("session/new", {"cwd": str(tmp_path)})
+        assert await owner(by_flag) == "beta"
+        assert await owner(explicit["result"]["sessionId"]) == "echo"
+        assert await owner(by_default) == "echo"
+    assert unknown["error"]["code"] == -32602, unknown
+    assert "ghost" in unknown["error"]["message"]
