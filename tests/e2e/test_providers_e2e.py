@@ -267,3 +267,46 @@ async def _wait_first_chunk(client: RpcPipeClient, session_id: str) -> None:
             client.notifications.append(message)
         else:
             raise AssertionError(f"unexpected message before the first chunk: {message}")
+
+
+async def test_anthropic_failures_end_the_turn_clearly_and_the_session_stays_usable(
+    tmp_path: Path,
+) -> None:
+    """The Messages API's own failure shapes through a real zeroclaw acp: a rejected key,
+    overload (529) past the retries, an `error` event mid-stream and a cut stream."""
+    no_retry_wait = [("Retry-After", "0")]
+    overloaded = json_error(529, "Overloaded", headers=no_retry_wait, kind="overloaded_error")
+    mid_stream_error = Reply(
+        chunks=(
+            *anthropic_events([("text", ["Partial"])], stop=False)[:4],
+            sse(
+                {"type": "error", "error": {"type": "api_error", "message": "boom"}}, event="error"
+            ),
+        )
+    )
+    cut = Reply(chunks=anthropic_events([("text", ["Half"])], stop=False)[:4], ending="cut")
+    script: list[tuple[tuple[Reply, ...], str]] = [
+        ((json_error(401, "invalid x-api-key", kind="authentication_error"),), "Check your key"),
+        ((overloaded, overloaded, overloaded), "try again later"),
+        ((mid_stream_error,), "boom"),
+        ((cut,), "ended before the response was complete"),
+    ]
+    with trio.fail_after(CEILING_SECS):
+        async with serve_fake_llm() as llm:
+            config_dir = write_config(
+                tmp_path / "cfg",
+                llm_config({"anthropic": provider_entry("anthropic", llm.base_url)}),
+            )
+            async with spawn_acp(config_dir) as client:
+                session_id = await open_session(client, tmp_path)
+                for replies, needle in script:
+                    llm.add(*replies, anthropic_text_reply("all good"))
+                    response = await prompt(client, session_id, "go")
+                    assert response["error"]["code"] == -32603, response
+                    assert needle in response["error"]["message"], response
+                    assert "sk-e2e-key" not in response["error"]["message"]
+                    recovered = await prompt(client, session_id, "again")
+                    assert recovered["result"]["content"] == "all good"
+                history = json.dumps(llm.requests[-1].json()["messages"])
+    assert "Partial" not in history
+    assert "Half" not in history
