@@ -332,3 +332,67 @@ async def test_agent_flag_picks_the_default_agent_on_the_real_gateway(tmp_path: 
         assert await owner(by_default) == "echo"
     assert unknown["error"]["code"] == -32602, unknown
     assert "ghost" in unknown["error"]["message"]
+
+
+async def _self_signed(directory: Path) -> tuple[Path, Path]:
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    await trio.run_process(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+         "-keyout", str(key), "-out", str(cert)],
+        capture_stdout=True,
+        capture_stderr=True,
+    )  # fmt: skip
+    return cert, key
+
+
+async def test_tls_gateway_needs_a_trusted_certificate_and_says_so(tmp_path: Path) -> None:
+    """[gateway.tls] → wss://. A self-signed certificate the bridge does not trust is a clear
+    exit 1 that says how to trust it (not a traceback); trusted via SSL_CERT_FILE, pairing
+    (over https) and relaying work."""
+    cert, key = await _self_signed(tmp_path)
+    config_dir = _config(
+        tmp_path, tls={"enabled": True, "cert_path": str(cert), "key_path": str(key)}
+    )
+    home = tmp_path / "home"
+    home.mkdir()
+    env = bridge_env(home, {"ZEROCLAW_CONFIG_DIR": str(config_dir)})
+    trusted = {**env, "SSL_CERT_FILE": str(cert)}
+    with trio.fail_after(TIMEOUT):
+        async with run_gateway(config_dir) as gateway:
+            url = f"wss://127.0.0.1:{gateway.port}/acp"
+            # Untrusted: first the pairing request (https), then the upgrade (wss).
+            code, _, stderr = await run_bridge("--url", url, "--check", env=env)
+            assert code == 1, stderr
+            assert "certificate verification failed" in stderr
+            assert "SSL_CERT_FILE" in stderr
+            assert "Traceback" not in stderr
+            code, _, stderr = await run_bridge(
+                "--url", url, "--check", env={**env, "ZEROCLAW_ACP_BRIDGE_TOKEN": "zc_x"}
+            )
+            assert code == 1, stderr
+            assert f"failed to connect to {url}: TLS certificate verification failed" in stderr
+            assert "Traceback" not in stderr
+
+            # Trusted: pairs over https, then relays over wss.
+            code, stdout, stderr = await run_bridge("--url", url, "--check", env=trusted)
+            assert code == 0, stderr
+            assert f"gateway:  {url}\n" in stdout.decode()
+            request = (
+                b'{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":1}}'
+            )
+            code, stdout, stderr = await run_bridge(
+                "--url", url, env=trusted, stdin=request + b"\n"
+            )
+            assert code == 0, stderr
+            assert json.loads(stdout)["result"]["protocolVersion"] == 1
+
+            # wss:// to a port that speaks plain HTTP is named as such.
+            plain = _config(tmp_path / "plain", require_pairing=False)
+            async with run_gateway(plain) as plain_gateway:
+                code, _, stderr = await run_bridge(
+                    "--url", f"wss://127.0.0.1:{plain_gateway.port}/acp", "--check", env=env
+                )
+            assert code == 1, stderr
+            assert "does not speak TLS" in stderr
+            assert "Traceback" not in stderr

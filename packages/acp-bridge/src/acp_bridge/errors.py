@@ -11,6 +11,7 @@ Exit codes (issue 7 §2): 0 normal end, 1 connection refused or lost, 2 usage or
 from __future__ import annotations
 
 import os
+import ssl
 from enum import IntEnum
 
 
@@ -35,6 +36,17 @@ class BridgeExit(Exception):
 
 def describe_error(exc: BaseException) -> str:
     """A short reason: "connection refused", "timed out", ... (not trio's wrapper text)."""
+    # TLS first: ssl.SSLError is an OSError whose errno is OpenSSL's, not the OS's
+    # (a failed certificate check would otherwise read "operation not permitted").
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return (
+            f"TLS certificate verification failed ({exc.verify_message}); if the gateway "
+            "uses a self-signed certificate, set SSL_CERT_FILE to its PEM file"
+        )
+    if isinstance(exc, ssl.SSLError):
+        if exc.reason == "WRONG_VERSION_NUMBER":
+            return "TLS handshake failed: the gateway does not speak TLS on this port (ws://?)"
+        return f"TLS handshake failed ({exc.reason or exc})"
     if isinstance(exc, TimeoutError):
         return "timed out"
     if isinstance(exc, OSError):
@@ -44,4 +56,7 @@ def describe_error(exc: BaseException) -> str:
         cause = exc.__cause__
         if isinstance(cause, BaseExceptionGroup) and cause.exceptions:
             return describe_error(cause.exceptions[-1])
+    elif exc.__cause__ is not None:
+        # trio.BrokenResourceError and friends say nothing themselves; their cause does.
+        return describe_error(exc.__cause__)
     return str(exc) or type(exc).__name__

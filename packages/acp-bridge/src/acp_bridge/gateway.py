@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Final
 
+import trio
 from websockets.exceptions import (
     ConnectionClosed,
     InvalidHandshake,
@@ -75,7 +76,8 @@ async def open_gateway(options: ConnectOptions) -> AsyncIterator[ClientConnectio
         raise _rejected(options, exc) from None
     except InvalidURI as exc:
         raise BridgeExit(ExitCode.USAGE, f"ERROR: invalid gateway URL: {exc}") from None
-    except (OSError, TimeoutError, InvalidHandshake) as exc:
+    # trio.BrokenResourceError: the TLS handshake failed (its cause says why).
+    except (OSError, TimeoutError, InvalidHandshake, trio.BrokenResourceError) as exc:
         raise BridgeExit(
             ExitCode.CONNECTION,
             f"ERROR: failed to connect to {options.url}: {describe_error(exc)}. "
