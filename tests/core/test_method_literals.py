@@ -14,9 +14,6 @@ METHOD_NAMES = frozenset(
     for name, value in vars(methods).items()
     if name.isupper() and isinstance(value, str) and ("/" in value or value == "initialize")
 )
-PENDING = frozenset({"acp-bridge/src/acp_bridge/relay.py"})
-"""Files still spelling method names out, to be converted by their owner (the bridge relay
-is under performance work at the time of writing); listed so they cannot spread."""
 
 
 def method_literals(path: Path) -> list[str]:
@@ -36,12 +33,7 @@ def test_no_method_string_literals_outside_acp_core_methods() -> None:
     found: list[str] = []
     for path in sorted(PACKAGES.glob("*/src/**/*.py")):
         relative = path.relative_to(PACKAGES).as_posix()
-        if relative == "acp-core/src/acp_core/methods.py" or relative in PENDING:
+        if relative == "acp-core/src/acp_core/methods.py":
             continue
         found += method_literals(path)
     assert found == []
-
-
-def test_pending_files_still_exist() -> None:
-    # An exemption for a file that was renamed or fixed must go too.
-    assert all((PACKAGES / relative).exists() for relative in PENDING)

@@ -64,6 +64,7 @@ from acp_bridge.messages import (
     with_id,
 )
 from acp_bridge.stdio import DEFAULT_READ_CHUNK_BYTES
+from acp_core import methods
 from acp_core.errors import ErrorCode
 from acp_core.framing import DEFAULT_MAX_LINE_BYTES
 from acp_core.jsonrpc import RequestId
@@ -109,8 +110,10 @@ BROKEN_CLOSE_CODES: Final = frozenset(
         int(CloseCode.MANDATORY_EXTENSION),
     }
 )
-SESSION_METHODS_WITH_ID: Final = frozenset({"session/load", "session/resume"})
-REPLAY_INPUT_METHODS: Final = frozenset({"initialize", "session/new", *SESSION_METHODS_WITH_ID})
+SESSION_METHODS_WITH_ID: Final = frozenset({methods.SESSION_LOAD, methods.SESSION_RESUME})
+REPLAY_INPUT_METHODS: Final = frozenset(
+    {methods.INITIALIZE, methods.SESSION_NEW, *SESSION_METHODS_WITH_ID}
+)
 """Requests whose params the bridge keeps, to replay initialize and resume sessions."""
 
 
@@ -437,12 +440,12 @@ class _Relay:
             params = raw_params if isinstance(raw_params, dict) else {}
             candidate = params.get("sessionId")
             session_id = candidate if isinstance(candidate, str) else None
-            if method == "initialize":
+            if method == methods.INITIALIZE:
                 self.initialize = body
         elif method.startswith("session/"):
             # Only the id: a session/prompt may carry megabytes of embedded resources.
             session_id = session_id_of(action.text)
-            if method == "session/close" and session_id is not None:
+            if method == methods.SESSION_CLOSE and session_id is not None:
                 self.sessions.pop(session_id, None)
         self.inflight.add(action.request_id, method, session_id, params)
 
@@ -583,7 +586,7 @@ class _Relay:
                 if reconnecting
                 else ""
             )
-            turn = " during this prompt turn" if owed.method == "session/prompt" else ""
+            turn = " during this prompt turn" if owed.method == methods.SESSION_PROMPT else ""
             message = (
                 f"zeroclaw-acp-bridge: {cause} ({self.url}){turn} before this request was "
                 f"answered; its outcome is unknown.{kept}"
@@ -620,13 +623,13 @@ class _Relay:
         its initialize, then session/resume for every known session (issue 8)."""
         requests: list[tuple[str, dict[str, Any]]] = []
         if self.initialize is not None:
-            requests.append(("initialize", self.initialize))
+            requests.append((methods.INITIALIZE, self.initialize))
         for session_id, params in self.sessions.items():
             resume = {
                 "sessionId": session_id,
                 **{k: v for k, v in params.items() if k != "sessionId"},
             }
-            body = {"jsonrpc": "2.0", "method": "session/resume", "params": resume}
+            body = {"jsonrpc": "2.0", "method": methods.SESSION_RESUME, "params": resume}
             requests.append((session_id, body))
         resumed = 0
         to_resume = len(self.sessions)
@@ -645,8 +648,8 @@ class _Relay:
                 await done.wait()
                 error = connection.internal_errors.get(internal_id)
                 if error is None:
-                    resumed += what != "initialize"
-                elif what == "initialize":
+                    resumed += what != methods.INITIALIZE
+                elif what == methods.INITIALIZE:
                     logger.warning("replayed initialize failed: %s", error)
                 else:
                     logger.warning("could not resume session %s: %s", what, error)
@@ -758,7 +761,7 @@ class _Relay:
         if owed is None:
             return
         session_id = owed.session_id
-        if owed.method == "session/new":
+        if owed.method == methods.SESSION_NEW:
             result = (decode_object(frame) or {}).get("result")
             candidate = result.get("sessionId") if isinstance(result, dict) else None
             session_id = candidate if isinstance(candidate, str) else None
