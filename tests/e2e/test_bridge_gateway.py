@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import socket
 import stat
+import tomllib
 from pathlib import Path
 from typing import Any, cast
 
@@ -396,3 +398,26 @@ async def test_tls_gateway_needs_a_trusted_certificate_and_says_so(tmp_path: Pat
             assert code == 1, stderr
             assert "does not speak TLS" in stderr
             assert "Traceback" not in stderr
+
+
+async def test_bridges_started_together_pair_once_and_share_the_token(tmp_path: Path) -> None:
+    """Editors start one bridge per window, often at the same moment. Only one can use the
+    one-time code; the others must pick up the token it cached, not fail."""
+    config_dir = _config(tmp_path)  # pairing required, nothing paired yet
+    home = tmp_path / "home"
+    home.mkdir()
+    env = bridge_env(home, {"ZEROCLAW_CONFIG_DIR": str(config_dir)})
+    results: list[tuple[int, str]] = []
+
+    async def check(url: str) -> None:
+        code, _, stderr = await run_bridge("--url", url, "--check", env=env)
+        results.append((code, stderr))
+
+    with trio.fail_after(TIMEOUT):
+        async with run_gateway(config_dir) as gateway, trio.open_nursery() as nursery:
+            for _ in range(4):
+                nursery.start_soon(check, gateway.ws_url())
+    assert results == [(0, "")] * 4
+    token = (config_dir / "acp-bridge-token").read_text().strip()
+    document = tomllib.loads((config_dir / "config.toml").read_text())
+    assert document["gateway"]["paired_tokens"] == [hashlib.sha256(token.encode()).hexdigest()]

@@ -20,6 +20,7 @@ thread rather than a client library: nothing to install, and only imported when 
 from __future__ import annotations
 
 import enum
+import fcntl
 import json
 import logging
 import os
@@ -46,6 +47,9 @@ PAIRING_CODE_HEADER: Final = "X-Pairing-Code"
 DEFAULT_MAX_TOKEN_FILE_BYTES: Final = 4096
 DEFAULT_MAX_HTTP_BODY_BYTES: Final = 64 * 1024
 DEFAULT_HTTP_TIMEOUT_SECS: Final = 10.0
+DEFAULT_PAIRING_LOCK_WAIT_SECS: Final = 2 * DEFAULT_HTTP_TIMEOUT_SECS + 5.0
+"""Longest wait for another bridge's pairing (its two HTTP requests) before pairing anyway."""
+PAIRING_LOCK_POLL_SECS: Final = 0.02
 
 # The reference bridge's wording, kept verbatim (research notes §6).
 NO_TOKEN_MESSAGE: Final = (
@@ -208,6 +212,48 @@ async def resolve_credentials(
         _warn_unused_pair_code(pair_code, f"{path} (delete it to pair again)")
         return Credentials(TokenSource.FILE, token, token_file=path)
 
+    # Editors often start several bridges at once (one per window); only one of them can
+    # use the one-time code. Pair one at a time; whoever comes second finds the token the
+    # first one cached instead of failing with "code already used".
+    lock = await _lock_for_pairing(config_dir)
+    try:
+        token = read_token_file(path)
+        if token:
+            logger.info("another bridge paired meanwhile; using the token it cached")
+            _warn_unused_pair_code(pair_code, f"{path} (delete it to pair again)")
+            return Credentials(TokenSource.FILE, token, token_file=path)
+        return await _pair_now(path, http_base, pair_code, environ)
+    finally:
+        if lock is not None:
+            os.close(lock)  # releases the flock
+
+
+async def _lock_for_pairing(config_dir: Path) -> int | None:
+    """An exclusive flock on the config directory (no lock file to leave behind), or None
+    when it cannot be had: a missing or unlockable directory, or DEFAULT_PAIRING_LOCK_WAIT_SECS
+    spent waiting. Pairing then simply goes ahead unserialized."""
+    try:
+        fd = os.open(config_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return None
+    with trio.move_on_after(DEFAULT_PAIRING_LOCK_WAIT_SECS):
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                # Another bridge is pairing: a few HTTP round trips on its side.
+                await trio.sleep(PAIRING_LOCK_POLL_SECS)
+            except OSError:
+                break
+            else:
+                return fd
+    os.close(fd)
+    return None
+
+
+async def _pair_now(
+    path: Path, http_base: str, pair_code: str | None, environ: Mapping[str, str]
+) -> Credentials:
     code: str | None = (pair_code or environ.get(PAIRING_CODE_ENV, "")).strip()
     if not code:
         logger.info("no token cached; asking %s/pair/code for a pairing code", http_base)
