@@ -14,7 +14,7 @@ from typing import Any, cast
 import pytest
 import trio
 
-from tests.bridge.harness import BRIDGE, bridge_env, run_bridge
+from tests.bridge.harness import BRIDGE, bridge_env, run_bridge, running_bridge
 from tests.e2e.gateway_harness import run_gateway
 from tests.e2e.helpers import (
     allow_once,
@@ -421,3 +421,35 @@ async def test_bridges_started_together_pair_once_and_share_the_token(tmp_path: 
     token = (config_dir / "acp-bridge-token").read_text().strip()
     document = tomllib.loads((config_dir / "config.toml").read_text())
     assert document["gateway"]["paired_tokens"] == [hashlib.sha256(token.encode()).hexdigest()]
+
+
+async def test_revoked_token_ends_a_live_bridge_with_exit_3(tmp_path: Path) -> None:
+    """`zeroclaw gateway get-paircode --rotate` revokes every token: the gateway closes the
+    bridge's connection with 1008 ("rejected, stop"), and the bridge stops at once with exit 3
+    and pairing advice instead of reconnecting with a token that can never work again."""
+    config_dir = _config(tmp_path)
+    home = tmp_path / "home"
+    home.mkdir()
+    env = bridge_env(home, {"ZEROCLAW_CONFIG_DIR": str(config_dir)})
+    with trio.fail_after(TIMEOUT):
+        async with run_gateway(config_dir) as gateway:
+            assert (await run_bridge("--url", gateway.ws_url(), "--check", env=env))[0] == 0
+            async with running_bridge("--url", gateway.ws_url(), env=env) as bridge:
+                await bridge.send_line(
+                    b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}'
+                )
+                assert "result" in await bridge.read_json()
+                await gateway.wait_for_connections(1)
+                rotated = await trio.run_process(
+                    [str(BRIDGE.parent / "zeroclaw"), "gateway", "get-paircode", "--rotate",
+                     "--port", str(gateway.port)],
+                    capture_stdout=True,
+                    capture_stderr=True,
+                    env={**env, "HOME": str(home)},
+                )  # fmt: skip
+                assert b"revoked 1 token" in rotated.stderr
+                assert await bridge.wait() == 3
+    assert "close code 1008: token revoked" in bridge.stderr_text
+    assert "not reconnecting" in bridge.stderr_text
+    # No reconnect attempt: the gateway never refused an upgrade (read after it exited).
+    assert "refused /acp" not in gateway.stderr()
