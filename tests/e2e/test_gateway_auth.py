@@ -153,11 +153,21 @@ async def test_rate_limit_per_minute(tmp_path: Path) -> None:
     config_dir = write_config(tmp_path / "cfg", document)
     with trio.fail_after(30):
         async with run_gateway(config_dir) as gateway:
-            statuses = [
-                (await gateway.http("POST", "/pair", headers={"X-Pairing-Code": "x"})).status_code
+            responses = [
+                await gateway.http("POST", "/pair", headers={"X-Pairing-Code": "x"})
                 for _ in range(4)
             ]
-            assert statuses == [403, 403, 403, 429]
+            assert [r.status_code for r in responses] == [403, 403, 403, 429]
+            # The limit says when to come back, in the body and the header; even the right
+            # code waits (the limit counts attempts, not failures).
+            limited = responses[-1]
+            assert 0 < limited.json()["retry_after"] <= 60
+            assert int(limited.headers["Retry-After"]) == limited.json()["retry_after"]
+            assert gateway.pairing_code is not None
+            right = await gateway.http(
+                "POST", "/pair", headers={"X-Pairing-Code": gateway.pairing_code}
+            )
+            assert right.status_code == 429
 
 
 async def test_health_needs_no_auth_and_origins_are_checked(tmp_path: Path) -> None:
