@@ -106,9 +106,8 @@ async def test_killed_and_restarted_gateway_under_a_live_bridge(tmp_path: Path) 
                 await ide.call("initialize", {"protocolVersion": 1})
                 loaded = await ide.call("session/load", {"sessionId": session_id})
                 assert loaded["result"] == {}
-                texts = _user_texts(ide.updates(session_id))
-                assert texts[0] == "alpha beta"
-                assert texts[-1] == "gamma"
+                # The turn the kill interrupted was never committed: nothing of it is stored.
+                assert _user_texts(ide.updates(session_id)) == ["alpha beta", "gamma"]
             nursery.cancel_scope.cancel()
 
 
