@@ -13,7 +13,12 @@ Reported: round-trip p50/p99 (and what the bridge adds), and MB/s of ``session/u
 payload delivered to the client. Issue 7 targets: < 0.5 ms added per round trip at p50 on
 loopback; >= 50 MB/s relayed.
 
-    uv run python bench/bridge_relay.py [--round-trips N] [--updates N] [--update-bytes N]
+Each size is streamed ``--rounds`` times, direct and bridge alternately; medians are shown,
+next to what websockets' own frame parser manages on the same frames in memory (the ceiling
+for any websockets-based client, so for the bridge too).
+
+    uv run python bench/bridge_relay.py [--round-trips N] [--update-mib N] [--rounds N]
+        [--update-bytes N ...]
 """
 
 from __future__ import annotations
@@ -33,11 +38,16 @@ from typing import Any, Final
 
 import trio
 from websockets.asyncio.server import ServerConnection, serve
+from websockets.client import ClientProtocol
 from websockets.frames import Frame, Opcode
+from websockets.protocol import State
 from websockets.trio.client import connect
+from websockets.uri import parse_uri
 
 BRIDGE: Final = Path(sys.executable).parent / "zeroclaw-acp-bridge"
 MIB: Final = 1024 * 1024
+BENCH_SESSION_ID: Final = "0b7a8f3e-5d2c-4c61-9a7e-3f1d2b6c8e90"
+"""A UUID like the gateway's, so small frames have a realistic envelope."""
 
 
 # --- the server (child process) ---------------------------------------------------------
@@ -48,7 +58,7 @@ def _update_frame(size: int) -> str:
         "jsonrpc": "2.0",
         "method": "session/update",
         "params": {
-            "sessionId": "sess_bench",
+            "sessionId": BENCH_SESSION_ID,
             "update": {
                 "sessionUpdate": "agent_message_chunk",
                 "content": {"type": "text", "text": ""},
@@ -237,12 +247,15 @@ async def bench(args: argparse.Namespace) -> None:
                 "bridge": BridgeClient(config_dir),
             }
             latency: dict[str, list[float]] = {}
-            throughput: dict[tuple[str, int], float] = {}
+            throughput: dict[tuple[str, int], list[float]] = {}
             for name, client in clients.items():
                 latency[name] = await client.run(round_trips(args.round_trips))
+            for _ in range(args.rounds):
                 for size in args.update_bytes:
                     count = max(100, args.update_mib * MIB // size)
-                    throughput[name, size] = await client.run(stream(count, size))
+                    for name, client in clients.items():
+                        rate = await client.run(stream(count, size))
+                        throughput.setdefault((name, size), []).append(rate)
         finally:
             server.kill()
             await server.wait()
@@ -257,13 +270,43 @@ async def bench(args: argparse.Namespace) -> None:
         )
     added = (_percentile(latency["bridge"], 0.5) - _percentile(latency["direct"], 0.5)) * 1000
     print(f"  bridge adds {added:.3f} ms at p50 (target < 0.5 ms)")
-    print(f"session/update throughput, ~{args.update_mib} MiB per run (MB/s of frames):")
+    print(
+        f"session/update throughput, ~{args.update_mib} MiB per run, median of {args.rounds}"
+        " (MB/s of frames):"
+    )
     for size in args.update_bytes:
-        direct, bridged = throughput["direct", size], throughput["bridge", size]
+        direct = statistics.median(throughput["direct", size])
+        bridged = statistics.median(throughput["bridge", size])
         print(
             f"  {size:>7}-byte updates: direct {direct:7.1f}  bridge {bridged:7.1f}"
             f"  ({bridged / direct:.0%} of direct; target >= 50)"
+            f"  [websockets frame parser alone: {parser_ceiling(size):7.1f}]"
         )
+    print(
+        "  (direct: a websockets trio client's recv() loop; the parser alone: websockets'"
+        " sans-I/O\n   protocol decoding the same frames in memory, no I/O, no event loop)"
+    )
+
+
+def parser_ceiling(size: int, runs: int = 3) -> float:
+    """MB/s websockets' sans-I/O protocol parses ``size``-byte update frames at, in memory
+    (best of ``runs``): the most any websockets-based client (direct or bridge) could get."""
+    return max(_parse_rate(size) for _ in range(runs))
+
+
+def _parse_rate(size: int, total_bytes: int = 16 * MIB) -> float:
+    protocol = ClientProtocol(parse_uri("ws://127.0.0.1/acp"), state=State.OPEN, max_size=None)
+    wire = Frame(Opcode.TEXT, _update_frame(size).encode()).serialize(mask=False)
+    per_chunk = max(1, 64 * 1024 // len(wire))
+    chunk = wire * per_chunk
+    parsed = 0
+    started = time.perf_counter()
+    while parsed < total_bytes:
+        protocol.receive_data(chunk)
+        for event in protocol.events_received():
+            assert isinstance(event, Frame)
+            parsed += len(event.data)
+    return parsed / (time.perf_counter() - started) / MIB
 
 
 def main() -> None:
@@ -272,8 +315,13 @@ def main() -> None:
     parser.add_argument("--round-trips", type=int, default=2000)
     parser.add_argument("--update-mib", type=int, default=64)
     parser.add_argument(
-        "--update-bytes", type=int, nargs="+", default=[1024, 16 * 1024, 256 * 1024]
+        "--update-bytes",
+        type=int,
+        nargs="+",
+        default=[256, 1024, 16 * 1024, 256 * 1024],
+        help="update frame sizes (a streamed agent_message_chunk is ~150-300 bytes)",
     )
+    parser.add_argument("--rounds", type=int, default=3, help="throughput runs per size")
     args = parser.parse_args()
     if args.serve:
         asyncio.run(_serve())

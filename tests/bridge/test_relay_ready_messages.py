@@ -104,6 +104,7 @@ async def test_taking_ready_messages_keeps_websockets_flow_control_going() -> No
     messages = [f'{{"n":{n}}}' for n in range(2000)]
     with trio.fail_after(20):
         async with _client_receiving(messages, max_queue=4) as client:
+            await _queued_frames(client, 5)  # above max_queue: websockets has paused reading
             received, taken = await _read_all(client, len(messages))
     assert received == [message.encode() for message in messages]
     assert taken > 0
