@@ -442,7 +442,7 @@ class Gateway:
                 await self._health(stream)
         elif route == "/pair/code":
             if await self._only(stream, request, {"GET"}):
-                await self._pair_code(stream)
+                await self._pair_code(stream, peer)
         elif route == "/pair":
             if await self._only(stream, request, {"POST"}):
                 await self._read_body(stream, request)
@@ -479,17 +479,25 @@ class Gateway:
             },
         )
 
-    async def _pair_code(self, stream: trio.abc.Stream) -> None:
-        code = self.pairing.code if self.settings.require_pairing and not len(self.tokens) else None
-        await send_json(
-            stream,
-            200,
-            {
-                "success": True,
-                "pairing_required": self.settings.require_pairing,
-                "pairing_code": code,
-            },
-        )
+    async def _pair_code(self, stream: trio.abc.Stream, peer: str) -> None:
+        unpaired = self.settings.require_pairing and not len(self.tokens)
+        body: dict[str, object] = {
+            "success": True,
+            "pairing_required": self.settings.require_pairing,
+            "pairing_code": None,
+        }
+        # The reference hands the code to anyone until the first pairing; on a public bind
+        # that lets whoever reaches the port first pair. Only this machine's own clients (a
+        # same-host bridge) read it here; a remote client gets it from the operator, who
+        # sees it on the gateway's stderr or from `zeroclaw gateway get-paircode`.
+        if unpaired and _is_loopback_address(peer):
+            body["pairing_code"] = self.pairing.code
+        elif unpaired:
+            body["message"] = (
+                "the pairing code is only given to clients on the gateway host; ask its "
+                "operator for the code (`zeroclaw gateway get-paircode`)"
+            )
+        await send_json(stream, 200, body)
 
     async def _pair(self, stream: trio.abc.Stream, request: HttpRequest, peer: str) -> None:
         if not self.settings.require_pairing:
