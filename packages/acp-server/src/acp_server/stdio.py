@@ -59,6 +59,7 @@ class StdioTransport:
         # skipping them is most of the per-turn overhead (bench/server_turns.py).
         self._read_fd = _pipe_fd(receive_stream)
         self._write_fd = _pipe_fd(send_stream)
+        self._pipe_drained = False
 
     async def receive_message(self) -> str | None:
         while True:
@@ -93,6 +94,11 @@ class StdioTransport:
         self._input_ended = True
         if self._read_scope is not None:
             self._read_scope.cancel()
+        if self._read_fd is not None:
+            # Wakes a wait_readable in _read_some (it raises ClosedResourceError); a cancel
+            # scope per wait would do the same at a cost on every request. Nothing reads
+            # the descriptor after this.
+            trio.lowlevel.notify_closing(self._read_fd)
 
     async def send_message(self, payload: bytes) -> None:
         await self._send_bytes(encode_line(payload))
@@ -108,24 +114,37 @@ class StdioTransport:
             with self._interruptible():
                 return await self._receive.receive_some(DEFAULT_READ_CHUNK_BYTES)
             return b""
-        waited = False
+        # After a short read the pipe was empty, and another read would almost always fail
+        # with EAGAIN: wait for data straight away instead.
+        if self._pipe_drained and not await self._wait_readable(fd):
+            return b""
+        waited = self._pipe_drained
         while True:
             try:
                 data = os.read(fd, DEFAULT_READ_CHUNK_BYTES)
             except BlockingIOError:
                 waited = True
-                with self._interruptible():
-                    await trio.lowlevel.wait_readable(fd)
-                if self._input_ended:
+                if not await self._wait_readable(fd):
                     return b""
                 continue
             except OSError as exc:
                 raise trio.BrokenResourceError from exc
+            self._pipe_drained = len(data) < DEFAULT_READ_CHUNK_BYTES
             if not waited:
                 # Data was already there: still let other tasks run before we go on
                 # (a client flooding us must not starve the turns).
                 await trio.lowlevel.checkpoint()
             return data
+
+    async def _wait_readable(self, fd: int) -> bool:
+        """Wait for input on the pipe; False once the input has been ended (end_input)."""
+        if self._input_ended:
+            return False
+        try:
+            await trio.lowlevel.wait_readable(fd)
+        except trio.ClosedResourceError:
+            return False  # end_input's notify_closing
+        return not self._input_ended
 
     async def _send_bytes(self, data: bytes) -> None:
         fd = self._write_fd
