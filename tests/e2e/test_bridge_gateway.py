@@ -451,5 +451,8 @@ async def test_revoked_token_ends_a_live_bridge_with_exit_3(tmp_path: Path) -> N
                 assert await bridge.wait() == 3
     assert "close code 1008: token revoked" in bridge.stderr_text
     assert "not reconnecting" in bridge.stderr_text
+    # The bridge's token came from its cache file: say to delete it and pair again.
+    assert "Delete that file" in bridge.stderr_text
+    assert "zeroclaw gateway get-paircode --new" in bridge.stderr_text
     # No reconnect attempt: the gateway never refused an upgrade (read after it exited).
     assert "refused /acp" not in gateway.stderr()

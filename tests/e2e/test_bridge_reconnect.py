@@ -195,13 +195,21 @@ async def test_401_on_reconnect_stops_at_once_with_exit_3(
 async def test_close_1008_means_rejected_and_is_not_retried(
     server: RestartableGateway, tmp_path: Path
 ) -> None:
+    server.gateway.token = "paired"
+    config_dir = tmp_path / "cfg"
+    write_config(config_dir, server.port)
+    env = bridge_env(tmp_path, {"ZEROCLAW_ACP_BRIDGE_TOKEN": "paired"})
     with trio.fail_after(TIMEOUT):
-        async with _bridge(tmp_path, server) as bridge:
+        async with running_bridge("--config-dir", str(config_dir), env=env) as bridge:
             error = await _call(bridge, 1, "test/close", {"code": 1008, "reason": "revoked"})
             assert "reconnecting" not in error["error"]["data"]
             assert await bridge.wait() == 3
     assert len(server.gateway.upgrade_requests) == 1
     assert "rejected this connection (close code 1008: revoked)" in bridge.stderr_text
+    # The same advice as after a 401: which token was refused and how to pair again.
+    assert "ZEROCLAW_ACP_BRIDGE_TOKEN was rejected" in bridge.stderr_text
+    assert "zeroclaw gateway get-paircode --new" in bridge.stderr_text
+    assert "zeroclaw-acp-bridge --pair-code <code>" in bridge.stderr_text
 
 
 async def test_a_permission_answered_after_a_reconnect_is_dropped_not_misdelivered(

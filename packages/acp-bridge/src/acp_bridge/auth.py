@@ -84,8 +84,9 @@ class Credentials:
             return f"a fresh pairing exchange (cached in {self.token_file})"
         return str(self.source.value)
 
-    def rejected_advice(self) -> str:
-        """What to do when the gateway answers 401 to these credentials."""
+    def rejected_advice(self, *, revoked: bool = False) -> str:
+        """What to do when the gateway answers 401 to these credentials, or (``revoked``)
+        closes a live connection with 1008 because their token was revoked meanwhile."""
         repair = (
             "run `zeroclaw gateway get-paircode --new` on the gateway host, then "
             "`zeroclaw-acp-bridge --pair-code <code>`"
@@ -95,7 +96,8 @@ class Credentials:
                 f"The token in {TOKEN_ENV} was rejected (revoked, or for another gateway). "
                 f"Fix or unset {TOKEN_ENV}; to pair again: {repair}."
             )
-        if self.source is TokenSource.FILE:
+        # A token paired during this run was cached too: once revoked, the cache is stale.
+        if self.source is TokenSource.FILE or (revoked and self.source is TokenSource.PAIRING):
             return (
                 f"The token cached in {self.token_file} was rejected (revoked, or for another "
                 f"gateway). Delete that file, then: {repair}."

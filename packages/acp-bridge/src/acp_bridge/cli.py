@@ -341,6 +341,7 @@ async def run(args: argparse.Namespace, secrets: set[str]) -> int:
                 max_line_bytes=args.max_message_bytes,
                 reconnect=args.reconnect,
                 reconnect_max_secs=args.reconnect_max_secs,
+                rejected_advice=credentials.rejected_advice(revoked=True),
             ),
         )
     finally:

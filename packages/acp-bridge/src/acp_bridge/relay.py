@@ -193,6 +193,10 @@ class RelayOptions:
     replay_timeout: float = DEFAULT_REPLAY_TIMEOUT_SECS
     close_timeout: float = 2 * DEFAULT_CLOSE_TIMEOUT_SECS
     """Outer bound on closing a connection when the relay ends (websockets has its own)."""
+    rejected_advice: str = (
+        "Check that the bridge's token is still paired (`zeroclaw-acp-bridge --check`)."
+    )
+    """What to do after a "rejected" close (1008): the credentials' own advice, as for a 401."""
 
 
 @dataclass(slots=True)
@@ -556,8 +560,8 @@ class _Relay:
             self.fatal = BridgeExit(
                 ExitCode.AUTH,
                 f"ERROR: the gateway at {self.url} rejected this connection (close code "
-                f"{code}{': ' + reason if reason else ''}); not reconnecting. Check that the "
-                "bridge's token is still paired (`zeroclaw-acp-bridge --check`).",
+                f"{code}{': ' + reason if reason else ''}); not reconnecting. "
+                f"{self.options.rejected_advice}",
             )
             self.end(Ending.FATAL, self.fatal.message)
             return False
