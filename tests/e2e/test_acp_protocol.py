@@ -16,6 +16,7 @@ import pytest
 import trio
 
 from tests.e2e.helpers import (
+    RpcPipeClient,
     allow_once,
     child_env,
     console_script,
@@ -151,22 +152,29 @@ def marker_processes(marker: str) -> list[psutil.Process]:
     return found
 
 
-async def test_cancel_mid_tool_leaves_no_processes(tmp_path: Path, workspace: Path) -> None:
-    config_dir = write_config(tmp_path / "cfg", echo_config(level="full"))
-    marker = f"zc-e2e-{os.getpid()}-cancel"
+async def start_sleeping_tool_tree(client: RpcPipeClient, session_id: str, marker: str) -> Any:
+    """Start a turn whose shell tool runs a process with a sleeping child, both tagged with
+    ``marker``; return the prompt's request id once both are running."""
     script = (
         "import subprocess, sys, time; "
         f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', '{marker}']); "
         "time.sleep(300)"
     )
     command = json.dumps({"command": f'python3 -c "{script}" {marker}'})
+    request_id = await client.request(
+        "session/prompt", {"sessionId": session_id, "prompt": f"/tool shell {command}"}
+    )
+    await wait_until(lambda: len(marker_processes(marker)) >= 2, within=20)
+    return request_id
+
+
+async def test_cancel_mid_tool_leaves_no_processes(tmp_path: Path, workspace: Path) -> None:
+    config_dir = write_config(tmp_path / "cfg", echo_config(level="full"))
+    marker = f"zc-e2e-{os.getpid()}-cancel"
     with trio.fail_after(60):
         async with spawn_acp(config_dir) as client:
             session_id = await open_session(client, workspace)
-            request_id = await client.request(
-                "session/prompt", {"sessionId": session_id, "prompt": f"/tool shell {command}"}
-            )
-            await wait_until(lambda: len(marker_processes(marker)) >= 2, within=20)
+            request_id = await start_sleeping_tool_tree(client, session_id, marker)
             await client.notify("session/cancel", {"sessionId": session_id})
             response = await client.wait_response(request_id)
             assert response["result"]["stopReason"] == "cancelled"
@@ -178,19 +186,10 @@ async def test_sigterm_mid_tool_answers_the_turn_and_leaves_no_processes(
 ) -> None:
     config_dir = write_config(tmp_path / "cfg", echo_config(level="full"))
     marker = f"zc-e2e-{os.getpid()}-sigterm"
-    script = (
-        "import subprocess, sys, time; "
-        f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', '{marker}']); "
-        "time.sleep(300)"
-    )
-    command = json.dumps({"command": f'python3 -c "{script}" {marker}'})
     with trio.fail_after(60):
         async with spawn_acp(config_dir) as client:
             session_id = await open_session(client, workspace)
-            request_id = await client.request(
-                "session/prompt", {"sessionId": session_id, "prompt": f"/tool shell {command}"}
-            )
-            await wait_until(lambda: len(marker_processes(marker)) >= 2, within=20)
+            request_id = await start_sleeping_tool_tree(client, session_id, marker)
             client.process.send_signal(signal.SIGTERM)
             response = await client.wait_response(request_id)
             assert response["result"]["stopReason"] == "cancelled"
