@@ -14,11 +14,10 @@ with ``on_request``. Raw lines (for malformed-frame tests) go through ``send_raw
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Final
@@ -27,14 +26,13 @@ import tomli_w
 import trio
 
 from acp_core.framing import LineDecoder
+from tests.jsonrpc_peer import JsonDict as JsonDict
+from tests.jsonrpc_peer import JsonRpcPeer, RequestHandler
 
 DEFAULT_RECEIVE_TIMEOUT: Final = 20.0
 DEFAULT_EXIT_TIMEOUT: Final = 15.0
 # Never let a developer's real keys turn a test into a paid API call.
 SCRUBBED_ENV: Final = ("OPENROUTER_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_API_KEY")
-
-JsonDict = dict[str, Any]
-RequestHandler = Callable[[JsonDict], Awaitable[JsonDict | None] | JsonDict | None]
 
 
 def console_script(name: str) -> Path:
@@ -96,59 +94,39 @@ def child_env(config_dir: Path | None, extra: Mapping[str, str] | None = None) -
     return env
 
 
-class RpcPipeClient:
+class RpcPipeClient(JsonRpcPeer):
     """A line-based JSON-RPC peer over a child's stdin/stdout."""
 
     def __init__(self, process: trio.Process) -> None:
+        super().__init__()
         assert process.stdin is not None
         assert process.stdout is not None
         self.process = process
         self._stdin = process.stdin
         self._stdout = process.stdout
         self._decoder = LineDecoder()
-        self._ids = itertools.count(1)
         self.raw_lines: list[str] = []  # every stdout line, as received
-        self.notifications: list[JsonDict] = []
-        self.server_requests: list[JsonDict] = []
-        self._stashed: list[JsonDict] = []
 
     async def send_raw(self, line: bytes | str) -> None:
         data = line.encode() if isinstance(line, str) else line
         await self._stdin.send_all(data if data.endswith(b"\n") else data + b"\n")
 
-    async def send(self, message: Mapping[str, Any]) -> None:
-        await self.send_raw(json.dumps(message))
-
-    async def request(self, method: str, params: Any = None, *, request_id: Any = None) -> Any:
-        """Send a request without waiting; returns its id."""
-        if request_id is None:
-            request_id = next(self._ids)
-        message: JsonDict = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if params is not None:
-            message["params"] = params
-        await self.send(message)
-        return request_id
-
-    async def notify(self, method: str, params: Any = None) -> None:
-        message: JsonDict = {"jsonrpc": "2.0", "method": method}
-        if params is not None:
-            message["params"] = params
-        await self.send(message)
+    async def _next_message(self) -> JsonDict:
+        """Raises EOFError when stdout ends."""
+        while True:
+            line = self._decoder.next_line()
+            if line is not None:
+                self.raw_lines.append(line)
+                parsed: JsonDict = json.loads(line)
+                return parsed
+            if self._decoder.at_eof:
+                raise EOFError("the server closed stdout")
+            self._decoder.feed(bytes(await self._stdout.receive_some(65536)))
 
     async def receive(self, *, within: float = DEFAULT_RECEIVE_TIMEOUT) -> JsonDict:
         """The next message (stashed ones first). Raises EOFError when stdout ends."""
-        if self._stashed:
-            return self._stashed.pop(0)
         with trio.fail_after(within):
-            while True:
-                line = self._decoder.next_line()
-                if line is not None:
-                    self.raw_lines.append(line)
-                    parsed: JsonDict = json.loads(line)
-                    return parsed
-                if self._decoder.at_eof:
-                    raise EOFError("the server closed stdout")
-                self._decoder.feed(bytes(await self._stdout.receive_some(65536)))
+            return await super().receive()
 
     async def wait_response(
         self,
@@ -157,32 +135,8 @@ class RpcPipeClient:
         on_request: RequestHandler | None = None,
         within: float = DEFAULT_RECEIVE_TIMEOUT,
     ) -> JsonDict:
-        """Read until the response to ``request_id``; notifications are kept in
-        ``notifications``, responses to other ids are stashed for later ``receive``s,
-        server requests are answered by ``on_request`` (its result dict; None = no answer)."""
-        stash: list[JsonDict] = []
-        try:
-            with trio.fail_after(within):
-                while True:
-                    message = await self.receive(within=within)
-                    if "method" in message and "id" in message:
-                        self.server_requests.append(message)
-                        if on_request is not None:
-                            result = on_request(message)
-                            if not isinstance(result, dict) and result is not None:
-                                result = await result
-                            if result is not None:
-                                await self.send(
-                                    {"jsonrpc": "2.0", "id": message["id"], "result": result}
-                                )
-                    elif "method" in message:
-                        self.notifications.append(message)
-                    elif message.get("id") == request_id:
-                        return message
-                    else:
-                        stash.append(message)
-        finally:
-            self._stashed[:0] = stash
+        with trio.fail_after(within):
+            return await super().wait_response(request_id, on_request=on_request)
 
     async def call(
         self,
@@ -192,7 +146,6 @@ class RpcPipeClient:
         on_request: RequestHandler | None = None,
         within: float = DEFAULT_RECEIVE_TIMEOUT,
     ) -> JsonDict:
-        """Send a request and return its whole response message (result or error)."""
         request_id = await self.request(method, params)
         return await self.wait_response(request_id, on_request=on_request, within=within)
 

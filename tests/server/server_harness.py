@@ -7,7 +7,6 @@ the client: ``call`` sends a request and returns its response, keeping notificat
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -37,9 +36,7 @@ from acp_server.providers.base import (
 from acp_server.server import AcpApp, serve_connection
 from acp_server.store import AsyncSessionStore
 from acp_server.tools.base import Tool, ToolContext, ToolOutput
-
-JsonDict = dict[str, Any]
-RequestHandler = Callable[[JsonDict], Awaitable[JsonDict | None]]
+from tests.jsonrpc_peer import JsonDict, JsonRpcPeer, RequestHandler
 
 
 class MemoryTransport:
@@ -168,81 +165,22 @@ class StubTool:
         return ToolOutput(self.output)
 
 
-class ServerHarness:
+class ServerHarness(JsonRpcPeer):
     """The client side of an in-memory connection."""
 
     def __init__(self, transport: MemoryTransport) -> None:
+        super().__init__()
         self.transport = transport
-        self._ids = itertools.count(1)
-        self.notifications: list[JsonDict] = []
-        self.server_requests: list[JsonDict] = []
         self.frames: list[JsonDict] = []
-        self._stash: list[JsonDict] = []
-        self.on_request: RequestHandler | None = None
 
     async def send_raw(self, text: str) -> None:
         await self.transport.client_send.send(text)
 
-    async def request(self, method: str, params: Any = None, *, request_id: Any = None) -> Any:
-        if request_id is None:
-            request_id = next(self._ids)
-        message: JsonDict = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if params is not None:
-            message["params"] = params
-        await self.send_raw(json.dumps(message))
-        return request_id
-
-    async def notify(self, method: str, params: Any = None) -> None:
-        message: JsonDict = {"jsonrpc": "2.0", "method": method}
-        if params is not None:
-            message["params"] = params
-        await self.send_raw(json.dumps(message))
-
-    async def receive(self) -> JsonDict:
-        if self._stash:
-            return self._stash.pop(0)
+    async def _next_message(self) -> JsonDict:
         payload = await self.transport.client_receive.receive()
         message: JsonDict = json.loads(payload)
         self.frames.append(message)
         return message
-
-    async def wait_response(self, request_id: Any) -> JsonDict:
-        stash: list[JsonDict] = []
-        try:
-            while True:
-                message = await self.receive()
-                if "method" in message and "id" in message:
-                    self.server_requests.append(message)
-                    if self.on_request is not None:
-                        result = await self.on_request(message)
-                        if result is not None:
-                            await self.send_raw(
-                                json.dumps(
-                                    {"jsonrpc": "2.0", "id": message["id"], "result": result}
-                                )
-                            )
-                elif "method" in message:
-                    self.notifications.append(message)
-                elif message.get("id") == request_id:
-                    return message
-                else:
-                    stash.append(message)
-        finally:
-            self._stash[:0] = stash
-
-    async def call(self, method: str, params: Any = None) -> JsonDict:
-        return await self.wait_response(await self.request(method, params))
-
-    async def result(self, method: str, params: Any = None) -> Any:
-        response = await self.call(method, params)
-        assert "result" in response, response
-        return response["result"]
-
-    async def error(self, method: str, params: Any = None) -> JsonDict:
-        response = await self.call(method, params)
-        assert "error" in response, response
-        error: JsonDict = response["error"]
-        return error
 
     async def new_session(self, cwd: Path, **params: Any) -> str:
         result = await self.result("session/new", {"cwd": str(cwd), **params})

@@ -1,0 +1,113 @@
+"""The client side of a JSON-RPC connection, shared by the in-memory server harness
+(tests/server/server_harness.py) and the pipe client of the end-to-end tests
+(tests/e2e/helpers.py): they differ only in how a message is sent and received.
+
+``call`` sends a request and returns its response, keeping the notifications that arrive
+first in ``notifications``, stashing other responses for later ``receive``s, and answering
+server → client requests (``session/request_permission``) with ``on_request``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+JsonDict = dict[str, Any]
+RequestHandler = Callable[[JsonDict], Awaitable[JsonDict | None] | JsonDict | None]
+"""Answers a server → client request: its result dict, or None to leave it unanswered."""
+
+
+class JsonRpcPeer:
+    """Request ids, the stash of early responses, and server requests; subclasses move bytes."""
+
+    def __init__(self) -> None:
+        self._ids = itertools.count(1)
+        self.notifications: list[JsonDict] = []
+        self.server_requests: list[JsonDict] = []
+        self._stashed: list[JsonDict] = []
+        self.on_request: RequestHandler | None = None
+        """Default answerer of server requests (``wait_response`` may name another)."""
+
+    async def send_raw(self, text: str) -> None:
+        raise NotImplementedError
+
+    async def _next_message(self) -> JsonDict:
+        """The next message off the connection (no stash, no timeout)."""
+        raise NotImplementedError
+
+    async def send(self, message: Mapping[str, Any]) -> None:
+        await self.send_raw(json.dumps(message))
+
+    async def request(self, method: str, params: Any = None, *, request_id: Any = None) -> Any:
+        """Send a request without waiting; returns its id."""
+        if request_id is None:
+            request_id = next(self._ids)
+        message: JsonDict = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        await self.send(message)
+        return request_id
+
+    async def notify(self, method: str, params: Any = None) -> None:
+        message: JsonDict = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        await self.send(message)
+
+    async def receive(self) -> JsonDict:
+        """The next message, stashed ones first."""
+        return await self._stashed_or_next()
+
+    async def _stashed_or_next(self) -> JsonDict:
+        if self._stashed:
+            return self._stashed.pop(0)
+        return await self._next_message()
+
+    async def wait_response(
+        self, request_id: Any, *, on_request: RequestHandler | None = None
+    ) -> JsonDict:
+        """Read until the response to ``request_id`` (see the module docstring)."""
+        answer = on_request or self.on_request
+        stash: list[JsonDict] = []
+        try:
+            while True:
+                message = await self._stashed_or_next()
+                if "method" in message and "id" in message:
+                    self.server_requests.append(message)
+                    if answer is not None:
+                        result = answer(message)
+                        if inspect.isawaitable(result):
+                            result = await result
+                        if result is not None:
+                            await self.send(
+                                {"jsonrpc": "2.0", "id": message["id"], "result": result}
+                            )
+                elif "method" in message:
+                    self.notifications.append(message)
+                elif message.get("id") == request_id:
+                    return message
+                else:
+                    stash.append(message)
+        finally:
+            self._stashed[:0] = stash
+
+    async def call(
+        self, method: str, params: Any = None, *, on_request: RequestHandler | None = None
+    ) -> JsonDict:
+        """Send a request and return its whole response message (result or error)."""
+        request_id = await self.request(method, params)
+        return await self.wait_response(request_id, on_request=on_request)
+
+    async def result(self, method: str, params: Any = None) -> Any:
+        response = await self.call(method, params)
+        assert "result" in response, response
+        return response["result"]
+
+    async def error(self, method: str, params: Any = None) -> JsonDict:
+        response = await self.call(method, params)
+        assert "error" in response, response
+        error: JsonDict = response["error"]
+        return error
