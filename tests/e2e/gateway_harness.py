@@ -10,7 +10,6 @@ stream, for clients that misbehave (vanish without a close frame, never answer p
 from __future__ import annotations
 
 import base64
-import itertools
 import json
 import os
 import re
@@ -29,8 +28,7 @@ from wsproto.connection import Connection, ConnectionType
 from wsproto.events import Event, TextMessage
 
 from tests.e2e.helpers import child_env, console_script
-
-JsonDict = dict[str, Any]
+from tests.jsonrpc_peer import JsonDict, JsonRpcPeer
 
 STARTUP_TIMEOUT: Final = 20.0
 EXIT_TIMEOUT: Final = 20.0
@@ -219,53 +217,28 @@ def ws_connect(
     )
 
 
-class WsRpc:
+class WsRpc(JsonRpcPeer):
     """A JSON-RPC peer over a `websockets` connection."""
 
     def __init__(self, ws: ClientConnection) -> None:
+        super().__init__()
         self.ws = ws
-        self._ids = itertools.count(1)
-        self.notifications: list[JsonDict] = []
-        self.server_requests: list[JsonDict] = []
         self.frames: list[JsonDict] = []
-        self._responses: dict[Any, JsonDict] = {}
 
-    async def send(self, message: Mapping[str, Any]) -> None:
-        await self.ws.send(json.dumps(message))
+    async def send_raw(self, text: str) -> None:
+        await self.ws.send(text)
 
-    async def request(self, method: str, params: Any = None) -> int:
-        request_id = next(self._ids)
-        message: JsonDict = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if params is not None:
-            message["params"] = params
-        await self.send(message)
-        return request_id
+    async def _next_message(self) -> JsonDict:
+        return await self.receive()
 
     async def receive(self, within: float = RECEIVE_TIMEOUT) -> JsonDict:
+        """The next frame off the socket: responses that ``wait_response`` kept for their
+        own ``wait_response`` are not given again."""
         with trio.fail_after(within):
             raw = await self.ws.recv()
         message: JsonDict = json.loads(raw)
         self.frames.append(message)
         return message
-
-    async def wait_response(self, request_id: int, within: float = RECEIVE_TIMEOUT) -> JsonDict:
-        """Read until the response to ``request_id``; notifications and server requests
-        are kept, responses to other ids are kept for their own ``wait_response``."""
-        if request_id in self._responses:
-            return self._responses.pop(request_id)
-        while True:
-            message = await self.receive(within)
-            if "method" in message and "id" in message:
-                self.server_requests.append(message)
-            elif "method" in message:
-                self.notifications.append(message)
-            elif message.get("id") == request_id:
-                return message
-            else:
-                self._responses[message.get("id")] = message
-
-    async def call(self, method: str, params: Any = None) -> JsonDict:
-        return await self.wait_response(await self.request(method, params))
 
     async def new_session(self, cwd: Path, **params: Any) -> str:
         init = await self.call("initialize", {"protocolVersion": 1})
