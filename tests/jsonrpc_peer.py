@@ -111,3 +111,13 @@ class JsonRpcPeer:
         assert "error" in response, response
         error: JsonDict = response["error"]
         return error
+
+    async def prompt_request(self, session_id: str, prompt: Any) -> Any:
+        """Send ``session/prompt`` without waiting; returns its request id."""
+        return await self.request("session/prompt", {"sessionId": session_id, "prompt": prompt})
+
+    async def prompt(self, session_id: str, prompt: Any, **options: Any) -> JsonDict:
+        """One ``session/prompt`` turn: its whole response (``options`` go to ``call``)."""
+        return await self.call(
+            "session/prompt", {"sessionId": session_id, "prompt": prompt}, **options
+        )

@@ -56,9 +56,7 @@ async def test_every_method_and_its_errors(tmp_path: Path, workspace: Path) -> N
             new = (await client.call("session/new", {"cwd": str(workspace)}))["result"]
             session_id = new["sessionId"]
             assert new["workspaceDir"] == str(workspace)
-            prompt = await client.call(
-                "session/prompt", {"sessionId": session_id, "prompt": "one two"}
-            )
+            prompt = await client.prompt(session_id, "one two")
             assert prompt["result"] == {
                 "sessionId": session_id,
                 "stopReason": "end_turn",
@@ -68,9 +66,7 @@ async def test_every_method_and_its_errors(tmp_path: Path, workspace: Path) -> N
             assert update["result"]["status"] == "processed"
             assert (await client.call("session/cancel", {"sessionId": session_id}))["result"] == {}
             errors = {
-                "not found": await client.call(
-                    "session/prompt", {"sessionId": "nope", "prompt": "x"}
-                ),
+                "not found": await client.prompt("nope", "x"),
                 "missing id": await client.call("session/stop", {}),
                 "bad cwd": await client.call("session/new", {"cwd": str(workspace / "notes.txt")}),
                 "unknown method": await client.call("session/list", {}),
@@ -114,7 +110,7 @@ async def test_a_session_survives_a_restart(tmp_path: Path, workspace: Path) -> 
     with trio.fail_after(60):
         async with spawn_acp(config_dir) as first:
             session_id = await open_session(first, workspace)
-            await first.call("session/prompt", {"sessionId": session_id, "prompt": "remember me"})
+            await first.prompt(session_id, "remember me")
             live = first.updates(session_id)
         async with spawn_acp(config_dir) as second:
             await second.call("initialize", {})
@@ -128,9 +124,7 @@ async def test_cancel_mid_stream(tmp_path: Path, workspace: Path) -> None:
     with trio.fail_after(60):
         async with spawn_acp(config_dir) as client:
             session_id = await open_session(client, workspace)
-            request_id = await client.request(
-                "session/prompt", {"sessionId": session_id, "prompt": words}
-            )
+            request_id = await client.prompt_request(session_id, words)
             while len(client.notifications) < 5:
                 client.notifications.append(await client.receive())
             await client.notify("session/cancel", {"sessionId": session_id})
@@ -209,16 +203,8 @@ async def test_permission_allow_deny_and_timeout(tmp_path: Path, workspace: Path
         # --session-timeout 1 also reaps sessions idle for a second: the timeout case runs last.
         async with spawn_acp(config_dir, "--session-timeout", "1") as client:
             session_id = await open_session(client, workspace)
-            denied = await client.call(
-                "session/prompt",
-                {"sessionId": session_id, "prompt": write("denied.txt")},
-                on_request=reject_once,
-            )
-            allowed = await client.call(
-                "session/prompt",
-                {"sessionId": session_id, "prompt": write("allowed.txt")},
-                on_request=allow_once,
-            )
+            denied = await client.prompt(session_id, write("denied.txt"), on_request=reject_once)
+            allowed = await client.prompt(session_id, write("allowed.txt"), on_request=allow_once)
             timed_out = await client.call(
                 "session/prompt",
                 {"sessionId": session_id, "prompt": write("late.txt")},
@@ -266,11 +252,7 @@ async def test_jail_escapes_are_refused(tmp_path: Path, workspace: Path) -> None
             )
             assert "inside the jail" in inside["result"]["content"]
             for name, prompt in attempts.items():
-                response = await client.call(
-                    "session/prompt",
-                    {"sessionId": session_id, "prompt": prompt},
-                    on_request=allow_once,
-                )
+                response = await client.prompt(session_id, prompt, on_request=allow_once)
                 assert "SECRET" not in response["result"]["content"], name
     outputs = [
         u["rawOutput"]
@@ -325,9 +307,7 @@ async def test_eof_during_a_turn_cancels_it_and_exits_zero(tmp_path: Path, works
     with trio.fail_after(30):
         async with spawn_acp(config_dir) as client:
             session_id = await open_session(client, workspace)
-            request_id = await client.request(
-                "session/prompt", {"sessionId": session_id, "prompt": "a b c d e f g h"}
-            )
+            request_id = await client.prompt_request(session_id, "a b c d e f g h")
             await client.receive()
             await client.close_stdin()
             response = await client.wait_response(request_id)
@@ -430,20 +410,16 @@ async def test_requests_are_served_while_a_turn_runs(tmp_path: Path, workspace: 
             assert new["result"]["workspaceDir"] == str(workspace)
             session_id = new["result"]["sessionId"]
             over_limit = await client.call("session/new", {"cwd": str(workspace)})
-            prompt_id = await client.request(
-                "session/prompt", {"sessionId": session_id, "prompt": words}
-            )
+            prompt_id = await client.prompt_request(session_id, words)
             first_chunk = await client.receive()
             assert first_chunk["method"] == "session/update"
-            busy = await client.call("session/prompt", {"sessionId": session_id, "prompt": "x"})
+            busy = await client.prompt(session_id, "x")
             event = await client.call("session/event", {"session_id": session_id, "type": "ping"})
             noop = await client.call("session/cancel", {"session_id": "no-such-session"})
             stop_id = await client.request("session/stop", {"session_id": session_id})
             prompt = await client.wait_response(prompt_id)
             stop = await client.wait_response(stop_id)
-            after_stop = await client.call(
-                "session/prompt", {"sessionId": session_id, "prompt": "x"}
-            )
+            after_stop = await client.prompt(session_id, "x")
     assert over_limit["error"]["code"] == -32001
     assert busy["error"]["code"] == -32002
     assert event["result"]["status"] == "processed"
@@ -488,17 +464,9 @@ async def test_allow_always_is_remembered_and_edits_can_be_rejected_with_an_edit
         async with spawn_acp(config_dir) as client:
             session_id = await open_session(client, workspace)
             for name in ("a.txt", "b.txt"):
-                await client.call(
-                    "session/prompt",
-                    {"sessionId": session_id, "prompt": write(name)},
-                    on_request=allow_always,
-                )
+                await client.prompt(session_id, write(name), on_request=allow_always)
             asked_for_writes = len(client.server_requests)
-            edited = await client.call(
-                "session/prompt",
-                {"sessionId": session_id, "prompt": edit},
-                on_request=reject_with_edit,
-            )
+            edited = await client.prompt(session_id, edit, on_request=reject_with_edit)
     assert asked_for_writes == 1  # the second write was allowed without asking
     assert (workspace / "b.txt").read_text() == "written"
     edit_request = client.server_requests[-1]
@@ -623,9 +591,7 @@ async def test_risk_profiles_from_config_decide_over_a_real_process(
             await client.call("session/new", {"cwd": str(workspace), "agentAlias": alias})
         )["result"]["sessionId"]
         asked = len(client.server_requests)
-        await client.call(
-            "session/prompt", {"sessionId": session_id, "prompt": prompt}, on_request=allow_once
-        )
+        await client.prompt(session_id, prompt, on_request=allow_once)
         [finished] = [
             u for u in client.updates(session_id) if u["sessionUpdate"] == "tool_call_update"
         ]

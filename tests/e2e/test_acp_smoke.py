@@ -24,11 +24,7 @@ async def test_acp_streams_a_turn_with_a_permission_request_and_exits_on_eof(
         async with spawn_acp(config_dir) as client:
             session_id = await open_session(client, workspace)
             prompt = 'Hello from the test\n/tool shell {"command": "ls"}'
-            response = await client.call(
-                "session/prompt",
-                {"sessionId": session_id, "prompt": prompt},
-                on_request=allow_once,
-            )
+            response = await client.prompt(session_id, prompt, on_request=allow_once)
             result = response["result"]
             assert result["stopReason"] == "end_turn"
             assert result["content"].startswith("Hello from the test")

@@ -40,11 +40,7 @@ async def test_interaction_tools_reach_the_client(tmp_path: Path) -> None:
     with trio.fail_after(60):
         async with spawn_acp(config_dir) as client:
             session_id = await open_session(client, workspace)
-            response = await client.call(
-                "session/prompt",
-                {"sessionId": session_id, "prompt": prompt},
-                on_request=pick_second,
-            )
+            response = await client.prompt(session_id, prompt, on_request=pick_second)
     assert response["result"]["stopReason"] == "end_turn"
     [question] = client.server_requests
     assert question["params"]["toolCall"]["title"] == "Which colour?"

@@ -62,9 +62,7 @@ async def test_full_session_pairing_permission_cancel_and_load_with_a_second_bri
                 session_id = await open_session(ide, workspace)
 
                 # A streamed prompt.
-                reply = await ide.call(
-                    "session/prompt", {"sessionId": session_id, "prompt": "tides and moons"}
-                )
+                reply = await ide.prompt(session_id, "tides and moons")
                 assert reply["result"]["stopReason"] == "end_turn"
                 assert _text(ide.updates(session_id)) == "tides and moons"
 
@@ -84,10 +82,7 @@ async def test_full_session_pairing_permission_cancel_and_load_with_a_second_bri
 
                 # Cancel a long turn mid-stream.
                 ide.notifications.clear()
-                prompt_id = await ide.request(
-                    "session/prompt",
-                    {"sessionId": session_id, "prompt": " ".join(["wave"] * 200)},
-                )
+                prompt_id = await ide.prompt_request(session_id, " ".join(["wave"] * 200))
                 first = await ide.receive()
                 assert first["method"] == "session/update"
                 await ide.notify("session/cancel", {"sessionId": session_id})
@@ -185,9 +180,7 @@ async def test_stdin_eof_still_delivers_the_running_turn(tmp_path: Path) -> None
         async with run_gateway(config_dir) as gateway:
             async with _bridge(config_dir, "--url", gateway.ws_url()) as ide:
                 session_id = await open_session(ide, tmp_path)
-                prompt_id = await ide.request(
-                    "session/prompt", {"sessionId": session_id, "prompt": words}
-                )
+                prompt_id = await ide.prompt_request(session_id, words)
                 await ide.close_stdin()  # the IDE is done writing, not reading
                 reply = await ide.wait_response(prompt_id)
                 assert reply["result"]["stopReason"] == "end_turn"
@@ -205,9 +198,7 @@ async def test_gateway_going_away_mid_turn_without_reconnect(tmp_path: Path, how
             url = gateway.ws_url()
             async with _bridge(config_dir, "--url", url, "--no-reconnect") as ide:
                 session_id = await open_session(ide, tmp_path)
-                prompt_id = await ide.request(
-                    "session/prompt", {"sessionId": session_id, "prompt": "tick " * 300}
-                )
+                prompt_id = await ide.prompt_request(session_id, "tick " * 300)
                 await ide.receive()  # streaming has started
                 if how == "kill":
                     gateway.process.kill()

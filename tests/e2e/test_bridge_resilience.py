@@ -65,15 +65,11 @@ async def test_killed_and_restarted_gateway_under_a_live_bridge(tmp_path: Path) 
             assert first.pairing_code is not None
             async with _bridge(config_dir, port, "--pair-code", first.pairing_code) as ide:
                 session_id = await open_session(ide, workspace)
-                reply = await ide.call(
-                    "session/prompt", {"sessionId": session_id, "prompt": "alpha beta"}
-                )
+                reply = await ide.prompt(session_id, "alpha beta")
                 assert reply["result"]["stopReason"] == "end_turn"
 
                 # A long turn is streaming when the gateway dies (no drain, no close frame).
-                interrupted = await ide.request(
-                    "session/prompt", {"sessionId": session_id, "prompt": "tick " * 300}
-                )
+                interrupted = await ide.prompt_request(session_id, "tick " * 300)
                 await ide.receive()
                 first.process.kill()
                 error = await ide.wait_response(interrupted)
@@ -88,9 +84,7 @@ async def test_killed_and_restarted_gateway_under_a_live_bridge(tmp_path: Path) 
                 # The gateway comes back (same config, same store, same paired token) and
                 # the IDE simply goes on with its session.
                 await nursery.start(_serve, config_dir, port)
-                reply = await ide.call(
-                    "session/prompt", {"sessionId": session_id, "prompt": "gamma"}
-                )
+                reply = await ide.prompt(session_id, "gamma")
                 assert reply["result"]["stopReason"] == "end_turn", reply
             assert ide.process.returncode == 0
 
@@ -126,9 +120,7 @@ async def test_drained_gateway_finishes_the_turn_and_the_bridge_never_errs(
             )
             async with _bridge(config_dir, port, "--log-level", "info") as ide:
                 session_id = await open_session(ide, tmp_path)
-                running = await ide.request(
-                    "session/prompt", {"sessionId": session_id, "prompt": words}
-                )
+                running = await ide.prompt_request(session_id, words)
                 await ide.receive()
                 first.signal()  # SIGTERM: drain, then close 1012 "restarting, retry"
                 reply = await ide.wait_response(running)
@@ -136,9 +128,7 @@ async def test_drained_gateway_finishes_the_turn_and_the_bridge_never_errs(
                 assert await first.wait_exit() == 0
 
                 # Sent while the gateway is down: held, then delivered to the new one.
-                held = await ide.request(
-                    "session/prompt", {"sessionId": session_id, "prompt": "after"}
-                )
+                held = await ide.prompt_request(session_id, "after")
                 await nursery.start(_serve, config_dir, port)
                 reply = await ide.wait_response(held)
                 assert reply["result"]["stopReason"] == "end_turn", reply

@@ -90,9 +90,7 @@ async def test_session_created_over_websocket_loads_over_websocket_and_stdio(
             async with ws_connect(gateway.ws_url()) as ws:
                 rpc = WsRpc(ws)
                 session_id = await rpc.new_session(workspace)
-                reply = await rpc.call(
-                    "session/prompt", {"sessionId": session_id, "prompt": "remember the tide"}
-                )
+                reply = await rpc.prompt(session_id, "remember the tide")
                 assert reply["result"]["stopReason"] == "end_turn"
                 chunks = [
                     n["params"]["update"]["content"]["text"]
@@ -205,9 +203,7 @@ async def test_vanishing_clients_cancel_their_turns_and_others_keep_working(
             async with ws_connect(gateway.ws_url()) as ws:
                 rpc = WsRpc(ws)
                 new_session = await rpc.new_session(workspace)
-                reply = await rpc.call(
-                    "session/prompt", {"sessionId": new_session, "prompt": "still here"}
-                )
+                reply = await rpc.prompt(new_session, "still here")
                 assert reply["result"]["content"] == "still here"
                 # The cancelled turn was not persisted: its session replays nothing.
                 loaded = await rpc.call("session/load", {"sessionId": session_id})
@@ -240,7 +236,7 @@ async def test_concurrent_connections_stream_every_chunk_in_order(tmp_path: Path
         async with ws_connect(gateway.ws_url()) as ws:
             rpc = WsRpc(ws)
             session_id = await rpc.new_session(workspace)
-            reply = await rpc.call("session/prompt", {"sessionId": session_id, "prompt": words})
+            reply = await rpc.prompt(session_id, words)
             assert reply["result"]["stopReason"] == "end_turn"
             texts[index] = "".join(
                 n["params"]["update"]["content"]["text"]

@@ -22,7 +22,7 @@ async def _ask_and_reject(rpc: WsRpc, session_id: str, path: str) -> str:
     """Prompt a file write (needs approval in supervised mode), reject it; return the
     permission request's id."""
     prompt = f'/tool file_write {{"path": "{path}", "content": "x"}}'
-    request_id = await rpc.request("session/prompt", {"sessionId": session_id, "prompt": prompt})
+    request_id = await rpc.prompt_request(session_id, prompt)
     while True:
         message = await rpc.receive()
         if message.get("method") == "session/request_permission":
@@ -63,7 +63,7 @@ async def test_each_connection_has_its_own_budget_sessions_and_request_ids(
             session_b = await b.new_session(workspace)
 
             # Sessions are per connection: B cannot drive A's live session.
-            foreign = await b.call("session/prompt", {"sessionId": session_a, "prompt": "hi"})
+            foreign = await b.prompt(session_a, "hi")
             assert foreign["error"]["code"] == SESSION_NOT_FOUND, foreign
 
             # Server → client request ids count per connection, from zc-out-0.

@@ -51,9 +51,7 @@ async def test_sigterm_lets_a_running_turn_finish_then_closes_1012(tmp_path: Pat
                 idle, busy = WsRpc(idle_ws), WsRpc(busy_ws)
                 await idle.call("initialize", {})
                 session_id = await busy.new_session(tmp_path)
-                prompt_id = await busy.request(
-                    "session/prompt", {"sessionId": session_id, "prompt": " ".join(words)}
-                )
+                prompt_id = await busy.prompt_request(session_id, " ".join(words))
                 first = await busy.receive()
                 assert first["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
 
@@ -94,9 +92,7 @@ async def test_drain_deadline_cancels_the_turn_and_still_answers_it(tmp_path: Pa
             async with ws_connect(gateway.ws_url()) as ws:
                 rpc = WsRpc(ws)
                 session_id = await rpc.new_session(tmp_path)
-                prompt_id = await rpc.request(
-                    "session/prompt", {"sessionId": session_id, "prompt": "slow " * 300}
-                )
+                prompt_id = await rpc.prompt_request(session_id, "slow " * 300)
                 await rpc.receive()  # streaming has started
                 gateway.signal(signal.SIGTERM)
                 reply = await rpc.wait_response(prompt_id)
@@ -119,7 +115,7 @@ async def test_second_signal_stops_at_once(tmp_path: Path) -> None:
         ):
             rpc = WsRpc(ws)
             session_id = await rpc.new_session(tmp_path)
-            await rpc.request("session/prompt", {"sessionId": session_id, "prompt": "slow " * 600})
+            await rpc.prompt_request(session_id, "slow " * 600)
             await rpc.receive()
             gateway.signal(signal.SIGTERM)
             await gateway.log.wait_for("draining")

@@ -66,9 +66,7 @@ CLIENT_SERVER: JsonDict = {
 async def run_tool(client: RpcPipeClient, session_id: str, line: str) -> tuple[JsonDict, JsonDict]:
     """Prompt the echo provider with one ``/tool`` line; the result and its tool update."""
     seen = len(client.updates(session_id))
-    response = await client.call(
-        "session/prompt", {"sessionId": session_id, "prompt": line}, on_request=allow_once
-    )
+    response = await client.prompt(session_id, line, on_request=allow_once)
     assert "result" in response, response
     updates = client.updates(session_id)[seen:]
     [finished] = [u for u in updates if u["sessionUpdate"] == "tool_call_update"]

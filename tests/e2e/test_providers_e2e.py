@@ -104,7 +104,7 @@ def tool_result_in(request_body: JsonDict) -> str:
 
 
 async def prompt(client: RpcPipeClient, session_id: str, text: str) -> JsonDict:
-    return await client.call("session/prompt", {"sessionId": session_id, "prompt": text})
+    return await client.prompt(session_id, text)
 
 
 @pytest.mark.parametrize("provider_type", [*CHAT_TYPES, "anthropic"])
@@ -248,9 +248,7 @@ async def test_cancel_mid_stream_aborts_the_http_stream(tmp_path: Path, provider
             )
             async with spawn_acp(config_dir) as client:
                 session_id = await open_session(client, tmp_path)
-                request_id = await client.request(
-                    "session/prompt", {"sessionId": session_id, "prompt": "tell me a story"}
-                )
+                request_id = await client.prompt_request(session_id, "tell me a story")
                 await _wait_first_chunk(client, session_id)
                 await client.notify("session/cancel", {"sessionId": session_id})
                 response = await client.wait_response(request_id)

@@ -164,9 +164,7 @@ async def test_gateway_with_an_unusable_store_serves_from_memory_and_keeps_the_f
             assert not capabilities.get("sessionCapabilities")
             new = await rpc.call("session/new", {"cwd": str(tmp_path)})
             session_id = new["result"]["sessionId"]
-            reply = await rpc.call(
-                "session/prompt", {"sessionId": session_id, "prompt": "in memory"}
-            )
+            reply = await rpc.prompt(session_id, "in memory")
             assert reply["result"]["stopReason"] == "end_turn"
             for method in ("session/load", "session/resume"):
                 failed = await rpc.call(method, {"sessionId": session_id})

@@ -83,9 +83,7 @@ def as_replayed(prompt: str, live: Sequence[JsonDict]) -> list[JsonDict]:
 async def prompt_turn(client: RpcPipeClient, session_id: str, prompt: str) -> list[JsonDict]:
     """Run one turn to end_turn; returns the updates it streamed."""
     before = len(client.notifications)
-    response = await client.call(
-        "session/prompt", {"sessionId": session_id, "prompt": prompt}, on_request=allow_once
-    )
+    response = await client.prompt(session_id, prompt, on_request=allow_once)
     assert response.get("result", {}).get("stopReason") == "end_turn", response
     return [
         note["params"]["update"]
@@ -288,9 +286,7 @@ async def test_sigkill_at_any_point_never_loses_or_tears_a_turn(tmp_path: Path) 
                     f"turn {attempt} killed with some words to stream\n"
                     '/tool shell {"command": "ls"}'
                 )
-                request_id = await client.request(
-                    "session/prompt", {"sessionId": session_id, "prompt": in_flight}
-                )
+                request_id = await client.prompt_request(session_id, in_flight)
                 if await kill_part_way(client, request_id, rng, attempt):
                     answered.append(in_flight)  # its response arrived: it must be stored
             check_store_after_crash(store_file(config_dir), session_id, answered, in_flight)
@@ -471,9 +467,7 @@ async def test_cancelled_and_failed_turns_are_not_written(tmp_path: Path) -> Non
     with trio.fail_after(60):
         async with spawn_acp(config_dir) as client:
             session_id = await open_session(client, workspace)
-            prompt_id = await client.request(
-                "session/prompt", {"sessionId": session_id, "prompt": long_prompt}
-            )
+            prompt_id = await client.prompt_request(session_id, long_prompt)
             while True:  # cancel once the turn is visibly streaming
                 message = await client.receive()
                 if message.get("method") == "session/update":
@@ -481,9 +475,7 @@ async def test_cancelled_and_failed_turns_are_not_written(tmp_path: Path) -> Non
             await client.notify("session/cancel", {"sessionId": session_id})
             cancelled = await client.wait_response(prompt_id)
             assert cancelled["result"]["stopReason"] == "cancelled", cancelled
-            failed = await client.call(
-                "session/prompt", {"sessionId": session_id, "prompt": "/fail the model broke"}
-            )
+            failed = await client.prompt(session_id, "/fail the model broke")
             assert failed["error"]["code"] == -32603, failed
             assert "the model broke" in failed["error"]["message"]
             await prompt_turn(client, session_id, "the turn that counts")

@@ -40,11 +40,7 @@ async def _run_turn(
     with trio.fail_after(60):
         async with spawn_acp(config_dir) as client:
             session_id = await open_session(client, workspace)
-            response = await client.call(
-                "session/prompt",
-                {"sessionId": session_id, "prompt": prompt},
-                on_request=allow_once,
-            )
+            response = await client.prompt(session_id, prompt, on_request=allow_once)
     assert response["result"]["stopReason"] == "end_turn"
     updates = client.updates(session_id)
     return client, [update for update in updates if update["sessionUpdate"] == "tool_call_update"]

@@ -160,9 +160,7 @@ async def test_second_prompt_while_one_runs_is_busy(tmp_path: Path) -> None:
     with trio.fail_after(5):
         async with open_server(make_config(tmp_path), provider=provider) as client:
             session_id = await client.new_session(tmp_path)
-            first = await client.request(
-                "session/prompt", {"sessionId": session_id, "prompt": "one"}
-            )
+            first = await client.prompt_request(session_id, "one")
             blob = {"type": "resource", "resource": {"uri": "file:///x.txt", "blob": "aGk="}}
             busy = await client.error("session/prompt", {"sessionId": session_id, "prompt": [blob]})
             gate.set()
@@ -254,9 +252,7 @@ async def test_cancel_mid_stream_returns_partial_text(
     with trio.fail_after(500):
         async with open_server(make_config(tmp_path), provider=provider) as client:
             session_id = await client.new_session(tmp_path)
-            request_id = await client.request(
-                "session/prompt", {"sessionId": session_id, "prompt": "go"}
-            )
+            request_id = await client.prompt_request(session_id, "go")
             while len(client.updates(session_id)) < 3:
                 client.notifications.append(await client.receive())
             await client.notify("session/cancel", {"session_id": session_id})
@@ -286,9 +282,7 @@ async def test_cancel_before_any_text_gives_the_marker_alone(
     with trio.fail_after(50):
         async with open_server(make_config(tmp_path), provider=provider) as client:
             session_id = await client.new_session(tmp_path)
-            request_id = await client.request(
-                "session/prompt", {"sessionId": session_id, "prompt": "go"}
-            )
+            request_id = await client.prompt_request(session_id, "go")
             await client.notify("session/cancel", {"sessionId": session_id})
             response = await client.wait_response(request_id)
     assert response["result"]["content"] == "[turn cancelled via client]"
@@ -301,16 +295,14 @@ async def test_stop_waits_for_the_turn_and_close_cancels_it(
     with trio.fail_after(50):
         async with open_server(make_config(tmp_path), provider=provider) as client:
             first = await client.new_session(tmp_path)
-            prompt = await client.request("session/prompt", {"sessionId": first, "prompt": "go"})
+            prompt = await client.prompt_request(first, "go")
             stop = await client.request("session/stop", {"sessionId": first})
             stopped = await client.wait_response(stop)
             prompt_response = await client.wait_response(prompt)
             gone = await client.error("session/prompt", {"sessionId": first, "prompt": "again"})
 
             second = await client.new_session(tmp_path)
-            second_prompt = await client.request(
-                "session/prompt", {"sessionId": second, "prompt": "go"}
-            )
+            second_prompt = await client.prompt_request(second, "go")
             closed = await client.call("session/close", {"sessionId": second})
             cancelled = await client.wait_response(second_prompt)
             close_again = await client.error("session/close", {"sessionId": second})
@@ -454,9 +446,7 @@ async def test_eof_cancels_in_flight_turns_and_answers_them(
     with trio.fail_after(100):
         async with open_server(make_config(tmp_path), provider=provider) as client:
             session_id = await client.new_session(tmp_path)
-            request_id = await client.request(
-                "session/prompt", {"sessionId": session_id, "prompt": "go"}
-            )
+            request_id = await client.prompt_request(session_id, "go")
             await client.receive()
         # open_server closed the input and waited for the server to finish.
     [answer] = [f for f in client.frames if f.get("id") == request_id]
@@ -478,9 +468,7 @@ async def test_cancel_request_for_a_prompt_cancels_its_turn(
     with trio.fail_after(100):
         async with open_server(make_config(tmp_path), provider=provider) as client:
             session_id = await client.new_session(tmp_path)
-            request_id = await client.request(
-                "session/prompt", {"sessionId": session_id, "prompt": "go"}
-            )
+            request_id = await client.prompt_request(session_id, "go")
             await client.receive()
             await client.notify("$/cancel_request", {"requestId": request_id})
             response = await client.wait_response(request_id)
@@ -494,8 +482,8 @@ async def test_sessions_run_turns_concurrently(tmp_path: Path, autojump_clock: M
             first = await client.new_session(tmp_path)
             second = await client.new_session(tmp_path)
             start = trio.current_time()
-            one = await client.request("session/prompt", {"sessionId": first, "prompt": "go"})
-            two = await client.request("session/prompt", {"sessionId": second, "prompt": "go"})
+            one = await client.prompt_request(first, "go")
+            two = await client.prompt_request(second, "go")
             await client.notify("session/cancel", {"sessionId": first})
             cancelled = await client.wait_response(one)
             finished = await client.wait_response(two)

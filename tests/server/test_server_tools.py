@@ -260,9 +260,7 @@ async def test_cancel_mid_tool_cancels_the_tool(tmp_path: Path) -> None:
             make_config(tmp_path, level="full"), provider=provider, tools=[tool]
         ) as client:
             session_id = await client.new_session(tmp_path)
-            request_id = await client.request(
-                "session/prompt", {"sessionId": session_id, "prompt": "go"}
-            )
+            request_id = await client.prompt_request(session_id, "go")
             await tool.started.wait()
             await client.notify("session/cancel", {"sessionId": session_id})
             response = await client.wait_response(request_id)
