@@ -69,7 +69,7 @@ from acp_server.replay import history_updates, plan_update
 from acp_server.runtime import TurnFailed, embed_delivered_file, run_turn
 from acp_server.security import SecurityPolicy
 from acp_server.session import Session, Turn
-from acp_server.store import AsyncSessionStore
+from acp_server.store import AsyncSessionStore, StoredSession
 from acp_server.tools.base import Tool
 from acp_server.transport import MessageTransport, TransportClosed
 from acp_server.uploads import write_blobs
@@ -191,8 +191,6 @@ class AcpConnection:
             methods.SESSION_NEW: self._new_session,
             methods.SESSION_LOAD: partial(self._restore, replay=True),
             methods.SESSION_RESUME: partial(self._restore, replay=False),
-            methods.SESSION_CLOSE: self._close,
-            methods.SESSION_STOP: self._stop,
             methods.SESSION_UPDATE: self._inbound_update,
             methods.SESSION_EVENT: self._inbound_update,
         }
@@ -331,6 +329,19 @@ class AcpConnection:
             handler = partial(self._prompt, reservation, request_key)
             if reply:
                 self._prompt_turns[request_key] = reservation[1]
+        elif method in (methods.SESSION_CLOSE, methods.SESSION_STOP):
+            # The session leaves the map now, in arrival order (as a prompt's turn is
+            # reserved above): a prompt sent right behind a close is refused with -32000,
+            # never started (and persisted) after the client closed the session.
+            try:
+                session = self._detach_session(params)
+            except RpcError as exc:
+                if reply:
+                    await self._send(self.rpc.send_error(request_id, exc))
+                return
+            handler = partial(
+                self._close if method == methods.SESSION_CLOSE else self._stop, session
+            )
         if handler is None:
             if reply:
                 await self._send(self.rpc.send_error(request_id, MethodNotFoundError(method)))
@@ -610,17 +621,18 @@ class AcpConnection:
             session.turn.cancel()
         return schema.EmptyResult()
 
-    async def _stop(self, params: JsonValue) -> Payload:
+    def _detach_session(self, params: JsonValue) -> Session:
         session = self._active_session(params)
         del self.sessions[session.session_id]
+        return session
+
+    async def _stop(self, session: Session, params: JsonValue) -> Payload:
         if session.turn is not None:
             await session.turn.done.wait()  # stop waits for the turn; it does not cancel it
         session.close()
         return schema.StopResult(session_id=session.session_id)
 
-    async def _close(self, params: JsonValue) -> Payload:
-        session = self._active_session(params)
-        del self.sessions[session.session_id]
+    async def _close(self, session: Session, params: JsonValue) -> Payload:
         if session.turn is not None:
             session.turn.cancel()
             await session.turn.done.wait()
@@ -672,6 +684,37 @@ class AcpConnection:
             self.sessions[session_id] = session
         finally:
             self._reserved.discard(session_id)
+        try:
+            await self._replay(session, stored, history, replay=replay)
+        except BaseException:
+            # The client is told the load failed, so the session must not stay half-open
+            # (holding its max_sessions slot and refusing a retry as "already active").
+            if self.sessions.get(session_id) is session:
+                del self.sessions[session_id]
+                if session.turn is not None:  # a prompt the client sent too early
+                    session.turn.cancel()
+                session.close()
+            raise
+        return schema.EmptyResult()
+
+    async def _replay(
+        self,
+        session: Session,
+        stored: StoredSession,
+        history: Sequence[ChatMessage],
+        *,
+        replay: bool,
+    ) -> None:
+        """What session/load (all of it) or session/resume (the plan) sends before answering.
+
+        A session/close or session/stop served meanwhile (it is in ``sessions`` already)
+        ends the replay: once the close is answered, nothing more of that session follows.
+        """
+        session_id = session.session_id
+
+        def still_open() -> bool:
+            return self.sessions.get(session_id) is session
+
         if stored.dropped_messages:
             # The store kept only the newest whole turns; say so before anything else
             # (reference: `_zeroclaw/history_trimmed`, on load and on resume).
@@ -688,10 +731,22 @@ class AcpConnection:
             embed = partial(embed_delivered_file, session.workspace / "uploads")
             updates = await trio.to_thread.run_sync(partial(history_updates, history, embed=embed))
             for update in updates:
+                if not still_open():
+                    return
                 await self.send_update(session_id, update)
-        elif session.plan:
+        elif session.plan and still_open():
             await self.send_update(session_id, plan_update(session.plan))
-        return schema.EmptyResult()
+
+
+class _FlushAfterStep(trio.abc.Instrument):
+    """Writes a connection's held-back frames after each task step (see ``_send``)."""
+
+    def __init__(self, connection: AcpConnection) -> None:
+        self._connection = connection
+
+    def after_task_step(self, task: trio.lowlevel.Task) -> None:
+        if self._connection._unflushed:
+            self._connection.flush_unflushed()
 
 
 class _TurnChannel:
