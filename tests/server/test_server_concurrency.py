@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from acp_server import replay as replay_module
 from acp_server import server as server_module
@@ -248,3 +249,46 @@ async def test_the_reaper_never_drops_a_session_mid_turn(
             kept = await client.call("session/update", {"sessionId": session_id, "type": "ping"})
     assert long_turn["result"]["stopReason"] == "end_turn"
     assert kept["result"]["status"] == "processed"
+
+
+async def test_a_load_pipelined_behind_a_stop_sees_the_turn_the_stop_waited_for(
+    tmp_path: Path,
+) -> None:
+    """stop, then load of the same id without waiting: the load must not read the store
+    before the stopped session's last turn is saved (it would come back without it, and
+    two live copies of one session would write to the store)."""
+
+    class SavingStore(FakeStore):
+        async def append_turn(self, session_id: str, turn: CompletedTurn) -> None:
+            await super().append_turn(session_id, turn)
+            stored = self.sessions[session_id]
+            self.sessions[session_id] = StoredSession(
+                stored.info, stored.messages + turn.messages, stored.plan
+            )
+
+    store = SavingStore()
+    gate = trio.Event()
+    provider = ScriptedProvider([text_round("slow", " answer")], gate=gate)
+    with trio.fail_after(5):
+        async with open_server(make_config(tmp_path), provider=provider, store=store) as client:
+            session_id = await client.new_session(tmp_path)
+            prompt_id = await client.prompt_request(session_id, "question")
+            await client.receive()  # the turn is streaming
+            stop_id = await client.request("session/stop", {"sessionId": session_id})
+            load_id = await client.request("session/load", {"sessionId": session_id})
+            await trio.testing.wait_all_tasks_blocked()  # the load got as far as it can
+            gate.set()
+            loaded = await client.wait_response(load_id)
+            stopped = await client.wait_response(stop_id)
+            prompt = await client.wait_response(prompt_id)
+    assert prompt["result"]["stopReason"] == "end_turn"
+    assert "error" not in stopped
+    assert loaded["result"] == {}
+    load_at = client.frames.index(loaded)
+    replayed = [
+        frame["params"]["update"]
+        for frame in client.frames[:load_at]
+        if frame.get("method") == "session/update"
+        and frame["params"]["update"]["sessionUpdate"] == "user_message_chunk"
+    ]
+    assert [update["content"]["text"] for update in replayed] == ["question"]

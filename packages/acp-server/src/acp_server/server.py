@@ -175,6 +175,9 @@ class AcpConnection:
         self.sessions: dict[str, Session] = {}
         # Ids being created or restored: they count towards max_sessions (reference).
         self._reserved: set[str] = set()
+        # Ids closed or stopped whose last turn is still ending (and being saved): a
+        # session/load of one waits for it, so it reads that turn from the store.
+        self._closing: dict[str, trio.Event] = {}
         self._calls: dict[str, _PendingCall] = {}
         self._active_requests = 0
         self._request_slots = trio.Semaphore(
@@ -624,19 +627,27 @@ class AcpConnection:
     def _detach_session(self, params: JsonValue) -> Session:
         session = self._active_session(params)
         del self.sessions[session.session_id]
+        if session.turn is not None:
+            self._closing[session.session_id] = session.turn.done
         return session
 
-    async def _stop(self, session: Session, params: JsonValue) -> Payload:
+    async def _finish_detached(self, session: Session) -> None:
         if session.turn is not None:
-            await session.turn.done.wait()  # stop waits for the turn; it does not cancel it
+            await session.turn.done.wait()
+        # The turn may have ended before this task ran; a set event is never needed again.
+        closing = self._closing.get(session.session_id)
+        if closing is not None and closing.is_set():
+            del self._closing[session.session_id]
         session.close()
+
+    async def _stop(self, session: Session, params: JsonValue) -> Payload:
+        await self._finish_detached(session)  # stop waits for the turn; it does not cancel it
         return schema.StopResult(session_id=session.session_id)
 
     async def _close(self, session: Session, params: JsonValue) -> Payload:
         if session.turn is not None:
             session.turn.cancel()
-            await session.turn.done.wait()
-        session.close()
+        await self._finish_detached(session)
         return schema.EmptyResult()
 
     async def _inbound_update(self, params: JsonValue) -> Payload:
@@ -660,6 +671,9 @@ class AcpConnection:
             )
         self._reserved.add(session_id)
         try:
+            closing = self._closing.get(session_id)
+            if closing is not None:
+                await closing.wait()  # the closed copy's last turn is saved first
             try:
                 stored = await store.load_session(session_id)
             except Exception as exc:
