@@ -752,17 +752,6 @@ class AcpConnection:
             await self.send_update(session_id, plan_update(session.plan))
 
 
-class _FlushAfterStep(trio.abc.Instrument):
-    """Writes a connection's held-back frames after each task step (see ``_send``)."""
-
-    def __init__(self, connection: AcpConnection) -> None:
-        self._connection = connection
-
-    def after_task_step(self, task: trio.lowlevel.Task) -> None:
-        if self._connection._unflushed:
-            self._connection.flush_unflushed()
-
-
 class _TurnChannel:
     """The ``TurnIO`` one turn uses: updates for its session, approvals with a timeout."""
 
