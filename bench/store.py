@@ -33,9 +33,9 @@ from typing import IO, Any, Final
 import msgspec
 import trio
 
-from acp_server.conversation import ChatMessage, CompletedTurn, PlanEntry, ToolCall, Usage
-from acp_server.replay import history_updates
-from acp_server.store import AsyncSessionStore, SessionStore
+from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanEntry, ToolCall, Usage
+from acp_server.agent.replay import history_updates
+from acp_server.storage.sqlite import AsyncSessionStore, SessionStore
 
 MESSAGES_PER_TURN: Final = 20
 SESSION_ID: Final = "bench-0000-4000-8000-000000000000"

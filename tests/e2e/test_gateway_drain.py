@@ -10,7 +10,7 @@ import pytest
 import trio
 from websockets.exceptions import ConnectionClosed
 
-from acp_server.store import SessionStore, StoredSession
+from acp_server.storage.sqlite import SessionStore, StoredSession
 from tests.e2e.gateway_harness import WsRpc, run_gateway, ws_connect
 from tests.e2e.helpers import echo_config, write_config
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import trio
 
-from acp_server.store import SessionStore
+from acp_server.storage.sqlite import SessionStore
 from tests.e2e.helpers import JsonDict, RpcPipeClient, open_session, spawn_acp, write_config
 from tests.server.fake_llm import (
     Reply,

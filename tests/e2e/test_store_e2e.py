@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import trio
 
-from acp_server.conversation import ChatMessage, CompletedTurn
-from acp_server.store import DEFAULT_MAX_RESTORED_MESSAGES, SessionStore
+from acp_server.agent.conversation import ChatMessage, CompletedTurn
+from acp_server.storage.sqlite import DEFAULT_MAX_RESTORED_MESSAGES, SessionStore
 from tests.e2e.helpers import (
     JsonDict,
     RpcPipeClient,

@@ -16,16 +16,9 @@ from typing import Any
 
 import trio
 
-from acp_server.config import (
-    AgentConfig,
-    Config,
-    ProviderConfig,
-    RiskProfileConfig,
-    RuntimeProfileConfig,
-)
-from acp_server.conversation import ToolCall
-from acp_server.providers import create_provider
-from acp_server.providers.base import (
+from acp_server.agent.conversation import ToolCall
+from acp_server.agent.providers import create_provider
+from acp_server.agent.providers.base import (
     ModelRequest,
     Provider,
     ProviderEvent,
@@ -33,9 +26,17 @@ from acp_server.providers.base import (
     TextDelta,
     ToolCallRequested,
 )
-from acp_server.server import AcpApp, serve_connection
-from acp_server.store import AsyncSessionStore
-from acp_server.tools.base import Tool, ToolContext, ToolOutput
+from acp_server.agent.tools.base import Tool, ToolContext, ToolOutput
+from acp_server.app import AcpApp
+from acp_server.config import (
+    AgentConfig,
+    Config,
+    ProviderConfig,
+    RiskProfileConfig,
+    RuntimeProfileConfig,
+)
+from acp_server.protocol.connection import serve_connection
+from acp_server.storage.sqlite import AsyncSessionStore
 from tests.jsonrpc_peer import JsonDict, JsonRpcPeer, RequestHandler
 
 

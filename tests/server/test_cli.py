@@ -6,7 +6,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from acp_server.cli import cli
+from acp_server.cli.main import cli
 
 
 def test_help_lists_the_commands() -> None:

@@ -13,7 +13,7 @@ from wsproto.events import BytesMessage, CloseConnection, Event, Ping, Pong, Tex
 
 from acp_core.errors import RemoteProtocolError
 from acp_server.gateway.websocket import CloseCode, WebSocketTransport
-from acp_server.transport import TransportClosed
+from acp_server.protocol.transport import TransportClosed
 
 
 @dataclass

@@ -15,9 +15,9 @@ import trio
 from acp_core import schema
 from acp_core.errors import InvalidParamsError
 from acp_core.tools import tool_kind
-from acp_server.config import AgentConfig, McpServerConfig, RiskProfileConfig
-from acp_server.conversation import PlanEntry
-from acp_server.mcp import (
+from acp_server.agent.conversation import PlanEntry
+from acp_server.agent.tools.base import ToolContext, ToolOutput
+from acp_server.agent.tools.mcp import (
     MAX_TOOL_NAME_CHARS,
     McpToolset,
     mcp_tool_name,
@@ -25,8 +25,8 @@ from acp_server.mcp import (
     select_mcp_servers,
     start_mcp_tools,
 )
+from acp_server.config import AgentConfig, McpServerConfig, RiskProfileConfig
 from acp_server.security import Approval, SecurityPolicy
-from acp_server.tools.base import ToolContext, ToolOutput
 
 pytestmark = pytest.mark.e2e  # spawns MCP server processes
 
@@ -266,6 +266,6 @@ def test_http_mcp_servers_are_refused_clearly() -> None:
 def test_connection_closed_code_matches_the_sdk() -> None:
     import mcp_types
 
-    from acp_server.mcp import CONNECTION_CLOSED
+    from acp_server.agent.tools.mcp import CONNECTION_CLOSED
 
     assert mcp_types.CONNECTION_CLOSED == CONNECTION_CLOSED

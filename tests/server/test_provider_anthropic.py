@@ -8,10 +8,9 @@ import pytest
 import trio
 import trio.testing
 
-from acp_server.config import ProviderConfig
-from acp_server.conversation import ChatMessage, ToolCall, Usage
-from acp_server.providers.anthropic import PROVIDER_TYPES, AnthropicProvider
-from acp_server.providers.base import (
+from acp_server.agent.conversation import ChatMessage, ToolCall, Usage
+from acp_server.agent.providers.anthropic import PROVIDER_TYPES, AnthropicProvider
+from acp_server.agent.providers.base import (
     ModelRequest,
     StreamEnd,
     TextDelta,
@@ -20,6 +19,7 @@ from acp_server.providers.base import (
     ToolSpec,
     UsageReported,
 )
+from acp_server.config import ProviderConfig
 from tests.server.fake_llm import (
     HELLO,
     Reply,

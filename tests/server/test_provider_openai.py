@@ -10,9 +10,8 @@ import pytest
 import trio
 import trio.testing
 
-from acp_server.config import ProviderConfig
-from acp_server.conversation import ChatMessage, ToolCall, Usage
-from acp_server.providers.base import (
+from acp_server.agent.conversation import ChatMessage, ToolCall, Usage
+from acp_server.agent.providers.base import (
     ModelRequest,
     StreamEnd,
     TextDelta,
@@ -21,7 +20,8 @@ from acp_server.providers.base import (
     ToolSpec,
     UsageReported,
 )
-from acp_server.providers.openai import PROVIDER_TYPES, create_chat_provider
+from acp_server.agent.providers.openai import PROVIDER_TYPES, create_chat_provider
+from acp_server.config import ProviderConfig
 from tests.server.fake_llm import (
     HELLO,
     Ending,

@@ -7,8 +7,8 @@ from typing import Any
 import msgspec
 
 from acp_core import schema
-from acp_server.conversation import ChatMessage, PlanEntry, ToolCall
-from acp_server.replay import history_updates, plan_update
+from acp_server.agent.conversation import ChatMessage, PlanEntry, ToolCall
+from acp_server.agent.replay import history_updates, plan_update
 
 
 def wire(updates: list[schema.SessionUpdate]) -> list[dict[str, Any]]:

@@ -11,10 +11,10 @@ import pytest
 import trio
 import trio.testing
 
-from acp_server import replay as replay_module
-from acp_server import server as server_module
-from acp_server.conversation import ChatMessage, CompletedTurn
-from acp_server.store import StoredSession, StoreError
+from acp_server.agent import replay as replay_module
+from acp_server.agent.conversation import ChatMessage, CompletedTurn
+from acp_server.protocol import connection as server_module
+from acp_server.storage.sqlite import StoredSession, StoreError
 from tests.jsonrpc_peer import JsonDict
 from tests.server.server_harness import (
     ScriptedProvider,

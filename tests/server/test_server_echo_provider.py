@@ -6,10 +6,9 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from acp_server.config import ProviderConfig
-from acp_server.conversation import ChatMessage
-from acp_server.providers import create_provider
-from acp_server.providers.base import (
+from acp_server.agent.conversation import ChatMessage
+from acp_server.agent.providers import create_provider
+from acp_server.agent.providers.base import (
     ModelRequest,
     ProviderError,
     ProviderEvent,
@@ -18,7 +17,8 @@ from acp_server.providers.base import (
     ThoughtDelta,
     ToolCallRequested,
 )
-from acp_server.providers.echo import EchoProvider
+from acp_server.agent.providers.echo import EchoProvider
+from acp_server.config import ProviderConfig
 
 
 async def collect(provider: EchoProvider, *messages: ChatMessage) -> list[ProviderEvent]:

@@ -10,8 +10,8 @@ import pytest
 import trio
 from trio.testing import MockClock
 
+from acp_server.agent.providers.base import ProviderError, StreamEnd, TextDelta, ThoughtDelta
 from acp_server.config import AgentConfig
-from acp_server.providers.base import ProviderError, StreamEnd, TextDelta, ThoughtDelta
 from tests.server.server_harness import ScriptedProvider, make_config, open_server, text_round
 
 

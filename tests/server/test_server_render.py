@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from acp_server.render import TurnRenderer, tool_input_summary
+from acp_server.cli.render import TurnRenderer, tool_input_summary
 
 
 def render(*updates: dict[str, Any]) -> tuple[str, TurnRenderer]:

@@ -7,9 +7,14 @@ from pathlib import Path
 
 import trio
 
+from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanEntry, ToolCall
 from acp_server.config import AgentConfig
-from acp_server.conversation import ChatMessage, CompletedTurn, PlanEntry, ToolCall
-from acp_server.store import AsyncSessionStore, StoredSession, StoredSessionInfo, StoreError
+from acp_server.storage.sqlite import (
+    AsyncSessionStore,
+    StoredSession,
+    StoredSessionInfo,
+    StoreError,
+)
 from tests.server.server_harness import ScriptedProvider, make_config, open_server, text_round
 
 

@@ -10,9 +10,10 @@ import trio
 import trio.testing
 
 from acp_core.errors import RemoteProtocolError
-from acp_server.server import AcpApp, serve_connection
-from acp_server.stdio import StdioTransport
-from acp_server.transport import TransportClosed
+from acp_server.app import AcpApp
+from acp_server.protocol.connection import serve_connection
+from acp_server.protocol.stdio import StdioTransport
+from acp_server.protocol.transport import TransportClosed
 from tests.server.server_harness import make_config
 
 

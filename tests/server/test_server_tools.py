@@ -10,8 +10,8 @@ from typing import Any
 import trio
 from trio.testing import MockClock
 
-from acp_server.conversation import PlanEntry
-from acp_server.tools.base import DeliveredFile, ToolContext, ToolOutput
+from acp_server.agent.conversation import PlanEntry
+from acp_server.agent.tools.base import DeliveredFile, ToolContext, ToolOutput
 from tests.server.server_harness import (
     ScriptedProvider,
     StubTool,
@@ -375,8 +375,8 @@ async def test_calls_without_a_provider_id_get_one_stable_id(tmp_path: Path) -> 
 
 
 def test_chained_messages_behave_like_one_list() -> None:
-    from acp_server.conversation import ChatMessage
-    from acp_server.runtime import ChainedMessages
+    from acp_server.agent.conversation import ChatMessage
+    from acp_server.agent.turn import ChainedMessages
 
     head = [ChatMessage("user", "a"), ChatMessage("assistant", "b")]
     tail = [ChatMessage("user", "c")]

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from acp_server.conversation import ChatMessage, CompletedTurn, PlanEntry, ToolCall, Usage
-from acp_server.store import (
+from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanEntry, ToolCall, Usage
+from acp_server.storage.sqlite import (
     SCHEMA_VERSION,
     AsyncSessionStore,
     DuplicateSession,
@@ -381,7 +381,7 @@ def _unprivileged(command: list[str]) -> list[str]:
 _OPEN_SCRIPT = """
 import sys
 from pathlib import Path
-from acp_server.store import SessionStore, StoreUnavailable
+from acp_server.storage.sqlite import SessionStore, StoreUnavailable
 try:
     SessionStore.open(Path(sys.argv[1]))
 except StoreUnavailable as exc:

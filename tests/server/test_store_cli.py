@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from acp_server.conversation import ChatMessage, CompletedTurn, PlanEntry, ToolCall
-from acp_server.sessions_cli import sessions_command
-from acp_server.store import SessionStore
+from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanEntry, ToolCall
+from acp_server.cli.sessions import sessions_command
+from acp_server.storage.sqlite import SessionStore
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from acp_server.store import SessionStore
+from acp_server.storage.sqlite import SessionStore
 
 pytestmark = pytest.mark.e2e
 
@@ -27,8 +27,8 @@ KILLS = 10
 _WRITER = """
 import sys
 from pathlib import Path
-from acp_server.conversation import ChatMessage, CompletedTurn, ToolCall
-from acp_server.store import DuplicateSession, SessionStore
+from acp_server.agent.conversation import ChatMessage, CompletedTurn, ToolCall
+from acp_server.storage.sqlite import DuplicateSession, SessionStore
 
 store = SessionStore.open(Path(sys.argv[1]))
 try:

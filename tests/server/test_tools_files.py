@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from acp_server.agent.tools.base import Tool, ToolError
+from acp_server.agent.tools.files import FileEditTool, FileReadTool, FileWriteTool
 from acp_server.config import RiskProfileConfig
-from acp_server.tools.base import Tool, ToolError
-from acp_server.tools.files import FileEditTool, FileReadTool, FileWriteTool
 from tests.server.tool_context import make_context
 
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from acp_server.agent.tools.base import ToolError
+from acp_server.agent.tools.search import ContentSearchTool, GlobSearchTool
 from acp_server.config import RiskProfileConfig
-from acp_server.tools.base import ToolError
-from acp_server.tools.search import ContentSearchTool, GlobSearchTool
 from tests.server.tool_context import make_context
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import trio
 
+from acp_server.agent.tools.base import ToolError
+from acp_server.agent.tools.shell import ShellTool
 from acp_server.config import RiskProfileConfig
-from acp_server.tools.base import ToolError
-from acp_server.tools.shell import ShellTool
 from tests.server.tool_context import make_context, pids_in, poll_until, process_gone
 
 ANYTHING_GOES = RiskProfileConfig(allowed_commands=("*",), block_high_risk_commands=False)

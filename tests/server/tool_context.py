@@ -10,10 +10,10 @@ from pathlib import Path
 import psutil
 import trio
 
+from acp_server.agent.conversation import PlanEntry
+from acp_server.agent.tools.base import ToolContext
 from acp_server.config import RiskProfileConfig
-from acp_server.conversation import PlanEntry
 from acp_server.security import SecurityPolicy
-from acp_server.tools.base import ToolContext
 
 
 @dataclass

@@ -30,7 +30,7 @@ from wsproto.utilities import LocalProtocolError
 from acp_core.errors import ErrorCode, RemoteProtocolError
 from acp_core.framing import DEFAULT_MAX_LINE_BYTES
 from acp_core.jsonrpc import ErrorObject, ErrorResponse
-from acp_server.transport import TransportClosed
+from acp_server.protocol.transport import TransportClosed
 
 logger = logging.getLogger(__name__)
 

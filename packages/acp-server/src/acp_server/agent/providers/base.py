@@ -1,0 +1,81 @@
+"""The model-provider contract.
+
+A provider turns a ``ModelRequest`` into a stream of ``ProviderEvent``s. Text and
+reasoning arrive as deltas; tool calls arrive whole (providers reassemble streamed
+fragments themselves); the stream ends with ``StreamEnd``. Cancelling the consuming
+task must abort the underlying HTTP stream at once (trio cancellation does this when the
+provider awaits inside ``async with`` blocks of its HTTP client).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from acp_server.agent.conversation import ChatMessage, ToolCall, Usage
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool as the model sees it: name, description and a JSON Schema for arguments."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    system_prompt: str | None
+    messages: Sequence[ChatMessage]
+    tools: Sequence[ToolSpec] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ThoughtDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRequested:
+    call: ToolCall
+
+
+@dataclass(frozen=True, slots=True)
+class UsageReported:
+    usage: Usage
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEnd:
+    """The model finished its response. ``stop_reason`` is the provider's own word."""
+
+    stop_reason: str = "end_turn"
+
+
+ProviderEvent = TextDelta | ThoughtDelta | ToolCallRequested | UsageReported | StreamEnd
+
+
+class ProviderError(Exception):
+    """A model call failed. ``str(error)`` is a message a person can act on (no secrets)."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class Provider(Protocol):
+    """One configured model endpoint (``[providers.models.<type>.<alias>]``)."""
+
+    @property
+    def model(self) -> str: ...
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+        """Stream one model response. Raises ``ProviderError`` on failure."""
+        ...

@@ -1,0 +1,132 @@
+"""One ACP session's live state, and the reservation of its single running turn.
+
+A session belongs to one connection. At most one prompt turn runs at a time (a second
+``session/prompt`` is -32002, seed "session/prompt"); the turn owns a ``trio.CancelScope``
+that ``session/cancel`` and ``session/close`` cancel synchronously.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+import trio
+
+from acp_server.agent.conversation import ChatMessage, PlanEntry
+from acp_server.agent.providers.base import Provider, ToolSpec
+from acp_server.agent.tools.base import Tool
+from acp_server.config import AgentConfig, RuntimeProfileConfig
+from acp_server.security import SecurityPolicy
+from acp_server.storage.uploads import uploads_dir
+
+if TYPE_CHECKING:
+    from acp_server.agent.tools.mcp import McpToolset
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SYSTEM_PROMPT: Final = (
+    "You are ZeroClaw, a coding agent driven by an editor over the Agent Client Protocol. "
+    "Your working directory is {workspace}; every file and shell tool is confined to it. "
+    "Use the tools to inspect and change files, keep answers short, and say what you did."
+)
+
+
+@dataclass(eq=False)
+class Turn:
+    """A running prompt turn.
+
+    ``streamed`` collects every text chunk sent to the client, so a cancelled turn can
+    answer with the partial text (seed, "session/cancel").
+    """
+
+    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    done: trio.Event = field(default_factory=trio.Event)
+    streamed: list[str] = field(default_factory=list)
+
+    def cancel(self) -> None:
+        self.scope.cancel()
+
+    @property
+    def partial_text(self) -> str:
+        return "".join(self.streamed)
+
+
+@dataclass(eq=False)
+class Session:
+    session_id: str
+    agent: AgentConfig
+    workspace: Path
+    provider: Provider
+    tools: Mapping[str, Tool]
+    policy: SecurityPolicy
+    runtime_profile: RuntimeProfileConfig
+    history: list[ChatMessage] = field(default_factory=list)
+    plan: tuple[PlanEntry, ...] | None = None
+    # Tools the client answered "allow-always" for; remembered for this session only.
+    allow_always: set[str] = field(default_factory=set)
+    last_activity: float = 0.0
+    turn: Turn | None = None
+    # What the model is told about the tools (built once the tool set is complete).
+    tool_specs: list[ToolSpec] = field(default_factory=list)
+    # MCP servers started for this session (acp_enable_mcp); their tools join at the
+    # first turn, once the servers are ready (session/new never waits for them).
+    mcp: McpToolset | None = None
+    _mcp_merged: bool = field(default=False, init=False, repr=False)
+    # Strings every turn needs, computed once in __post_init__.
+    uploads_path: str = field(default="", init=False)
+    system_prompt: str = field(default="", init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._build_specs()
+        self.uploads_path = str(uploads_dir(self.workspace))
+        template = self.agent.system_prompt or DEFAULT_SYSTEM_PROMPT
+        self.system_prompt = template.replace("{workspace}", str(self.workspace))
+
+    def _build_specs(self) -> None:
+        self.tool_specs = [
+            ToolSpec(name=tool.name, description=tool.description, parameters=tool.parameters)
+            for tool in self.tools.values()
+        ]
+
+    async def prepare_tools(self) -> None:
+        """Before a turn: wait (bounded) for MCP servers, then add their tools once."""
+        mcp = self.mcp
+        if mcp is None or self._mcp_merged:
+            return
+        await mcp.wait_ready()
+        merged: dict[str, Tool] = dict(self.tools)
+        for name, tool in mcp.tools.items():
+            merged.setdefault(name, tool)  # a built-in is never shadowed
+        self.tools = merged
+        self._build_specs()
+        self._mcp_merged = True
+        for problem in mcp.problems:
+            logger.warning("session %s: %s", self.session_id, problem)
+
+    def close(self) -> None:
+        """The session is leaving memory: stop what it started (MCP servers)."""
+        if self.mcp is not None:
+            self.mcp.close()
+
+    def touch(self) -> None:
+        self.last_activity = trio.current_time()
+
+    @property
+    def busy(self) -> bool:
+        return self.turn is not None
+
+    def start_turn(self) -> Turn:
+        """Reserve the session's turn slot (the caller has checked ``busy``)."""
+        turn = Turn()
+        self.turn = turn
+        self.touch()
+        return turn
+
+    def finish_turn(self, turn: Turn) -> None:
+        if self.turn is turn:
+            self.turn = None
+        turn.done.set()
+        self.touch()

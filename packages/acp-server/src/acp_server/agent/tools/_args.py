@@ -1,0 +1,62 @@
+"""Argument validation shared by the built-in tools.
+
+Models send arguments as a decoded JSON object; these helpers turn a wrong type or a
+missing field into a ``ToolError`` the model can act on, naming the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from acp_server.agent.tools.base import ToolError
+
+
+def required_str(arguments: Mapping[str, Any], key: str, *, allow_empty: bool = False) -> str:
+    value = arguments.get(key)
+    if not isinstance(value, str):
+        raise ToolError(f"Missing or invalid '{key}': expected a string")
+    if not allow_empty and not value:
+        raise ToolError(f"'{key}' must not be empty")
+    return value
+
+
+def optional_str(arguments: Mapping[str, Any], key: str) -> str | None:
+    value = arguments.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ToolError(f"Invalid '{key}': expected a string")
+    return value
+
+
+def optional_int(
+    arguments: Mapping[str, Any], key: str, *, minimum: int, maximum: int | None = None
+) -> int | None:
+    value = arguments.get(key)
+    if value is None:
+        return None
+    # JSON numbers may arrive as 3.0; bool is an int subclass and never meant here.
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ToolError(f"Invalid '{key}': expected an integer")
+    if value < minimum:
+        raise ToolError(f"Invalid '{key}': must be at least {minimum}")
+    if maximum is not None and value > maximum:
+        raise ToolError(f"Invalid '{key}': must be at most {maximum}")
+    return value
+
+
+def optional_bool(arguments: Mapping[str, Any], key: str) -> bool | None:
+    value = arguments.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, bool):
+        raise ToolError(f"Invalid '{key}': expected true or false")
+    return value
+
+
+def strip_control_chars(text: str) -> str:
+    """Drop C0/C1 control characters (titles, MIME types: display-only strings)."""
+    return "".join(char for char in text if char.isprintable() or char == " ")

@@ -1,0 +1,167 @@
+"""deliver_file: hand a workspace file back to the client (seed, "Delivering files").
+
+The file must pass the same jail as file_read, be a regular file and be at most 10 MiB
+(read bounded to limit + 1, so a file growing under us is still caught). Its bytes are
+copied to ``uploads/<sha256>.<ext>`` and identified by ``attachment://deliver/<sha256>.<ext>``,
+never by the caller's filename. The model-facing text is two short lines, no base64: the
+runtime embeds the blob in the ``tool_call_update`` after re-checking the copy with
+``uploads.read_verified``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import trio
+
+from acp_core.blobs import (
+    DEFAULT_MAX_BLOB_BYTES,
+    DELIVER_URI_PREFIX,
+    deliver_uri,
+    file_extension,
+    guess_mime,
+)
+from acp_server.agent.tools._args import optional_str, required_str, strip_control_chars
+from acp_server.agent.tools.base import DeliveredFile, ToolContext, ToolError, ToolOutput
+from acp_server.agent.tools.files import display_path, open_regular_file, resolve
+from acp_server.security import deliver_path_denial
+from acp_server.storage.uploads import UploadError, store_upload
+
+DEFAULT_MAX_DELIVER_BYTES: Final = DEFAULT_MAX_BLOB_BYTES
+_MIME_SHAPE: Final = frozenset(
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!#$&^_.+-/;= "
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    path: Path
+    size: int
+    sha256: str
+    ext: str
+
+
+def _read_bounded(path: Path, shown: str, limit: int) -> bytes:
+    with open(open_regular_file(path, shown), "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size > limit:
+            raise ToolError(f"File too large: {size} bytes (limit: {limit} bytes)")
+        data = handle.read(limit + 1)
+    if len(data) > limit:  # it grew after fstat
+        raise ToolError(f"File too large: more than {limit} bytes (limit: {limit} bytes)")
+    return data
+
+
+def _copy_to_uploads(path: Path, shown: str, uploads_dir: Path, limit: int) -> _Stored:
+    data = _read_bounded(path, shown, limit)
+    digest = hashlib.sha256(data).hexdigest()
+    ext = file_extension(path.name)
+    # The on-disk name is the uri's last segment (seed: "the same full digest").
+    storage_name = deliver_uri(digest, ext).removeprefix(DELIVER_URI_PREFIX)
+    try:
+        stored = store_upload(uploads_dir, storage_name, data)
+    except UploadError as exc:
+        raise ToolError(str(exc)) from None
+    return _Stored(stored, len(data), digest, ext)
+
+
+def _clean_mime(value: str | None, filename: str) -> str:
+    """The caller's MIME type when it is a plausible one, else a guess from the extension."""
+    if value is not None:
+        candidate = value.strip()
+        if candidate and "/" in candidate and all(char in _MIME_SHAPE for char in candidate):
+            return candidate
+    return guess_mime(filename)
+
+
+class DeliverFileTool:
+    name = "deliver_file"
+    description = (
+        "Hand a workspace file to the user for download or preview (at most 10 MiB). "
+        "Returns the file's uri (attachment://deliver/...): cite exactly that uri, never "
+        "invent one."
+    )
+    # Reads a workspace file; the uploads/ copy is server-managed storage, so read-only
+    # profiles may still hand files to the user.
+    side_effects = False
+
+    def __init__(self, *, max_bytes: int = DEFAULT_MAX_DELIVER_BYTES) -> None:
+        self.parameters: dict[str, Any] = {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "File path inside the workspace."},
+                "mimeType": {"type": "string", "description": "MIME type; guessed from the extension if omitted."},
+                "title": {"type": "string", "description": "Chat label, e.g. 'Quarterly report' (default: the filename)."},
+            },
+            "required": ["path"],
+            "additionalProperties": False,
+        }  # fmt: skip
+        self.max_bytes = max_bytes
+
+    async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        raw_path = required_str(arguments, "path")
+        denial = deliver_path_denial(raw_path)
+        if denial is not None:
+            raise ToolError(denial)
+        path = resolve(ctx, raw_path)
+        shown = display_path(ctx.policy, path)
+        stored = await trio.to_thread.run_sync(
+            _copy_to_uploads, path, shown, ctx.uploads_dir, self.max_bytes
+        )
+        filename = path.name
+        delivered = DeliveredFile(
+            uri=deliver_uri(stored.sha256, stored.ext),
+            path=stored.path,
+            filename=filename,
+            title=delivery_title(arguments, filename),
+            mime_type=delivery_mime(arguments, filename),
+            size=stored.size,
+            sha256=stored.sha256,
+        )
+        return ToolOutput(delivery_text(filename, stored.size, delivered.uri), delivered=delivered)
+
+
+# The result text, title and MIME type are functions of the call's arguments and result,
+# so session/load can rebuild the live tool_call_update from the stored history (replay.py).
+
+
+def delivery_text(filename: str, size: int, uri: str) -> str:
+    """The model-facing result of a delivery: two short lines, no base64."""
+    return f"Delivered {filename} ({size} bytes)\nuri={uri}"
+
+
+_DELIVERY_TEXT: Final = re.compile(
+    r"Delivered (?P<filename>.+) \((?P<size>[0-9]+) bytes\)\n"
+    r"uri=(?P<uri>" + re.escape(DELIVER_URI_PREFIX) + r"[0-9a-f]{64}(?:\.[0-9a-z]{1,16})?)",
+    re.DOTALL,
+)
+
+
+def parse_delivery_text(text: str) -> tuple[str, int, str] | None:
+    """``(filename, size, uri)`` from a successful delivery's result text, else None."""
+    match = _DELIVERY_TEXT.fullmatch(text)
+    return None if match is None else (match["filename"], int(match["size"]), match["uri"])
+
+
+def delivery_title(arguments: Mapping[str, Any], filename: str) -> str:
+    """The chat label: the caller's title without control characters, else the filename.
+
+    Raises:
+        ToolError: ``title`` is not a string.
+    """
+    return strip_control_chars(optional_str(arguments, "title") or "").strip() or filename
+
+
+def delivery_mime(arguments: Mapping[str, Any], filename: str) -> str:
+    """The caller's ``mimeType`` when plausible, else a guess from the filename.
+
+    Raises:
+        ToolError: ``mimeType`` is not a string.
+    """
+    return _clean_mime(optional_str(arguments, "mimeType"), filename)

@@ -1,0 +1,274 @@
+"""file_read, file_write and file_edit: text files inside the session jail.
+
+Every path goes through ``SecurityPolicy.resolve_path`` and the tools act on the real
+path it returns; writes open it with ``O_NOFOLLOW`` so a symlink swapped in after the
+check is not followed. Disk work runs in a worker thread.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, BinaryIO, Final
+
+import trio
+
+from acp_server.agent.tools._args import optional_int, required_str
+from acp_server.agent.tools.base import (
+    DEFAULT_MAX_TOOL_OUTPUT_BYTES,
+    ToolContext,
+    ToolError,
+    ToolOutput,
+)
+from acp_server.security import PolicyViolation, SecurityPolicy
+
+DEFAULT_READ_LIMIT_LINES: Final = 2000
+"""Lines file_read returns when the model gives no ``limit``."""
+DEFAULT_MAX_LINE_CHARS: Final = 2000
+"""Longer lines are cut in file_read output (minified files would drown the context)."""
+DEFAULT_MAX_WRITE_BYTES: Final = 10 * 1024 * 1024
+"""Largest content file_write accepts and largest file file_edit rewrites."""
+BINARY_SNIFF_BYTES: Final = 8192
+
+
+def resolve(ctx: ToolContext, path: str, *, for_write: bool = False) -> Path:
+    """``ctx.policy.resolve_path`` with the refusal turned into a tool error."""
+    try:
+        return ctx.policy.resolve_path(path, for_write=for_write)
+    except PolicyViolation as violation:
+        raise ToolError(str(violation)) from None
+
+
+def display_path(policy: SecurityPolicy, path: Path) -> str:
+    """Workspace-relative when inside the workspace, absolute otherwise."""
+    try:
+        relative = path.relative_to(policy.workspace)
+    except ValueError:
+        return str(path)
+    return relative.as_posix() or "."
+
+
+def looks_binary(sample: bytes) -> bool:
+    return b"\x00" in sample
+
+
+def open_regular_file(path: Path, shown: str) -> int:
+    """Open a regular file for reading without following a final symlink or blocking on a FIFO."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise ToolError(f"File not found: {shown}") from None
+    except IsADirectoryError:
+        raise ToolError(f"Not a regular file: {shown} is a directory") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ToolError(f"Refusing to follow a symbolic link: {shown}") from None
+        raise ToolError(f"Cannot open {shown}: {exc.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        kind = "a directory" if path.is_dir() else "not a regular file"
+        raise ToolError(f"Not a regular file: {shown} is {kind}")
+    return fd
+
+
+def _bounded_lines(handle: BinaryIO, max_bytes: int) -> Iterator[bytes]:
+    """Lines of at most ``max_bytes`` each: a huge single-line file (minified bundle, a
+    log without newlines) is never held in memory whole; the rest of a long line is skipped."""
+    while line := handle.readline(max_bytes):
+        if len(line) == max_bytes and not line.endswith(b"\n"):
+            while (rest := handle.readline(max_bytes)) and not rest.endswith(b"\n"):
+                pass
+        yield line
+
+
+def _read_lines(path: Path, shown: str, offset: int, limit: int) -> str:
+    fd = open_regular_file(path, shown)
+    with open(fd, "rb") as handle:
+        if looks_binary(handle.read(BINARY_SNIFF_BYTES)):
+            raise ToolError(
+                f"{shown} looks like a binary file; use deliver_file to hand it to the user"
+            )
+        handle.seek(0)
+        out: list[str] = []
+        size = 0
+        line_number = 0
+        more = False
+        for raw in _bounded_lines(handle, DEFAULT_MAX_LINE_CHARS * 4):
+            line_number += 1
+            if line_number < offset:
+                continue
+            if len(out) >= limit:
+                more = True
+                break
+            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            if len(line) > DEFAULT_MAX_LINE_CHARS:
+                line = line[:DEFAULT_MAX_LINE_CHARS] + " …[line truncated]"
+            rendered = f"{line_number:>6}\t{line}"
+            size += len(rendered) + 1
+            if size > DEFAULT_MAX_TOOL_OUTPUT_BYTES and out:
+                more = True
+                break
+            out.append(rendered)
+    if not out:
+        if line_number == 0:
+            return f"({shown} is empty)"
+        raise ToolError(f"offset {offset} is past the end of {shown} ({line_number} lines)")
+    first = offset
+    last = offset + len(out) - 1
+    if more:
+        out.append(f"[showing lines {first}-{last}; more follow: read on with offset={last + 1}]")
+    return "\n".join(out)
+
+
+class FileReadTool:
+    name = "file_read"
+    description = (
+        "Read a text file from the workspace. Returns numbered lines (line number, tab, "
+        f"text). Use offset (1-based line) and limit (default {DEFAULT_READ_LIMIT_LINES}) "
+        "to page through long files."
+    )
+    side_effects = False
+
+    def __init__(self) -> None:
+        self.parameters: dict[str, Any] = {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "File path, relative to the workspace."},
+                "offset": {"type": "integer", "minimum": 1, "description": "First line (1-based)."},
+                "limit": {"type": "integer", "minimum": 1, "description": "Number of lines."},
+            },
+            "required": ["path"],
+            "additionalProperties": False,
+        }
+
+    async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        raw_path = required_str(arguments, "path")
+        offset = optional_int(arguments, "offset", minimum=1) or 1
+        limit = optional_int(arguments, "limit", minimum=1) or DEFAULT_READ_LIMIT_LINES
+        path = resolve(ctx, raw_path)
+        shown = display_path(ctx.policy, path)
+        text = await trio.to_thread.run_sync(_read_lines, path, shown, offset, limit)
+        return ToolOutput(text)
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    """Create or truncate ``path`` and write ``data``, never through a final symlink."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with open(fd, "wb") as handle:
+        handle.write(data)
+
+
+def _write_file(path: Path, shown: str, data: bytes) -> None:
+    if path.is_dir():
+        raise ToolError(f"Cannot write {shown}: it is a directory")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_bytes(path, data)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ToolError(f"Refusing to write through a symbolic link: {shown}") from None
+        raise ToolError(f"Cannot write {shown}: {exc.strerror or exc}") from None
+
+
+class FileWriteTool:
+    name = "file_write"
+    description = (
+        "Create or overwrite a file in the workspace with the given text content. Missing "
+        "parent directories are created. Prefer file_edit for changing part of a file."
+    )
+    side_effects = True
+
+    def __init__(self) -> None:
+        self.parameters: dict[str, Any] = {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "File path, relative to the workspace."},
+                "content": {"type": "string", "description": "The complete new file content."},
+            },
+            "required": ["path", "content"],
+            "additionalProperties": False,
+        }
+
+    async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        raw_path = required_str(arguments, "path")
+        content = required_str(arguments, "content", allow_empty=True)
+        data = content.encode("utf-8")
+        if len(data) > DEFAULT_MAX_WRITE_BYTES:
+            raise ToolError(
+                f"Content too large: {len(data)} bytes (limit: {DEFAULT_MAX_WRITE_BYTES} bytes)"
+            )
+        path = resolve(ctx, raw_path, for_write=True)
+        shown = display_path(ctx.policy, path)
+        await trio.to_thread.run_sync(_write_file, path, shown, data)
+        return ToolOutput(f"Wrote {len(data)} bytes to {shown}")
+
+
+def _edit_file(path: Path, shown: str, old: str, new: str) -> str:
+    fd = open_regular_file(path, shown)
+    with open(fd, "rb") as handle:
+        data = handle.read(DEFAULT_MAX_WRITE_BYTES + 1)
+    if len(data) > DEFAULT_MAX_WRITE_BYTES:
+        raise ToolError(f"File too large to edit: {shown} (limit: {DEFAULT_MAX_WRITE_BYTES} bytes)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ToolError(f"{shown} is not UTF-8 text; file_edit only edits text files") from None
+    count = text.count(old)
+    if count == 0:
+        raise ToolError(
+            f"old_string not found in {shown}; copy it exactly from file_read output "
+            "(without the line-number prefix), including whitespace"
+        )
+    if count > 1:
+        raise ToolError(
+            f"old_string matches {count} times in {shown}; include more surrounding "
+            "context so it matches exactly once"
+        )
+    updated = text.replace(old, new, 1).encode("utf-8")
+    if len(updated) > DEFAULT_MAX_WRITE_BYTES:
+        raise ToolError(f"Edited file would exceed {DEFAULT_MAX_WRITE_BYTES} bytes")
+    try:
+        _write_bytes(path, updated)
+    except OSError as exc:
+        raise ToolError(f"Cannot write {shown}: {exc.strerror or exc}") from None
+    removed = old.count("\n") + 1
+    added = new.count("\n") + 1 if new else 0
+    return f"Edited {shown}: replaced 1 occurrence ({removed} line(s) → {added} line(s))"
+
+
+class FileEditTool:
+    name = "file_edit"
+    description = (
+        "Replace one exact occurrence of old_string with new_string in a workspace file. "
+        "old_string must match exactly once (whitespace included); add surrounding lines "
+        "to make it unique. new_string may be empty to delete the text."
+    )
+    side_effects = True
+
+    def __init__(self) -> None:
+        self.parameters: dict[str, Any] = {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "File path, relative to the workspace."},
+                "old_string": {"type": "string", "description": "Exact text to replace."},
+                "new_string": {"type": "string", "description": "Replacement text."},
+            },
+            "required": ["path", "old_string", "new_string"],
+            "additionalProperties": False,
+        }
+
+    async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        raw_path = required_str(arguments, "path")
+        old = required_str(arguments, "old_string", allow_empty=True)
+        new = required_str(arguments, "new_string", allow_empty=True)
+        if not old:
+            raise ToolError("old_string must not be empty; use file_write to create a file")
+        if old == new:
+            raise ToolError("old_string and new_string are identical; nothing to change")
+        path = resolve(ctx, raw_path, for_write=True)
+        shown = display_path(ctx.policy, path)
+        text = await trio.to_thread.run_sync(_edit_file, path, shown, old, new)
+        return ToolOutput(text)

@@ -1,0 +1,222 @@
+"""Tools that talk to the person rather than the machine: ask_user, escalate_to_human, todo_write.
+
+On ACP, ask_user maps its choices onto ``session/request_permission`` options (seed,
+"session/request_permission"); free-form questions need the ACP elicitation RFD, so
+ask_user without choices fails fast. escalate_to_human's text reaches the client as an
+``agent_message_chunk``; waiting for a reply is not possible on ACP. todo_write replaces
+the session plan, which the runtime emits as a ``plan`` update.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal, cast
+
+from acp_server.agent.conversation import PlanEntry
+from acp_server.agent.tools._args import optional_bool, optional_str, required_str
+from acp_server.agent.tools.base import ToolContext, ToolError, ToolOutput
+
+DEFAULT_MAX_CHOICES: Final = 20
+DEFAULT_MAX_CHOICE_CHARS: Final = 200
+DEFAULT_MAX_QUESTION_CHARS: Final = 4000
+DEFAULT_MAX_ESCALATION_CHARS: Final = 16_000
+DEFAULT_MAX_TODOS: Final = 100
+DEFAULT_MAX_TODO_CHARS: Final = 1000
+URGENCY_LEVELS: Final = ("low", "medium", "high", "critical")
+ESCALATION_SHOWN_PREFIX: Final = "Escalation shown to the user"
+"""How an escalate_to_human result starts when the text reached the chat."""
+_STATUSES: Final = ("pending", "in_progress", "completed")
+_PRIORITIES: Final = ("high", "medium", "low")
+
+
+class AskUserTool:
+    name = "ask_user"
+    description = (
+        "Ask the user a question with a fixed set of choices and wait for their pick. "
+        "choices is required on this connection (free-form questions are not supported: "
+        "ask in your reply instead)."
+    )
+    side_effects = False
+
+    def __init__(self) -> None:
+        self.parameters: dict[str, Any] = {
+            "type": "object",
+            "properties": {
+                "question": {"type": "string"},
+                "choices": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "minItems": 1,
+                    "maxItems": DEFAULT_MAX_CHOICES,
+                },
+            },
+            "required": ["question", "choices"],
+            "additionalProperties": False,
+        }
+
+    async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        question = required_str(arguments, "question")
+        if len(question) > DEFAULT_MAX_QUESTION_CHARS:
+            raise ToolError(
+                f"question is too long (limit: {DEFAULT_MAX_QUESTION_CHARS} characters)"
+            )
+        raw_choices = arguments.get("choices")
+        if raw_choices is None or raw_choices == []:
+            raise ToolError(
+                "ask_user needs 'choices' on ACP sessions: free-form questions are not "
+                "supported until the ACP elicitation RFD lands. Offer choices, or ask the "
+                "question in your reply and end the turn."
+            )
+        if not isinstance(raw_choices, list) or not all(
+            isinstance(choice, str) and choice.strip() for choice in raw_choices
+        ):
+            raise ToolError("Invalid 'choices': expected a list of non-empty strings")
+        choices = cast(list[str], raw_choices)
+        if len(choices) > DEFAULT_MAX_CHOICES:
+            raise ToolError(f"Too many choices: {len(choices)} (limit: {DEFAULT_MAX_CHOICES})")
+        if any(len(choice) > DEFAULT_MAX_CHOICE_CHARS for choice in choices):
+            raise ToolError(f"A choice is too long (limit: {DEFAULT_MAX_CHOICE_CHARS} characters)")
+        picked = await ctx.ask_choice(question, choices)
+        if picked is None:
+            return ToolOutput(
+                "Error: The user did not pick a choice (dismissed, denied or timed out).",
+                ok=False,
+            )
+        if not 0 <= picked < len(choices):
+            raise ToolError(f"The client answered with an unknown choice index {picked}")
+        return ToolOutput(f"The user chose: {choices[picked]}")
+
+
+class EscalateToHumanTool:
+    name = "escalate_to_human"
+    description = (
+        "Alert the user to something that needs human attention (a blocker, a risky "
+        "decision, missing access). The message is shown in the chat; this does not wait "
+        "for a reply."
+    )
+    side_effects = False
+
+    def __init__(self) -> None:
+        self.parameters: dict[str, Any] = {
+            "type": "object",
+            "properties": {
+                "summary": {"type": "string", "description": "One-line summary."},
+                "context": {"type": "string", "description": "Details the person needs."},
+                "urgency": {"type": "string", "enum": list(URGENCY_LEVELS)},
+                "wait_for_response": {
+                    "type": "boolean",
+                    "description": "Not supported on this connection; must be false or omitted.",
+                },
+            },
+            "required": ["summary"],
+            "additionalProperties": False,
+        }
+
+    async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        if optional_bool(arguments, "wait_for_response"):
+            raise ToolError(
+                "wait_for_response is not supported on ACP sessions: the escalation is shown "
+                "to the user, but a reply cannot be awaited. Call again without it and end "
+                "the turn so the user can answer."
+            )
+        message = escalation_message(arguments)
+        urgency = optional_str(arguments, "urgency") or "medium"
+        await ctx.send_text(message)
+        return ToolOutput(f"{ESCALATION_SHOWN_PREFIX} ({urgency} urgency).")
+
+
+def escalation_message(arguments: dict[str, Any]) -> str:
+    """The chat text an escalate_to_human call shows, from its arguments alone, so
+    ``session/load`` can show it again where it appeared live (replay.py).
+
+    Raises:
+        ToolError: the arguments are not a valid escalation.
+    """
+    summary = required_str(arguments, "summary").strip()
+    context = (optional_str(arguments, "context") or "").strip()
+    urgency = optional_str(arguments, "urgency") or "medium"
+    if urgency not in URGENCY_LEVELS:
+        raise ToolError(f"Invalid 'urgency': {urgency!r} (one of {', '.join(URGENCY_LEVELS)})")
+    if not summary:
+        raise ToolError("'summary' must not be empty")
+    message = f"\n\n**Escalation ({urgency} urgency):** {summary}"
+    if context:
+        message += f"\n\n{context}"
+    message += "\n\n"
+    if len(message) > DEFAULT_MAX_ESCALATION_CHARS:
+        raise ToolError(
+            f"Escalation is too long (limit: {DEFAULT_MAX_ESCALATION_CHARS} characters)"
+        )
+    return message
+
+
+def _plan_entry(index: int, raw: object) -> PlanEntry:
+    where = f"todos[{index}]"
+    if not isinstance(raw, dict):
+        raise ToolError(f"Invalid {where}: expected an object with content and status")
+    content = raw.get("content")
+    if not isinstance(content, str) or not content.strip():
+        raise ToolError(f"Invalid {where}.content: expected a non-empty string")
+    if len(content) > DEFAULT_MAX_TODO_CHARS:
+        raise ToolError(f"{where}.content is too long (limit: {DEFAULT_MAX_TODO_CHARS} characters)")
+    status = raw.get("status", "pending")
+    if status not in _STATUSES:
+        raise ToolError(f"Invalid {where}.status: {status!r} (one of {', '.join(_STATUSES)})")
+    priority = raw.get("priority", "medium")
+    if priority not in _PRIORITIES:
+        raise ToolError(f"Invalid {where}.priority: {priority!r} (one of {', '.join(_PRIORITIES)})")
+    active_form = raw.get("activeForm")
+    if active_form is not None and not isinstance(active_form, str):
+        raise ToolError(f"Invalid {where}.activeForm: expected a string")
+    return PlanEntry(
+        content=content.strip(),
+        status=cast(Literal["pending", "in_progress", "completed"], status),
+        priority=cast(Literal["high", "medium", "low"], priority),
+        active_form=active_form or None,
+    )
+
+
+class TodoWriteTool:
+    name = "todo_write"
+    description = (
+        "Replace the task plan shown to the user. Send the whole list every time, each "
+        "item with content and status (pending, in_progress, completed); keep exactly one "
+        "item in_progress while working."
+    )
+    side_effects = False
+
+    def __init__(self) -> None:
+        self.parameters: dict[str, Any] = {
+            "type": "object",
+            "properties": {
+                "todos": {
+                    "type": "array",
+                    "maxItems": DEFAULT_MAX_TODOS,
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "content": {"type": "string"},
+                            "status": {"type": "string", "enum": list(_STATUSES)},
+                            "priority": {"type": "string", "enum": list(_PRIORITIES)},
+                            "activeForm": {"type": "string", "description": "Present-tense label, e.g. 'Running tests'."},
+                        },
+                        "required": ["content", "status"],
+                    },
+                },
+            },
+            "required": ["todos"],
+            "additionalProperties": False,
+        }  # fmt: skip
+
+    async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        todos = arguments.get("todos")
+        if not isinstance(todos, list):
+            raise ToolError("Missing or invalid 'todos': expected a list of items")
+        if len(todos) > DEFAULT_MAX_TODOS:
+            raise ToolError(f"Too many todos: {len(todos)} (limit: {DEFAULT_MAX_TODOS})")
+        entries = [_plan_entry(index, raw) for index, raw in enumerate(todos)]
+        await ctx.set_plan(entries)
+        counts = {status: sum(entry.status == status for entry in entries) for status in _STATUSES}
+        return ToolOutput(
+            f"Plan updated: {len(entries)} item(s) ({counts['completed']} completed, "
+            f"{counts['in_progress']} in progress, {counts['pending']} pending)"
+        )

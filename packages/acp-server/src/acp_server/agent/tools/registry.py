@@ -1,0 +1,57 @@
+"""The tool set of an ACP session: the built-in tools plus any MCP tools.
+
+ACP sessions carry no memory tools (seed, "Memory"): memory_recall, memory_store,
+memory_forget, memory_export and memory_purge are never registered here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+
+from acp_server.agent.providers.base import ToolSpec
+from acp_server.agent.tools.base import Tool
+from acp_server.agent.tools.deliver import DeliverFileTool
+from acp_server.agent.tools.files import FileEditTool, FileReadTool, FileWriteTool
+from acp_server.agent.tools.interaction import AskUserTool, EscalateToHumanTool, TodoWriteTool
+from acp_server.agent.tools.search import ContentSearchTool, GlobSearchTool
+from acp_server.agent.tools.shell import ShellTool
+
+logger = logging.getLogger(__name__)
+
+
+def builtin_tools() -> list[Tool]:
+    """Fresh instances of every built-in tool, in the order the model sees them."""
+    return [
+        ShellTool(),
+        FileReadTool(),
+        FileWriteTool(),
+        FileEditTool(),
+        GlobSearchTool(),
+        ContentSearchTool(),
+        DeliverFileTool(),
+        AskUserTool(),
+        EscalateToHumanTool(),
+        TodoWriteTool(),
+    ]
+
+
+def build_tools(*, include_mcp: Sequence[Tool] = ()) -> dict[str, Tool]:
+    """All built-in tools by name, then ``include_mcp``.
+
+    An MCP tool whose name collides with a built-in (or an earlier MCP tool) is skipped
+    with a warning: the built-in's security checks must not be shadowed.
+    """
+    tools: dict[str, Tool] = {tool.name: tool for tool in builtin_tools()}
+    for tool in include_mcp:
+        if tool.name in tools:
+            logger.warning("MCP tool %r skipped: a tool with that name already exists", tool.name)
+            continue
+        tools[tool.name] = tool
+    return tools
+
+
+def tool_specs(tools: Mapping[str, Tool] | Iterable[Tool]) -> list[ToolSpec]:
+    """What the model is told about each tool."""
+    values = tools.values() if isinstance(tools, Mapping) else tools
+    return [ToolSpec(tool.name, tool.description, tool.parameters) for tool in values]

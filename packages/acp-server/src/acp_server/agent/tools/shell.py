@@ -1,0 +1,258 @@
+"""The shell tool: one command in the session workspace, its whole process group reaped.
+
+The command runs under ``bash -c`` (``sh -c`` without bash) as the leader of a new
+session (``start_new_session=True``), so it and everything it starts share one process
+group. Whatever way the call ends (normal exit, timeout, turn cancel, session close), that
+group gets SIGTERM, then SIGKILL after ``DEFAULT_KILL_GRACE_SECS``: no orphans keep
+running behind the user's back. Only processes that deliberately leave the group
+(``setsid``) escape; the policy classes ``setsid`` as high-risk for that reason.
+
+stdin is /dev/null and stdout+stderr go to a pipe we read, never to our own stdout, which
+is the protocol channel in stdio mode. The environment is reduced to
+``security.SHELL_ENV_PASSTHROUGH`` so API keys never reach a command's output.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import trio
+
+from acp_server.agent.tools._args import required_str
+from acp_server.agent.tools.base import (
+    DEFAULT_MAX_TOOL_OUTPUT_BYTES,
+    ToolContext,
+    ToolError,
+    ToolOutput,
+)
+from acp_server.security import shell_environment
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_KILL_GRACE_SECS: Final = 2.0
+"""Time between SIGTERM and SIGKILL for a command's process group."""
+DEFAULT_DRAIN_GRACE_SECS: Final = 0.5
+"""After the command exits, how long background children may keep our pipe open."""
+DEFAULT_READ_CHUNK_BYTES: Final = 64 * 1024
+_KILL_POLL_SECS: Final = 0.02
+_FALLBACK_PATH: Final = "/usr/local/bin:/usr/bin:/bin"
+_PROC: Final = Path("/proc")
+
+
+@dataclass(frozen=True, slots=True)
+class ShellResult:
+    output: bytes  # the first ``max_output_bytes`` of stdout+stderr
+    dropped_bytes: int  # output beyond the cap, read and discarded
+    returncode: int | None  # None when the command timed out
+    timed_out: bool
+
+
+class _OutputCollector:
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.chunks: list[bytes] = []
+        self.kept = 0
+        self.dropped = 0
+
+    def feed(self, chunk: bytes | bytearray) -> None:
+        room = self.limit - self.kept
+        if room > 0:
+            self.chunks.append(bytes(chunk[:room]))
+            self.kept += min(room, len(chunk))
+        self.dropped += max(0, len(chunk) - max(room, 0))
+
+    def data(self) -> bytes:
+        return b"".join(self.chunks)
+
+
+def _shell_program() -> str:
+    return shutil.which("bash") or shutil.which("sh") or "/bin/sh"
+
+
+def _signal_group(pgid: int, signum: int) -> bool:
+    """Signal every process of the group; False when the group no longer exists."""
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover - our own children; only after pid reuse
+        logger.warning("not permitted to signal process group %d", pgid)
+        return False
+    return True
+
+
+def _group_has_live_members(pgid: int) -> bool:
+    """Whether any process of the group still runs (zombies do not count).
+
+    Orphaned children are re-parented to init, and some container inits reap late; their
+    zombies keep ``killpg(pgid, 0)`` succeeding although nothing runs any more. On Linux
+    /proc tells the two apart; elsewhere the signal probe is the best we have.
+    """
+    if not _PROC.is_dir():
+        return _signal_group(pgid, 0)
+    for entry in _PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat_line = (entry / "stat").read_text()
+        except OSError:
+            continue  # exited meanwhile
+        # "pid (comm) state ppid pgrp ...": comm may contain spaces and parentheses.
+        fields = stat_line.rpartition(")")[2].split()
+        if len(fields) >= 3 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+            return True
+    return False
+
+
+async def kill_process_group(
+    process: trio.Process, *, grace_secs: float = DEFAULT_KILL_GRACE_SECS
+) -> None:
+    """SIGTERM the process's group, SIGKILL whatever is left after ``grace_secs``, reap.
+
+    The process must have been started with ``start_new_session=True`` (its pid is the
+    group id). Call it shielded from cancellation: it is cleanup.
+    """
+    pgid = process.pid
+    if _signal_group(pgid, signal.SIGTERM):
+        with trio.move_on_after(grace_secs):
+            while True:
+                # Reap the leader as soon as it exits, or its zombie keeps the group alive.
+                process.poll()
+                if not _group_has_live_members(pgid):
+                    break
+                await trio.sleep(_KILL_POLL_SECS)
+        _signal_group(pgid, signal.SIGKILL)
+    await process.wait()
+
+
+async def _pump(
+    stream: trio.abc.ReceiveStream, collector: _OutputCollector, done: trio.Event
+) -> None:
+    try:
+        while chunk := await stream.receive_some(DEFAULT_READ_CHUNK_BYTES):
+            collector.feed(chunk)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass
+    finally:
+        done.set()
+
+
+async def run_shell_command(
+    command: str,
+    *,
+    cwd: Path,
+    timeout_secs: float,
+    env: dict[str, str],
+    max_output_bytes: int = DEFAULT_MAX_TOOL_OUTPUT_BYTES,
+    kill_grace_secs: float = DEFAULT_KILL_GRACE_SECS,
+) -> ShellResult:
+    """Run ``command`` with the shell; see the module docstring for the guarantees."""
+    env = dict(env)
+    env.setdefault("PATH", _FALLBACK_PATH)
+    try:
+        process = await trio.lowlevel.open_process(
+            [_shell_program(), "-c", command],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+        )
+    except OSError as exc:  # workspace deleted, no shell, fork limits
+        raise ToolError(f"Cannot start the shell in {cwd}: {exc.strerror or exc}") from None
+    assert process.stdout is not None  # stdout=PIPE
+    collector = _OutputCollector(max_output_bytes)
+    try:
+        with trio.move_on_after(timeout_secs) as deadline:
+            async with trio.open_nursery() as nursery:
+                pipe_closed = trio.Event()
+                nursery.start_soon(_pump, process.stdout, collector, pipe_closed)
+                await process.wait()
+                # A background child may hold the pipe open forever; give it a moment
+                # to flush, then the group is killed below anyway.
+                with trio.move_on_after(DEFAULT_DRAIN_GRACE_SECS):
+                    await pipe_closed.wait()
+                nursery.cancel_scope.cancel()
+    finally:
+        with trio.CancelScope(shield=True):
+            await kill_process_group(process, grace_secs=kill_grace_secs)
+            await process.stdout.aclose()
+    timed_out = deadline.cancelled_caught
+    return ShellResult(
+        output=collector.data(),
+        dropped_bytes=collector.dropped,
+        returncode=None if timed_out else process.returncode,
+        timed_out=timed_out,
+    )
+
+
+def _format_output(result: ShellResult) -> str:
+    text = result.output.decode("utf-8", errors="replace").rstrip("\n")
+    if result.dropped_bytes:
+        text += f"\n[output truncated: {result.dropped_bytes} more bytes not shown]"
+    return text
+
+
+class ShellTool:
+    name = "shell"
+    description = (
+        "Run a shell command in the session workspace (the current directory). stdin is "
+        "empty; stdout and stderr are returned together, truncated when very long. The "
+        "command is killed, with everything it started, when it exceeds the time limit. "
+        "Only allowlisted programs run; command substitution and paths outside the "
+        "workspace are refused."
+    )
+    side_effects = True
+
+    def __init__(self) -> None:
+        self.parameters: dict[str, Any] = {
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "description": "The command line to run."},
+            },
+            "required": ["command"],
+            "additionalProperties": False,
+        }
+
+    async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        command = required_str(arguments, "command")
+        # Re-checked here, not only in the runtime's decide(): an approval never turns a
+        # refused command into an allowed one.
+        assessment = ctx.policy.assess_command(command)
+        if assessment.denial is not None:
+            raise ToolError(assessment.denial)
+        if assessment.blocked_high_risk:
+            raise ToolError(
+                "High-risk command blocked by security policy: "
+                + "; ".join(assessment.blocked_high_risk)
+            )
+        result = await run_shell_command(
+            command,
+            cwd=ctx.workspace,
+            timeout_secs=ctx.shell_timeout_secs,
+            env=shell_environment(),
+        )
+        output = _format_output(result)
+        if result.timed_out:
+            return ToolOutput(
+                f"Error: Command timed out after {ctx.shell_timeout_secs:g} s and was killed "
+                f"with its child processes.\n{output}".rstrip("\n"),
+                ok=False,
+            )
+        code = result.returncode
+        if code != 0:
+            how = (
+                f"was killed by signal {-code}"
+                if code is not None and code < 0
+                else f"exited with code {code}"
+            )
+            return ToolOutput(f"Error: Command {how}.\n{output}".rstrip("\n"), ok=False)
+        return ToolOutput(output if output.strip() else "(no output)")

@@ -1,0 +1,450 @@
+"""The agent runtime: one prompt turn, from the user's text to the model's last word.
+
+Seed, "session/prompt" and zeroclaw.md §2, §8: the provider streams text and reasoning
+(each delta becomes an ``agent_message_chunk`` / ``agent_thought_chunk``), then asks for
+tools; each call is checked by the session's ``SecurityPolicy`` (allow / ask / deny),
+approved through the client when needed, announced with ``tool_call``, executed, and
+reported with ``tool_call_update`` carrying the same ``toolCallId``. Results go back to the
+model until it ends the turn, at most ``max_tool_iterations`` rounds.
+
+Nothing here knows about JSON-RPC: the connection supplies a ``TurnIO``. Cancellation is
+trio's: the connection runs the turn inside the turn's cancel scope.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Protocol, overload
+
+import trio
+
+from acp_core import schema
+from acp_core.blobs import (
+    DEFAULT_MAX_BLOB_BYTES,
+    DELIVER_URI_PREFIX,
+    deliver_uri,
+    file_extension,
+)
+from acp_core.tools import tool_kind
+from acp_server.agent.conversation import ChatMessage, PlanEntry, ToolCall, Usage
+from acp_server.agent.permissions import (
+    DENIED_BY_USER,
+    VerdictKind,
+    approval_request,
+    choice_from_outcome,
+    choice_request,
+    diff_content,
+    edit_raw_input,
+    runtime_denial,
+    verdict_from_outcome,
+)
+from acp_server.agent.providers.base import (
+    ModelRequest,
+    ProviderError,
+    StreamEnd,
+    TextDelta,
+    ThoughtDelta,
+    ToolCallRequested,
+    UsageReported,
+)
+from acp_server.agent.replay import plan_update
+from acp_server.agent.session import Session
+from acp_server.agent.tools.base import DeliveredFile, Tool, ToolContext, ToolError, ToolOutput
+from acp_server.agent.tools.mcp import MCP_TOOL_PREFIX
+from acp_server.security import Approval, PolicyViolation
+from acp_server.storage.uploads import read_verified
+
+logger = logging.getLogger(__name__)
+
+EMPTY_OUTPUT_TEXT: Final = "(no output)"
+EMPTY_COMPLETION_MESSAGE: Final = "The model provider returned an invalid semantic completion."
+BLANK_PROMPT_MESSAGE: Final = (
+    "Agent turn failed: empty user message: refusing to dispatch a blank turn"
+)
+
+
+class TurnFailed(Exception):
+    """The turn cannot complete; ``str()`` is what the client sees (JSON-RPC -32603)."""
+
+
+class TurnIO(Protocol):
+    """What the runtime needs from the connection during one turn."""
+
+    async def send_update(self, update: schema.SessionUpdate) -> None:
+        """Write one ``session/update`` for this session."""
+        ...
+
+    async def send_text(self, text: str, *, thought: bool = False) -> None:
+        """Stream a text chunk (``agent_message_chunk``, or ``agent_thought_chunk``)."""
+        ...
+
+    async def request_permission(
+        self, params: schema.RequestPermissionParams
+    ) -> schema.PermissionOutcome | None:
+        """Ask the client; None when nobody answered in time or the answer was an error."""
+        ...
+
+
+@dataclass
+class TurnOutcome:
+    """A turn that ran to its end: what it adds to the history and what the client gets."""
+
+    messages: list[ChatMessage]
+    content: str
+    plan: tuple[PlanEntry, ...] | None = None
+    usage: Usage = field(default_factory=Usage)
+
+
+async def run_turn(session: Session, user_text: str, io: TurnIO) -> TurnOutcome:
+    """Run one prompt turn to completion (cancellable from outside).
+
+    Raises:
+        TurnFailed: the prompt is blank, the model failed, or it produced nothing.
+    """
+    if not user_text.strip():
+        raise TurnFailed(BLANK_PROMPT_MESSAGE)
+    await session.prepare_tools()
+    runner = _TurnRunner(session, io)
+    return await runner.run(user_text)
+
+
+class _TurnRunner:
+    def __init__(self, session: Session, io: TurnIO) -> None:
+        self.session = session
+        self.io = io
+        self.new_messages: list[ChatMessage] = []
+        self.usage = Usage()
+        self.plan: tuple[PlanEntry, ...] | None = None
+        self.streamed: list[str] = []  # all visible text of the turn, as the client saw it
+
+    async def run(self, user_text: str) -> TurnOutcome:
+        self.new_messages.append(ChatMessage(role="user", content=user_text))
+        max_rounds = max(1, self.session.runtime_profile.max_tool_iterations)
+        for round_index in range(max_rounds + 1):
+            text, reasoning, calls = await self._model_round()
+            self.new_messages.append(
+                ChatMessage(
+                    role="assistant",
+                    content=text,
+                    reasoning=reasoning or None,
+                    tool_calls=tuple(calls),
+                )
+            )
+            if not calls:
+                if round_index == 0 and not text and not reasoning:
+                    raise TurnFailed(EMPTY_COMPLETION_MESSAGE)
+                break
+            if round_index == max_rounds:
+                # The model still wants tools after the last permitted round: stop here
+                # and say so, rather than looping forever (runtime_profile bound). Each
+                # call still gets a result, so the stored history stays valid for the
+                # next turn (providers reject tool calls without results).
+                note = (
+                    f"[stopped: reached max_tool_iterations ({max_rounds}) "
+                    "before the model finished]"
+                )
+                for call in calls:
+                    skipped = ToolOutput(f"Tool call not executed: {note}", ok=False)
+                    await self._announce(call.id, call.name, call.arguments)
+                    self.new_messages.append(await self._report(call.id, call.name, skipped))
+                shown = ("\n\n" if self.streamed else "") + note
+                await self._send_text(shown)
+                # Kept as the turn's last assistant words, so session/load shows it too
+                # and the model learns next turn why its calls did not run.
+                self.new_messages.append(ChatMessage(role="assistant", content=shown))
+                break
+            for call in calls:
+                result = await self._run_tool_call(call)
+                self.new_messages.append(result)
+        # The result's content is the turn's text exactly as it was streamed, so a client
+        # that only reads the result sees what a streaming client rendered.
+        content = "".join(self.streamed)
+        return TurnOutcome(
+            messages=self.new_messages, content=content, plan=self.plan, usage=self.usage
+        )
+
+    # -- the model ------------------------------------------------------------------
+
+    async def _model_round(self) -> tuple[str, str, list[ToolCall]]:
+        request = ModelRequest(
+            system_prompt=self.session.system_prompt,
+            messages=ChainedMessages(self.session.history, self.new_messages),
+            tools=self.session.tool_specs,
+        )
+        text: list[str] = []
+        reasoning: list[str] = []
+        calls: list[ToolCall] = []
+        stream = self.session.provider.stream(request)
+        ended = False
+        try:
+            async for event in stream:
+                if isinstance(event, TextDelta):
+                    if event.text:
+                        text.append(event.text)
+                        await self._send_text(event.text)
+                elif isinstance(event, ThoughtDelta):
+                    if event.text:
+                        reasoning.append(event.text)
+                        await self.io.send_text(event.text, thought=True)
+                elif isinstance(event, ToolCallRequested):
+                    call = event.call
+                    if not call.id:
+                        # No provider id: one fresh id for the history, the tool_call and
+                        # its tool_call_update alike (zeroclaw.md §2.3).
+                        call = ToolCall(
+                            id=str(uuid.uuid4()), name=call.name, arguments=call.arguments
+                        )
+                    calls.append(call)
+                elif isinstance(event, UsageReported):
+                    self.usage.add(event.usage)
+                elif isinstance(event, StreamEnd):
+                    ended = True
+                    break
+        except ProviderError as exc:
+            raise TurnFailed(f"Agent turn failed: {exc}") from exc
+        finally:
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                if ended:
+                    await aclose()
+                else:
+                    # Interrupted (cancel, error): close the provider's stream even while
+                    # cancelled, so its HTTP response is released now, not by the GC.
+                    with trio.CancelScope(shield=True):
+                        await aclose()
+        return "".join(text), "".join(reasoning), calls
+
+    # -- tools ----------------------------------------------------------------------
+
+    async def _run_tool_call(self, call: ToolCall) -> ChatMessage:
+        """Decide, approve, announce, execute and report one call; returns the tool result."""
+        session = self.session
+        call_id = call.id
+        arguments = dict(call.arguments)
+        tool = session.tools.get(call.name)
+        output: ToolOutput
+        if tool is None:
+            available = ", ".join(sorted(session.tools)) or "none"
+            text = f"Error: Unknown tool: {call.name} (available: {available})"
+            if call.name.startswith(MCP_TOOL_PREFIX) and session.mcp is not None:
+                # The tool may belong to an MCP server that failed: say so, rather than
+                # leave the person with a log line on stderr they may never see.
+                problems = session.mcp.problems
+                if problems:
+                    text += ". " + " ".join(problems)
+            output = ToolOutput(text, ok=False)
+            await self._announce(call_id, call.name, arguments)
+        else:
+            verdict = await self._authorise(call.name, arguments, side_effects=tool.side_effects)
+            if isinstance(verdict, str):
+                output = ToolOutput(verdict, ok=False)
+                await self._announce(call_id, call.name, arguments)
+            else:
+                # rawInput is the model's arguments verbatim, live and on replay alike
+                # (zeroclaw.md §2.1). The reference also shows a runtime-set `approved`
+                # there because its shell tool takes that parameter; ours does not (the
+                # approval travels in ToolContext.extra), the client saw the approval in
+                # its own session/request_permission answer, and a flag that exists only
+                # live would make session/load differ from what the client saw.
+                await self._announce(call_id, call.name, arguments)
+                output = await self._execute(call.name, tool, arguments, approved=verdict)
+        return await self._report(call_id, call.name, output)
+
+    async def _authorise(
+        self, name: str, arguments: dict[str, Any], *, side_effects: bool
+    ) -> bool | str:
+        """Whether the call may run: a bool (True when an operator approved it) or the
+        model-facing denial text."""
+        session = self.session
+        decision = session.policy.decide(
+            name,
+            arguments,
+            side_effects=side_effects,
+            session_allowed=frozenset(session.allow_always),
+        )
+        if decision.approval is Approval.ALLOW:
+            return False
+        if decision.approval is Approval.DENY:
+            return decision.reason or f"Tool call not executed: '{name}' is not allowed by policy."
+        outcome = await self.io.request_permission(
+            approval_request(session.session_id, name, arguments)
+        )
+        verdict = verdict_from_outcome(outcome)
+        if verdict.kind is VerdictKind.ALLOW_ALWAYS:
+            session.allow_always.add(name)
+        if verdict.allowed:
+            return True
+        if verdict.kind is VerdictKind.REJECT:
+            return DENIED_BY_USER
+        if verdict.kind is VerdictKind.REJECT_WITH_EDIT:
+            # The operator's text replaces the tool result; with none, it is a plain "no".
+            return verdict.replacement if verdict.replacement.strip() else DENIED_BY_USER
+        return runtime_denial(name)
+
+    async def _execute(
+        self, name: str, tool: Tool, arguments: dict[str, Any], *, approved: bool
+    ) -> ToolOutput:
+        ctx = ToolContext(
+            session_id=self.session.session_id,
+            workspace=self.session.workspace,
+            policy=self.session.policy,
+            shell_timeout_secs=float(self.session.runtime_profile.shell_timeout_secs),
+            ask_choice=self._ask_choice,
+            send_text=self._send_text,
+            set_plan=self._set_plan,
+            extra={"approved": approved},
+        )
+        try:
+            output = await tool.run(arguments, ctx)
+        except (ToolError, PolicyViolation) as exc:
+            return ToolOutput(f"Error: {exc}", ok=False)
+        except Exception as exc:  # a tool bug must not end the turn; the model sees it
+            logger.exception("tool %s failed unexpectedly", name)
+            return ToolOutput(f"Error: {name} failed: {exc}", ok=False)
+        return output
+
+    async def _announce(self, call_id: str, name: str, arguments: Mapping[str, Any]) -> None:
+        raw_input = edit_raw_input(name, arguments)
+        await self.io.send_update(
+            schema.ToolCallStart(
+                tool_call_id=call_id,
+                title=name,
+                kind=tool_kind(name),
+                status="pending",
+                raw_input=raw_input if raw_input is not None else dict(arguments),
+                name=name,
+                content=diff_content(name, arguments),
+            )
+        )
+
+    async def _report(self, call_id: str, name: str, output: ToolOutput) -> ChatMessage:
+        """Send the tool_call_update; returns the tool result for the history."""
+        text = output.text if output.text.strip() else EMPTY_OUTPUT_TEXT
+        content: list[schema.ToolCallContent] = [schema.text_tool_content(text)]
+        status: schema.ToolCallStatus = "completed"
+        title = name
+        if output.delivered is not None:
+            title = output.delivered.title or output.delivered.filename
+            resource = await trio.to_thread.run_sync(_embed_delivered, output.delivered)
+            if resource is None:
+                status = "failed"
+            else:
+                content.append(schema.ToolCallContentBlock(content=resource))
+        await self.io.send_update(
+            schema.ToolCallUpdate(
+                tool_call_id=call_id,
+                status=status,
+                raw_output=text,
+                name=name,
+                title=title,
+                kind=tool_kind(name),
+                body=text,
+                content=content,
+            )
+        )
+        return ChatMessage(role="tool", content=text, tool_call_id=call_id, tool_name=name)
+
+    # -- callbacks tools may use ----------------------------------------------------
+
+    async def _ask_choice(self, question: str, choices: Sequence[str]) -> int | None:
+        outcome = await self.io.request_permission(
+            choice_request(self.session.session_id, question, choices)
+        )
+        return choice_from_outcome(outcome, len(choices))
+
+    async def _send_text(self, text: str) -> None:
+        self.streamed.append(text)
+        await self.io.send_text(text)
+
+    async def _set_plan(self, entries: Sequence[PlanEntry]) -> None:
+        self.plan = tuple(entries)
+        self.session.plan = self.plan
+        await self.io.send_update(plan_update(self.plan))
+
+
+def _embed_delivered(delivered: DeliveredFile) -> schema.EmbeddedResource | None:
+    """Re-read the uploads copy and re-hash it; embed only if it is still what the tool
+    validated (seed: "a swap between the tool's validation and delivery is detected")."""
+    expected = deliver_uri(delivered.sha256, file_extension(delivered.path.name))
+    resource = None
+    if expected == delivered.uri:
+        resource = embed_delivered_file(delivered.path.parent, delivered.uri, delivered.mime_type)
+    if resource is None:
+        logger.warning(
+            "deliver_file: %s changed after validation; not embedding it", delivered.path
+        )
+    return resource
+
+
+def embed_delivered_file(
+    uploads_dir: Path, uri: str, mime_type: str
+) -> schema.EmbeddedResource | None:
+    """The embedded resource for ``attachment://deliver/<sha256>.<ext>``: its uploads copy,
+    read without following symlinks and re-hashed; None when it is gone or no longer
+    hashes to the digest its uri names. Blocking I/O: run it in a thread."""
+    name = uri.removeprefix(DELIVER_URI_PREFIX)
+    digest = name.partition(".")[0]
+    if name == uri or "/" in name or len(digest) != 64:
+        return None
+    data = read_verified(uploads_dir / name, digest, limit=DEFAULT_MAX_BLOB_BYTES)
+    if data is None:
+        return None
+    return schema.EmbeddedResource(
+        resource=schema.BlobResource(
+            uri=uri, mime_type=mime_type, blob=base64.b64encode(data).decode("ascii")
+        )
+    )
+
+
+class ChainedMessages(Sequence[ChatMessage]):
+    """A snapshot of the stored history followed by this turn's messages.
+
+    A long session holds thousands of messages; a model round must not copy them all just
+    to append the few of the current turn. The history only ever grows at its end, so
+    remembering its length now keeps this a stable snapshot; the turn's few messages are
+    copied.
+    """
+
+    __slots__ = ("_head", "_head_len", "_tail")
+
+    def __init__(self, head: Sequence[ChatMessage], tail: Sequence[ChatMessage]) -> None:
+        self._head = head
+        self._head_len = len(head)
+        self._tail = tuple(tail)
+
+    def __len__(self) -> int:
+        return self._head_len + len(self._tail)
+
+    @overload
+    def __getitem__(self, index: int) -> ChatMessage: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[ChatMessage]: ...
+
+    def __getitem__(self, index: int | slice) -> ChatMessage | Sequence[ChatMessage]:
+        if isinstance(index, slice):
+            return list(self)[index]
+        size = len(self)
+        if index < 0:
+            index += size
+        if not 0 <= index < size:
+            raise IndexError("message index out of range")
+        head = self._head_len
+        return self._head[index] if index < head else self._tail[index - head]
+
+    def __iter__(self) -> Iterator[ChatMessage]:
+        head = self._head
+        for index in range(self._head_len):
+            yield head[index]
+        yield from self._tail
+
+    def __reversed__(self) -> Iterator[ChatMessage]:
+        yield from reversed(self._tail)
+        head = self._head
+        for index in range(self._head_len - 1, -1, -1):
+            yield head[index]

@@ -1,0 +1,92 @@
+"""The composition root: what one `zeroclaw acp` or `zeroclaw gateway` process is made of.
+
+``open_app`` opens the session store (or decides to run without one), pairs it with the
+configuration and the factories every connection builds its sessions from, and closes the
+store when the process is done. Both front ends call it once and then serve connections
+over the ``AcpApp`` it yields (``acp_server.protocol.stdio.serve_stdio``,
+``acp_server.gateway.service.Gateway``); tests build an ``AcpApp`` directly with their
+own factories.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeAlias
+
+import trio
+
+from acp_server.agent.providers import ProviderFactory, create_provider
+from acp_server.agent.tools.base import Tool
+from acp_server.config import AgentConfig, Config, RiskProfileConfig
+from acp_server.security import SecurityPolicy
+from acp_server.storage.sqlite import AsyncSessionStore
+
+logger = logging.getLogger(__name__)
+
+ToolsFactory: TypeAlias = Callable[[AgentConfig, Path, Config], Mapping[str, Tool]]
+PolicyFactory: TypeAlias = Callable[[RiskProfileConfig, Path], SecurityPolicy]
+
+
+def default_tools_factory(
+    agent: AgentConfig, workspace: Path, config: Config
+) -> Mapping[str, Tool]:
+    """The built-in tools (memory tools are never part of ACP sessions; seed, "Memory").
+
+    Tools are stateless: the session's workspace and policy reach them through
+    ``ToolContext`` on every call.
+    """
+    from acp_server.agent.tools.registry import build_tools
+
+    return build_tools()
+
+
+@dataclass
+class AcpApp:
+    """Process-wide state: the configuration and the (optional) session store.
+
+    The factories are seams for tests and for the gateway; production uses the defaults.
+    """
+
+    config: Config
+    store: AsyncSessionStore | None
+    provider_factory: ProviderFactory = create_provider
+    tools_factory: ToolsFactory = default_tools_factory
+    policy_factory: PolicyFactory = SecurityPolicy
+    launch_dir: Path = field(default_factory=Path.cwd)
+
+
+async def open_session_store(config: Config) -> AsyncSessionStore | None:
+    """Open ``<workspace_dir>/sessions/acp-sessions.db``; on any failure log one warning and
+    return None (in-memory sessions only: seed, "Session persistence")."""
+    from acp_server.storage.sqlite import SessionStore
+
+    if not config.acp.session_persistence:
+        logger.info("[acp] session_persistence = false: sessions are kept in memory only")
+        return None
+    path = config.store_path
+    try:
+        store = await trio.to_thread.run_sync(SessionStore.open, path)
+    except Exception as exc:
+        logger.warning(
+            "session store unavailable at %s (%s); sessions will not survive a restart",
+            path,
+            exc,
+        )
+        return None
+    return AsyncSessionStore(store)
+
+
+@asynccontextmanager
+async def open_app(config: Config) -> AsyncIterator[AcpApp]:
+    """The process's ``AcpApp``; its store is closed on the way out, even when cancelled."""
+    store = await open_session_store(config)
+    try:
+        yield AcpApp(config=config, store=store)
+    finally:
+        if store is not None:
+            with trio.CancelScope(shield=True):
+                await store.aclose()

@@ -1,0 +1,209 @@
+"""`zeroclaw gateway` and `zeroclaw gateway get-paircode` (registered by acp_server.cli.main)."""
+
+from __future__ import annotations
+
+import ssl
+import sys
+from typing import Any, Final
+
+import click
+import httpx
+import trio
+
+from acp_server.app import open_app
+from acp_server.cli.main import EXIT_CONFIG_ERROR, CliState, fail
+from acp_server.config import Config
+from acp_server.gateway.admin import ADMIN_HEADER, ADMIN_SECRET_FILE, read_admin_secret
+from acp_server.gateway.auth import is_loopback_host
+from acp_server.gateway.service import DEFAULT_DRAIN_TIMEOUT_SECS, Gateway, GatewayError
+
+ADMIN_TIMEOUT_SECS: Final = 5.0
+
+
+def _announce(line: str) -> None:
+    click.echo(f"zeroclaw: {line}", err=True)
+    sys.stderr.flush()
+
+
+async def _run(config: Config, host: str | None, port: int | None, drain_timeout: float) -> None:
+    async with open_app(config) as app:
+        gateway = Gateway(
+            app, host=host, port=port, drain_timeout_secs=drain_timeout, announce=_announce
+        )
+        await gateway.serve()
+
+
+@click.group(
+    "gateway",
+    invoke_without_command=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+@click.option(
+    "--host",
+    default=None,
+    metavar="HOST",
+    help="Address to bind (default: [gateway] host, 127.0.0.1).",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(min=0, max=65535),
+    default=None,
+    metavar="PORT",
+    help="Port to listen on (default: [gateway] port, 42617; 0 lets the OS choose and the "
+    "chosen port is printed).",
+)
+@click.option(
+    "--drain-timeout",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_DRAIN_TIMEOUT_SECS,
+    show_default=True,
+    metavar="SECS",
+    help="On SIGTERM/SIGINT, how long running turns may take to finish before they are cancelled.",
+)
+@click.pass_context
+def gateway_command(
+    ctx: click.Context, host: str | None, port: int | None, drain_timeout: float
+) -> None:
+    """Serve ACP over WebSocket at /acp, with pairing and token auth.
+
+    Plain HTTP on the same port: GET /health, GET /pair/code, POST /pair. Clients send a
+    bearer token as `Authorization: Bearer`, a `bearer.<token>` WebSocket subprotocol, or
+    `?token=`; `?agent=ALIAS` picks the default agent for session/new. With pairing on and
+    no client paired yet, a one-time pairing code is printed on stderr.
+
+    SIGTERM or Ctrl-C drains: no new connections, running turns get --drain-timeout to
+    finish, then connections close with code 1012 ("restarting, retry"). A second signal
+    stops at once.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    state = ctx.find_object(CliState)
+    if state is None:  # invoked outside the zeroclaw group (tests)
+        state = CliState(config_dir_flag=None)
+    config = state.load(runs_agents=True)
+    try:
+        trio.run(_run, config, host, port, drain_timeout)
+    except GatewayError as exc:
+        fail(str(exc), code=EXIT_CONFIG_ERROR if exc.config_problem else 1)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+def _admin_base_url(
+    config: Config, host: str | None, port: int | None
+) -> tuple[str, ssl.SSLContext | bool]:
+    settings = config.gateway
+    bind_host = (host or settings.host).strip()
+    # The admin endpoint answers loopback peers only: reach a wildcard bind through 127.0.0.1.
+    if bind_host in {"", "0.0.0.0", "::", "[::]"} or is_loopback_host(bind_host):
+        target = "[::1]" if bind_host in {"::", "[::]", "::1", "[::1]"} else "127.0.0.1"
+    else:
+        target = (
+            f"[{bind_host}]" if ":" in bind_host and not bind_host.startswith("[") else bind_host
+        )
+    prefix = settings.path_prefix.strip().strip("/")
+    prefix = f"/{prefix}" if prefix else ""
+    verify: ssl.SSLContext | bool = True
+    scheme = "http"
+    if settings.tls.enabled:
+        scheme = "https"
+        # Trust exactly the gateway's own certificate; the name will not match 127.0.0.1.
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        if settings.tls.cert_path is not None:
+            context.load_verify_locations(cafile=str(settings.tls.cert_path))
+        verify = context
+    chosen_port = settings.port if port is None else port
+    return f"{scheme}://{target}:{chosen_port}{prefix}", verify
+
+
+@gateway_command.command("get-paircode")
+@click.option(
+    "--new",
+    "new_code",
+    is_flag=True,
+    help="Issue a fresh one-time code (replaces any active one and lifts a lockout).",
+)
+@click.option(
+    "--rotate",
+    is_flag=True,
+    help="Revoke every paired token first (connected clients are disconnected), then issue a fresh code.",
+)
+@click.option(
+    "--host", default=None, metavar="HOST", help="The gateway's bind address if not [gateway] host."
+)
+@click.option(
+    "--port",
+    type=click.IntRange(min=1, max=65535),
+    default=None,
+    metavar="PORT",
+    help="The gateway's port if not [gateway] port.",
+)
+@click.pass_context
+def get_paircode_command(
+    ctx: click.Context, new_code: bool, rotate: bool, host: str | None, port: int | None
+) -> None:
+    """Print a pairing code from the running gateway on this machine.
+
+    The code goes to stdout; pair a client with it (`zeroclaw-acp-bridge --pair-code CODE`,
+    or POST /pair with header X-Pairing-Code). Without --new, prints the active code, if any.
+    """
+    state = ctx.find_object(CliState) or CliState(config_dir_flag=None)
+    config = state.load()
+    base, verify = _admin_base_url(config, host, port)
+    if rotate:
+        method, path = "POST", "/admin/paircode/rotate"
+    elif new_code:
+        method, path = "POST", "/admin/paircode/new"
+    else:
+        method, path = "GET", "/admin/paircode"
+    url = base + path
+    secret = read_admin_secret(config.config_dir)
+    if secret is None:
+        fail(
+            f"no running gateway found for {config.config_dir} (no {ADMIN_SECRET_FILE} there). "
+            "Start `zeroclaw gateway` with the same --config-dir, or pass the same one here."
+        )
+    try:
+        # trust_env=False: a loopback call must never be sent through a proxy.
+        response = httpx.request(
+            method,
+            url,
+            headers={ADMIN_HEADER: secret},
+            timeout=ADMIN_TIMEOUT_SECS,
+            verify=verify,
+            trust_env=False,
+        )
+    except httpx.HTTPError as exc:
+        fail(
+            f"cannot reach the gateway at {base}: {exc}. Is `zeroclaw gateway` running on this "
+            "machine? (use --port if it listens on another port)"
+        )
+    body: dict[str, Any] = {}
+    try:
+        parsed = response.json()
+        if isinstance(parsed, dict):
+            body = parsed
+    except ValueError:
+        pass
+    if response.status_code != 200:
+        detail = body.get("error") or response.text.strip() or f"HTTP {response.status_code}"
+        fail(f"the gateway at {base} refused: {detail}")
+    code = body.get("pairing_code")
+    if not body.get("pairing_required", True):
+        fail("pairing is off on this gateway ([gateway] require_pairing = false): no code needed")
+    if rotate:
+        click.echo(
+            f"zeroclaw: revoked {body.get('revoked_tokens', 0)} token(s); clients must pair again",
+            err=True,
+        )
+    if not code:
+        paired = body.get("paired_tokens", 0)
+        fail(
+            f"no pairing code is active (the gateway has {paired} paired token(s)). "
+            "Run `zeroclaw gateway get-paircode --new` to issue one."
+        )
+    click.echo(str(code))
+    click.echo(
+        f"zeroclaw: one-time code; pair with `zeroclaw-acp-bridge --pair-code {code}`", err=True
+    )
