@@ -1,0 +1,193 @@
+"""The configuration's values: one frozen dataclass per table of ``config.toml``, the
+defaults, and ``ConfigError``. Reading and validating a file is ``acp_server.config.parse``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, Literal
+
+RiskLevel = Literal["readonly", "supervised", "full"]
+
+DEFAULT_MAX_SESSIONS: Final = 10
+DEFAULT_SESSION_TIMEOUT_SECS: Final = 3600
+DEFAULT_GATEWAY_HOST: Final = "127.0.0.1"
+DEFAULT_GATEWAY_PORT: Final = 42617
+DEFAULT_SHELL_TIMEOUT_SECS: Final = 60
+DEFAULT_MAX_TOOL_ITERATIONS: Final = 20
+DEFAULT_PROVIDER_TIMEOUT_SECS: Final = 120
+
+# Reference defaults (RiskProfileConfig's Default impl).
+DEFAULT_ALLOWED_COMMANDS: Final = (
+    "git", "npm", "cargo", "ls", "cat", "grep", "find", "echo", "pwd", "wc", "head", "tail",
+    "date", "df", "du", "uname", "uptime", "hostname", "python", "python3", "pip", "node", "free",
+)  # fmt: skip
+DEFAULT_FORBIDDEN_PATHS: Final = (
+    "/etc", "/root", "/home", "/usr", "/bin", "/sbin", "/lib", "/opt", "/boot", "/dev",
+    "/proc", "/sys", "/var", "/tmp", "~/.ssh", "~/.gnupg", "~/.aws", "~/.config",
+)  # fmt: skip
+DEFAULT_AUTO_APPROVE: Final = (
+    "file_read", "glob_search", "content_search", "todo_write", "calculator",
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class AcpConfig:
+    default_agent: str | None = None
+    max_sessions: int = DEFAULT_MAX_SESSIONS
+    session_timeout_secs: int = DEFAULT_SESSION_TIMEOUT_SECS
+    # false: never open the SQLite store (throwaway CI runs); sessions live in memory only.
+    session_persistence: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayTlsConfig:
+    enabled: bool = False
+    cert_path: Path | None = None
+    key_path: Path | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    host: str = DEFAULT_GATEWAY_HOST
+    port: int = DEFAULT_GATEWAY_PORT
+    path_prefix: str = ""
+    require_pairing: bool = True
+    allow_public_bind: bool = False
+    paired_tokens: tuple[str, ...] = ()  # SHA-256 hex digests of tokens, never tokens
+    pair_rate_limit_per_minute: int = 10
+    websocket_ping_interval_secs: int = 30
+    allowed_origins: tuple[str, ...] = ()
+    tls: GatewayTlsConfig = field(default_factory=GatewayTlsConfig)
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderConfig:
+    """``[providers.models.<type>.<alias>]``; ``ref`` is ``"<type>.<alias>"``."""
+
+    type: str
+    alias: str
+    model: str | None = None
+    api_key: str | None = None
+    uri: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    timeout_secs: float = DEFAULT_PROVIDER_TIMEOUT_SECS
+    chunk_delay_ms: int = 0  # echo provider only: slows streaming so clients can cancel
+
+    @property
+    def ref(self) -> str:
+        return f"{self.type}.{self.alias}"
+
+
+@dataclass(frozen=True, slots=True)
+class McpServerConfig:
+    """A stdio MCP server (base ACP ``McpServer`` shape)."""
+
+    name: str
+    command: str
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
+    alias: str
+    enabled: bool = True
+    model_provider: str = ""
+    risk_profile: str = "default"
+    runtime_profile: str = "default"
+    system_prompt: str | None = None
+    acp_enable_mcp: bool = False
+    mcp_servers: tuple[McpServerConfig, ...] = ()
+
+    @property
+    def dispatchable(self) -> bool:
+        """Reference rule: enabled and all three profile references non-blank."""
+        return self.enabled and all(
+            ref.strip() for ref in (self.model_provider, self.risk_profile, self.runtime_profile)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RiskProfileConfig:
+    level: RiskLevel = "supervised"
+    workspace_only: bool = True
+    forbidden_paths: tuple[str, ...] = DEFAULT_FORBIDDEN_PATHS
+    allowed_commands: tuple[str, ...] = DEFAULT_ALLOWED_COMMANDS
+    always_ask: tuple[str, ...] = ()
+    auto_approve: tuple[str, ...] = DEFAULT_AUTO_APPROVE
+    block_high_risk_commands: bool = True
+    require_approval_for_medium_risk: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeProfileConfig:
+    shell_timeout_secs: int = DEFAULT_SHELL_TIMEOUT_SECS
+    max_tool_iterations: int = DEFAULT_MAX_TOOL_ITERATIONS
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    config_dir: Path
+    config_file: Path | None  # None: no config.toml, built-in defaults in use
+    workspace_dir: Path  # daemon-level data directory (store lives under it)
+    acp: AcpConfig = field(default_factory=AcpConfig)
+    gateway: GatewayConfig = field(default_factory=GatewayConfig)
+    providers: Mapping[str, ProviderConfig] = field(default_factory=dict)  # by ref
+    agents: Mapping[str, AgentConfig] = field(default_factory=dict)  # by alias
+    risk_profiles: Mapping[str, RiskProfileConfig] = field(default_factory=dict)
+    runtime_profiles: Mapping[str, RuntimeProfileConfig] = field(default_factory=dict)
+
+    @property
+    def store_path(self) -> Path:
+        return self.workspace_dir / "sessions" / "acp-sessions.db"
+
+    @property
+    def default_model(self) -> str | None:
+        """The first configured provider's model (initialize's ``_meta.zeroclaw.defaultModel``)."""
+        for provider in self.providers.values():
+            if provider.model:
+                return provider.model
+        return None
+
+
+# --------------------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------------------
+
+
+CONFIG_FILE_NAME: Final = "config.toml"
+CONFIG_DIR_ENV: Final = "ZEROCLAW_CONFIG_DIR"
+CURRENT_SCHEMA_VERSION: Final = 3
+DEFAULT_MAX_CONFIG_BYTES: Final = 4 * 1024 * 1024
+"""A config file larger than this is refused (it is hand-written TOML, not data)."""
+
+DEFAULT_AGENT_ALIAS: Final = "default"
+DEFAULT_PROFILE_ALIAS: Final = "default"
+
+# Environment keys the built-in default consults, in order (issue 3 §1).
+# (env var, provider type, model)
+ENV_PROVIDER_CHOICES: Final = (
+    ("OPENROUTER_API_KEY", "openrouter", "anthropic/claude-sonnet-4.6"),
+    ("ANTHROPIC_API_KEY", "anthropic", "claude-sonnet-4-6"),
+    ("OPENAI_API_KEY", "openai", "gpt-4.1"),
+)
+ECHO_PROVIDER_TYPE: Final = "echo"
+ECHO_MODEL: Final = "echo"
+
+# Well-known key variables per provider type, used when a provider table has no api_key.
+PROVIDER_KEY_ENV: Final = {ptype: env for env, ptype, _model in ENV_PROVIDER_CHOICES}
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used. ``str()`` names the file, the key and the problem."""
+
+    def __init__(self, file: Path | None, key: str | None, problem: str) -> None:
+        where = str(file) if file is not None else "configuration"
+        text = f"{where}: {problem}" if key is None else f"{where}: `{key}`: {problem}"
+        super().__init__(text)
+        self.file = file
+        self.key = key
+        self.problem = problem
