@@ -1,0 +1,138 @@
+"""Results of the client-to-agent requests (``initialize``, ``session/new``, ...)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+import msgspec
+
+from acp_core.jsonrpc import JsonValue
+from acp_core.schema.wire import (
+    AGENT_NAME,
+    AGENT_TITLE,
+    PROTOCOL_VERSION,
+    EmptyObject,
+    StopReason,
+    WireStruct,
+)
+
+if TYPE_CHECKING:
+    Json: TypeAlias = JsonValue
+else:
+    # msgspec cannot evaluate the recursive JsonValue alias; Any decodes the same values.
+    Json = Any
+
+# --------------------------------------------------------------------------- results
+
+
+class PromptCapabilities(WireStruct, kw_only=True):
+    image: bool
+    audio: bool
+    embedded_context: bool
+
+
+class McpCapabilities(WireStruct, kw_only=True):
+    http: bool
+    sse: bool
+
+
+class SessionCapabilities(WireStruct, kw_only=True):
+    resume: EmptyObject | None = None
+    close: EmptyObject | None = None
+
+
+class AgentCapabilities(WireStruct, kw_only=True):
+    load_session: bool
+    prompt_capabilities: PromptCapabilities
+    mcp_capabilities: McpCapabilities
+    session_capabilities: SessionCapabilities | None = None
+
+
+class Implementation(WireStruct, kw_only=True):
+    name: str
+    title: str | None = None
+    version: str
+
+
+class ZeroclawMeta(WireStruct, kw_only=True):
+    default_model: str | None = None
+    max_sessions: int
+    session_timeout_secs: int
+
+
+class InitializeMeta(WireStruct, kw_only=True):
+    zeroclaw: ZeroclawMeta
+
+
+class InitializeResult(WireStruct, kw_only=True):
+    protocol_version: int
+    agent_capabilities: AgentCapabilities
+    agent_info: Implementation
+    auth_methods: list[Json]
+    meta: InitializeMeta | None = msgspec.field(default=None, name="_meta")
+
+
+def initialize_result(
+    *,
+    store_available: bool,
+    version: str,
+    default_model: str | None,
+    max_sessions: int,
+    session_timeout_secs: int,
+) -> InitializeResult:
+    """The ``initialize`` result exactly as the seed shows it.
+
+    With a session store: ``loadSession: true`` and ``sessionCapabilities {resume, close}``.
+    Without one the seed says "all three are absent or false": ``loadSession: false`` and no
+    ``sessionCapabilities``. ``defaultModel`` is omitted when no model is configured.
+    """
+    return InitializeResult(
+        protocol_version=PROTOCOL_VERSION,
+        agent_capabilities=AgentCapabilities(
+            load_session=store_available,
+            prompt_capabilities=PromptCapabilities(image=False, audio=False, embedded_context=True),
+            mcp_capabilities=McpCapabilities(http=False, sse=False),
+            session_capabilities=(
+                SessionCapabilities(resume=EmptyObject(), close=EmptyObject())
+                if store_available
+                else None
+            ),
+        ),
+        agent_info=Implementation(name=AGENT_NAME, title=AGENT_TITLE, version=version),
+        auth_methods=[],
+        meta=InitializeMeta(
+            zeroclaw=ZeroclawMeta(
+                default_model=default_model,
+                max_sessions=max_sessions,
+                session_timeout_secs=session_timeout_secs,
+            )
+        ),
+    )
+
+
+class NewSessionResult(WireStruct, kw_only=True):
+    session_id: str
+    workspace_dir: str
+
+
+class PromptResult(WireStruct, kw_only=True):
+    session_id: str
+    stop_reason: StopReason
+    content: str
+
+
+class StopResult(WireStruct, omit_defaults=False, kw_only=True):
+    session_id: str
+    stopped: bool = True
+
+
+class EmptyResult(WireStruct, kw_only=True):
+    """``{}``: load, resume, close, cancel."""
+
+
+class InboundUpdateResult(WireStruct, omit_defaults=False, kw_only=True):
+    """Answer to an inbound ``session/update`` / ``session/event`` request."""
+
+    session_id: str
+    type: str
+    status: str = "processed"

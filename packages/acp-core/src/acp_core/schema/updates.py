@@ -1,0 +1,130 @@
+"""``session/update`` notifications the agent sends, and ``_zeroclaw/history_trimmed``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from msgspec import UNSET, UnsetType
+
+from acp_core.jsonrpc import JsonValue
+from acp_core.schema.content import (
+    ContentBlock,
+    ToolCallContent,
+    ToolCallLocation,
+    text_tool_content,
+)
+from acp_core.schema.wire import (
+    PlanEntryPriority,
+    PlanEntryStatus,
+    ToolCallStatus,
+    ToolKind,
+    WireStruct,
+)
+
+if TYPE_CHECKING:
+    Json: TypeAlias = JsonValue
+else:
+    # msgspec cannot evaluate the recursive JsonValue alias; Any decodes the same values.
+    Json = Any
+
+# --------------------------------------------------------------------------- session/update
+
+
+class AgentMessageChunk(
+    WireStruct, tag_field="sessionUpdate", tag="agent_message_chunk", kw_only=True
+):
+    content: ContentBlock
+
+
+class AgentThoughtChunk(
+    WireStruct, tag_field="sessionUpdate", tag="agent_thought_chunk", kw_only=True
+):
+    content: ContentBlock
+
+
+class UserMessageChunk(
+    WireStruct, tag_field="sessionUpdate", tag="user_message_chunk", kw_only=True
+):
+    """Only sent while ``session/load`` replays stored history."""
+
+    content: ContentBlock
+
+
+class ToolCallStart(WireStruct, tag_field="sessionUpdate", tag="tool_call", kw_only=True):
+    """A tool is about to run (also the styled ``turn-cancelled`` marker, kind ``think``)."""
+
+    tool_call_id: str
+    title: str
+    kind: ToolKind | None = None
+    status: ToolCallStatus | None = None
+    raw_input: Json | UnsetType = UNSET
+    name: str | None = None
+    content: list[ToolCallContent] | None = None
+    locations: list[ToolCallLocation] | None = None
+    raw_output: Json | UnsetType = UNSET
+
+
+class ToolCallUpdate(WireStruct, tag_field="sessionUpdate", tag="tool_call_update", kw_only=True):
+    """A tool finished (or changed). ``name`` and ``body`` are ZeroClaw extensions."""
+
+    tool_call_id: str
+    status: ToolCallStatus | None = None
+    raw_output: Json | UnsetType = UNSET
+    name: str | None = None
+    title: str | None = None
+    kind: ToolKind | None = None
+    body: str | None = None
+    content: list[ToolCallContent] | None = None
+    locations: list[ToolCallLocation] | None = None
+    raw_input: Json | UnsetType = UNSET
+
+
+class PlanEntry(WireStruct, kw_only=True):
+    content: str
+    status: PlanEntryStatus
+    priority: PlanEntryPriority
+    active_form: str | None = None
+
+
+class PlanUpdate(WireStruct, tag_field="sessionUpdate", tag="plan", kw_only=True):
+    """The whole plan; clients replace what they had."""
+
+    entries: list[PlanEntry]
+
+
+SessionUpdate: TypeAlias = (
+    AgentMessageChunk
+    | AgentThoughtChunk
+    | UserMessageChunk
+    | ToolCallStart
+    | ToolCallUpdate
+    | PlanUpdate
+)
+
+
+class SessionNotification(WireStruct, kw_only=True):
+    """Params of outbound ``session/update``."""
+
+    session_id: str
+    update: SessionUpdate
+
+
+class HistoryTrimmedParams(WireStruct, kw_only=True):
+    """Params of ``_zeroclaw/history_trimmed`` (restore had to drop old turns)."""
+
+    session_id: str
+    dropped_messages: int
+    kept_turns: int
+    reason: str
+
+
+def turn_cancelled_update(session_id: str, marker: str) -> ToolCallStart:
+    """The reference's styled notice that a turn was cancelled (zeroclaw.md §2.6)."""
+    return ToolCallStart(
+        tool_call_id=f"turn-cancelled-{session_id}",
+        title="turn-cancelled",
+        kind="think",
+        status="completed",
+        name="turn-cancelled",
+        content=[text_tool_content(marker)],
+    )
