@@ -14,6 +14,7 @@ import trio.testing
 from acp_server.agent import replay as replay_module
 from acp_server.agent.conversation import ChatMessage, CompletedTurn
 from acp_server.protocol import connection as server_module
+from acp_server.protocol import handlers as handlers_module
 from acp_server.storage.sqlite import StoredSession, StoreError
 from tests.jsonrpc_peer import JsonDict
 from tests.server.server_harness import (
@@ -155,19 +156,21 @@ async def test_a_load_that_fails_during_replay_leaves_no_active_session(
     config = make_config(tmp_path, max_sessions=1)
     with trio.fail_after(5):
         async with open_server(config, store=store) as client:
-            monkeypatch.setattr(server_module, "history_updates", broken)
+            monkeypatch.setattr(handlers_module, "history_updates", broken)
             failed = await client.error("session/load", {"sessionId": "s-1"})
             # The client was told the load failed: the session is not half-open, and
             # its slot is free again, so a retry works.
             gone = await client.error("session/prompt", {"sessionId": "s-1", "prompt": "hi"})
-            monkeypatch.setattr(server_module, "history_updates", real_history_updates)
+            monkeypatch.setattr(handlers_module, "history_updates", real_history_updates)
             retried = await client.call("session/load", {"sessionId": "s-1"})
     assert failed["code"] == -32603
     assert gone["code"] == -32000
     assert retried["result"] == {}
 
 
-async def test_a_failed_store_insert_frees_its_session_slot(tmp_path: Path) -> None:
+async def test_a_failed_store_insert_frees_its_session_slot(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     class FailingStore(FakeStore):
         fail_create = True
 
@@ -186,7 +189,13 @@ async def test_a_failed_store_insert_frees_its_session_slot(tmp_path: Path) -> N
             store.fail_create = False
             session_id = await client.new_session(tmp_path)
     assert failed["code"] == -32603
-    assert "database is locked" in failed["message"]
+    # The store's own words stay in the log, under the reference the client is given.
+    assert failed["message"].startswith("Failed to persist session: see the server log (ref ")
+    assert "database is locked" not in failed["message"]
+    ref = failed["message"].rsplit("(ref ", 1)[1].rstrip(")")
+    logged = [r for r in caplog.records if f"[ref {ref}]" in r.getMessage()]
+    assert len(logged) == 1
+    assert "database is locked" in logged[0].getMessage()
     assert list(store.sessions) == [session_id]
 
 

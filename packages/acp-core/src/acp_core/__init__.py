@@ -20,7 +20,9 @@ from acp_core.blobs import (
     storage_name,
 )
 from acp_core.connection import (
+    CallReceived,
     Event,
+    FrameEvent,
     NotificationReceived,
     RequestReceived,
     ResponseReceived,
@@ -134,6 +136,7 @@ __all__ = [
     "AgentThoughtChunk",
     "BlobResource",
     "BlobWrite",
+    "CallReceived",
     "CancelledOutcome",
     "ContentBlock",
     "ContentPart",
@@ -144,6 +147,7 @@ __all__ = [
     "ErrorResponse",
     "Event",
     "Frame",
+    "FrameEvent",
     "HistoryTrimmedParams",
     "ImageContent",
     "InboundParams",

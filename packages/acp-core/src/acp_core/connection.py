@@ -22,6 +22,7 @@ from acp_core.errors import LocalProtocolError, RpcError
 from acp_core.jsonrpc import (
     ErrorObject,
     ErrorResponse,
+    Frame,
     Message,
     Notification,
     Payload,
@@ -31,6 +32,7 @@ from acp_core.jsonrpc import (
     encode_notification,
     encode_request,
     encode_result,
+    parse_frame,
     parse_message,
     serialize_message,
 )
@@ -44,6 +46,14 @@ class RequestReceived(msgspec.Struct, frozen=True):
 
 class NotificationReceived(msgspec.Struct, frozen=True):
     notification: Notification
+
+
+class CallReceived(msgspec.Struct, frozen=True):
+    """A request (``frame.kind == "request"``) or notification whose params are still raw
+    JSON: a typed consumer decodes them once, straight into the method's params type
+    (``schema.decode_inbound``)."""
+
+    frame: Frame
 
 
 class ResponseReceived(msgspec.Struct, frozen=True):
@@ -61,6 +71,7 @@ class UnmatchedResponse(msgspec.Struct, frozen=True):
 
 
 Event = RequestReceived | NotificationReceived | ResponseReceived | UnmatchedResponse
+FrameEvent = CallReceived | ResponseReceived | UnmatchedResponse
 
 
 class RpcConnection:
@@ -88,12 +99,30 @@ class RpcConnection:
         """
         return self.receive_message(parse_message(data))
 
+    def receive_frame(self, data: bytes | str) -> FrameEvent:
+        """Parse one message from the peer, leaving a call's params raw (the fast path).
+
+        Raises:
+            RemoteProtocolError: malformed; send its ``reply_hint`` if it has one.
+        """
+        frame = parse_frame(data)
+        if frame.kind == "request" or frame.kind == "notification":
+            return CallReceived(frame)
+        message = frame.to_message()
+        assert isinstance(message, Response | ErrorResponse)
+        return self._match_response(message)
+
     def receive_message(self, message: Message) -> Event:
         """Classify an already-parsed message."""
         if isinstance(message, Request):
             return RequestReceived(message)
         if isinstance(message, Notification):
             return NotificationReceived(message)
+        return self._match_response(message)
+
+    def _match_response(
+        self, message: Response | ErrorResponse
+    ) -> ResponseReceived | UnmatchedResponse:
         key = _id_text(message.id)
         method = self._pending.pop(key, None) if key is not None else None
         if method is None:

@@ -1,8 +1,9 @@
 """ACP method names and what travels with each.
 
-Every method string lives here (issue 2: no method literal elsewhere). ``METHODS`` maps
-a method to its ``MethodSpec``: who sends it, whether it is a request or a notification,
-and the acp-core types of its params and result, so a dispatcher can be table-driven.
+Every method string lives here (tests/core/test_method_literals.py finds any other).
+``METHODS`` maps a method to its ``MethodSpec``: who sends it, whether it is a request or a
+notification, the acp-core types of its params and result, and how a server orders it
+against the requests around it, so a dispatcher is nothing but this table plus handlers.
 """
 
 from __future__ import annotations
@@ -28,11 +29,21 @@ SESSION_REQUEST_PERMISSION: Final = "session/request_permission"
 HISTORY_TRIMMED: Final = "_zeroclaw/history_trimmed"
 CANCEL_REQUEST: Final = "$/cancel_request"
 """ACP protocol-level notification, both directions (acp-spec.md §3.3): the sender gives up
-on one of its requests (``{"requestId": id}``). Kept out of ``METHODS``: it has no
-acp-core params type, and a peer may ignore it (``$/`` notifications are optional)."""
+on one of its requests (``{"requestId": id}``); a peer may ignore it (``$/`` notifications
+are optional)."""
 
 Direction: TypeAlias = Literal["client_to_agent", "agent_to_client", "both"]
 CallKind: TypeAlias = Literal["request", "notification", "either"]
+Ordering: TypeAlias = Literal["inline", "admitted", "concurrent"]
+"""How a server orders an inbound call against the others on its connection:
+
+* ``inline``: handled whole by the reader, in arrival order, and answered at once; it
+  never waits behind anything (``session/cancel`` must reach a running turn).
+* ``admitted``: an admission step runs in arrival order (``session/prompt`` reserves the
+  session's turn, ``session/close`` detaches the session), the rest concurrently; so a call
+  sent right behind it sees its effect.
+* ``concurrent``: runs in its own task; the reader goes on to the next message.
+"""
 
 
 class MethodSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -49,6 +60,7 @@ class MethodSpec(msgspec.Struct, frozen=True, kw_only=True):
     inbound_params: type[schema.InboundParams] | None = None
     outbound_params: type[schema.WireStruct] | None = None
     result: type[schema.WireStruct] | None = None
+    ordering: Ordering = "concurrent"
 
 
 METHODS: Final[dict[str, MethodSpec]] = {
@@ -74,6 +86,7 @@ METHODS: Final[dict[str, MethodSpec]] = {
             kind="request",
             inbound_params=schema.PromptParams,
             result=schema.PromptResult,
+            ordering="admitted",
         ),
         MethodSpec(
             name=SESSION_CANCEL,
@@ -82,6 +95,7 @@ METHODS: Final[dict[str, MethodSpec]] = {
             kind="either",
             inbound_params=schema.SessionIdParams,
             result=schema.EmptyResult,
+            ordering="inline",
         ),
         MethodSpec(
             name=SESSION_STOP,
@@ -89,6 +103,7 @@ METHODS: Final[dict[str, MethodSpec]] = {
             kind="request",
             inbound_params=schema.SessionIdParams,
             result=schema.StopResult,
+            ordering="admitted",
         ),
         MethodSpec(
             name=SESSION_LOAD,
@@ -110,6 +125,17 @@ METHODS: Final[dict[str, MethodSpec]] = {
             kind="request",
             inbound_params=schema.SessionIdParams,
             result=schema.EmptyResult,
+            ordering="admitted",
+        ),
+        MethodSpec(
+            name=CANCEL_REQUEST,
+            direction="both",
+            # A notification by definition; answered with {} if it arrives with an id.
+            kind="either",
+            inbound_params=schema.CancelRequestParams,
+            outbound_params=schema.CancelRequestParams,
+            result=schema.EmptyResult,
+            ordering="inline",
         ),
         MethodSpec(
             name=SESSION_UPDATE,

@@ -41,6 +41,7 @@ from acp_core.schema.content import (
 )
 from acp_core.schema.inbound import (
     PROMPT_REQUIRED_MESSAGE,
+    CancelRequestParams,
     ClientCapabilities,
     ElicitationCapabilities,
     EnvVariable,
@@ -55,6 +56,7 @@ from acp_core.schema.inbound import (
     NewSessionParams,
     PromptParams,
     SessionIdParams,
+    decode_inbound,
     decode_params,
 )
 from acp_core.schema.permission import (
@@ -137,6 +139,7 @@ __all__ = [
     "AgentThoughtChunk",
     "AudioContent",
     "BlobResource",
+    "CancelRequestParams",
     "CancelledOutcome",
     "ClientCapabilities",
     "ContentBlock",
@@ -203,6 +206,7 @@ __all__ = [
     "chosen_index",
     "convert",
     "decode",
+    "decode_inbound",
     "decode_params",
     "encode",
     "initialize_result",

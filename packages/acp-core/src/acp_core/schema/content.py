@@ -44,6 +44,12 @@ class ResourceLink(WireStruct, tag_field="type", tag="resource_link", kw_only=Tr
     mime_type: str | None = None
     size: int | None = None
 
+    def __post_init__(self) -> None:
+        # A link without a usable name is shown by its URI (the lenient prompt reader
+        # does the same, so both decoders agree).
+        if not self.name:
+            self.name = self.uri
+
 
 class ResourceContents(WireStruct, kw_only=True):
     """``resource`` of an embedded resource: ``text`` or base64 ``blob``.

@@ -3,13 +3,13 @@ prompt, untyped text parts), each problem an ``InvalidParamsError`` naming its p
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, TypeAlias, TypeVar
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
 from acp_core.errors import InvalidParamsError
-from acp_core.jsonrpc import JsonObject, JsonValue
+from acp_core.jsonrpc import JsonObject, JsonValue, decode_typed
 from acp_core.schema.content import (
     AudioContent,
     BlobResource,
@@ -37,7 +37,15 @@ T = TypeVar("T")
 
 
 class InboundParams(WireStruct, kw_only=True):
-    """Params a client sends us. Build them with ``decode_params`` (lenient), not msgspec."""
+    """Params a client sends us. Build them with ``decode_inbound`` (raw JSON) or
+    ``decode_params`` (builtins), never with plain msgspec.
+
+    ``strict_fast_path``: the type's own strict msgspec shape accepts only input that the
+    lenient reader reads the same way, so a well-formed message can be decoded straight
+    from its bytes (tests/core/test_properties.py checks the equivalence).
+    """
+
+    strict_fast_path: ClassVar[bool] = False
 
     @classmethod
     def from_object(cls: type[P], params: JsonObject) -> P:
@@ -55,6 +63,34 @@ def decode_params(params_type: type[P], params: JsonValue) -> P:
     if not isinstance(params, dict):
         raise InvalidParamsError("Invalid params: expected a JSON object")
     return params_type.from_object(params)
+
+
+_builtins_decoder: Final = msgspec.json.Decoder()
+
+
+def decode_inbound(params_type: type[P], raw: bytes | msgspec.Raw) -> P:
+    """Decode a request's raw ``params`` (already checked to be JSON by the envelope
+    parser) into ``params_type``, reading the bytes once.
+
+    The well-formed common case goes straight from bytes to the typed params in msgspec's
+    C decoder; anything that shape refuses (an alias, a plain-string prompt, a bad value)
+    is read by the lenient rules of ``decode_params``, which accept it or name the problem.
+
+    Raises:
+        InvalidParamsError: the params are not acceptable; the message names the parameter.
+    """
+    if raw and params_type.strict_fast_path:
+        try:
+            return decode_typed(params_type, raw)
+        except msgspec.ValidationError:
+            pass  # not the common shape: the lenient reader decides
+    try:
+        value: JsonValue = _builtins_decoder.decode(raw) if raw else None
+    except msgspec.DecodeError as exc:
+        raise InvalidParamsError(f"Invalid params: {exc}") from None
+    except RecursionError:
+        raise InvalidParamsError("Invalid params: JSON nested too deeply") from None
+    return decode_params(params_type, value)
 
 
 def _missing(name: str) -> InvalidParamsError:
@@ -360,6 +396,8 @@ def _prompt_part(raw: JsonValue, index: int) -> ContentPart | None:
 class PromptParams(InboundParams, kw_only=True):
     """``session/prompt``: the prompt is normalised to a list of content blocks."""
 
+    strict_fast_path: ClassVar[bool] = True
+
     session_id: str
     prompt: list[ContentPart]
 
@@ -383,6 +421,8 @@ class PromptParams(InboundParams, kw_only=True):
 class SessionIdParams(InboundParams, kw_only=True):
     """``session/cancel``, ``session/stop``, ``session/load``, ``session/resume``,
     ``session/close``: only the session id is read."""
+
+    strict_fast_path: ClassVar[bool] = True
 
     session_id: str
 
@@ -412,3 +452,22 @@ class InboundUpdateParams(InboundParams, kw_only=True):
         if not isinstance(event_type, str):
             event_type = "unknown"
         return cls(session_id=session_id, event_type=event_type, payload=params)
+
+
+class CancelRequestParams(InboundParams, kw_only=True):
+    """``$/cancel_request`` (ACP protocol level): the id of the request the peer gave up on.
+
+    Never refused: an odd id simply matches no request (``$/`` notifications are optional,
+    so a peer that sends a malformed one gets nothing worse than no effect).
+    """
+
+    request_id: Json | UnsetType = UNSET
+
+    @classmethod
+    def from_object(cls, params: JsonObject) -> CancelRequestParams:
+        return cls(request_id=params.get("requestId", UNSET))
+
+    @property
+    def request_key(self) -> str:
+        """The id as the connection keys its requests (``str(id)``)."""
+        return str(self.request_id) if self.request_id is not UNSET else ""

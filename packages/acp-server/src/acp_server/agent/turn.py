@@ -56,6 +56,7 @@ from acp_server.agent.replay import plan_update
 from acp_server.agent.session import Session
 from acp_server.agent.tools.base import DeliveredFile, Tool, ToolContext, ToolError, ToolOutput
 from acp_server.agent.tools.mcp import MCP_TOOL_PREFIX
+from acp_server.errors import ClientFacingError
 from acp_server.security import Approval, PolicyViolation
 from acp_server.storage.uploads import read_verified
 
@@ -68,7 +69,7 @@ BLANK_PROMPT_MESSAGE: Final = (
 )
 
 
-class TurnFailed(Exception):
+class TurnFailed(ClientFacingError):
     """The turn cannot complete; ``str()`` is what the client sees (JSON-RPC -32603)."""
 
 
@@ -120,7 +121,9 @@ class _TurnRunner:
         self.new_messages: list[ChatMessage] = []
         self.usage = Usage()
         self.plan: tuple[PlanEntry, ...] | None = None
-        self.streamed: list[str] = []  # all visible text of the turn, as the client saw it
+        # All visible text of the turn, as the client saw it, recorded once: in the
+        # session's Turn when there is one, so a cancelled turn answers with it too.
+        self.streamed: list[str] = session.turn.streamed if session.turn is not None else []
 
     async def run(self, user_text: str) -> TurnOutcome:
         self.new_messages.append(ChatMessage(role="user", content=user_text))

@@ -149,7 +149,8 @@ def cli(ctx: click.Context, config_dir: Path | None) -> None:
     default=None,
     metavar="SECS",
     help="Idle sessions are dropped and unanswered permission requests denied after this "
-    "many seconds (overrides [acp] session_timeout_secs, default 3600).",
+    "many seconds (overrides [acp] session_timeout_secs, default 3600; "
+    "[acp] idle_session_timeout_secs and permission_timeout_secs set each on its own).",
 )
 @click.option(
     "--agent",

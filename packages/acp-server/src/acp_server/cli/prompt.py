@@ -85,7 +85,7 @@ def _selected(option: dict[str, Any] | None) -> dict[str, Any]:
     return {"outcome": {"outcome": "selected", "optionId": option.get("optionId")}}
 
 
-async def run_turn(
+async def run_prompt_turn(
     argv: list[str],
     text: str,
     *,
@@ -293,7 +293,7 @@ def prompt_command(
 
 def partial_run(argv: list[str], text: str, **kwargs: Any) -> Callable[[], Any]:
     async def main() -> TurnReport:
-        return await run_turn(argv, text, **kwargs)
+        return await run_prompt_turn(argv, text, **kwargs)
 
     return main
 

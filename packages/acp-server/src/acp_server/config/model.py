@@ -37,8 +37,26 @@ class AcpConfig:
     default_agent: str | None = None
     max_sessions: int = DEFAULT_MAX_SESSIONS
     session_timeout_secs: int = DEFAULT_SESSION_TIMEOUT_SECS
+    """The seed's one timeout: the default of the two below."""
+    permission_timeout_secs: int | None = None
+    """How long a permission request waits for the client (unanswered = denied)."""
+    idle_session_timeout_secs: int | None = None
+    """How long a session with no turn stays in memory over stdio before it is dropped
+    (it can still be loaded from the store)."""
     # false: never open the SQLite store (throwaway CI runs); sessions live in memory only.
     session_persistence: bool = True
+
+    @property
+    def permission_timeout(self) -> int:
+        if self.permission_timeout_secs is not None:
+            return self.permission_timeout_secs
+        return self.session_timeout_secs
+
+    @property
+    def idle_session_timeout(self) -> int:
+        if self.idle_session_timeout_secs is not None:
+            return self.idle_session_timeout_secs
+        return self.session_timeout_secs
 
 
 @dataclass(frozen=True, slots=True)

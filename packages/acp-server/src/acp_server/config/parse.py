@@ -168,10 +168,19 @@ class ConfigParser:
                 DEFAULT_SESSION_TIMEOUT_SECS,
                 _positive,
             ),
+            permission_timeout_secs=self.optional_positive(t, "permission_timeout_secs", "acp"),
+            idle_session_timeout_secs=self.optional_positive(t, "idle_session_timeout_secs", "acp"),
             session_persistence=self.get(
                 t, "session_persistence", "acp.session_persistence", bool, True
             ),
         )
+
+    def optional_positive(self, t: dict[str, Any], key: str, table: str) -> int | None:
+        """A positive integer setting whose absence means "use the related default"."""
+        if key not in t:
+            return None
+        value: int = self.get(t, key, f"{table}.{key}", int, 1, _positive)
+        return value
 
     def parse_gateway(self, t: dict[str, Any]) -> GatewayConfig:
         self.warn_unknown(t, _field_names(GatewayConfig), "gateway")

@@ -1,0 +1,100 @@
+"""The server's error tree, and the one place an exception becomes a JSON-RPC error.
+
+    Exception
+    +-- acp_core.AcpError                     protocol errors (acp_core/errors.py)
+    |   +-- RpcError                          sent as it is: its code, its message
+    |       +-- InvalidParamsError (-32602), MethodNotFoundError (-32601),
+    |           InternalError (-32603), SessionNotFoundError (-32000),
+    |           SessionLimitError (-32001), SessionBusyError (-32002)
+    +-- ZeroclawError                         raised on purpose by acp_server
+        +-- ClientFacingError                 its text was written for the client: -32603
+        |   +-- AgentUnavailable              "Failed to create agent: ..." (config, keys)
+        |   +-- TurnFailed                    the model could not finish the turn
+        |                                     (acp_server/agent/turn.py)
+        +-- OperationFailed                   a step failed for a reason only the log
+                                              should tell: -32603 "<step>: see the server
+                                              log (ref <id>)"
+
+Everything else that escapes a handler (a bug, an ``OSError``, a store's ``sqlite3``
+error) is foreign: the client gets "Internal error: see the server log (ref <id>)" and
+never the exception's text, which may hold paths, SQL or a key. The same ``ref`` is on
+the log line that carries the traceback, so a user's report leads to it.
+
+``rpc_error_for`` is that mapping. ``acp_server.protocol`` calls it for every request
+that fails; nothing else in the server builds a JSON-RPC error (the error objects
+themselves are made by acp_core's ``RpcError.to_response``).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from typing import Final
+
+from acp_core.errors import InternalError, RpcError
+
+logger = logging.getLogger(__name__)
+
+INTERNAL_ERROR_STEP: Final = "Internal error"
+REF_BYTES: Final = 4
+"""A correlation id of 8 hex digits: unique enough to find one line in a day's log."""
+
+
+class ZeroclawError(Exception):
+    """Root of the errors acp_server raises on purpose."""
+
+
+class ClientFacingError(ZeroclawError):
+    """``str()`` is a message written for the client (no secrets, something to act on)."""
+
+
+class AgentUnavailable(ClientFacingError):
+    """A session's agent cannot be built (provider not configured, a key missing)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"Failed to create agent: {reason}")
+
+
+class OperationFailed(ZeroclawError):
+    """``step`` failed; the cause (``__cause__``) is logged, never sent.
+
+    Args:
+        step: what failed, as the client should read it ("Failed to load session").
+    """
+
+    def __init__(self, step: str) -> None:
+        super().__init__(step)
+        self.step = step
+
+
+def new_ref() -> str:
+    return secrets.token_hex(REF_BYTES)
+
+
+def rpc_error_for(exc: BaseException, *, method: str) -> RpcError:
+    """The JSON-RPC error a client sees for ``exc``, which failed a ``method`` call.
+
+    Logs what the client does not see: the cause and its traceback, under the same
+    ``ref`` the error message gives.
+    """
+    if isinstance(exc, RpcError):
+        return exc
+    if isinstance(exc, ClientFacingError):
+        logger.info("%s failed: %s", method, exc)
+        return InternalError(str(exc))
+    ref = new_ref()
+    if isinstance(exc, OperationFailed):
+        step = exc.step
+        cause: BaseException = exc.__cause__ if exc.__cause__ is not None else exc
+    else:
+        step = INTERNAL_ERROR_STEP
+        cause = exc
+    logger.error(
+        "%s: %s failed [ref %s]: %s",
+        method,
+        step,
+        ref,
+        cause,
+        exc_info=(type(cause), cause, cause.__traceback__),
+    )
+    return InternalError(f"{step}: see the server log (ref {ref})")

@@ -1,0 +1,426 @@
+"""What each ACP method does, and the dispatch table that names them.
+
+``AcpHandlers.routes`` pairs every inbound method of ``acp_core.methods.METHODS`` with
+its handler; the method's ``ordering`` there says which of the three shapes the handler
+has (``Route``). The connection (acp_server/protocol/connection.py) decodes each call's
+params once, into the method's params type, and runs the route; failures become
+JSON-RPC errors in one place (acp_server/errors.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
+
+import msgspec
+import trio
+
+from acp_core import methods, schema
+from acp_core.aliases import resolve_restore_alias, resolve_session_alias
+from acp_core.blobs import plan_prompt
+from acp_core.errors import InvalidParamsError, SessionBusyError, SessionNotFoundError
+from acp_core.jsonrpc import Payload
+from acp_core.methods import METHODS, MethodSpec
+from acp_server import __version__
+from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanEntry
+from acp_server.agent.providers.base import ProviderError
+from acp_server.agent.replay import history_updates, plan_update
+from acp_server.agent.session import Session, Turn
+from acp_server.agent.tools.mcp import select_mcp_servers, start_mcp_tools
+from acp_server.agent.turn import embed_delivered_file, run_turn
+from acp_server.config import McpServerConfig, RiskProfileConfig, RuntimeProfileConfig
+from acp_server.errors import AgentUnavailable, OperationFailed
+from acp_server.protocol.sessions import SessionTable
+from acp_server.protocol.turn_channel import TurnChannel
+from acp_server.storage.sqlite import StoredSession
+from acp_server.storage.uploads import write_blobs
+
+if TYPE_CHECKING:
+    from acp_server.protocol.connection import AcpConnection
+
+logger = logging.getLogger(__name__)
+
+CANCEL_MARKER: Final = "[turn cancelled via client]"
+
+Job: TypeAlias = Callable[[], Awaitable[Payload]]
+"""The concurrent part of a call, started in its own task once admitted."""
+InlineHandler: TypeAlias = Callable[[Any, str], Payload]
+AdmitHandler: TypeAlias = Callable[[Any, str], Job]
+ConcurrentHandler: TypeAlias = Callable[[Any], Awaitable[Payload]]
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One inbound method: its params type and its handler, in the shape ``ordering`` says.
+
+    * ``inline``: ``handler(params, request_key) -> result``, run by the reader;
+    * ``admitted``: ``handler(params, request_key) -> job``, the admission run by the
+      reader in arrival order, the returned job in a task;
+    * ``concurrent``: ``handler(params) -> awaitable result``, in a task.
+
+    ``request_key`` is the call's id as text ("" for a notification), the key of
+    ``$/cancel_request``. ``precedence`` (optional) runs on the raw params when they fail
+    to decode, for checks that outrank a params error.
+    """
+
+    spec: MethodSpec
+    params_type: type[schema.InboundParams]
+    handler: Callable[..., Any]
+    precedence: Callable[[msgspec.Raw], None] | None = None
+
+    @property
+    def ordering(self) -> methods.Ordering:
+        return self.spec.ordering
+
+
+def canonical_workspace(raw: str | None, launch_dir: Path) -> Path:
+    """The session's jail: ``cwd`` canonicalised (symlinks and ``..`` resolved) so it cannot
+    escape, relative paths taken from the launch directory, omitted → the launch directory.
+
+    Raises:
+        InvalidParamsError: the path does not exist or is not a directory.
+    """
+    if raw is None:
+        return launch_dir.resolve()
+    path = Path(raw).expanduser()
+    if not path.is_absolute():
+        path = launch_dir / path
+    try:
+        resolved = path.resolve(strict=True)
+    except (OSError, RuntimeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise InvalidParamsError(f"cwd is not a usable directory ({raw}): {reason}") from None
+    if not resolved.is_dir():
+        raise InvalidParamsError(f"cwd is not a usable directory ({raw}): Not a directory")
+    return resolved
+
+
+class AcpHandlers:
+    """The ACP methods of one connection, over its session table."""
+
+    def __init__(self, connection: AcpConnection) -> None:
+        self.connection = connection
+        self.app = connection.app
+        self.config = connection.app.config
+        self.table = SessionTable(self.config.acp.max_sessions)
+        # Running prompts by the text of their request id (for $/cancel_request).
+        self._prompt_turns: dict[str, Turn] = {}
+
+    def routes(self) -> dict[str, Route]:
+        """The dispatch table: every inbound method of ``METHODS``, nothing else."""
+        handlers: dict[str, tuple[Callable[..., Any], Callable[[msgspec.Raw], None] | None]] = {
+            methods.INITIALIZE: (self.initialize, None),
+            methods.SESSION_NEW: (self.new_session, None),
+            methods.SESSION_PROMPT: (self.admit_prompt, self._prompt_precedence),
+            methods.SESSION_CANCEL: (self.cancel, None),
+            methods.SESSION_STOP: (self.admit_stop, None),
+            methods.SESSION_LOAD: (partial(self.restore, replay=True), None),
+            methods.SESSION_RESUME: (partial(self.restore, replay=False), None),
+            methods.SESSION_CLOSE: (self.admit_close, None),
+            methods.SESSION_UPDATE: (self.inbound_update, None),
+            methods.SESSION_EVENT: (self.inbound_update, None),
+            methods.CANCEL_REQUEST: (self.cancel_request, None),
+        }
+        routes: dict[str, Route] = {}
+        for name, spec in METHODS.items():
+            if spec.inbound_params is None:
+                continue
+            handler, precedence = handlers.pop(name)
+            routes[name] = Route(spec, spec.inbound_params, handler, precedence)
+        assert not handlers, f"handlers for methods METHODS does not list: {sorted(handlers)}"
+        return routes
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def cancel_all(self) -> None:
+        """The connection is ending: cancel every turn and let every session go."""
+        for session in self.table:
+            if session.turn is not None:
+                session.turn.cancel()
+            session.close()
+
+    def reap_idle(self) -> None:
+        self.table.reap_idle(trio.current_time(), self.config.acp.idle_session_timeout)
+
+    # ------------------------------------------------------------------ inline
+
+    def cancel(self, params: schema.SessionIdParams, request_key: str) -> Payload:
+        session = self.table.get(params.session_id)
+        if session is not None and session.turn is not None:
+            session.turn.cancel()
+        return schema.EmptyResult()
+
+    def cancel_request(self, params: schema.CancelRequestParams, request_key: str) -> Payload:
+        # The client gave up on one of its requests: a running prompt is cancelled (and
+        # still answered, with stopReason "cancelled"); anything else is quick.
+        turn = self._prompt_turns.get(params.request_key)
+        if turn is not None:
+            turn.cancel()
+        return schema.EmptyResult()
+
+    # ------------------------------------------------------------------ admitted
+
+    def admit_prompt(self, params: schema.PromptParams, request_key: str) -> Job:
+        # Reserve the turn now, so a cancel or a second prompt that arrives right after
+        # this one sees it (-32002 is decided in arrival order, before any blob write).
+        session = self.table.live(params.session_id)
+        if session.busy:
+            raise SessionBusyError(session.session_id)
+        turn = session.start_turn()
+        if request_key:
+            self._prompt_turns[request_key] = turn
+        return partial(self._prompt, session, turn, request_key, params)
+
+    def _prompt_precedence(self, raw: msgspec.Raw) -> None:
+        """An unknown or busy session outranks a malformed prompt (the reference's order)."""
+        session_id = schema.decode_inbound(schema.SessionIdParams, raw).session_id
+        if self.table.live(session_id).busy:
+            raise SessionBusyError(session_id)
+
+    def admit_close(self, params: schema.SessionIdParams, request_key: str) -> Job:
+        # The session leaves the table now, in arrival order (as a prompt's turn is
+        # reserved): a prompt sent right behind a close is refused with -32000, never
+        # started (and persisted) after the client closed the session.
+        session = self.table.detach(params.session_id)
+        return partial(self._close, session)
+
+    def admit_stop(self, params: schema.SessionIdParams, request_key: str) -> Job:
+        session = self.table.detach(params.session_id)
+        return partial(self._stop, session)
+
+    async def _close(self, session: Session) -> Payload:
+        if session.turn is not None:
+            session.turn.cancel()
+        await self.table.finish_detached(session)
+        return schema.EmptyResult()
+
+    async def _stop(self, session: Session) -> Payload:
+        await self.table.finish_detached(session)  # stop waits for the turn; never cancels
+        return schema.StopResult(session_id=session.session_id)
+
+    # ------------------------------------------------------------------ concurrent
+
+    async def initialize(self, params: schema.InitializeParams) -> Payload:
+        return schema.initialize_result(
+            store_available=self.app.store is not None,
+            version=__version__,
+            default_model=self.config.default_model,
+            max_sessions=self.config.acp.max_sessions,
+            session_timeout_secs=self.config.acp.session_timeout_secs,
+        )
+
+    def _agent_table(self) -> dict[str, bool]:
+        return {alias: agent.dispatchable for alias, agent in self.config.agents.items()}
+
+    async def new_session(self, request: schema.NewSessionParams) -> Payload:
+        alias = resolve_session_alias(
+            explicit=request.agent_alias,
+            connection_default=self.connection.connection_default_agent,
+            config_default=self.config.acp.default_agent,
+            agents=self._agent_table(),
+        )
+        raw_cwd = request.cwd if request.cwd and request.cwd.strip() else None
+        # A few stat/readlink calls on a path the client named: quick enough to run inline
+        # (a thread hop here would make session/new ordering depend on thread timing).
+        workspace = canonical_workspace(raw_cwd, self.app.launch_dir)
+        mcp_servers = select_mcp_servers(self.config.agents[alias], request.mcp_servers)
+        self.table.check_capacity()
+        session_id = str(uuid.uuid4())
+        with self.table.reserving(session_id):
+            session = self._build_session(session_id, alias, workspace, mcp_servers=mcp_servers)
+            try:
+                store = self.app.store
+                if store is not None:
+                    try:
+                        await store.create_session(session_id, alias, str(workspace))
+                    except Exception as exc:
+                        raise OperationFailed("Failed to persist session") from exc
+            except BaseException:
+                session.close()
+                raise
+            self.table.add(session)
+        logger.info("session %s opened (agent %s, cwd %s)", session_id, alias, workspace)
+        return schema.NewSessionResult(session_id=session_id, workspace_dir=str(workspace))
+
+    def _build_session(
+        self,
+        session_id: str,
+        alias: str,
+        workspace: Path,
+        history: Iterable[ChatMessage] = (),
+        plan: tuple[PlanEntry, ...] | None = None,
+        *,
+        mcp_servers: Sequence[McpServerConfig] = (),
+    ) -> Session:
+        config = self.config
+        agent = config.agents[alias]
+        provider_config = config.providers.get(agent.model_provider)
+        if provider_config is None:
+            raise AgentUnavailable(f"model provider `{agent.model_provider}` is not configured")
+        try:
+            provider = self.app.provider_factory(provider_config)
+        except ProviderError as exc:
+            raise AgentUnavailable(str(exc)) from exc
+        try:
+            risk = config.risk_profiles.get(agent.risk_profile, RiskProfileConfig())
+            runtime = config.runtime_profiles.get(agent.runtime_profile, RuntimeProfileConfig())
+            policy = self.app.policy_factory(risk, workspace)
+            tools = self.app.tools_factory(agent, workspace, config)
+        except (ValueError, OSError) as exc:
+            raise OperationFailed("Failed to create agent") from exc
+        session = Session(
+            session_id=session_id,
+            agent=agent,
+            workspace=workspace,
+            provider=provider,
+            tools=tools,
+            policy=policy,
+            runtime_profile=runtime,
+            history=list(history),
+            plan=plan,
+        )
+        if mcp_servers:
+            # Started in the connection's nursery: they outlive this request and stop
+            # when the session leaves memory or the connection ends.
+            session.mcp = start_mcp_tools(
+                mcp_servers, nursery=self.connection.nursery, cwd=workspace
+            )
+        session.touch()
+        return session
+
+    async def _prompt(
+        self, session: Session, turn: Turn, request_key: str, request: schema.PromptParams
+    ) -> Payload:
+        try:
+            return await self._run_prompt(session, turn, request)
+        finally:
+            session.finish_turn(turn)
+            if self._prompt_turns.get(request_key) is turn:
+                del self._prompt_turns[request_key]
+
+    async def _run_prompt(
+        self, session: Session, turn: Turn, request: schema.PromptParams
+    ) -> Payload:
+        session_id = session.session_id
+        plan = plan_prompt(request.prompt, uploads_dir=session.uploads_path)
+        if plan.writes:
+            await trio.to_thread.run_sync(write_blobs, session.workspace, plan.writes)
+        io = TurnChannel(
+            self.connection, session_id, permission_timeout=self.config.acp.permission_timeout
+        )
+        outcome = None
+        with turn.scope:
+            outcome = await run_turn(session, plan.text, io)
+        if outcome is None:
+            partial_text = turn.partial_text
+            await self.connection.send_update(
+                session_id, schema.turn_cancelled_update(session_id, CANCEL_MARKER)
+            )
+            content = f"{partial_text}\n\n{CANCEL_MARKER}" if partial_text else CANCEL_MARKER
+            logger.info("session %s: turn cancelled", session_id)
+            return schema.PromptResult(
+                session_id=session_id, stop_reason="cancelled", content=content
+            )
+        session.history.extend(outcome.messages)
+        store = self.app.store
+        if store is not None:
+            turn_record = CompletedTurn(
+                messages=tuple(outcome.messages), plan=outcome.plan, usage=outcome.usage
+            )
+            try:
+                await store.append_turn(session_id, turn_record)
+            except Exception as exc:  # a store failure never fails the answered turn
+                logger.warning("could not persist a turn of session %s: %s", session_id, exc)
+        return schema.PromptResult(
+            session_id=session_id, stop_reason="end_turn", content=outcome.content
+        )
+
+    async def inbound_update(self, request: schema.InboundUpdateParams) -> Payload:
+        session = self.table.live(request.session_id)
+        session.touch()
+        return schema.InboundUpdateResult(session_id=request.session_id, type=request.event_type)
+
+    async def restore(self, params: schema.SessionIdParams, *, replay: bool) -> Payload:
+        """session/load (replay) and session/resume, in the reference's error order."""
+        session_id = params.session_id
+        store = self.app.store
+        if store is None:
+            raise SessionNotFoundError(session_id)
+        self.table.check_capacity()
+        self.table.check_not_active(session_id)
+        with self.table.reserving(session_id):
+            await self.table.wait_closed(session_id)  # the closed copy's last turn is saved
+            try:
+                stored = await store.load_session(session_id)
+            except Exception as exc:
+                raise OperationFailed("Failed to load session") from exc
+            if stored is None:
+                raise SessionNotFoundError(session_id)
+            alias = resolve_restore_alias(
+                stored=stored.info.agent_alias,
+                config_default=self.config.acp.default_agent,
+                agents=self._agent_table(),
+            )
+            history = [message for message in stored.messages if message.role != "system"]
+            session = self._build_session(
+                session_id,
+                alias,
+                Path(stored.info.workspace_dir),
+                history,
+                stored.plan,
+                mcp_servers=select_mcp_servers(self.config.agents[alias], ()),
+            )
+            self.table.add(session)
+        try:
+            await self._replay(session, stored, history, replay=replay)
+        except BaseException:
+            # The client is told the load failed, so the session must not stay half-open
+            # (holding its max_sessions slot and refusing a retry as "already active").
+            if self.table.remove_if_current(session):
+                if session.turn is not None:  # a prompt the client sent too early
+                    session.turn.cancel()
+                session.close()
+            raise
+        return schema.EmptyResult()
+
+    async def _replay(
+        self,
+        session: Session,
+        stored: StoredSession,
+        history: Sequence[ChatMessage],
+        *,
+        replay: bool,
+    ) -> None:
+        """What session/load (all of it) or session/resume (the plan) sends before answering.
+
+        A session/close or session/stop served meanwhile (it is in the table already)
+        ends the replay: once the close is answered, nothing more of that session follows.
+        """
+        session_id = session.session_id
+        send_update = self.connection.send_update
+        if stored.dropped_messages:
+            # The store kept only the newest whole turns; say so before anything else
+            # (reference: `_zeroclaw/history_trimmed`, on load and on resume).
+            notice = schema.HistoryTrimmedParams(
+                session_id=session_id,
+                dropped_messages=stored.dropped_messages,
+                kept_turns=stored.kept_turns,
+                reason="stored history exceeds the restore limit; oldest turns omitted",
+            )
+            await self.connection.send_notification(methods.HISTORY_TRIMMED, notice)
+        if replay:
+            # Delivered files are embedded again as the client saw them live: re-read and
+            # re-hashed from uploads/, in a worker thread (replay.py bounds the total).
+            embed = partial(embed_delivered_file, session.workspace / "uploads")
+            updates = await trio.to_thread.run_sync(partial(history_updates, history, embed=embed))
+            for update in updates:
+                if not self.table.is_current(session):
+                    return
+                await send_update(session_id, update)
+        elif session.plan and self.table.is_current(session):
+            await send_update(session_id, plan_update(session.plan))

@@ -1,0 +1,109 @@
+"""The session table of one connection: live sessions, ids being opened, ids being closed.
+
+A session id is in at most one of three states here:
+
+* ``live``: in ``sessions``, serving prompts;
+* ``reserved``: being created or restored (it counts towards ``max_sessions``, as in the
+  reference, and a second ``session/load`` of it is refused as already active);
+* ``closing``: detached by ``session/close`` or ``session/stop`` while its last turn is
+  still ending; a ``session/load`` of it waits for that turn to be saved first.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import trio
+
+from acp_core.errors import InvalidParamsError, SessionLimitError, SessionNotFoundError
+from acp_server.agent.session import Session
+
+logger = logging.getLogger(__name__)
+
+
+class SessionTable:
+    def __init__(self, max_sessions: int) -> None:
+        self.max_sessions = max_sessions
+        self.sessions: dict[str, Session] = {}
+        self._reserved: set[str] = set()
+        self._closing: dict[str, trio.Event] = {}
+
+    def __iter__(self) -> Iterator[Session]:
+        return iter(list(self.sessions.values()))
+
+    def get(self, session_id: str) -> Session | None:
+        return self.sessions.get(session_id)
+
+    def live(self, session_id: str) -> Session:
+        """The live session, or -32000."""
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise SessionNotFoundError(session_id)
+        return session
+
+    def check_capacity(self) -> None:
+        if len(self.sessions) + len(self._reserved) >= self.max_sessions:
+            raise SessionLimitError(self.max_sessions)
+
+    def check_not_active(self, session_id: str) -> None:
+        if session_id in self.sessions or session_id in self._reserved:
+            raise InvalidParamsError(
+                f"Session already active: {session_id}. Call session/close first."
+            )
+
+    @contextmanager
+    def reserving(self, session_id: str) -> Iterator[None]:
+        """Hold ``session_id``'s slot while it is being opened (released on the way out;
+        ``add`` it before leaving to keep it)."""
+        self._reserved.add(session_id)
+        try:
+            yield
+        finally:
+            self._reserved.discard(session_id)
+
+    def add(self, session: Session) -> None:
+        self.sessions[session.session_id] = session
+
+    def remove_if_current(self, session: Session) -> bool:
+        """Drop ``session`` if it is still the live copy of its id."""
+        if self.sessions.get(session.session_id) is session:
+            del self.sessions[session.session_id]
+            return True
+        return False
+
+    def is_current(self, session: Session) -> bool:
+        return self.sessions.get(session.session_id) is session
+
+    def detach(self, session_id: str) -> Session:
+        """Take a live session out of the table, in arrival order (close and stop)."""
+        session = self.live(session_id)
+        del self.sessions[session_id]
+        if session.turn is not None:
+            self._closing[session_id] = session.turn.done
+        return session
+
+    async def finish_detached(self, session: Session) -> None:
+        """Wait for a detached session's turn to end, then let it go."""
+        if session.turn is not None:
+            await session.turn.done.wait()
+        # The turn may have ended before this task ran; a set event is never needed again.
+        closing = self._closing.get(session.session_id)
+        if closing is not None and closing.is_set():
+            del self._closing[session.session_id]
+        session.close()
+
+    async def wait_closed(self, session_id: str) -> None:
+        """A copy of ``session_id`` that is closing has saved its last turn."""
+        closing = self._closing.get(session_id)
+        if closing is not None:
+            await closing.wait()
+
+    def reap_idle(self, now: float, idle_timeout: float) -> None:
+        """Drop sessions with no turn and no activity for ``idle_timeout`` seconds."""
+        for session_id, session in list(self.sessions.items()):
+            if session.turn is None and now - session.last_activity > idle_timeout:
+                del self.sessions[session_id]
+                session.close()
+                logger.info("session %s idle for over %ss; dropped", session_id, idle_timeout)

@@ -1,0 +1,54 @@
+"""The ``TurnIO`` a running turn talks to its client through (acp_server/agent/turn.py)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import trio
+
+from acp_core import methods, schema
+from acp_core.jsonrpc import ErrorResponse
+
+if TYPE_CHECKING:
+    from acp_server.protocol.connection import AcpConnection
+
+logger = logging.getLogger(__name__)
+
+
+class TurnChannel:
+    """Updates for one session, and permission requests that wait at most
+    ``permission_timeout`` seconds (unanswered counts as denied)."""
+
+    def __init__(
+        self, connection: AcpConnection, session_id: str, *, permission_timeout: float
+    ) -> None:
+        self._connection = connection
+        self._session_id = session_id
+        self._timeout = permission_timeout
+
+    async def send_update(self, update: schema.SessionUpdate) -> None:
+        await self._connection.send_update(self._session_id, update)
+
+    async def send_text(self, text: str, *, thought: bool = False) -> None:
+        content = schema.TextContent(text=text)
+        if thought:
+            await self.send_update(schema.AgentThoughtChunk(content=content))
+        else:
+            await self.send_update(schema.AgentMessageChunk(content=content))
+
+    async def request_permission(
+        self, params: schema.RequestPermissionParams
+    ) -> schema.PermissionOutcome | None:
+        with trio.move_on_after(self._timeout):
+            response = await self._connection.call(methods.SESSION_REQUEST_PERMISSION, params)
+            if isinstance(response, ErrorResponse):
+                logger.info("permission request answered with an error: %s", response.error.message)
+                return None
+            return schema.parse_permission_outcome(response.result)
+        logger.warning(
+            "session %s: no answer to a permission request within %ss; denied",
+            self._session_id,
+            self._timeout,
+        )
+        return None
