@@ -40,6 +40,7 @@ from acp_core.schema import (
     ToolCallUpdate,
     UserMessageChunk,
     decode,
+    decode_inbound,
     decode_params,
     encode,
     text_tool_content,
@@ -325,3 +326,93 @@ def _outcome(parse: Any, data: Any) -> tuple[str, bytes]:
 def test_bytes_and_builtins_paths_apply_the_same_rules(value: Any) -> None:
     data = msgspec.json.encode(value)
     assert _outcome(parse_message, data) == _outcome(message_from_object, value)
+
+
+def _lenient(params_type: type[InboundParams], raw: Any) -> Any:
+    try:
+        return decode_params(params_type, raw)
+    except InvalidParamsError as exc:
+        return ("error", exc.message)
+
+
+def _from_bytes(params_type: type[InboundParams], raw: Any) -> Any:
+    try:
+        return decode_inbound(params_type, msgspec.json.encode(raw))
+    except InvalidParamsError as exc:
+        return ("error", exc.message)
+
+
+well_formed_prompts = st.fixed_dictionaries(
+    {
+        "sessionId": st.text(max_size=8),
+        "prompt": st.lists(
+            st.one_of(
+                st.fixed_dictionaries({"type": st.just("text"), "text": st.text(max_size=8)}),
+                st.fixed_dictionaries(
+                    {"type": st.just("resource_link"), "uri": st.text(max_size=8)},
+                    optional={"name": st.text(max_size=4), "size": st.integers(0, 10)},
+                ),
+                st.fixed_dictionaries(
+                    {
+                        "type": st.just("resource"),
+                        "resource": st.fixed_dictionaries(
+                            {"uri": st.text(max_size=8)},
+                            optional={"text": st.text(max_size=4), "blob": st.just("aGk=")},
+                        ),
+                    }
+                ),
+            ),
+            max_size=4,
+        ),
+    }
+)
+
+
+@thorough
+@given(st.sampled_from(inbound_types), json_values | prompt_like | well_formed_prompts)
+def test_decoding_from_bytes_reads_params_as_the_lenient_reader_does(
+    params_type: type[InboundParams], raw: Any
+) -> None:
+    """The typed fast path never accepts what the lenient rules read differently, and
+    every refusal carries the lenient reader's message."""
+    assert _from_bytes(params_type, raw) == _lenient(params_type, raw)
+
+
+@thorough
+@given(well_formed_prompts)
+def test_prompts_read_from_bytes_equal_the_lenient_reading(raw: Any) -> None:
+    assert _from_bytes(PromptParams, raw) == _lenient(PromptParams, raw)
+
+
+typed_prompts = st.fixed_dictionaries(
+    {
+        "sessionId": st.text(max_size=8),
+        "prompt": st.lists(
+            st.one_of(
+                st.fixed_dictionaries({"type": st.just("text"), "text": st.text(max_size=8)}),
+                st.fixed_dictionaries(
+                    {
+                        "type": st.just("resource_link"),
+                        "uri": st.text(max_size=8),
+                        "name": st.text(min_size=1, max_size=4),
+                    }
+                ),
+                st.fixed_dictionaries(
+                    {
+                        "type": st.just("resource"),
+                        "resource": st.fixed_dictionaries(
+                            {"uri": st.text(max_size=8), "text": st.text(max_size=4)}
+                        ),
+                    }
+                ),
+            ),
+            max_size=4,
+        ),
+    }
+)
+
+
+@given(typed_prompts)
+def test_well_formed_prompts_decode_to_their_typed_shape(raw: Any) -> None:
+    data = msgspec.json.encode(raw)
+    assert decode_inbound(PromptParams, data) == msgspec.json.decode(data, type=PromptParams)

@@ -206,3 +206,21 @@ def test_starter_config_loads_and_is_not_overwritten(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="--force"):
         write_starter_config(tmp_path)
     write_starter_config(tmp_path, force=True)
+
+
+def test_the_two_timeouts_default_to_session_timeout_secs_and_can_be_set_apart(
+    tmp_path: Path,
+) -> None:
+    write(tmp_path, "[acp]\nsession_timeout_secs = 60\n")
+    config = load_config(tmp_path, environ={})
+    assert (config.acp.permission_timeout, config.acp.idle_session_timeout) == (60, 60)
+    write(
+        tmp_path,
+        "[acp]\nsession_timeout_secs = 60\npermission_timeout_secs = 5\n"
+        "idle_session_timeout_secs = 900\n",
+    )
+    config = load_config(tmp_path, environ={})
+    assert (config.acp.permission_timeout, config.acp.idle_session_timeout) == (5, 900)
+    write(tmp_path, "[acp]\npermission_timeout_secs = 0\n")
+    with pytest.raises(ConfigError, match=r"acp\.permission_timeout_secs"):
+        load_config(tmp_path, environ={})

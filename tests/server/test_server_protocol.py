@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -495,3 +496,19 @@ async def test_sessions_run_turns_concurrently(tmp_path: Path, autojump_clock: M
         "content": "a b c ",
     }
     assert elapsed == 4.0  # 4 events x 1 s: one turn's worth, so they overlapped
+
+
+async def test_the_idle_session_timeout_is_its_own_setting(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    base = make_config(tmp_path, session_timeout_secs=10)
+    config = replace(base, acp=replace(base.acp, idle_session_timeout_secs=500))
+    with trio.fail_after(2000):
+        async with open_server(config, reap_idle_sessions=True) as client:
+            session_id = await client.new_session(tmp_path)
+            await trio.sleep(400)  # far past session_timeout_secs, within the idle timeout
+            kept = await client.result("session/update", {"sessionId": session_id, "type": "a"})
+            await trio.sleep(600)
+            gone = await client.error("session/update", {"sessionId": session_id, "type": "b"})
+    assert kept["status"] == "processed"
+    assert gone["code"] == -32000

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -391,3 +392,25 @@ def test_chained_messages_behave_like_one_list() -> None:
     head.append(ChatMessage("user", "later"))  # the history grows after the request
     tail.append(ChatMessage("tool", "later"))
     assert list(chained) == joined
+
+
+async def test_the_permission_timeout_is_its_own_setting(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """[acp] permission_timeout_secs bounds the wait, whatever session_timeout_secs says."""
+    tool = StubTool()
+    provider = stub_turn()
+    base = make_config(tmp_path, session_timeout_secs=3600)
+    config = replace(base, acp=replace(base.acp, permission_timeout_secs=12))
+
+    async def ignore(request: dict[str, Any]) -> None:
+        return None
+
+    with trio.fail_after(100):
+        async with open_server(config, provider=provider, tools=[tool]) as client:
+            client.on_request = ignore
+            start = trio.current_time()
+            await run_prompt(tmp_path, client)
+            waited = trio.current_time() - start
+    assert tool.calls == []
+    assert 12 <= waited < 13

@@ -90,7 +90,7 @@ def rpc_error_for(exc: BaseException, *, method: str) -> RpcError:
         step = INTERNAL_ERROR_STEP
         cause = exc
     logger.error(
-        "%s: %s failed [ref %s]: %s",
+        "%s: %s [ref %s]: %s",
         method,
         step,
         ref,
