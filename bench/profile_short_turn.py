@@ -1,0 +1,103 @@
+"""Where a short prompt turn's time goes: the server and a client in one process, profiled.
+
+``serve_connection`` runs over a real pipe pair with the product's stdio transport and the
+offline echo provider (``chunk_delay_ms = 0``), persisting each turn to a SQLite store in
+a temporary directory unless ``--in-memory``; a minimal client in the same trio run sends
+one-word prompts one after another, as bench/server_turns.py does over a child's pipes.
+Run it under pyinstrument to see the split:
+
+    uv run --with pyinstrument pyinstrument -r text bench/profile_short_turn.py --turns 3000
+
+Without a profiler it prints turns/s for the in-process pair (not comparable with
+server_turns.py, whose client runs in another process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import msgspec
+import trio
+
+from acp_core.framing import encode_line
+from acp_server.app import AcpApp, open_session_store
+from acp_server.config import default_config
+from acp_server.protocol.connection import serve_connection
+from acp_server.protocol.stdio import StdioTransport
+
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder().decode
+
+
+async def _client(
+    send: trio.lowlevel.FdStream, receive: trio.lowlevel.FdStream, cwd: str, turns: int
+) -> float:
+    pending = b""
+    next_id = 0
+
+    async def call(method: str, params: dict[str, object]) -> object:
+        nonlocal pending, next_id
+        next_id += 1
+        request = {"jsonrpc": "2.0", "id": next_id, "method": method, "params": params}
+        await send.send_all(encode_line(_encode(request)))
+        while True:
+            data = await receive.receive_some(1 << 16)
+            lines = (pending + data).split(b"\n")
+            pending = lines.pop()
+            for line in lines:
+                if b'"method"' not in line:
+                    message = _decode(line)
+                    if message.get("id") == next_id:
+                        return message.get("result", message.get("error"))
+
+    await call("initialize", {"protocolVersion": 1})
+    new = await call("session/new", {"cwd": cwd, "mcpServers": []})
+    assert isinstance(new, dict)
+    short = {"sessionId": new["sessionId"], "prompt": [{"type": "text", "text": "hello"}]}
+    start = time.perf_counter()
+    for _ in range(turns):
+        await call("session/prompt", short)
+    elapsed = time.perf_counter() - start
+    await send.aclose()
+    return elapsed
+
+
+async def main(turns: int, persist: bool) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        config = default_config(root, environ={})
+        if not persist:
+            from dataclasses import replace
+
+            config = replace(config, acp=replace(config.acp, session_persistence=False))
+        to_server_r, to_server_w = os.pipe()
+        to_client_r, to_client_w = os.pipe()
+        store = await open_session_store(config)
+        app = AcpApp(config=config, store=store, launch_dir=root)
+        transport = StdioTransport(
+            trio.lowlevel.FdStream(to_server_r), trio.lowlevel.FdStream(to_client_w)
+        )
+        elapsed = 0.0
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(serve_connection, transport, app)
+            elapsed = await _client(
+                trio.lowlevel.FdStream(to_server_w),
+                trio.lowlevel.FdStream(to_client_r),
+                str(root),
+                turns,
+            )
+        if store is not None:
+            await store.aclose()
+        print(f"{turns / elapsed:,.0f} short turns/s ({'persisting' if persist else 'in memory'})")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=2000)
+    parser.add_argument("--in-memory", action="store_true", help="no session store")
+    args = parser.parse_args()
+    trio.run(main, args.turns, not args.in_memory)
