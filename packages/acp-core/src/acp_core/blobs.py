@@ -71,7 +71,7 @@ class PromptPlan(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def display_name(uri: str | None) -> str:
-    """A safe display filename from a resource URI (zeroclaw.md §4.1).
+    """A safe display filename from a resource URI (as the reference server names delivered files).
 
     The last path segment after stripping ``file://`` / ``attachment://``; separators,
     NUL and control characters become ``_``, as does ``..``; nothing usable → ``upload.bin``.
@@ -160,7 +160,7 @@ def resource_link_line(link: ResourceLink) -> str:
     """A resource_link the client did not inline, as a reference line for the agent.
 
     The base spec requires agents to accept resource_link; the reference silently dropped
-    it (acp-spec.md §10 #12), so a link-only prompt would fail. We tell the agent where it is.
+    it (ACP spec: content, resource links), so a link-only prompt would fail. We tell the agent where it is.
     """
     return f"[Resource: {link.name}] {link.uri}"
 

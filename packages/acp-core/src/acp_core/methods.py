@@ -28,7 +28,7 @@ SESSION_CLOSE: Final = "session/close"
 SESSION_REQUEST_PERMISSION: Final = "session/request_permission"
 HISTORY_TRIMMED: Final = "_zeroclaw/history_trimmed"
 CANCEL_REQUEST: Final = "$/cancel_request"
-"""ACP protocol-level notification, both directions (acp-spec.md §3.3): the sender gives up
+"""ACP protocol-level notification, both directions (ACP spec: cancellation): the sender gives up
 on one of its requests (``{"requestId": id}``); a peer may ignore it (``$/`` notifications
 are optional)."""
 

@@ -1,7 +1,7 @@
 """Tool name → ACP ``ToolKind``, as the reference server maps them.
 
-``tool_kind`` labels ``tool_call`` / ``tool_call_update`` notifications (research notes,
-zeroclaw.md §2.2). ZeroClaw deliberately never emits ``read``/``search``/``fetch``: clients
+``tool_kind`` labels ``tool_call`` / ``tool_call_update`` notifications (as the reference
+server labels them). ZeroClaw deliberately never emits ``read``/``search``/``fetch``: clients
 collapse those kinds' output, and users should see what a read or search returned, so
 file_read, web_fetch and friends are ``other``. ``approval_kind`` is the coarser mapping
 used on ``session/request_permission`` prompts: ``edit`` for the two file-mutating tools

@@ -311,7 +311,7 @@ class NewSessionParams(InboundParams, kw_only=True):
             if alias is not None:
                 break
         if alias is None:
-            # Base-spec clients put extension data in _meta (acp-spec.md §10 #14).
+            # Base-spec clients put extension data in _meta (ACP spec: extensibility, `_meta`).
             meta = params.get("_meta")
             zeroclaw = meta.get("zeroclaw") if isinstance(meta, dict) else None
             if isinstance(zeroclaw, dict):
@@ -435,7 +435,7 @@ class InboundUpdateParams(InboundParams, kw_only=True):
     """Inbound ``session/update`` / ``session/event`` (ZeroClaw extension, event injection).
 
     The event type is ``params.type``, else ``params.update.sessionUpdate``, else
-    ``"unknown"`` (zeroclaw.md §1.11). ``payload`` keeps the params as sent.
+    ``"unknown"`` (as the reference server reads it). ``payload`` keeps the params as sent.
     """
 
     session_id: str

@@ -119,7 +119,7 @@ class HistoryTrimmedParams(WireStruct, kw_only=True):
 
 
 def turn_cancelled_update(session_id: str, marker: str) -> ToolCallStart:
-    """The reference's styled notice that a turn was cancelled (zeroclaw.md §2.6)."""
+    """The reference's styled notice that a turn was cancelled (the ZeroClaw ACP docs: cancellation)."""
     return ToolCallStart(
         tool_call_id=f"turn-cancelled-{session_id}",
         title="turn-cancelled",

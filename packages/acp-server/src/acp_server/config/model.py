@@ -185,7 +185,7 @@ DEFAULT_MAX_CONFIG_BYTES: Final = 4 * 1024 * 1024
 DEFAULT_AGENT_ALIAS: Final = "default"
 DEFAULT_PROFILE_ALIAS: Final = "default"
 
-# Environment keys the built-in default consults, in order (issue 3 §1).
+# Environment keys the built-in default consults, in order (README: "With no config.toml").
 # (env var, provider type, model)
 ENV_PROVIDER_CHOICES: Final = (
     ("OPENROUTER_API_KEY", "openrouter", "anthropic/claude-sonnet-4.6"),

@@ -6,7 +6,7 @@ child process) lands in the log instead of corrupting the stream; fd 0 is likewi
 replaced by /dev/null so children never read the client's messages.
 
 Pipes use ``trio.lowlevel.FdStream``. FdStream makes the whole open file description
-non-blocking, which on a terminal is shared with stderr (aesthetics.md §2.4.8), so on a TTY
+non-blocking, which on a terminal is shared with stderr (one open file description), so on a TTY
 we read and write through worker threads instead.
 """
 

@@ -1,4 +1,4 @@
-"""The offline ``echo`` provider (issue 3 §6): no network, no key, deterministic.
+"""The offline ``echo`` provider: no network, no key, deterministic.
 
 It streams the latest user message back word by word. Prompt lines of the form
 ``/tool NAME {json-args}`` become tool calls instead of text; once their results come

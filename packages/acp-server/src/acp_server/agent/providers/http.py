@@ -12,7 +12,7 @@ whole response: an answer may stream for minutes, but a server that goes quiet f
 ``timeout_secs`` is given up on.
 
 Every failure becomes a ``ProviderError`` whose message names what went wrong and what the
-person can do about it (issue 4 §1). API keys never appear in logs or messages.
+person can do about it. API keys never appear in logs or messages.
 """
 
 from __future__ import annotations
