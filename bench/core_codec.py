@@ -1,7 +1,7 @@
 """acp-core codec vs the official ACP Python SDK's pydantic models, on one realistic mix.
 
 Run: ``uv run python bench/core_codec.py`` (or ``nox -s bench``). A benchmark, not a test:
-it prints figures and exits 0; issue 2 §4 targets acp-core ≥ 3× the SDK on the mix.
+it prints figures and exits 0; the target is acp-core ≥ 3× the SDK on the mix.
 
 The mix is one prompt turn as it crosses the wire: one inbound ``session/prompt`` with a
 text part and a 1 MiB PDF blob (base64), ``--chunks`` ``agent_message_chunk`` updates,
@@ -12,7 +12,8 @@ Both sides do the work their library does for a line on the wire:
 
 * decode + validate: JSON line → typed object. acp-core: ``parse_frame`` (envelope rules,
   params left raw) then ``Frame.decode_payload`` straight into the Struct (strict, outbound
-  types), or ``decode_params`` over builtins for the inbound prompt (lenient aliases).
+  types), or, for the inbound prompt, ``schema.decode_inbound`` on the raw params: the path
+  ``zeroclaw acp`` takes (typed in one pass; the lenient reader only for odd shapes).
   SDK: ``json.loads`` then ``Model.model_validate(params)``, as ``acp`` does.
 * encode: typed object → framed line. acp-core: ``encode_notification`` / ``encode_request``
   / ``encode_result`` + ``encode_line``. SDK: ``model_dump(mode="json", by_alias=True,
@@ -168,8 +169,8 @@ def core_decode(lines: list[bytes]) -> list[tuple[Frame, msgspec.Struct]]:
         frame = parse_frame(line)
         typed: msgspec.Struct
         if frame.kind == "request":
-            # Inbound and lenient (string prompts, untyped parts, aliases): via builtins.
-            typed = schema.decode_params(schema.PromptParams, frame.payload_value())
+            # Inbound: what acp_server.protocol.connection does with a request's params.
+            typed = schema.decode_inbound(schema.PromptParams, frame.payload)
         elif frame.kind == "notification":
             typed = frame.decode_payload(schema.SessionNotification)
         else:
