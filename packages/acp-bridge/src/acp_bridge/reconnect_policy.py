@@ -1,4 +1,4 @@
-"""When and how soon the relay reconnects after losing its connection (issue 8)."""
+"""When and how soon the relay reconnects after losing its connection."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ read and perform what it returns. Tasks (aesthetics notes §2.4.11), all in one 
 
 * the stdin pump reads lines, answers bad ones locally and hands the good ones to the
   state, which says whether to send each as one text frame, hold it or refuse it;
-* the connection manager opens the connection and, after a drop, reconnects (issue 8):
+* the connection manager opens the connection and, after a drop, reconnects:
   it sends the replay the state plans (the IDE's ``initialize``, ``session/resume`` for
   every session seen so far), then the held frames, and only then lets the stdin pump
   send directly again; per connection it runs
@@ -17,7 +17,7 @@ read and perform what it returns. Tasks (aesthetics notes §2.4.11), all in one 
 Only one task sends on a connection at a time: the manager while it is not yet "ready"
 (replay, held frames), the stdin pump once it is.
 
-How it ends (issues 7 §2 and 8):
+How it ends:
 
 * stdin EOF: stop reading, wait up to ``eof_grace`` for replies owed to relayed (or held)
   requests, answer any still missing with an error, close the WebSocket normally; exit 0;
@@ -427,7 +427,7 @@ class _Relay:
 
     async def _replay(self, connection: _Connection) -> None:
         """Send the replay the state plans (initialize, then session/resume for every known
-        session, issue 8), each after the answer to the one before."""
+        session), each after the answer to the one before."""
         state = self.state
         request = state.start_replay()
         planned = request is not None

@@ -166,7 +166,7 @@ class ReplayAnswered(enum.Enum):
 REPLAY_ANSWERED: Final = ReplayAnswered.ANSWERED
 
 ClientAction = SendToGateway | WriteToClient | None
-HeldMessage = Forward | ReplyToGateway
+ClientMessage = Forward | ReplyToGateway
 
 
 @dataclass(slots=True)
@@ -200,7 +200,7 @@ class RelayState:
         self.max_held_messages = max_held_messages
         self.max_held_bytes = max_held_bytes
         self.inflight = inflight if inflight is not None else InFlightTable()
-        self.held: deque[HeldMessage] = deque()
+        self.held: deque[ClientMessage] = deque()
         self.held_bytes = 0
         self.sessions: OrderedDict[str, dict[str, Any]] = OrderedDict()
         """Sessions created, loaded or resumed, with the params to resume them."""
@@ -220,6 +220,7 @@ class RelayState:
         self._awaited_step: _ReplayStep | None = None
         self._replay_error: str | None = None
         self.resumed = 0
+        """Sessions the last replay resumed, of ``to_resume``."""
         self.to_resume = 0
         self._answered: list[RequestId] = []
 
@@ -230,7 +231,8 @@ class RelayState:
 
     # --- the client side -------------------------------------------------------------
 
-    def client_message(self, action: HeldMessage) -> ClientAction:
+    def client_message(self, action: ClientMessage) -> ClientAction:
+        """What to do with a message from the client (see the module docstring)."""
         text = self._answer_for_this_connection(action)
         if text is None:
             return None
@@ -240,9 +242,9 @@ class RelayState:
             return self._refuse(action)
         return self._outgoing(action, text)
 
-    def _answer_for_this_connection(self, action: HeldMessage) -> str | None:
+    def _answer_for_this_connection(self, action: ClientMessage) -> str | None:
         """The text to send, or None when it answers a gateway request from a lost connection
-        (that request died with its connection, issue 8); renamed ids are restored."""
+        (that request died with its connection); renamed ids are restored."""
         if action.response_to is None:
             return action.text
         pending = self.server_requests.pop(action.response_to, None)
@@ -260,7 +262,7 @@ class RelayState:
             return with_id(action.text, pending.gateway_id).decode()
         return action.text
 
-    def _hold(self, action: HeldMessage, text: str) -> bool:
+    def _hold(self, action: ClientMessage, text: str) -> bool:
         """Keep a message until a connection is ready; False when the hold is full."""
         size = len(text)
         if len(self.held) >= self.max_held_messages or self.held_bytes + size > self.max_held_bytes:
@@ -275,7 +277,7 @@ class RelayState:
         self.held_bytes += size
         return True
 
-    def _refuse(self, action: HeldMessage) -> WriteToClient | None:
+    def _refuse(self, action: ClientMessage) -> WriteToClient | None:
         if isinstance(action, Forward) and action.method is not None:
             message = (
                 f"zeroclaw-acp-bridge: the bridge is reconnecting to the gateway at {self.url} "
@@ -292,7 +294,7 @@ class RelayState:
         logger.warning("reconnecting and the hold is full: dropped %s", action.text[:200])
         return None
 
-    def _outgoing(self, action: HeldMessage, text: str) -> SendToGateway:
+    def _outgoing(self, action: ClientMessage, text: str) -> SendToGateway:
         if isinstance(action, Forward) and action.method is not None:
             # Recorded before sending: the reply may arrive while the send waits.
             self._track_request(action, action.method)
@@ -331,7 +333,7 @@ class RelayState:
 
     def start_replay(self) -> SendToGateway | None:
         """The first request re-establishing the IDE's context on a reconnection (None: none
-        to send): its initialize, then session/resume for every known session (issue 8)."""
+        to send): its initialize, then session/resume for every known session."""
         steps = self._replay
         steps.clear()
         if self.initialize is not None:
