@@ -10,12 +10,12 @@ import trio
 
 from acp_bridge.cli import _bridge_exit_in, _RedactingFormatter, build_parser
 from acp_bridge.errors import BridgeExit, ExitCode, describe_error
-from acp_bridge.relay import (
+from acp_bridge.reconnect_policy import (
     RECONNECT_FIRST_DELAY_SECS,
     RECONNECT_MAX_DELAY_SECS,
-    InFlight,
-    _backoff,
+    backoff,
 )
+from acp_bridge.relay import InFlight
 
 
 def test_exit_codes_are_the_documented_ones() -> None:
@@ -166,10 +166,10 @@ def test_reconnect_flags() -> None:
 
 def test_backoff_grows_with_jitter_and_is_capped() -> None:
     for attempt in range(20):
-        delay = _backoff(attempt)
+        delay = backoff(attempt)
         nominal = min(RECONNECT_MAX_DELAY_SECS, RECONNECT_FIRST_DELAY_SECS * 2**attempt)
         assert nominal / 2 <= delay <= nominal
-    assert len({_backoff(3) for _ in range(20)}) > 1  # jittered: bridges do not stampede
+    assert len({backoff(3) for _ in range(20)}) > 1  # jittered: bridges do not stampede
 
 
 def test_errors_are_described_in_a_few_words() -> None:

@@ -2,11 +2,14 @@
 
 A real websockets (trio) server and client in-process: a burst of messages, with binary and
 fragmented ones among them, must come out whole and in order whether each was taken from
-the queue directly or left to ``recv()``.
+the queue directly or left to ``recv()``. The shortcut reads websockets' private attributes
+(``acp_bridge.ready_messages``); the first test fails when the installed websockets no
+longer has them as assumed, so that an upgrade cannot silently slow the relay down.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from functools import partial
@@ -15,7 +18,7 @@ import trio
 from websockets.trio.client import ClientConnection, connect
 from websockets.trio.server import ServerConnection, serve
 
-from acp_bridge.relay import _ready_message_taker
+from acp_bridge.ready_messages import ReadyMessageTaker, ready_message_taker
 
 Outgoing = str | bytes | list[str]
 
@@ -51,9 +54,34 @@ async def _queued_frames(client: ClientConnection, count: int) -> None:
         await trio.testing.wait_all_tasks_blocked(0.001)
 
 
+def _shortcut(client: ClientConnection) -> ReadyMessageTaker:
+    take = ready_message_taker(client)
+    assert take is not None, "websockets' internals changed: the relay falls back to recv()"
+    return take
+
+
+async def test_the_installed_websockets_has_the_internals_the_shortcut_reads() -> None:
+    with trio.fail_after(20):
+        async with _client_receiving(['{"a":1}', '{"b":2}']) as client:
+            assembler = client.recv_messages
+            assert isinstance(assembler.recv_frames, trio.MemoryReceiveChannel)
+            waiting = assembler.send_frames._state.data
+            assert isinstance(waiting, deque)
+            assert assembler.get_in_progress is False
+            assert callable(assembler.maybe_resume)
+            await _queued_frames(client, 2)
+            # The queue websockets' flow control reads holds the very frames recv() returns.
+            assert [bytes(frame.data) for frame in waiting] == [b'{"a":1}', b'{"b":2}']
+            take = _shortcut(client)
+            assert take() == b'{"a":1}'
+            assert len(waiting) == 1
+            assert await client.recv(decode=False) == b'{"b":2}'
+            assert take() is None
+
+
 async def _read_all(client: ClientConnection, count: int) -> tuple[list[bytes], int]:
     """The relay's reading pattern: one ``recv()``, then whatever is ready, repeated."""
-    take = _ready_message_taker(client)
+    take = _shortcut(client)
     received: list[bytes] = []
     taken = 0
     while len(received) < count:
@@ -94,7 +122,7 @@ async def test_ready_messages_come_out_whole_and_in_order() -> None:
 
 
 def take_nothing_more(client: ClientConnection) -> bool:
-    return _ready_message_taker(client)() is None
+    return _shortcut(client)() is None
 
 
 async def test_taking_ready_messages_keeps_websockets_flow_control_going() -> None:
@@ -115,7 +143,7 @@ async def test_a_fragmented_message_at_the_head_is_left_to_recv() -> None:
     with trio.fail_after(20):
         async with _client_receiving([parts, '{"b":2}']) as client:
             await _queued_frames(client, 3)
-            take = _ready_message_taker(client)
+            take = _shortcut(client)
             assert take() is None  # the head frame is only the first fragment
             assert await client.recv(decode=False) == b'{"a":1}'
             assert take() == b'{"b":2}'

@@ -1,22 +1,23 @@
 """The relay: stdin lines → WebSocket frames, frames → stdout lines, across reconnections.
 
-Tasks (aesthetics notes §2.4.11), all in one nursery:
+The bookkeeping (requests in flight, held messages, sessions, the replay, renamed ids) is
+``acp_bridge.relay_state.RelayState``, which does no I/O; the tasks here feed it what they
+read and perform what it returns. Tasks (aesthetics notes §2.4.11), all in one nursery:
 
-* the stdin pump reads lines, answers bad ones locally, records relayed request ids and
-  sends each good line as one text frame, or holds it while there is no usable connection;
-* the connection manager opens the connection and, after a drop, reconnects (issue 8):
-  it replays the IDE's ``initialize`` and sends ``session/resume`` for every session seen
-  so far, answering those internal requests itself, then sends the held frames, and only
-  then lets the stdin pump send directly again; per connection it runs
-* the gateway pump, which turns each frame into one stdout line, clears the ids of
-  responses from the in-flight table and notes which sessions exist;
+* the stdin pump reads lines, answers bad ones locally and hands the good ones to the
+  state, which says whether to send each as one text frame, hold it or refuse it;
+* the connection manager opens the connection and, after a drop, reconnects:
+  it sends the replay the state plans (the IDE's ``initialize``, ``session/resume`` for
+  every session seen so far), then the held frames, and only then lets the stdin pump
+  send directly again; per connection it runs
+* the gateway pump, which turns each frame into one stdout line through the state;
 * the stdout writer is the only task that writes stdout; the others hand it lines through a
   bounded channel, so a slow IDE slows the gateway down instead of growing memory.
 
 Only one task sends on a connection at a time: the manager while it is not yet "ready"
 (replay, held frames), the stdin pump once it is.
 
-How it ends (issues 7 §2 and 8):
+How it ends:
 
 * stdin EOF: stop reading, wait up to ``eof_grace`` for replies owed to relayed (or held)
   requests, answer any still missing with an error, close the WebSocket normally; exit 0;
@@ -33,41 +34,37 @@ from __future__ import annotations
 
 import enum
 import logging
-import random
 import signal
-from collections import OrderedDict, deque
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import Final
 
 import trio
 from websockets.exceptions import ConnectionClosed
-from websockets.frames import CloseCode, Opcode
+from websockets.frames import CloseCode
 from websockets.trio.client import ClientConnection
 
 from acp_bridge.errors import BridgeExit, ExitCode
 from acp_bridge.gateway import DEFAULT_CLOSE_TIMEOUT_SECS, describe_close
-from acp_bridge.messages import (
-    Forward,
-    FrameError,
-    Kind,
-    ReplyToClient,
-    ReplyToGateway,
-    StdinFramer,
-    decode_object,
-    encode_message,
-    error_line,
-    frame_to_line,
-    peek,
-    session_id_of,
-    with_id,
+from acp_bridge.messages import Forward, ReplyToClient, ReplyToGateway, StdinFramer
+from acp_bridge.ready_messages import nothing_ready, ready_message_taker
+from acp_bridge.reconnect_policy import (
+    REJECTED_CLOSE_CODES,
+    STABLE_CONNECTION_SECS,
+    backoff,
+    may_reconnect,
+)
+from acp_bridge.relay_state import (
+    MAX_IN_FLIGHT_REQUESTS,
+    REPLAY_ANSWERED,
+    InFlightTable,
+    RelayState,
+    SendToGateway,
+    WriteToClient,
 )
 from acp_bridge.stdio import DEFAULT_READ_CHUNK_BYTES
-from acp_core import methods
-from acp_core.errors import ErrorCode
 from acp_core.framing import DEFAULT_MAX_LINE_BYTES
-from acp_core.jsonrpc import RequestId
 
 logger = logging.getLogger(__name__)
 
@@ -75,11 +72,6 @@ DEFAULT_EOF_GRACE_SECS: Final = 10.0
 """After stdin EOF, how long replies owed to requests already relayed are waited for."""
 DEFAULT_RECONNECT_MAX_SECS: Final = 60.0
 """How long the bridge keeps trying to reconnect before it gives up (exit 1)."""
-RECONNECT_FIRST_DELAY_SECS: Final = 0.1
-RECONNECT_MAX_DELAY_SECS: Final = 5.0
-"""Backoff between attempts doubles from the first delay up to this, with jitter."""
-STABLE_CONNECTION_SECS: Final = 10.0
-"""A connection that lasted this long resets the backoff and the give-up deadline."""
 DEFAULT_REPLAY_TIMEOUT_SECS: Final = 10.0
 """How long the answers to the replayed initialize and session/resume are waited for."""
 DEFAULT_MAX_HELD_MESSAGES: Final = 1000
@@ -89,86 +81,28 @@ DEFAULT_OUTBOX_LINES: Final = 64
 """Lines waiting for stdout before the gateway pump blocks (backpressure)."""
 DEFAULT_MAX_WRITE_BATCH_BYTES: Final = 1024 * 1024
 """Queued lines are joined into one stdout write up to this size (fewer syscalls)."""
-MAX_IN_FLIGHT_REQUESTS: Final = 100_000
-"""Ids kept for requests awaiting a reply; beyond this the oldest are forgotten (a client
-that never reads its replies must not grow the bridge without bound)."""
-MAX_TRACKED_SESSIONS: Final = 10_000
-MAX_TRACKED_SERVER_REQUESTS: Final = 10_000
-BRIDGE_ERROR_CODE: Final = int(ErrorCode.INTERNAL_ERROR)
 TRACE_CHARS: Final = 500
 """With --log-level debug, how much of each relayed message is logged."""
-INTERNAL_ID_PREFIX: Final = "zeroclaw-acp-bridge:"
-"""Ids of the bridge's own requests (replay) and of renamed gateway requests."""
-
-# Close codes after which reconnecting cannot help (issue 8: 1008 means "rejected, stop").
-REJECTED_CLOSE_CODES: Final = frozenset({int(CloseCode.POLICY_VIOLATION)})
-BROKEN_CLOSE_CODES: Final = frozenset(
-    {
-        int(CloseCode.PROTOCOL_ERROR),
-        int(CloseCode.UNSUPPORTED_DATA),
-        int(CloseCode.INVALID_DATA),
-        int(CloseCode.MANDATORY_EXTENSION),
-    }
-)
-SESSION_METHODS_WITH_ID: Final = frozenset({methods.SESSION_LOAD, methods.SESSION_RESUME})
-REPLAY_INPUT_METHODS: Final = frozenset(
-    {methods.INITIALIZE, methods.SESSION_NEW, *SESSION_METHODS_WITH_ID}
-)
-"""Requests whose params the bridge keeps, to replay initialize and resume sessions."""
 
 
-@dataclass(slots=True)
-class _Owed:
-    method: str
-    session_id: str | None = None
-    params: dict[str, Any] | None = None
-    """session/new params (kept to resume the session with the same cwd)."""
+class InFlight(InFlightTable):
+    """The in-flight table, with a way to wait until every reply is in."""
 
-
-class InFlight:
-    """Requests relayed to the gateway and not yet answered."""
+    __slots__ = ("_empty",)
 
     def __init__(self, *, limit: int = MAX_IN_FLIGHT_REQUESTS) -> None:
-        self._owed: dict[RequestId, _Owed] = {}
-        self._limit = limit
+        super().__init__(limit=limit)
         self._empty = trio.Event()
         self._empty.set()
 
-    def __len__(self) -> int:
-        return len(self._owed)
+    def _became_busy(self) -> None:
+        self._empty = trio.Event()
 
-    def add(
-        self,
-        request_id: RequestId,
-        method: str,
-        session_id: str | None = None,
-        params: dict[str, Any] | None = None,
-    ) -> None:
-        if not self._owed:
-            self._empty = trio.Event()
-        elif len(self._owed) >= self._limit:
-            forgotten = next(iter(self._owed))
-            del self._owed[forgotten]
-            logger.warning("more than %d requests in flight; forgot id %r", self._limit, forgotten)
-        self._owed[request_id] = _Owed(method, session_id, params)
-
-    def get(self, request_id: RequestId) -> _Owed | None:
-        return self._owed.get(request_id)
-
-    def settle(self, request_id: RequestId) -> _Owed | None:
-        owed = self._owed.pop(request_id, None)
-        if owed is not None and not self._owed:
-            self._empty.set()
-        return owed
-
-    def drain(self) -> list[tuple[RequestId, _Owed]]:
-        owed = list(self._owed.items())
-        self._owed.clear()
+    def _became_empty(self) -> None:
         self._empty.set()
-        return owed
 
     async def wait_empty(self) -> None:
-        while self._owed:
+        while self:
             await self._empty.wait()
 
 
@@ -200,26 +134,12 @@ class RelayOptions:
 
 
 @dataclass(slots=True)
-class _ServerRequest:
-    """A gateway → IDE request awaiting the IDE's answer."""
-
-    generation: int
-    method: str
-    gateway_id: RequestId
-    """The id the gateway used (the IDE may see a renamed one, see ``_relay_server_request``)."""
-
-
-@dataclass(slots=True)
 class _Connection:
     websocket: ClientConnection
     generation: int
     opened_at: float
-    ready: bool = False
-    """Replay and held frames are done: the stdin pump may send directly."""
     closed: ConnectionClosed | None = None
     cause: str = ""
-    internal: dict[RequestId, trio.Event] = field(default_factory=dict)
-    internal_errors: dict[RequestId, str] = field(default_factory=dict)
 
 
 OpenConnection = Callable[[], AbstractAsyncContextManager[ClientConnection]]
@@ -239,18 +159,17 @@ class _Relay:
         self.url = url
         self.options = options
         self.inflight = InFlight()
-        self.held: deque[Forward | ReplyToGateway] = deque()
-        self.held_bytes = 0
-        self.held_empty = trio.Event()
-        self.held_empty.set()
+        self.state = RelayState(
+            url=url,
+            max_held_messages=options.max_held_messages,
+            max_held_bytes=options.max_held_bytes,
+            inflight=self.inflight,
+        )
+        self.held_flushed = trio.Event()
+        """Set when the held messages have all been sent and the connection is ready."""
+        self.replay_answered = trio.Event()
         self.connection: _Connection | None = None
-        self.generation = 0
-        self.sessions: OrderedDict[str, dict[str, Any]] = OrderedDict()
-        """Sessions created, loaded or resumed, with the params to resume them."""
-        self.initialize: dict[str, Any] | None = None
-        """The IDE's initialize request, replayed on each new connection."""
-        self.server_requests: OrderedDict[RequestId, _ServerRequest] = OrderedDict()
-        self.internal_ids = 0
+        """The open connection (while replaying too), None while there is none."""
         self.trace = logger.isEnabledFor(logging.DEBUG)
         self.pumps = trio.CancelScope()
         self.ended = trio.Event()
@@ -278,39 +197,25 @@ class _Relay:
 
     async def answer_owed(self) -> None:
         """Never leave a request silently unanswered: the IDE would wait for it forever."""
-        owed = self.inflight.drain()
-        held = [
-            (action.request_id, _Owed(action.method))
-            for action in self.held
-            if isinstance(action, Forward) and action.method is not None
-        ]
-        self.held.clear()
         if self.ending is Ending.STDIN_EOF:
             message = (
                 f"zeroclaw-acp-bridge: no reply within {self.options.eof_grace:g} s after "
                 "stdin was closed; the bridge is exiting"
             )
-            reason = "stdin_closed"
-            if owed or held:
+            lines = self.state.abandon(message, "stdin_closed")
+            if lines:
                 logger.warning(
                     "stdin closed; %d replies still owed after %g s",
-                    len(owed) + len(held),
+                    len(lines),
                     self.options.eof_grace,
                 )
         elif self.ending in (Ending.CONNECTION_LOST, Ending.FATAL):
             message = f"zeroclaw-acp-bridge: the bridge stopped before this request was sent: {self.cause}"
-            reason = "connection_lost"
+            lines = self.state.abandon(message, "connection_lost")
         else:
             return  # nobody is reading stdout, or we were told to stop
-        for request_id, entry in [*owed, *held]:
-            await self.outbox.send(
-                error_line(
-                    request_id,
-                    BRIDGE_ERROR_CODE,
-                    message,
-                    {"bridge": reason, "method": entry.method},
-                )
-            )
+        for line in lines:
+            await self.outbox.send(line)
 
     # --- stdin -----------------------------------------------------------------------
 
@@ -334,94 +239,36 @@ class _Relay:
                 await self.send_or_hold(action)
             if not chunk:
                 break
-        if self.inflight or self.held:
+        state = self.state
+        if state.owes_replies:
             logger.info(
                 "stdin closed; waiting up to %g s for %d replies",
                 self.options.eof_grace,
-                len(self.inflight) + len(self.held),
+                len(state.inflight) + len(state.held),
             )
             with trio.move_on_after(self.options.eof_grace):
-                while self.inflight or self.held:
-                    if self.held:
-                        await self.held_empty.wait()
+                while state.owes_replies:
+                    if state.held:
+                        self.held_flushed = trio.Event()
+                        await self.held_flushed.wait()
                     else:
                         await self.inflight.wait_empty()
         self.end(Ending.STDIN_EOF)
 
     async def send_or_hold(self, action: Forward | ReplyToGateway) -> None:
-        text = self._answer_for_this_connection(action)
-        if text is None:
+        """Send a client message now, or leave it held (or answered) as the state says."""
+        outcome = self.state.client_message(action)
+        if outcome is None:
+            return
+        if isinstance(outcome, WriteToClient):
+            await self.outbox.send(outcome.line)
             return
         connection = self.connection
-        if connection is None or not connection.ready:
-            if not self._hold(action, text):
-                await self._refuse(action)
-            return
-        await self._send(connection, action, text)
+        assert connection is not None  # the state is ready only while a connection is open
+        await self._send(connection, outcome)
 
-    def _answer_for_this_connection(self, action: Forward | ReplyToGateway) -> str | None:
-        """The text to send, or None when it answers a gateway request from a lost connection
-        (that request died with its connection, issue 8); renamed ids are restored."""
-        if action.response_to is None:
-            return action.text
-        pending = self.server_requests.pop(action.response_to, None)
-        if pending is None:
-            return action.text  # not a request we relayed: let the gateway judge
-        connection = self.connection
-        if connection is None or pending.generation != connection.generation:
-            logger.warning(
-                "dropped the client's answer to %s %r: it was asked on a connection that has "
-                "since been lost, and the gateway can no longer use it",
-                pending.method,
-                action.response_to,
-            )
-            return None
-        if pending.gateway_id != action.response_to:
-            return with_id(action.text, pending.gateway_id).decode()
-        return action.text
-
-    def _hold(self, action: Forward | ReplyToGateway, text: str) -> bool:
-        """Keep a message until a connection is ready; False when the hold is full."""
-        size = len(text)
-        if (
-            len(self.held) >= self.options.max_held_messages
-            or self.held_bytes + size > self.options.max_held_bytes
-        ):
-            return False
-        if not self.held:
-            self.held_empty = trio.Event()
-        if text is not action.text:
-            action = (
-                Forward(text, action.request_id, action.method)
-                if isinstance(action, Forward)
-                else ReplyToGateway(text, action.response_to)
-            )
-        self.held.append(action)
-        self.held_bytes += size
-        return True
-
-    async def _refuse(self, action: Forward | ReplyToGateway) -> None:
-        if isinstance(action, Forward) and action.method is not None:
-            message = (
-                f"zeroclaw-acp-bridge: the bridge is reconnecting to the gateway at {self.url} "
-                f"and already holds {len(self.held)} messages; try again shortly"
-            )
-            line = error_line(
-                action.request_id,
-                BRIDGE_ERROR_CODE,
-                message,
-                {"bridge": "reconnecting", "method": action.method},
-            )
-            await self.outbox.send(line)
-            return
-        logger.warning("reconnecting and the hold is full: dropped %s", action.text[:200])
-
-    async def _send(
-        self, connection: _Connection, action: Forward | ReplyToGateway, text: str
-    ) -> None:
-        if isinstance(action, Forward) and action.method is not None:
-            # Recorded before sending: the reply may arrive while send() waits.
-            self._track_request(action)
+    async def _send(self, connection: _Connection, outgoing: SendToGateway) -> None:
+        text = outgoing.text
         if self.trace:
             logger.debug("→ %s", text[:TRACE_CHARS])
         try:
@@ -429,29 +276,8 @@ class _Relay:
         except ConnectionClosed:
             # The gateway pump sees the same closure; a request sent here is in flight and
             # is answered with the connection-lost error, anything else is lost with it.
-            if not (isinstance(action, Forward) and action.method is not None):
+            if not outgoing.is_request:
                 logger.warning("lost with the connection: %s", text[:200])
-
-    def _track_request(self, action: Forward) -> None:
-        """Record a request before it is sent, with what a reconnect will need from it."""
-        method = action.method
-        assert method is not None
-        session_id: str | None = None
-        params: dict[str, Any] | None = None
-        if method in REPLAY_INPUT_METHODS:  # small messages: read whole
-            body = decode_object(action.text) or {}
-            raw_params = body.get("params")
-            params = raw_params if isinstance(raw_params, dict) else {}
-            candidate = params.get("sessionId")
-            session_id = candidate if isinstance(candidate, str) else None
-            if method == methods.INITIALIZE:
-                self.initialize = body
-        elif method.startswith("session/"):
-            # Only the id: a session/prompt may carry megabytes of embedded resources.
-            session_id = session_id_of(action.text)
-            if method == methods.SESSION_CLOSE and session_id is not None:
-                self.sessions.pop(session_id, None)
-        self.inflight.add(action.request_id, method, session_id, params)
 
     # --- the gateway side ------------------------------------------------------------
 
@@ -478,7 +304,7 @@ class _Relay:
                     if self._give_up_if_past(given_up_at, last_error):
                         return
                     now = trio.current_time()
-                    delay = min(_backoff(attempt), max(0.0, given_up_at - now))
+                    delay = min(backoff(attempt), max(0.0, given_up_at - now))
                     attempt += 1
                     logger.info(
                         "reconnect attempt %d failed (%s); next in %.2f s",
@@ -501,7 +327,7 @@ class _Relay:
                     given_up_at = trio.current_time() + self.options.reconnect_max_secs
                 elif self._give_up_if_past(given_up_at, f"{lost.cause} right after connecting"):
                     return
-                delay = _backoff(attempt)
+                delay = backoff(attempt)
                 attempt += 1
                 await self._pause(delay)
         finally:
@@ -553,7 +379,7 @@ class _Relay:
         assert closed is not None
         cause = connection.cause = describe_close(closed, connection.websocket)
         code = closed.rcvd.code if closed.rcvd is not None else None
-        reconnecting = self._should_reconnect(code)
+        reconnecting = may_reconnect(code, enabled=self.options.reconnect)
         await self._connection_lost(cause, reconnecting=reconnecting)
         if code in REJECTED_CLOSE_CODES:
             reason = closed.rcvd.reason if closed.rcvd is not None else ""
@@ -571,45 +397,22 @@ class _Relay:
         logger.warning("%s (%s); reconnecting", cause, self.url)
         return True
 
-    def _should_reconnect(self, close_code: int | None) -> bool:
-        return (
-            self.options.reconnect
-            and close_code not in REJECTED_CLOSE_CODES
-            and close_code not in BROKEN_CLOSE_CODES
-        )
-
     async def _connection_lost(self, cause: str, *, reconnecting: bool) -> None:
         """Answer every request in flight: its outcome on the lost connection is unknown."""
         self.connection = None
-        for request_id, owed in self.inflight.drain():
-            kept = (
-                f" Session {owed.session_id} is still there: the bridge is reconnecting, "
-                "send the request again."
-                if reconnecting and owed.session_id
-                else " The bridge is reconnecting."
-                if reconnecting
-                else ""
-            )
-            turn = " during this prompt turn" if owed.method == methods.SESSION_PROMPT else ""
-            message = (
-                f"zeroclaw-acp-bridge: {cause} ({self.url}){turn} before this request was "
-                f"answered; its outcome is unknown.{kept}"
-            )
-            data: dict[str, Any] = {"bridge": "connection_lost", "method": owed.method}
-            if owed.session_id:
-                data["sessionId"] = owed.session_id
-            if reconnecting:
-                data["reconnecting"] = True
-            await self.outbox.send(error_line(request_id, BRIDGE_ERROR_CODE, message, data))
+        for line in self.state.connection_lost(cause, reconnecting=reconnecting):
+            await self.outbox.send(line)
 
     async def _run_connection(self, websocket: ClientConnection) -> _Connection:
         """Serve one connection until it closes or the relay ends (then close it properly)."""
-        self.generation += 1
-        connection = _Connection(websocket, self.generation, trio.current_time())
+        generation = self.state.connection_opened()
+        connection = _Connection(websocket, generation, trio.current_time())
+        # Visible (not ready) at once, so that the IDE's answers can be matched.
+        self.connection = connection
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._pump_gateway, connection, nursery.cancel_scope)
             nursery.start_soon(self._cancel_when_ended, nursery.cancel_scope)
-            if self.generation > 1:
+            if generation > 1:
                 await self._replay(connection)
             await self._flush_held(connection)
         if connection.closed is None:
@@ -623,211 +426,81 @@ class _Relay:
         scope.cancel()
 
     async def _replay(self, connection: _Connection) -> None:
-        """Re-establish the IDE's context on a new connection before relaying anything else:
-        its initialize, then session/resume for every known session (issue 8)."""
-        requests: list[tuple[str, dict[str, Any]]] = []
-        if self.initialize is not None:
-            requests.append((methods.INITIALIZE, self.initialize))
-        for session_id, params in self.sessions.items():
-            resume = {
-                "sessionId": session_id,
-                **{k: v for k, v in params.items() if k != "sessionId"},
-            }
-            body = {"jsonrpc": "2.0", "method": methods.SESSION_RESUME, "params": resume}
-            requests.append((session_id, body))
-        resumed = 0
-        to_resume = len(self.sessions)
+        """Send the replay the state plans (initialize, then session/resume for every known
+        session), each after the answer to the one before."""
+        state = self.state
+        request = state.start_replay()
+        planned = request is not None
         with trio.move_on_after(self.options.replay_timeout) as scope:
-            for what, body in requests:
-                self.internal_ids += 1
-                internal_id = f"{INTERNAL_ID_PREFIX}{self.internal_ids}"
-                done = trio.Event()
-                connection.internal[internal_id] = done
+            while request is not None:
+                self.replay_answered = answered = trio.Event()
                 try:
-                    await connection.websocket.send(
-                        encode_message({**body, "id": internal_id}).decode()
-                    )
+                    await connection.websocket.send(request.text)
                 except ConnectionClosed:
                     await trio.sleep_forever()  # the gateway pump ends this connection
-                await done.wait()
-                error = connection.internal_errors.get(internal_id)
-                if error is None:
-                    resumed += what != methods.INITIALIZE
-                elif what == methods.INITIALIZE:
-                    logger.warning("replayed initialize failed: %s", error)
-                else:
-                    logger.warning("could not resume session %s: %s", what, error)
-                    self.sessions.pop(what, None)
+                await answered.wait()
+                request = state.advance_replay()
         if scope.cancelled_caught:
             logger.warning(
                 "the gateway did not answer the replayed requests within %g s; continuing",
                 self.options.replay_timeout,
             )
-        elif requests:
-            logger.info("resumed %d of %d sessions", resumed, to_resume)
+        elif planned:
+            logger.info("resumed %d of %d sessions", state.resumed, state.to_resume)
 
     async def _flush_held(self, connection: _Connection) -> None:
-        while self.held:
-            action = self.held.popleft()
-            self.held_bytes -= len(action.text)
-            await self._send(connection, action, action.text)
+        state = self.state
+        while (outgoing := state.next_held()) is not None:
+            await self._send(connection, outgoing)
             if connection.closed is not None:
                 break
         if connection.closed is None:
             # No await between the last check and this: the stdin pump cannot slip a message
             # in ahead of the held ones.
-            connection.ready = True
-            self.connection = connection
-            self.held_empty.set()
+            state.connection_ready()
+            self.held_flushed.set()
 
     async def _pump_gateway(self, connection: _Connection, scope: trio.CancelScope) -> None:
         websocket = connection.websocket
-        self.connection = connection  # visible (not ready) so answers can be matched
-        take_ready = _ready_message_taker(websocket)
+        state = self.state
+        frame_received = state.frame_received
+        take_ready = ready_message_taker(websocket) or nothing_ready
         while True:
             # Frames websockets has already received are gathered into one stdout write:
             # one syscall per socket read instead of one per (often tiny) session/update.
             batch: list[bytes] = []
             batch_bytes = 0
-            answered: list[RequestId] = []
             try:
                 frame: bytes | None = await websocket.recv(decode=False)
             except ConnectionClosed as exc:
                 connection.closed = exc
                 frame = None
             while frame is not None:
-                line = self._line_for(connection, frame, answered)
+                line = frame_received(frame)
                 if line is not None:
-                    if self.trace:
-                        logger.debug("← %s", line[:TRACE_CHARS].decode(errors="replace").rstrip())
-                    batch.append(line)
-                    batch_bytes += len(line)
+                    if line is REPLAY_ANSWERED:
+                        self.replay_answered.set()
+                    else:
+                        if self.trace:
+                            logger.debug(
+                                "← %s", line[:TRACE_CHARS].decode(errors="replace").rstrip()
+                            )
+                        batch.append(line)
+                        batch_bytes += len(line)
                 if batch_bytes >= DEFAULT_MAX_WRITE_BATCH_BYTES:
                     break
                 frame = take_ready()
             if batch:
                 await self.outbox.send(batch[0] if len(batch) == 1 else b"".join(batch))
-            # Settled only once the reply is queued for stdout: an emptied table may end the
-            # EOF grace period, and the reply must not be lost to that.
-            for request_id in answered:
-                self.inflight.settle(request_id)
+            # Settled only once the replies are queued for stdout.
+            state.lines_queued()
             if connection.closed is not None:
                 logger.info("%s", describe_close(connection.closed, websocket))
                 if self.connection is connection:
                     self.connection = None
+                state.connection_closed(connection.generation)
                 scope.cancel()
                 return
-
-    def _line_for(
-        self, connection: _Connection, frame: bytes, answered: list[RequestId]
-    ) -> bytes | None:
-        """The stdout line for a frame (None: not for the IDE), noting what it answers."""
-        peeked = peek(frame)
-        if peeked.kind is Kind.RESPONSE:
-            done = connection.internal.pop(peeked.id, None)
-            if done is not None:  # the answer to a replayed request: the bridge's own
-                if peeked.is_error:
-                    error = (decode_object(frame) or {}).get("error")
-                    connection.internal_errors[peeked.id] = str(error)
-                done.set()
-                return None
-            answered.append(peeked.id)
-        elif peeked.kind is Kind.REQUEST and peeked.method is not None:
-            frame = self._relay_server_request(connection, frame, peeked.id, peeked.method)
-        try:
-            line = frame_to_line(frame)
-        except FrameError as exc:
-            logger.error("dropped a frame from the gateway: %s", exc)
-            return None
-        if peeked.kind is Kind.RESPONSE and not peeked.is_error:
-            self._note_session(peeked.id, frame)
-        return line
-
-    def _relay_server_request(
-        self, connection: _Connection, frame: bytes, gateway_id: RequestId, method: str
-    ) -> bytes:
-        """Remember a gateway → IDE request; rename it if its id is still pending from a lost
-        connection (gateways number these per connection, so ids repeat after a reconnect and
-        the IDE's late answer to the old one must not be taken for an answer to the new)."""
-        ide_id = gateway_id
-        stale = self.server_requests.get(gateway_id)
-        if stale is not None and stale.generation != connection.generation:
-            ide_id = f"{INTERNAL_ID_PREFIX}{connection.generation}:{gateway_id}"
-            frame = with_id(frame, ide_id)
-        if len(self.server_requests) >= MAX_TRACKED_SERVER_REQUESTS:
-            self.server_requests.popitem(last=False)
-        self.server_requests[ide_id] = _ServerRequest(connection.generation, method, gateway_id)
-        return frame
-
-    def _note_session(self, request_id: RequestId, frame: bytes) -> None:
-        """Track the sessions to resume after a reconnect, from successful replies."""
-        owed = self.inflight.get(request_id)
-        if owed is None:
-            return
-        session_id = owed.session_id
-        if owed.method == methods.SESSION_NEW:
-            result = (decode_object(frame) or {}).get("result")
-            candidate = result.get("sessionId") if isinstance(result, dict) else None
-            session_id = candidate if isinstance(candidate, str) else None
-        elif owed.method not in SESSION_METHODS_WITH_ID:
-            return
-        if session_id is None:
-            return
-        if len(self.sessions) >= MAX_TRACKED_SESSIONS:
-            self.sessions.popitem(last=False)
-        params = owed.params or {}
-        self.sessions[session_id] = {k: params[k] for k in ("cwd", "mcpServers") if k in params}
-
-
-def _backoff(attempt: int) -> float:
-    """Jittered exponential backoff: about 0.1, 0.2, 0.4 ... s, capped, times 0.5-1.0."""
-    delay: float = min(RECONNECT_MAX_DELAY_SECS, RECONNECT_FIRST_DELAY_SECS * 2.0**attempt)
-    return delay * random.uniform(0.5, 1.0)  # jitter, not cryptography
-
-
-def _ready_message_taker(websocket: ClientConnection) -> Callable[[], bytes | None]:
-    """A function returning the next message websockets has already received, or None.
-
-    ``recv()`` costs a trip through the trio scheduler per message even when the message is
-    waiting (the channel's receive always yields); with small session/update frames that
-    trip was half the relay's time. This takes a waiting single-frame message straight
-    from websockets' trio ``Assembler`` queue, as ``Assembler.get`` would (including its
-    flow control, ``maybe_resume``), and leaves everything else to ``recv()``: fragmented
-    messages, an empty queue, a ``recv()`` in progress. It reads the queue the way
-    websockets' own flow control does (``send_frames._state.data``); should a future
-    version rename any of it, the taker always answers None and the relay just uses
-    ``recv()``.
-    """
-    assembler = getattr(websocket, "recv_messages", None)
-    receive = getattr(assembler, "recv_frames", None)
-    state = getattr(getattr(assembler, "send_frames", None), "_state", None)
-    waiting = getattr(state, "data", None)
-    resume = getattr(assembler, "maybe_resume", None)
-    if (
-        assembler is None
-        or not isinstance(receive, trio.MemoryReceiveChannel)
-        or not isinstance(waiting, deque)
-        or not callable(resume)
-    ):
-        return lambda: None
-
-    def take() -> bytes | None:
-        if not waiting or assembler.get_in_progress:
-            return None
-        head = waiting[0]
-        if not head.fin or head.opcode not in _MESSAGE_OPCODES:
-            return None
-        try:
-            frame = receive.receive_nowait()
-        except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
-            return None
-        resume()
-        return bytes(frame.data)
-
-    return take
-
-
-_MESSAGE_OPCODES: Final = frozenset({Opcode.TEXT, Opcode.BINARY})
 
 
 async def relay(

@@ -1,0 +1,501 @@
+"""The relay's bookkeeping as a state machine: events in, actions out, no I/O.
+
+``RelayState`` knows which requests are in flight, which IDE messages are held while there
+is no usable connection, which sessions exist, the IDE's ``initialize``, the gateway → IDE
+requests awaiting an answer (and the ids they were renamed to), and what to replay on a new
+connection. It never sends, writes or waits: the trio tasks in ``acp_bridge.relay`` feed it
+events and perform the actions it returns.
+
+Events (method calls) and the actions they return:
+
+* ``client_message(action)``: a ``Forward`` or ``ReplyToGateway`` from ``StdinFramer``.
+  Returns ``SendToGateway`` (send now on the ready connection; a request is already recorded
+  as in flight), ``WriteToClient`` (the hold is full: this error line answers the request),
+  or None (held until a connection is ready, or dropped: an answer to a gateway request that
+  died with its connection).
+* ``connection_opened()``: a new connection (its generation is returned); then
+  ``start_replay()`` and, after each answer, ``advance_replay()`` return the next internal
+  request to send (the captured ``initialize``, then ``session/resume`` for every known
+  session) or None when the replay is over; ``next_held()`` returns the held messages one at
+  a time as ``SendToGateway``, and ``connection_ready()`` says they are all sent, so that
+  ``client_message`` sends directly again.
+* ``frame_received(frame)``: one gateway frame. Returns the stdout line (``bytes``), None
+  (not for the IDE), or ``REPLAY_ANSWERED`` (the answer the replay waits for has arrived).
+  This is the per-frame path, hence a bare ``bytes`` rather than an action object.
+* ``lines_queued()``: the lines for the frames fed so far are queued for stdout; the
+  requests they answer leave the in-flight table only now (an emptied table may end the
+  EOF grace period, and the reply must not be lost to that).
+* ``connection_closed(generation)``: the gateway side saw its connection close.
+* ``connection_lost(cause, reconnecting=...)``: returns the error lines answering every
+  request that was in flight (its outcome is unknown).
+* ``abandon(message, reason)``: the relay is ending; returns the error lines answering
+  every request still in flight or held.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections import OrderedDict, deque
+from dataclasses import dataclass
+from typing import Any, Final, NamedTuple
+
+from acp_bridge.messages import (
+    Forward,
+    FrameError,
+    Kind,
+    ReplyToGateway,
+    decode_object,
+    encode_message,
+    error_line,
+    frame_to_line,
+    peek,
+    session_id_of,
+    with_id,
+)
+from acp_core import methods
+from acp_core.errors import ErrorCode
+from acp_core.jsonrpc import RequestId
+
+# The relay's log lines keep one logger name, whichever half of the relay writes them.
+logger = logging.getLogger("acp_bridge.relay")
+
+MAX_IN_FLIGHT_REQUESTS: Final = 100_000
+"""Ids kept for requests awaiting a reply; beyond this the oldest are forgotten (a client
+that never reads its replies must not grow the bridge without bound)."""
+MAX_TRACKED_SESSIONS: Final = 10_000
+MAX_TRACKED_SERVER_REQUESTS: Final = 10_000
+BRIDGE_ERROR_CODE: Final = int(ErrorCode.INTERNAL_ERROR)
+INTERNAL_ID_PREFIX: Final = "zeroclaw-acp-bridge:"
+"""Ids of the bridge's own requests (replay) and of renamed gateway requests."""
+SESSION_METHODS_WITH_ID: Final = frozenset({methods.SESSION_LOAD, methods.SESSION_RESUME})
+REPLAY_INPUT_METHODS: Final = frozenset(
+    {methods.INITIALIZE, methods.SESSION_NEW, *SESSION_METHODS_WITH_ID}
+)
+"""Requests whose params the bridge keeps, to replay initialize and resume sessions."""
+RESUMED_SESSION_PARAMS: Final = ("cwd", "mcpServers")
+"""What of a session/new, session/load or session/resume is kept to resume the session."""
+
+
+@dataclass(slots=True)
+class Owed:
+    """A request relayed to the gateway and not yet answered."""
+
+    method: str
+    session_id: str | None = None
+    params: dict[str, Any] | None = None
+    """session/new, session/load or session/resume params (to resume with the same cwd)."""
+
+
+class InFlightTable:
+    """Requests relayed to the gateway and not yet answered, oldest first, bounded.
+
+    ``_became_busy`` and ``_became_empty`` are called when the table goes from empty to
+    not empty and back; a subclass can wake waiters there.
+    """
+
+    __slots__ = ("_limit", "_owed")
+
+    def __init__(self, *, limit: int = MAX_IN_FLIGHT_REQUESTS) -> None:
+        self._owed: dict[RequestId, Owed] = {}
+        self._limit = limit
+
+    def __len__(self) -> int:
+        return len(self._owed)
+
+    def add(
+        self,
+        request_id: RequestId,
+        method: str,
+        session_id: str | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> None:
+        if not self._owed:
+            self._became_busy()
+        elif len(self._owed) >= self._limit:
+            forgotten = next(iter(self._owed))
+            del self._owed[forgotten]
+            logger.warning("more than %d requests in flight; forgot id %r", self._limit, forgotten)
+        self._owed[request_id] = Owed(method, session_id, params)
+
+    def get(self, request_id: RequestId) -> Owed | None:
+        return self._owed.get(request_id)
+
+    def settle(self, request_id: RequestId) -> Owed | None:
+        owed = self._owed.pop(request_id, None)
+        if owed is not None and not self._owed:
+            self._became_empty()
+        return owed
+
+    def drain(self) -> list[tuple[RequestId, Owed]]:
+        owed = list(self._owed.items())
+        self._owed.clear()
+        self._became_empty()
+        return owed
+
+    def _became_busy(self) -> None:
+        pass
+
+    def _became_empty(self) -> None:
+        pass
+
+
+class SendToGateway(NamedTuple):
+    """Send ``text`` as one text frame on the current connection.
+
+    ``is_request``: a request recorded as in flight (if the connection turns out closed, the
+    connection-lost error answers it; anything else is simply lost with the connection).
+    """
+
+    text: str
+    is_request: bool = False
+
+
+class WriteToClient(NamedTuple):
+    """Write ``line`` (newline-terminated) to stdout."""
+
+    line: bytes
+
+
+class ReplayAnswered(enum.Enum):
+    """``frame_received``'s answer when the frame answers the replayed request awaited."""
+
+    ANSWERED = "answered"
+
+
+REPLAY_ANSWERED: Final = ReplayAnswered.ANSWERED
+
+ClientAction = SendToGateway | WriteToClient | None
+ClientMessage = Forward | ReplyToGateway
+
+
+@dataclass(slots=True)
+class ServerRequest:
+    """A gateway → IDE request awaiting the IDE's answer."""
+
+    generation: int
+    method: str
+    gateway_id: RequestId
+    """The id the gateway used (the IDE may see a renamed one, see ``_relay_server_request``)."""
+
+
+class _ReplayStep(NamedTuple):
+    session_id: str | None
+    """None for the replayed initialize."""
+    body: dict[str, Any]
+
+
+class RelayState:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        max_held_messages: int,
+        max_held_bytes: int,
+        inflight: InFlightTable | None = None,
+    ) -> None:
+        self.url = url
+        self.max_held_messages = max_held_messages
+        self.max_held_bytes = max_held_bytes
+        self.inflight = inflight if inflight is not None else InFlightTable()
+        self.held: deque[ClientMessage] = deque()
+        self.held_bytes = 0
+        self.sessions: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        """Sessions created, loaded or resumed, with the params to resume them."""
+        self.initialize: dict[str, Any] | None = None
+        """The IDE's initialize request, replayed on each new connection."""
+        self.server_requests: OrderedDict[RequestId, ServerRequest] = OrderedDict()
+        self.generation = 0
+        """Connections opened so far; the current one's number."""
+        self.connected = False
+        """A connection is open (possibly still replaying)."""
+        self.ready = False
+        """Replay and held messages are done: client messages are sent directly."""
+        self._internal_ids = 0
+        self._replay: deque[_ReplayStep] = deque()
+        self._awaited_id: RequestId = None
+        """The id of the replayed request sent and not yet answered."""
+        self._awaited_step: _ReplayStep | None = None
+        self._replay_error: str | None = None
+        self.resumed = 0
+        """Sessions the last replay resumed, of ``to_resume``."""
+        self.to_resume = 0
+        self._answered: list[RequestId] = []
+
+    @property
+    def owes_replies(self) -> bool:
+        """Some request is in flight or held: the IDE is still owed a reply."""
+        return bool(self.inflight) or bool(self.held)
+
+    # --- the client side -------------------------------------------------------------
+
+    def client_message(self, action: ClientMessage) -> ClientAction:
+        """What to do with a message from the client (see the module docstring)."""
+        text = self._answer_for_this_connection(action)
+        if text is None:
+            return None
+        if not self.ready:
+            if self._hold(action, text):
+                return None
+            return self._refuse(action)
+        return self._outgoing(action, text)
+
+    def _answer_for_this_connection(self, action: ClientMessage) -> str | None:
+        """The text to send, or None when it answers a gateway request from a lost connection
+        (that request died with its connection); renamed ids are restored."""
+        if action.response_to is None:
+            return action.text
+        pending = self.server_requests.pop(action.response_to, None)
+        if pending is None:
+            return action.text  # not a request we relayed: let the gateway judge
+        if not self.connected or pending.generation != self.generation:
+            logger.warning(
+                "dropped the client's answer to %s %r: it was asked on a connection that has "
+                "since been lost, and the gateway can no longer use it",
+                pending.method,
+                action.response_to,
+            )
+            return None
+        if pending.gateway_id != action.response_to:
+            return with_id(action.text, pending.gateway_id).decode()
+        return action.text
+
+    def _hold(self, action: ClientMessage, text: str) -> bool:
+        """Keep a message until a connection is ready; False when the hold is full."""
+        size = len(text)
+        if len(self.held) >= self.max_held_messages or self.held_bytes + size > self.max_held_bytes:
+            return False
+        if text is not action.text:
+            action = (
+                Forward(text, action.request_id, action.method)
+                if isinstance(action, Forward)
+                else ReplyToGateway(text, action.response_to)
+            )
+        self.held.append(action)
+        self.held_bytes += size
+        return True
+
+    def _refuse(self, action: ClientMessage) -> WriteToClient | None:
+        if isinstance(action, Forward) and action.method is not None:
+            message = (
+                f"zeroclaw-acp-bridge: the bridge is reconnecting to the gateway at {self.url} "
+                f"and already holds {len(self.held)} messages; try again shortly"
+            )
+            return WriteToClient(
+                error_line(
+                    action.request_id,
+                    BRIDGE_ERROR_CODE,
+                    message,
+                    {"bridge": "reconnecting", "method": action.method},
+                )
+            )
+        logger.warning("reconnecting and the hold is full: dropped %s", action.text[:200])
+        return None
+
+    def _outgoing(self, action: ClientMessage, text: str) -> SendToGateway:
+        if isinstance(action, Forward) and action.method is not None:
+            # Recorded before sending: the reply may arrive while the send waits.
+            self._track_request(action, action.method)
+            return SendToGateway(text, True)
+        return SendToGateway(text)
+
+    def _track_request(self, action: Forward, method: str) -> None:
+        """Record a request before it is sent, with what a reconnect will need from it."""
+        session_id: str | None = None
+        params: dict[str, Any] | None = None
+        if method in REPLAY_INPUT_METHODS:  # small messages: read whole
+            body = decode_object(action.text) or {}
+            raw_params = body.get("params")
+            params = raw_params if isinstance(raw_params, dict) else {}
+            candidate = params.get("sessionId")
+            session_id = candidate if isinstance(candidate, str) else None
+            if method == methods.INITIALIZE:
+                self.initialize = body
+        elif method.startswith("session/"):
+            # Only the id: a session/prompt may carry megabytes of embedded resources.
+            session_id = session_id_of(action.text)
+            if method == methods.SESSION_CLOSE and session_id is not None:
+                self.sessions.pop(session_id, None)
+        self.inflight.add(action.request_id, method, session_id, params)
+
+    # --- a connection's life ---------------------------------------------------------
+
+    def connection_opened(self) -> int:
+        self.generation += 1
+        self.connected = True
+        self.ready = False
+        self._replay.clear()
+        self._awaited_id = self._awaited_step = None
+        self._answered.clear()
+        return self.generation
+
+    def start_replay(self) -> SendToGateway | None:
+        """The first request re-establishing the IDE's context on a reconnection (None: none
+        to send): its initialize, then session/resume for every known session."""
+        steps = self._replay
+        steps.clear()
+        if self.initialize is not None:
+            steps.append(_ReplayStep(None, self.initialize))
+        for session_id, params in self.sessions.items():
+            resume = {
+                "sessionId": session_id,
+                **{k: v for k, v in params.items() if k != "sessionId"},
+            }
+            body = {"jsonrpc": "2.0", "method": methods.SESSION_RESUME, "params": resume}
+            steps.append(_ReplayStep(session_id, body))
+        self.resumed = 0
+        self.to_resume = len(self.sessions)
+        return self._next_replay_request()
+
+    def advance_replay(self) -> SendToGateway | None:
+        """After ``REPLAY_ANSWERED``: take in the answer, return the next request (or None)."""
+        step = self._awaited_step
+        if step is None:
+            return None
+        self._awaited_step = None
+        error = self._replay_error
+        if error is None:
+            self.resumed += step.session_id is not None
+        elif step.session_id is None:
+            logger.warning("replayed initialize failed: %s", error)
+        else:
+            logger.warning("could not resume session %s: %s", step.session_id, error)
+            self.sessions.pop(step.session_id, None)
+        return self._next_replay_request()
+
+    def _next_replay_request(self) -> SendToGateway | None:
+        if not self._replay:
+            return None
+        step = self._replay.popleft()
+        self._internal_ids += 1
+        internal_id = f"{INTERNAL_ID_PREFIX}{self._internal_ids}"
+        self._awaited_id, self._awaited_step = internal_id, step
+        self._replay_error = None
+        return SendToGateway(encode_message({**step.body, "id": internal_id}).decode())
+
+    def next_held(self) -> SendToGateway | None:
+        """The next held message to send (its request now in flight), or None."""
+        if not self.held:
+            return None
+        action = self.held.popleft()
+        self.held_bytes -= len(action.text)
+        return self._outgoing(action, action.text)
+
+    def connection_ready(self) -> None:
+        self.ready = True
+
+    def connection_closed(self, generation: int) -> None:
+        if generation == self.generation:
+            self.connected = self.ready = False
+            self._answered.clear()
+
+    def connection_lost(self, cause: str, *, reconnecting: bool) -> list[bytes]:
+        """Answer every request in flight: its outcome on the lost connection is unknown."""
+        self.connected = self.ready = False
+        self._answered.clear()
+        lines: list[bytes] = []
+        for request_id, owed in self.inflight.drain():
+            kept = (
+                f" Session {owed.session_id} is still there: the bridge is reconnecting, "
+                "send the request again."
+                if reconnecting and owed.session_id
+                else " The bridge is reconnecting."
+                if reconnecting
+                else ""
+            )
+            turn = " during this prompt turn" if owed.method == methods.SESSION_PROMPT else ""
+            message = (
+                f"zeroclaw-acp-bridge: {cause} ({self.url}){turn} before this request was "
+                f"answered; its outcome is unknown.{kept}"
+            )
+            data: dict[str, Any] = {"bridge": "connection_lost", "method": owed.method}
+            if owed.session_id:
+                data["sessionId"] = owed.session_id
+            if reconnecting:
+                data["reconnecting"] = True
+            lines.append(error_line(request_id, BRIDGE_ERROR_CODE, message, data))
+        return lines
+
+    def abandon(self, message: str, reason: str) -> list[bytes]:
+        """Error lines for every request in flight or held: the relay is ending."""
+        owed = [(request_id, entry.method) for request_id, entry in self.inflight.drain()]
+        held = [
+            (action.request_id, action.method)
+            for action in self.held
+            if isinstance(action, Forward) and action.method is not None
+        ]
+        self.held.clear()
+        self.held_bytes = 0
+        return [
+            error_line(request_id, BRIDGE_ERROR_CODE, message, {"bridge": reason, "method": method})
+            for request_id, method in [*owed, *held]
+        ]
+
+    # --- the gateway side ------------------------------------------------------------
+
+    def frame_received(self, frame: bytes) -> bytes | ReplayAnswered | None:
+        """The stdout line for a frame (None: not for the IDE), noting what it answers."""
+        peeked = peek(frame)
+        kind = peeked.kind
+        if kind is Kind.RESPONSE:
+            awaited_id = self._awaited_id
+            if awaited_id is not None and awaited_id == peeked.id:
+                # The answer to a replayed request: the bridge's own.
+                self._awaited_id = None
+                if peeked.is_error:
+                    self._replay_error = str((decode_object(frame) or {}).get("error"))
+                return REPLAY_ANSWERED
+            self._answered.append(peeked.id)
+        elif kind is Kind.REQUEST and peeked.method is not None:
+            frame = self._relay_server_request(frame, peeked.id, peeked.method)
+        try:
+            line = frame_to_line(frame)
+        except FrameError as exc:
+            logger.error("dropped a frame from the gateway: %s", exc)
+            return None
+        if kind is Kind.RESPONSE and not peeked.is_error:
+            self._note_session(peeked.id, frame)
+        return line
+
+    def lines_queued(self) -> None:
+        answered = self._answered
+        if answered:
+            settle = self.inflight.settle
+            for request_id in answered:
+                settle(request_id)
+            answered.clear()
+
+    def _relay_server_request(self, frame: bytes, gateway_id: RequestId, method: str) -> bytes:
+        """Remember a gateway → IDE request; rename it if its id is still pending from a lost
+        connection (gateways number these per connection, so ids repeat after a reconnect and
+        the IDE's late answer to the old one must not be taken for an answer to the new)."""
+        ide_id = gateway_id
+        stale = self.server_requests.get(gateway_id)
+        if stale is not None and stale.generation != self.generation:
+            ide_id = f"{INTERNAL_ID_PREFIX}{self.generation}:{gateway_id}"
+            frame = with_id(frame, ide_id)
+        if len(self.server_requests) >= MAX_TRACKED_SERVER_REQUESTS:
+            self.server_requests.popitem(last=False)
+        self.server_requests[ide_id] = ServerRequest(self.generation, method, gateway_id)
+        return frame
+
+    def _note_session(self, request_id: RequestId, frame: bytes) -> None:
+        """Track the sessions to resume after a reconnect, from successful replies."""
+        owed = self.inflight.get(request_id)
+        if owed is None:
+            return
+        session_id = owed.session_id
+        if owed.method == methods.SESSION_NEW:
+            result = (decode_object(frame) or {}).get("result")
+            candidate = result.get("sessionId") if isinstance(result, dict) else None
+            session_id = candidate if isinstance(candidate, str) else None
+        elif owed.method not in SESSION_METHODS_WITH_ID:
+            return
+        if session_id is None:
+            return
+        if len(self.sessions) >= MAX_TRACKED_SESSIONS:
+            self.sessions.popitem(last=False)
+        params = owed.params or {}
+        self.sessions[session_id] = {k: params[k] for k in RESUMED_SESSION_PARAMS if k in params}
