@@ -5,6 +5,7 @@ from typing import Any
 
 import pytest
 
+from acp_core.connection import ResponseReceived, RpcConnection
 from acp_core.errors import (
     ErrorCode,
     InvalidParamsError,
@@ -86,9 +87,7 @@ def test_broken_notification_gets_no_reply() -> None:
     assert reply_of('{"jsonrpc":"2.0","method":""}') is None
 
 
-@pytest.mark.parametrize(
-    "raw_id", ["true", "[1]", '{"a":1}', "123456789012345678901234567890", "-9223372036854775809"]
-)
+@pytest.mark.parametrize("raw_id", ["true", "[1]", '{"a":1}'])
 def test_unusable_ids_are_invalid_request_with_null_id(raw_id: str) -> None:
     reply = reply_of(f'{{"jsonrpc":"2.0","id":{raw_id},"method":"initialize"}}')
     assert reply is not None
@@ -204,3 +203,46 @@ def test_frame_to_message_matches_parse_message() -> None:
     frame = parse_frame(data)
     assert frame.kind == "error"
     assert frame.to_message() == parse_message(data)
+
+
+@pytest.mark.parametrize("raw_id", ["123456789012345678901234567890", "-9223372036854775809"])
+def test_integer_ids_of_any_size_are_echoed_exactly(raw_id: str) -> None:
+    frame = parse_frame(f'{{"jsonrpc":"2.0","id":{raw_id},"method":"initialize"}}')
+    assert frame.id == int(raw_id)
+    assert (
+        encode_result(frame.id, {}) == f'{{"jsonrpc":"2.0","id":{raw_id},"result":{{}}}}'.encode()
+    )
+
+
+@pytest.mark.parametrize("line", ["{}", '{"jsonrpc":"2.0"}', '{"jsonrpc":"2.0","params":{}}'])
+def test_an_object_with_neither_method_nor_id_is_answered_with_a_null_id(line: str) -> None:
+    reply = reply_of(line)
+    assert reply is not None
+    assert reply["id"] is None
+    assert reply["error"]["code"] == -32600
+
+
+def test_a_number_no_double_holds_fails_only_its_own_message() -> None:
+    # Inside params the envelope stays readable: the request is answered -32602 with its id.
+    frame = parse_frame('{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"x":1e400}}')
+    with pytest.raises(RemoteProtocolError) as info:
+        frame.payload_value()
+    assert info.value.reply_hint is not None
+    assert (info.value.reply_hint.id, info.value.reply_hint.error.code) == (7, -32602)
+    # A notification's is never answered.
+    note = parse_frame('{"jsonrpc":"2.0","method":"session/update","params":{"x":-1e400}}')
+    with pytest.raises(RemoteProtocolError) as info:
+        note.payload_value()
+    assert info.value.reply_hint is None
+
+
+def test_an_unreadable_answer_fails_the_request_it_answers() -> None:
+    connection = RpcConnection()
+    request_id, _ = connection.send_request("session/request_permission", {})
+    event = connection.receive_frame(
+        f'{{"jsonrpc":"2.0","id":"{request_id}","result":{{"x":1e400}}}}'
+    )
+    assert isinstance(event, ResponseReceived)
+    assert isinstance(event.response, ErrorResponse)
+    assert "out of range" in event.response.error.message
+    assert connection.pending_requests == {}

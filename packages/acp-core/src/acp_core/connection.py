@@ -18,7 +18,7 @@ from typing import Final
 
 import msgspec
 
-from acp_core.errors import LocalProtocolError, RpcError
+from acp_core.errors import ErrorCode, LocalProtocolError, RemoteProtocolError, RpcError
 from acp_core.jsonrpc import (
     ErrorObject,
     ErrorResponse,
@@ -108,7 +108,15 @@ class RpcConnection:
         frame = parse_frame(data)
         if frame.kind == "request" or frame.kind == "notification":
             return CallReceived(frame)
-        message = frame.to_message()
+        try:
+            message = frame.to_message()
+        except RemoteProtocolError as exc:
+            # The answer to one of our requests came back unreadable (a number no double
+            # holds): the request failed; whoever waits for it is told so, not left waiting.
+            message = ErrorResponse(
+                id=frame.id,
+                error=ErrorObject(code=int(ErrorCode.PARSE_ERROR), message=str(exc)),
+            )
         assert isinstance(message, Response | ErrorResponse)
         return self._match_response(message)
 

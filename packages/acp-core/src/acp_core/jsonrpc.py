@@ -77,18 +77,12 @@ def _error_reply(request_id: RequestId, code: ErrorCode, message: str) -> ErrorR
     return ErrorResponse(id=request_id, error=ErrorObject(code=int(code), message=message))
 
 
-_MIN_INT_ID: Final = -(2**63)
-_MAX_INT_ID: Final = 2**64 - 1
-
-
 def _valid_id(value: Any) -> bool:
-    # bool is an int subclass in Python, but `true` is not a valid JSON-RPC id.
+    # bool is an int subclass in Python, but `true` is not a valid JSON-RPC id. Integers of
+    # any size are fine: msgspec reads and writes them exactly, so the reply echoes the id.
     if isinstance(value, bool):
         return False
-    if isinstance(value, int):
-        # An integer we could not write back in the reply would make the id useless.
-        return _MIN_INT_ID <= value <= _MAX_INT_ID
-    return value is None or isinstance(value, float | str)
+    return value is None or isinstance(value, int | float | str)
 
 
 FrameKind: TypeAlias = Literal["request", "notification", "response", "error"]
@@ -157,10 +151,25 @@ class Frame(msgspec.Struct, frozen=True, gc=False):
             raise InvalidParamsError(f"Invalid {what}: JSON nested too deeply") from None
 
     def payload_value(self) -> JsonValue:
-        """The params/result as builtins (None when absent)."""
+        """The params/result as builtins (None when absent).
+
+        Raises:
+            RemoteProtocolError: the payload holds a value JSON allows but a double cannot
+                hold (``1e400``); a request's carries the -32602 reply for its id.
+        """
         if not self.payload:
             return None
-        value: JsonValue = _decoder.decode(self.payload)
+        try:
+            value: JsonValue = _decoder.decode(self.payload)
+        except msgspec.DecodeError as exc:
+            what = "result" if self.kind == "response" else "params"
+            message = f"Invalid {what}: {exc}"
+            hint = (
+                _error_reply(self.id, ErrorCode.INVALID_PARAMS, message)
+                if self.kind == "request"
+                else None
+            )
+            raise RemoteProtocolError(message, reply_hint=hint) from None
         return value
 
     def to_message(self) -> Message:
@@ -342,9 +351,13 @@ def _classify(
     has_error = error is not UNSET
     is_call = method is not None or (not has_result and not has_error)
 
+    # A call without a method string cannot be a notification, so it is an invalid Request
+    # and is answered, with a null id when it has none (JSON-RPC 2.0, section 5: `{}`).
+    answerable = is_call and (has_id or not isinstance(method, str))
+
     def invalid(message: str, code: ErrorCode = ErrorCode.INVALID_REQUEST) -> RemoteProtocolError:
-        # Only requests are answered; a broken notification or response gets no reply.
-        hint = _error_reply(request_id, code, message) if (has_id and is_call) else None
+        # Requests are answered; a broken notification or response gets no reply.
+        hint = _error_reply(request_id, code, message) if answerable else None
         return RemoteProtocolError(message, reply_hint=hint)
 
     if jsonrpc != JSONRPC_VERSION:
