@@ -150,6 +150,7 @@ class AcpConnection:
         )
         self._idle = trio.Event()
         self._idle.set()
+        self._refusal: str | None = None
         self._nursery: trio.Nursery | None = None
         self._sends_since_yield = 0
         # Running prompts by the text of their request id (for $/cancel_request).
@@ -164,6 +165,22 @@ class AcpConnection:
         }
 
     # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def active_requests(self) -> int:
+        """Requests and notifications being served right now (what a drain waits for)."""
+        return self._active_requests
+
+    async def wait_idle(self) -> None:
+        """Return once nothing is being served."""
+        while self._active_requests:
+            await self._idle.wait()
+
+    def refuse_new_requests(self, message: str) -> None:
+        """From now on answer every new request with an internal error carrying ``message``
+        (a gateway drain); responses and notifications still go through, so running turns
+        can end."""
+        self._refusal = message
 
     async def run(self, *, reap_idle_sessions: bool = False) -> None:
         async with trio.open_nursery() as outer:
@@ -262,6 +279,9 @@ class AcpConnection:
     async def _on_call(
         self, method: str, params: JsonValue, *, request_id: RequestId, reply: bool = True
     ) -> None:
+        if reply and self._refusal is not None:
+            await self._send(self.rpc.send_error(request_id, InternalError(self._refusal)))
+            return
         if method == methods.CANCEL_REQUEST:
             # The client gave up on one of its requests: a running prompt is cancelled
             # (and still answered, with stopReason "cancelled"); anything else is quick.
