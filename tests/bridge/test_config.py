@@ -9,26 +9,24 @@ import pytest
 
 from acp_bridge.config import (
     CONFIG_NOT_FOUND_MESSAGE,
-    GatewayConfig,
+    GatewayTarget,
     add_agent_query,
     check_ws_url,
     http_base_for,
-    load_gateway_config,
-    normalize_path_prefix,
-    parse_gateway_config,
+    load_gateway_target,
+    parse_gateway_target,
     resolve_config_dir,
-    url_host,
 )
 from acp_bridge.errors import BridgeExit, ExitCode
 
 
-def gateway(text: str) -> GatewayConfig:
-    return parse_gateway_config(text, source="config.toml")
+def gateway(text: str) -> GatewayTarget:
+    return parse_gateway_target(text, source="config.toml")
 
 
 def test_defaults_match_the_daemon() -> None:
     config = gateway("schema_version = 3\n")
-    assert config == GatewayConfig("127.0.0.1", 42617, "", True, False)
+    assert config == GatewayTarget("127.0.0.1", 42617, "", True, False)
     assert config.ws_url == "ws://127.0.0.1:42617/acp"
 
 
@@ -54,7 +52,7 @@ def test_url_is_built_from_the_gateway_table(table: str, url: str) -> None:
 
 def test_only_the_gateway_table_is_read_and_a_bom_is_ignored() -> None:
     text = '\ufeff[agents.x]\nport = "not ours"\n[gateway]\nrequire_pairing = false\n'
-    assert gateway(text) == GatewayConfig(require_pairing=False)
+    assert gateway(text) == GatewayTarget(require_pairing=False)
 
 
 @pytest.mark.parametrize(
@@ -81,22 +79,22 @@ def test_bad_gateway_settings_are_usage_errors(text: str, says: str) -> None:
 
 def test_missing_config_is_exit_1_with_the_reference_message(tmp_path: Path) -> None:
     with pytest.raises(BridgeExit) as caught:
-        load_gateway_config(tmp_path)
+        load_gateway_target(tmp_path)
     assert caught.value.code is ExitCode.CONNECTION
     assert caught.value.message.startswith(CONFIG_NOT_FOUND_MESSAGE)
     assert str(tmp_path / "config.toml") in caught.value.message
 
 
 def test_missing_config_is_fine_when_the_url_is_given(tmp_path: Path) -> None:
-    assert load_gateway_config(tmp_path, required=False) == GatewayConfig()
+    assert load_gateway_target(tmp_path, required=False) == GatewayTarget()
 
 
 def test_config_file_is_read_from_the_directory(tmp_path: Path) -> None:
     (tmp_path / "config.toml").write_text("[gateway]\nport = 1234\n")
-    assert load_gateway_config(tmp_path).port == 1234
+    assert load_gateway_target(tmp_path).port == 1234
     (tmp_path / "config.toml").write_bytes(b"[gateway]\nhost = '\xff'\n")
     with pytest.raises(BridgeExit) as caught:
-        load_gateway_config(tmp_path)
+        load_gateway_target(tmp_path)
     assert caught.value.code is ExitCode.USAGE
     assert "not UTF-8" in caught.value.message
 
@@ -162,14 +160,24 @@ def test_url_flag_accepts_ws_and_wss() -> None:
     assert check_ws_url("wss://gw.example/acp") == "wss://gw.example/acp"
 
 
-@pytest.mark.parametrize(
-    ("host", "expected"),
-    [("127.0.0.1", "127.0.0.1"), ("::", "[::]"), ("2001:db8::1", "[2001:db8::1]")],
-)
-def test_url_host(host: str, expected: str) -> None:
-    assert url_host(host) == expected
+def test_a_blank_flag_means_not_given(tmp_path: Path) -> None:
+    environ = {"ZEROCLAW_CONFIG_DIR": str(tmp_path / "env")}
+    assert resolve_config_dir("  ", environ, tmp_path) == tmp_path / "env"
 
 
-def test_normalize_path_prefix() -> None:
-    assert normalize_path_prefix(" /x/ ") == "/x"
-    assert normalize_path_prefix("") == ""
+def test_port_0_is_refused_with_advice_unless_the_url_is_given(tmp_path: Path) -> None:
+    with pytest.raises(BridgeExit) as caught:
+        gateway("[gateway]\nport = 0\n")
+    assert caught.value.code is ExitCode.USAGE
+    assert "[gateway].port is 0" in caught.value.message
+    assert "--url" in caught.value.message
+    (tmp_path / "config.toml").write_text("[gateway]\nport = 0\nrequire_pairing = false\n")
+    assert load_gateway_target(tmp_path, required=False).require_pairing is False
+
+
+@pytest.mark.parametrize("prefix", ["/a b", "/a?b", "/zc/../x", "/é"])
+def test_a_prefix_no_url_can_carry_is_a_usage_error(prefix: str) -> None:
+    with pytest.raises(BridgeExit) as caught:
+        gateway(f'[gateway]\npath_prefix = "{prefix}"\n')
+    assert caught.value.code is ExitCode.USAGE
+    assert "[gateway].path_prefix must" in caught.value.message

@@ -133,6 +133,35 @@ async def test_address_comes_from_the_daemon_config_and_check_reports_it(tmp_pat
     assert "protocol: 1\n" in report
 
 
+async def test_both_sides_read_a_bare_prefix_and_a_blank_config_dir_the_same_way(
+    tmp_path: Path,
+) -> None:
+    port = _free_port()
+    config_dir = _config(tmp_path, port=port, require_pairing=False, path_prefix="zc")
+    with trio.fail_after(TIMEOUT):
+        async with run_gateway(config_dir, "--port", str(port)):
+            env = bridge_env(tmp_path, {"ZEROCLAW_CONFIG_DIR": str(config_dir)})
+            code, stdout, stderr = await run_bridge("--config-dir=", "--check", env=env)
+    assert code == 0, stderr
+    assert f"gateway:  ws://127.0.0.1:{port}/zc/acp\n" in stdout.decode()
+
+
+async def test_port_0_serves_but_a_bridge_needs_the_url_the_gateway_announced(
+    tmp_path: Path,
+) -> None:
+    config_dir = _config(tmp_path, port=0, require_pairing=False)
+    env = bridge_env(tmp_path, {"ZEROCLAW_CONFIG_DIR": str(config_dir)})
+    with trio.fail_after(TIMEOUT):
+        async with run_gateway(config_dir) as gateway:
+            code, _, stderr = await run_bridge("--check", env=env)
+            assert code == 2
+            assert "[gateway].port is 0" in stderr
+            assert "--url" in stderr
+            code, stdout, stderr = await run_bridge("--url", gateway.ws_url(), "--check", env=env)
+    assert code == 0, stderr
+    assert f"gateway:  {gateway.ws_url()}\n" in stdout.decode()
+
+
 async def test_every_token_source_against_the_real_gateway(tmp_path: Path) -> None:
     config_dir = _config(tmp_path)
     with trio.fail_after(TIMEOUT):

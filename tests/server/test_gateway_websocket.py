@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 import pytest
@@ -142,24 +141,6 @@ async def test_close_sends_code_and_reason(pair: tuple[WebSocketTransport, Clien
     assert not transport.open
 
 
-async def test_in_flight_requests_are_tracked_until_answered(
-    pair: tuple[WebSocketTransport, Client],
-) -> None:
-    transport, client = pair
-    with trio.fail_after(5):
-        await client.send(TextMessage(data='{"jsonrpc":"2.0","id":7,"method":"session/prompt"}'))
-        await client.send(TextMessage(data='{"jsonrpc":"2.0","method":"session/cancel"}'))
-        await client.send(TextMessage(data='{"jsonrpc":"2.0","id":"zc-out-0","result":{}}'))
-        for _ in range(3):
-            await transport.receive_message()
-        assert len(transport.in_flight) == 1
-        await transport.send_message(b'{"jsonrpc":"2.0","method":"session/update","params":{}}')
-        assert len(transport.in_flight) == 1
-        await transport.send_message(b'{"jsonrpc":"2.0","id":7,"result":{}}')
-        await transport.in_flight.wait_idle()
-    assert len(transport.in_flight) == 0
-
-
 async def test_silent_peer_is_dropped_after_a_ping(autojump_clock: trio.abc.Clock) -> None:
     server_stream, client_stream = trio.testing.memory_stream_pair()
     transport = WebSocketTransport(server_stream, peer="silent", ping_interval_secs=10)
@@ -210,31 +191,6 @@ async def test_batched_messages_arrive_as_separate_frames_in_order(
                     received.append("".join(parts))
                     parts.clear()
     assert [text.encode() for text in received] == payloads
-
-
-async def test_refused_requests_are_answered_while_responses_pass(
-    pair: tuple[WebSocketTransport, Client],
-) -> None:
-    transport, client = pair
-    with trio.fail_after(5):
-        await client.send(TextMessage(data='{"jsonrpc":"2.0","id":"a","method":"session/prompt"}'))
-        await transport.receive_message()
-        transport.refuse_new_requests("draining")
-        await client.send(TextMessage(data='{"jsonrpc":"2.0","id":9,"method":"session/new"}'))
-        refusal = await client.next_event()
-        assert isinstance(refusal, TextMessage)
-        assert json.loads(refusal.data) == {
-            "jsonrpc": "2.0",
-            "id": 9,
-            "error": {"code": -32603, "message": "draining"},
-        }
-        # A response to a permission request and a cancel notification still get through.
-        await client.send(TextMessage(data='{"jsonrpc":"2.0","id":"zc-out-0","result":{}}'))
-        assert "zc-out-0" in (await transport.receive_message() or "")
-        await client.send(TextMessage(data='{"jsonrpc":"2.0","method":"session/cancel"}'))
-        assert "session/cancel" in (await transport.receive_message() or "")
-    # Only the request accepted before the refusal is awaited by a drain.
-    assert len(transport.in_flight) == 1
 
 
 async def test_peer_that_stops_reading_is_dropped_and_the_writer_released(

@@ -34,6 +34,13 @@ from typing import TYPE_CHECKING, Final
 import trio
 
 from acp_bridge.errors import BridgeExit, ExitCode, describe_error
+from acp_core.gateway_contract import (
+    AUTHORIZATION_HEADER,
+    PAIR_CODE_PATH,
+    PAIR_PATH,
+    PAIRING_CODE_HEADER,
+    bearer_value,
+)
 
 if TYPE_CHECKING:
     import http.client
@@ -43,7 +50,6 @@ logger = logging.getLogger(__name__)
 TOKEN_ENV: Final = "ZEROCLAW_ACP_BRIDGE_TOKEN"
 PAIRING_CODE_ENV: Final = "ZEROCLAW_ACP_PAIRING_CODE"
 TOKEN_FILE_NAME: Final = "acp-bridge-token"
-PAIRING_CODE_HEADER: Final = "X-Pairing-Code"
 DEFAULT_MAX_TOKEN_FILE_BYTES: Final = 4096
 DEFAULT_MAX_HTTP_BODY_BYTES: Final = 64 * 1024
 DEFAULT_HTTP_TIMEOUT_SECS: Final = 10.0
@@ -74,7 +80,7 @@ class Credentials:
 
     @property
     def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        return {AUTHORIZATION_HEADER: bearer_value(self.token)} if self.token else {}
 
     def describe(self) -> str:
         """Where the token came from, for messages (never the token itself)."""
@@ -258,7 +264,7 @@ async def _pair_now(
 ) -> Credentials:
     code: str | None = (pair_code or environ.get(PAIRING_CODE_ENV, "")).strip()
     if not code:
-        logger.info("no token cached; asking %s/pair/code for a pairing code", http_base)
+        logger.info("no token cached; asking %s%s for a pairing code", http_base, PAIR_CODE_PATH)
         status = await trio.to_thread.run_sync(
             fetch_pairing_code, http_base, abandon_on_cancel=True
         )
@@ -292,7 +298,7 @@ class PairingStatus:
 
 def fetch_pairing_code(http_base: str) -> PairingStatus:
     """``GET <base>/pair/code``."""
-    url = f"{http_base}/pair/code"
+    url = f"{http_base}{PAIR_CODE_PATH}"
     status, body = _http_request("GET", url, {})
     if not 200 <= status < 300:
         logger.info("%s answered HTTP %d; no pairing code available", url, status)
@@ -320,7 +326,7 @@ def pair(http_base: str, code: str) -> str:
     Raises:
         BridgeExit: (auth) the code was refused or rate-limited; (connection) anything else.
     """
-    url = f"{http_base}/pair"
+    url = f"{http_base}{PAIR_PATH}"
     status, body = _http_request("POST", url, {PAIRING_CODE_HEADER: code, "Content-Length": "0"})
     detail = _error_detail(body)
     if status in (401, 403):

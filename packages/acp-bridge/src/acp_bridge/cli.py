@@ -25,7 +25,7 @@ from acp_bridge.config import (
     add_agent_query,
     check_ws_url,
     http_base_for,
-    load_gateway_config,
+    load_gateway_target,
     resolve_config_dir,
 )
 from acp_bridge.errors import BridgeExit, ExitCode
@@ -288,15 +288,14 @@ def configure_logging(level_name: str, log_file: str | None) -> set[str]:
 
 async def run(args: argparse.Namespace, secrets: set[str]) -> int:
     environ = os.environ
-    if args.config_dir is not None and not args.config_dir.strip():
-        raise BridgeExit(ExitCode.USAGE, f"ERROR: {_MISSING_VALUE_MESSAGES['--config-dir']}")
+    # A blank --config-dir (e.g. --config-dir= from a template) means "not given".
     config_dir = resolve_config_dir(args.config_dir, environ, Path.home())
     if args.url is not None:
         url = check_ws_url(args.url)
-        gateway = load_gateway_config(config_dir, required=False)
+        target = load_gateway_target(config_dir, required=False)
     else:
-        gateway = load_gateway_config(config_dir)
-        url = gateway.ws_url
+        target = load_gateway_target(config_dir)
+        url = target.ws_url
     if args.agent is not None:
         if not args.agent.strip():
             raise BridgeExit(ExitCode.USAGE, "ERROR: --agent needs a non-empty alias")
@@ -306,7 +305,7 @@ async def run(args: argparse.Namespace, secrets: set[str]) -> int:
     if args.pair_code:
         secrets.add(args.pair_code.strip())
     credentials = await resolve_credentials(
-        require_pairing=gateway.require_pairing,
+        require_pairing=target.require_pairing,
         config_dir=config_dir,
         http_base=http_base_for(url),
         pair_code=args.pair_code,

@@ -2,14 +2,9 @@
 
 The bridge reads the same config as the daemon (seed, "Running"), so an IDE only needs
 ``zeroclaw-acp-bridge`` (plus ``--config-dir`` when the daemon uses a non-default one).
-Only the ``[gateway]`` table is read; everything else in config.toml is the daemon's.
-
-Resolution of the config directory (issue 7 §1), first match wins:
-
-1. ``--config-dir DIR``;
-2. ``ZEROCLAW_CONFIG_DIR`` (non-empty);
-3. ``~/.zeroclaw`` when that directory exists (the reference's layout);
-4. ``platformdirs.user_config_dir("zeroclaw")``.
+Only the ``[gateway]`` table is read; everything else in config.toml is the daemon's. The
+rules both sides share (the config-directory order, host/port/prefix, URL building) are in
+``acp_core.gateway_contract``; this module applies them with the bridge's exit codes.
 """
 
 from __future__ import annotations
@@ -19,18 +14,37 @@ import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from acp_bridge.errors import BridgeExit, ExitCode
+from acp_core import gateway_contract
+from acp_core.gateway_contract import (
+    ACP_PATH,
+    AGENT_QUERY_PARAMETER,
+    CONFIG_DIR_ENV,
+    CONFIG_FILE_NAME,
+    DEFAULT_GATEWAY_HOST,
+    DEFAULT_GATEWAY_PORT,
+    GatewayAddress,
+    normalize_host,
+    normalize_path_prefix,
+    path_prefix_problem,
+    port_problem,
+)
 
-CONFIG_DIR_ENV: Final = "ZEROCLAW_CONFIG_DIR"
-CONFIG_FILE_NAME: Final = "config.toml"
-LEGACY_CONFIG_DIR_NAME: Final = ".zeroclaw"
-APP_NAME: Final = "zeroclaw"
+__all__ = [
+    "CONFIG_DIR_ENV",
+    "CONFIG_NOT_FOUND_MESSAGE",
+    "DEFAULT_GATEWAY_PORT",
+    "GatewayTarget",
+    "add_agent_query",
+    "check_ws_url",
+    "http_base_for",
+    "load_gateway_target",
+    "parse_gateway_target",
+    "resolve_config_dir",
+]
 
-DEFAULT_GATEWAY_HOST: Final = "127.0.0.1"
-DEFAULT_GATEWAY_PORT: Final = 42617
-ACP_PATH: Final = "/acp"
 DEFAULT_MAX_CONFIG_BYTES: Final = 4 * 1024 * 1024
 """config.toml larger than this is refused rather than read into memory."""
 
@@ -43,8 +57,8 @@ CONFIG_NOT_FOUND_MESSAGE: Final = (
 
 
 @dataclass(frozen=True, slots=True)
-class GatewayConfig:
-    """The ``[gateway]`` settings the bridge needs, with the daemon's defaults."""
+class GatewayTarget:
+    """The gateway the bridge connects to, as the daemon's ``[gateway]`` table describes it."""
 
     host: str = DEFAULT_GATEWAY_HOST
     port: int = DEFAULT_GATEWAY_PORT
@@ -53,54 +67,43 @@ class GatewayConfig:
     tls: bool = False
 
     @property
-    def authority(self) -> str:
-        return f"{url_host(self.host)}:{self.port}"
+    def address(self) -> GatewayAddress:
+        return GatewayAddress(self.host, self.port, self.path_prefix, self.tls)
 
     @property
     def ws_url(self) -> str:
         """``ws[s]://<host>:<port><prefix>/acp``."""
-        scheme = "wss" if self.tls else "ws"
-        return f"{scheme}://{self.authority}{self.path_prefix}{ACP_PATH}"
+        return self.address.acp_url
 
 
 def resolve_config_dir(flag: str | None, environ: Mapping[str, str], home: Path) -> Path:
-    """Pick the config directory (see the module docstring for the order)."""
-    if flag is not None:
-        return Path(flag).expanduser().absolute()
-    from_env = environ.get(CONFIG_DIR_ENV, "").strip()
-    if from_env:
-        return Path(from_env).expanduser().absolute()
-    legacy = home / LEGACY_CONFIG_DIR_NAME
-    if legacy.is_dir():
-        return legacy
+    """Pick the config directory (order: ``acp_core.gateway_contract``)."""
+    return gateway_contract.resolve_config_dir(
+        flag,
+        environ=environ,
+        home=home,
+        cwd=Path.cwd(),
+        is_dir=Path.is_dir,
+        platform_config_dir=_platform_config_dir,
+    )
+
+
+def _platform_config_dir() -> Path:
     # Imported here: only this branch needs it, and the bridge should start fast.
     import platformdirs
 
-    return Path(platformdirs.user_config_dir(APP_NAME))
+    return Path(platformdirs.user_config_dir(gateway_contract.APP_NAME))
 
 
-def url_host(host: str) -> str:
-    """The host as it must appear in a URL: IPv6 literals in brackets, zone id escaped."""
-    if ":" in host and not host.startswith("["):
-        address, percent, zone = host.partition("%")
-        # RFC 6874: the zone separator is itself percent-encoded inside a URL.
-        return f"[{address}%25{zone}]" if percent else f"[{address}]"
-    return host
-
-
-def normalize_path_prefix(prefix: str) -> str:
-    """``"/zc/"`` → ``"/zc"``, ``"zc"`` → ``"/zc"``, ``"/"`` or ``""`` → ``""``."""
-    prefix = prefix.strip().rstrip("/")
-    if prefix and not prefix.startswith("/"):
-        prefix = "/" + prefix
-    return prefix
-
-
-def parse_gateway_config(text: str, *, source: str) -> GatewayConfig:
+def parse_gateway_target(text: str, *, source: str, address_needed: bool = True) -> GatewayTarget:
     """Read ``[gateway]`` from config.toml text; missing keys take the daemon's defaults.
 
+    ``address_needed`` false (``--url`` names the gateway): the port is only checked
+    the way the gateway checks it, so a config with ``port = 0`` still works with ``--url``.
+
     Raises:
-        BridgeExit: (usage) the file is not TOML or a key has the wrong type.
+        BridgeExit: (usage) the file is not TOML, a key has the wrong type, or a value
+            breaks a rule of ``acp_core.gateway_contract`` (port 0 included).
     """
     text = text.removeprefix("\ufeff")  # editors on Windows like to add a BOM
     try:
@@ -117,26 +120,34 @@ def parse_gateway_config(text: str, *, source: str) -> GatewayConfig:
             f"ERROR: {source}: [gateway].{key} must be {expected}, got {gateway[key]!r}",
         )
 
+    def broken(key: str, problem: str) -> BridgeExit:
+        return BridgeExit(ExitCode.USAGE, f"ERROR: {source}: [gateway].{key} {problem}")
+
     host = gateway.get("host", DEFAULT_GATEWAY_HOST)
     if not isinstance(host, str):
         raise wrong("host", "a string")
-    host = host.strip() or DEFAULT_GATEWAY_HOST
 
     port = gateway.get("port", DEFAULT_GATEWAY_PORT)
-    if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+    if not isinstance(port, int) or isinstance(port, bool):
         raise wrong("port", "an integer between 1 and 65535")
+    problem = port_problem(port, "connect" if address_needed else "listen")
+    if problem is not None:
+        raise broken("port", problem)
 
     prefix = gateway.get("path_prefix", "")
     if prefix is None:
         prefix = ""
     if not isinstance(prefix, str):
         raise wrong("path_prefix", "a string")
+    problem = path_prefix_problem(prefix)
+    if problem is not None:
+        raise broken("path_prefix", problem)
 
     require_pairing = gateway.get("require_pairing", True)
     if not isinstance(require_pairing, bool):
         raise wrong("require_pairing", "true or false")
 
-    tls_table = gateway.get("tls", {})
+    tls_table: Any = gateway.get("tls", {})
     if not isinstance(tls_table, dict):
         raise wrong("tls", "a table")
     tls = tls_table.get("enabled", False)
@@ -145,8 +156,8 @@ def parse_gateway_config(text: str, *, source: str) -> GatewayConfig:
             ExitCode.USAGE, f"ERROR: {source}: [gateway.tls].enabled must be true or false"
         )
 
-    return GatewayConfig(
-        host=host,
+    return GatewayTarget(
+        host=normalize_host(host),
         port=port,
         path_prefix=normalize_path_prefix(prefix),
         require_pairing=require_pairing,
@@ -154,7 +165,7 @@ def parse_gateway_config(text: str, *, source: str) -> GatewayConfig:
     )
 
 
-def load_gateway_config(config_dir: Path, *, required: bool = True) -> GatewayConfig:
+def load_gateway_target(config_dir: Path, *, required: bool = True) -> GatewayTarget:
     """Read ``<config_dir>/config.toml``.
 
     Args:
@@ -171,7 +182,7 @@ def load_gateway_config(config_dir: Path, *, required: bool = True) -> GatewayCo
             raw = file.read(DEFAULT_MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
         if not required:
-            return GatewayConfig()
+            return GatewayTarget()
         raise BridgeExit(
             ExitCode.CONNECTION,
             f"{CONFIG_NOT_FOUND_MESSAGE}\n"
@@ -190,13 +201,13 @@ def load_gateway_config(config_dir: Path, *, required: bool = True) -> GatewayCo
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BridgeExit(ExitCode.USAGE, f"ERROR: {path} is not UTF-8 (byte {exc.start})") from None
-    return parse_gateway_config(text, source=str(path))
+    return parse_gateway_target(text, source=str(path), address_needed=required)
 
 
 def add_agent_query(url: str, agent: str) -> str:
     """Append ``agent=<alias>`` (URL-encoded) to the query, keeping any existing one."""
     parts = urllib.parse.urlsplit(url)
-    extra = urllib.parse.urlencode({"agent": agent}, quote_via=urllib.parse.quote)
+    extra = urllib.parse.urlencode({AGENT_QUERY_PARAMETER: agent}, quote_via=urllib.parse.quote)
     query = f"{parts.query}&{extra}" if parts.query else extra
     return urllib.parse.urlunsplit(parts._replace(query=query))
 

@@ -10,6 +10,14 @@ import click
 import httpx
 import trio
 
+from acp_core.gateway_contract import (
+    ADMIN_PAIRCODE_NEW_PATH,
+    ADMIN_PAIRCODE_PATH,
+    ADMIN_PAIRCODE_ROTATE_PATH,
+    GatewayAddress,
+    normalize_host,
+    normalize_path_prefix,
+)
 from acp_server.app import open_app
 from acp_server.cli.main import EXIT_CONFIG_ERROR, CliState, fail
 from acp_server.config import Config
@@ -93,28 +101,25 @@ def _admin_base_url(
     config: Config, host: str | None, port: int | None
 ) -> tuple[str, ssl.SSLContext | bool]:
     settings = config.gateway
-    bind_host = (host or settings.host).strip()
+    bind_host = normalize_host(host or settings.host)
     # The admin endpoint answers loopback peers only: reach a wildcard bind through 127.0.0.1.
-    if bind_host in {"", "0.0.0.0", "::", "[::]"} or is_loopback_host(bind_host):
-        target = "[::1]" if bind_host in {"::", "[::]", "::1", "[::1]"} else "127.0.0.1"
-    else:
-        target = (
-            f"[{bind_host}]" if ":" in bind_host and not bind_host.startswith("[") else bind_host
-        )
-    prefix = settings.path_prefix.strip().strip("/")
-    prefix = f"/{prefix}" if prefix else ""
+    if bind_host in {"0.0.0.0", "::"} or is_loopback_host(bind_host):
+        bind_host = "::1" if bind_host in {"::", "::1"} else "127.0.0.1"
     verify: ssl.SSLContext | bool = True
-    scheme = "http"
     if settings.tls.enabled:
-        scheme = "https"
         # Trust exactly the gateway's own certificate; the name will not match 127.0.0.1.
         context = ssl.create_default_context()
         context.check_hostname = False
         if settings.tls.cert_path is not None:
             context.load_verify_locations(cafile=str(settings.tls.cert_path))
         verify = context
-    chosen_port = settings.port if port is None else port
-    return f"{scheme}://{target}:{chosen_port}{prefix}", verify
+    address = GatewayAddress(
+        host=bind_host,
+        port=settings.port if port is None else port,
+        path_prefix=normalize_path_prefix(settings.path_prefix),
+        tls=settings.tls.enabled,
+    )
+    return address.url(), verify
 
 
 @gateway_command.command("get-paircode")
@@ -152,11 +157,11 @@ def get_paircode_command(
     config = state.load()
     base, verify = _admin_base_url(config, host, port)
     if rotate:
-        method, path = "POST", "/admin/paircode/rotate"
+        method, path = "POST", ADMIN_PAIRCODE_ROTATE_PATH
     elif new_code:
-        method, path = "POST", "/admin/paircode/new"
+        method, path = "POST", ADMIN_PAIRCODE_NEW_PATH
     else:
-        method, path = "GET", "/admin/paircode"
+        method, path = "GET", ADMIN_PAIRCODE_PATH
     url = base + path
     secret = read_admin_secret(config.config_dir)
     if secret is None:

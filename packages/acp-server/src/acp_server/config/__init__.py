@@ -22,6 +22,7 @@ from typing import Any
 
 import platformdirs
 
+from acp_core import gateway_contract
 from acp_server.config.model import (
     CONFIG_DIR_ENV,
     CONFIG_FILE_NAME,
@@ -103,15 +104,14 @@ __all__ = [
 def resolve_config_dir(flag: str | Path | None) -> Path:
     """The config directory: ``--config-dir`` → ``$ZEROCLAW_CONFIG_DIR`` → ``~/.zeroclaw``
     when it exists → the platform's user config dir for ``zeroclaw``."""
-    if flag is not None and str(flag).strip():
-        return Path(flag).expanduser().absolute()
-    env = os.environ.get(CONFIG_DIR_ENV, "").strip()
-    if env:
-        return Path(env).expanduser().absolute()
-    home_dir = Path.home() / ".zeroclaw"
-    if home_dir.is_dir():
-        return home_dir
-    return Path(platformdirs.user_config_dir("zeroclaw"))
+    return gateway_contract.resolve_config_dir(
+        flag,
+        environ=os.environ,
+        home=Path.home(),
+        cwd=Path.cwd(),
+        is_dir=Path.is_dir,
+        platform_config_dir=lambda: Path(platformdirs.user_config_dir(gateway_contract.APP_NAME)),
+    )
 
 
 def load_config(

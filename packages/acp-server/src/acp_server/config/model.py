@@ -8,12 +8,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
 
+# Shared with the bridge (acp_core.gateway_contract), re-exported under their old names.
+from acp_core.gateway_contract import CONFIG_DIR_ENV as CONFIG_DIR_ENV
+from acp_core.gateway_contract import CONFIG_FILE_NAME as CONFIG_FILE_NAME
+from acp_core.gateway_contract import DEFAULT_GATEWAY_HOST as DEFAULT_GATEWAY_HOST
+from acp_core.gateway_contract import DEFAULT_GATEWAY_PORT as DEFAULT_GATEWAY_PORT
+
 RiskLevel = Literal["readonly", "supervised", "full"]
 
 DEFAULT_MAX_SESSIONS: Final = 10
 DEFAULT_SESSION_TIMEOUT_SECS: Final = 3600
-DEFAULT_GATEWAY_HOST: Final = "127.0.0.1"
-DEFAULT_GATEWAY_PORT: Final = 42617
 DEFAULT_SHELL_TIMEOUT_SECS: Final = 60
 DEFAULT_MAX_TOOL_ITERATIONS: Final = 20
 DEFAULT_PROVIDER_TIMEOUT_SECS: Final = 120
@@ -68,6 +72,9 @@ class GatewayTlsConfig:
 
 @dataclass(frozen=True, slots=True)
 class GatewayConfig:
+    """The ``[gateway]`` table. ``host`` and ``path_prefix`` are stored as the rules in
+    ``acp_core.gateway_contract`` normalize them (the bridge reads them the same way)."""
+
     host: str = DEFAULT_GATEWAY_HOST
     port: int = DEFAULT_GATEWAY_PORT
     path_prefix: str = ""
@@ -176,8 +183,6 @@ class Config:
 # --------------------------------------------------------------------------------------
 
 
-CONFIG_FILE_NAME: Final = "config.toml"
-CONFIG_DIR_ENV: Final = "ZEROCLAW_CONFIG_DIR"
 CURRENT_SCHEMA_VERSION: Final = 3
 DEFAULT_MAX_CONFIG_BYTES: Final = 4 * 1024 * 1024
 """A config file larger than this is refused (it is hand-written TOML, not data)."""

@@ -8,6 +8,12 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
+from acp_core.gateway_contract import (
+    normalize_host,
+    normalize_path_prefix,
+    path_prefix_problem,
+    port_problem,
+)
 from acp_server.config.model import (
     CURRENT_SCHEMA_VERSION,
     DEFAULT_AUTO_APPROVE,
@@ -196,13 +202,11 @@ class ConfigParser:
         )
         if tls.enabled and (tls.cert_path is None or tls.key_path is None):
             raise self.error("gateway.tls", "enabled = true needs both cert_path and key_path")
-        prefix = self.get(t, "path_prefix", "gateway.path_prefix", str, "").strip().rstrip("/")
-        if prefix and not prefix.startswith("/"):
-            raise self.error("gateway.path_prefix", f"must start with '/', got {prefix!r}")
+        prefix = self.get(t, "path_prefix", "gateway.path_prefix", str, "", path_prefix_problem)
         return GatewayConfig(
-            host=self.get(t, "host", "gateway.host", str, d.host, _non_blank).strip(),
-            port=self.get(t, "port", "gateway.port", int, d.port, _port),
-            path_prefix=prefix,
+            host=normalize_host(self.get(t, "host", "gateway.host", str, d.host)),
+            port=self.get(t, "port", "gateway.port", int, d.port, _listen_port),
+            path_prefix=normalize_path_prefix(prefix),
             require_pairing=self.get(
                 t, "require_pairing", "gateway.require_pairing", bool, d.require_pairing
             ),
@@ -494,8 +498,8 @@ def _non_negative(value: float) -> str | None:
     return None if value >= 0 else f"must not be negative, got {value}"
 
 
-def _port(value: int) -> str | None:
-    return None if 0 <= value <= 65535 else f"must be a TCP port (0-65535), got {value}"
+def _listen_port(value: int) -> str | None:
+    return port_problem(value, "listen")
 
 
 def _non_blank(value: str) -> str | None:

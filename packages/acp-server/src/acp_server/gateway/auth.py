@@ -17,18 +17,20 @@ from dataclasses import dataclass
 from typing import Final, Literal
 from urllib.parse import urlsplit
 
+# Shared with the bridge (acp_core.gateway_contract); ACP_SUBPROTOCOL and UNAUTHORIZED_BODY
+# are re-exported for the gateway modules and tests that import them from here.
+from acp_core.gateway_contract import ACP_SUBPROTOCOL as ACP_SUBPROTOCOL
+from acp_core.gateway_contract import (
+    BEARER_SUBPROTOCOL_PREFIX,
+    MAX_TOKEN_CHARS,
+    TOKEN_QUERY_PARAMETER,
+    token_from_bearer,
+)
+from acp_core.gateway_contract import UNAUTHORIZED_BODY as UNAUTHORIZED_BODY
+
 Headers = Sequence[tuple[bytes, bytes]]
 TokenSource = Literal["authorization", "subprotocol", "query"]
 
-ACP_SUBPROTOCOL: Final = "zeroclaw.acp.v1"
-BEARER_SUBPROTOCOL_PREFIX: Final = "bearer."
-TOKEN_PREFIX: Final = "zc_"
-
-# The reference's exact 401 body: it names the three ways a client can authenticate.
-UNAUTHORIZED_BODY: Final = "Unauthorized - provide Authorization header, Sec-WebSocket-Protocol bearer, or ?token= query param"
-
-DEFAULT_MAX_TOKEN_CHARS: Final = 512
-"""A presented token longer than this is refused unhashed (ours are 67 characters)."""
 
 _LOOPBACK_NAMES: Final = frozenset({"localhost", "localhost.", "ip6-localhost"})
 
@@ -67,7 +69,7 @@ class TokenRegistry:
         Every stored digest is compared (no early exit) with ``hmac.compare_digest``, so the
         time taken says nothing about which digest, or how much of one, matched.
         """
-        if not token or len(token) > DEFAULT_MAX_TOKEN_CHARS:
+        if not token or len(token) > MAX_TOKEN_CHARS:
             return None
         presented = hash_token(token)
         matched: str | None = None
@@ -99,16 +101,15 @@ def offered_subprotocols(headers: Headers) -> list[str]:
 def presented_token(headers: Headers, query: Mapping[str, str]) -> PresentedToken | None:
     """The token to check: the first of Authorization, subprotocol ``bearer.*``, ``?token=``."""
     for value in header_values(headers, b"authorization"):
-        scheme, _, credentials = value.strip().partition(" ")
-        # RFC 9110: the auth scheme name is case-insensitive.
-        if scheme.lower() == "bearer" and credentials.strip():
-            return PresentedToken("authorization", credentials.strip())
+        token = token_from_bearer(value)
+        if token is not None:
+            return PresentedToken("authorization", token)
     for entry in offered_subprotocols(headers):
         if entry.startswith(BEARER_SUBPROTOCOL_PREFIX) and len(entry) > len(
             BEARER_SUBPROTOCOL_PREFIX
         ):
             return PresentedToken("subprotocol", entry[len(BEARER_SUBPROTOCOL_PREFIX) :])
-    query_token = query.get("token", "").strip()
+    query_token = query.get(TOKEN_QUERY_PARAMETER, "").strip()
     if query_token:
         return PresentedToken("query", query_token)
     return None

@@ -28,7 +28,7 @@ from typing import Any, Final
 
 import tomli_w
 
-from acp_server.gateway.auth import TOKEN_PREFIX
+from acp_core.gateway_contract import TOKEN_RANDOM_BYTES, format_token
 
 PAIRING_CODE_DIGITS: Final = 6
 DEFAULT_MAX_PAIR_FAILURES: Final = 5
@@ -46,7 +46,7 @@ def generate_pairing_code() -> str:
 
 def generate_token() -> str:
     """A bearer token ``zc_<64 hex>`` (256 bits from the OS CSPRNG)."""
-    return TOKEN_PREFIX + secrets.token_hex(32)
+    return format_token(secrets.token_hex(TOKEN_RANDOM_BYTES))
 
 
 @dataclass(frozen=True, slots=True)

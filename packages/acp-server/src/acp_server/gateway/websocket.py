@@ -12,6 +12,10 @@ Tasks: ``run_reader`` reads the socket all the time (so pongs and close frames a
 even while the ACP layer is busy) and hands complete messages to ``receive_message`` through
 a small bounded channel; ``run_keepalive`` pings. Writes from the ACP layer, the reader
 (pongs, close replies) and the keepalive go through one lock: one writer at a time.
+
+A transport only: it carries frames and never looks inside a message. What a drain needs
+(which requests are unanswered, refusing new ones) is the ACP connection's business
+(``AcpConnection.refuse_new_requests`` / ``wait_idle`` in protocol/connection.py).
 """
 
 from __future__ import annotations
@@ -19,17 +23,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from enum import IntEnum
-from typing import Any, Final
+from typing import Final
 
-import msgspec
 import trio
 from wsproto.connection import Connection, ConnectionState, ConnectionType
 from wsproto.events import BytesMessage, CloseConnection, Ping, Pong, TextMessage
 from wsproto.utilities import LocalProtocolError
 
-from acp_core.errors import ErrorCode, RemoteProtocolError
+from acp_core.errors import ErrorCode, RemoteProtocolError, RpcError
 from acp_core.framing import DEFAULT_MAX_LINE_BYTES
-from acp_core.jsonrpc import ErrorObject, ErrorResponse
 from acp_server.protocol.transport import TransportClosed
 
 logger = logging.getLogger(__name__)
@@ -43,12 +45,10 @@ DEFAULT_MAX_PENDING_INBOUND_MESSAGES: Final = 4
 """Complete messages read ahead of the ACP layer before the reader stops reading."""
 DEFAULT_CLOSE_TIMEOUT_SECS: Final = 2.0
 """How long to wait for the peer's close frame after sending ours."""
-DEFAULT_MAX_TRACKED_REQUESTS: Final = 4096
-"""Inbound request ids remembered for drain; beyond this, drain relies on its deadline."""
 
 
 class CloseCode(IntEnum):
-    """RFC 6455 §7.4 codes the gateway sends (issue 8: 1012 = retry, 1008 = stop)."""
+    """RFC 6455 §7.4 codes the gateway sends (bridges reconnect on 1012 and stop on 1008)."""
 
     NORMAL = 1000
     GOING_AWAY = 1001
@@ -57,67 +57,6 @@ class CloseCode(IntEnum):
     MESSAGE_TOO_BIG = 1009
     INTERNAL_ERROR = 1011
     SERVICE_RESTART = 1012
-
-
-class _Envelope(msgspec.Struct):
-    """Just enough of a JSON-RPC message to pair requests with their responses."""
-
-    id: Any = msgspec.UNSET
-    method: Any = None
-
-
-_envelope_decoder: Final = msgspec.json.Decoder(_Envelope)
-_id_encoder: Final = msgspec.json.Encoder()
-
-
-def _envelope(text: str | bytes) -> _Envelope | None:
-    try:
-        return _envelope_decoder.decode(text)
-    except (msgspec.DecodeError, UnicodeDecodeError):
-        return None
-
-
-class InFlightRequests:
-    """Requests the peer sent that have not been answered yet (what a drain waits for)."""
-
-    def __init__(self, limit: int = DEFAULT_MAX_TRACKED_REQUESTS) -> None:
-        self._ids: set[bytes] = set()
-        self._limit = limit
-        self._idle = trio.Event()
-        self._idle.set()
-
-    def __len__(self) -> int:
-        return len(self._ids)
-
-    def note_inbound(self, text: str) -> bytes | None:
-        """Remember a request; returns its encoded id (None for anything else)."""
-        envelope = _envelope(text)
-        if envelope is None or envelope.method is None or envelope.id is msgspec.UNSET:
-            return None
-        encoded_id = _id_encoder.encode(envelope.id)
-        if len(self._ids) < self._limit:
-            self._ids.add(encoded_id)
-            if self._idle.is_set():
-                self._idle = trio.Event()
-        return encoded_id
-
-    def forget(self, encoded_id: bytes) -> None:
-        self._ids.discard(encoded_id)
-        if not self._ids:
-            self._idle.set()
-
-    def note_outbound(self, payload: bytes) -> None:
-        if not self._ids:
-            return
-        envelope = _envelope(payload)
-        if envelope is None or envelope.method is not None or envelope.id is msgspec.UNSET:
-            return
-        self._ids.discard(_id_encoder.encode(envelope.id))
-        if not self._ids:
-            self._idle.set()
-
-    async def wait_idle(self) -> None:
-        await self._idle.wait()
 
 
 def _text_frame(payload: bytes) -> bytes:
@@ -137,10 +76,10 @@ def _text_frame(payload: bytes) -> bytes:
 
 
 def _parse_error(message: str) -> RemoteProtocolError:
-    return RemoteProtocolError(
-        message,
-        reply_hint=ErrorResponse(id=None, error=ErrorObject(int(ErrorCode.PARSE_ERROR), message)),
-    )
+    """What ``receive_message`` raises for a frame that is not text: the ACP layer answers
+    it with the error in ``reply_hint``, as it answers a stdio line that is not UTF-8."""
+    error = RpcError(message, code=ErrorCode.PARSE_ERROR)
+    return RemoteProtocolError(message, reply_hint=error.to_response(None))
 
 
 _Inbound = str | RemoteProtocolError
@@ -182,8 +121,6 @@ class WebSocketTransport:
         self._pong_received = trio.Event()
         self._stream_closed = False
         self.peer_gone = trio.Event()
-        self.in_flight = InFlightRequests()
-        self._refusal: str | None = None
         self.close_code: int | None = None
         """The close code the gateway sent, or received first from the peer."""
         self.close_reason: str = ""
@@ -201,7 +138,6 @@ class WebSocketTransport:
 
     async def send_message(self, payload: bytes) -> None:
         await self._send_frames(_text_frame(payload))
-        self.in_flight.note_outbound(payload)
 
     async def send_messages(self, payloads: Sequence[bytes]) -> None:
         """Several messages, one text frame each, in one write (the ACP layer batches
@@ -218,8 +154,6 @@ class WebSocketTransport:
                 pending_bytes = 0
         if pending:
             await self._send_frames(b"".join(pending))
-        for payload in payloads:
-            self.in_flight.note_outbound(payload)
 
     async def _send_frames(self, data: bytes) -> None:
         if self._stream_closed or self._ws.state is not ConnectionState.OPEN:
@@ -241,12 +175,6 @@ class WebSocketTransport:
     @property
     def open(self) -> bool:
         return not self._stream_closed and self._ws.state is ConnectionState.OPEN
-
-    def refuse_new_requests(self, message: str) -> None:
-        """From now on, answer every new request with an error carrying ``message``
-        instead of handing it to the ACP layer. Responses (e.g. to a permission request)
-        and notifications (e.g. session/cancel) still go through: running turns can end."""
-        self._refusal = message
 
     def end_input(self) -> None:
         """No more inbound messages: ``receive_message`` answers None once the ones already
@@ -421,24 +349,7 @@ class WebSocketTransport:
                 item = _parse_error(
                     f"Parse error: binary frame is not valid UTF-8 ({exc.reason} at byte {exc.start})"
                 )
-        if isinstance(item, str):
-            request_id = self.in_flight.note_inbound(item)
-            if request_id is not None and self._refusal is not None:
-                # Draining: no new work; the peer is told to retry elsewhere, at once.
-                self.in_flight.forget(request_id)
-                await self._refuse(request_id, self._refusal)
-                return
         await self._deliver(item)
-
-    async def _refuse(self, encoded_id: bytes, message: str) -> None:
-        reply = b'{"jsonrpc":"2.0","id":%s,"error":%s}' % (
-            encoded_id,
-            _id_encoder.encode({"code": int(ErrorCode.INTERNAL_ERROR), "message": message}),
-        )
-        try:
-            await self._send_frames(_text_frame(reply))
-        except TransportClosed:
-            pass
 
     async def _deliver(self, item: _Inbound) -> None:
         self._reader_blocked = True

@@ -30,7 +30,7 @@ import trio
 
 from acp_core import methods, schema
 from acp_core.connection import CallReceived, ResponseReceived, RpcConnection
-from acp_core.errors import MethodNotFoundError, RemoteProtocolError, RpcError
+from acp_core.errors import InternalError, MethodNotFoundError, RemoteProtocolError, RpcError
 from acp_core.jsonrpc import ErrorResponse, Frame, Payload, RequestId, Response, serialize_message
 from acp_server.app import AcpApp
 from acp_server.errors import rpc_error_for
@@ -111,6 +111,7 @@ class AcpConnection:
         )
         self._idle = trio.Event()
         self._idle.set()
+        self._refusal: str | None = None
         self._nursery: trio.Nursery | None = None
         self._sends_since_yield = 0
         self.handlers = AcpHandlers(self)
@@ -127,12 +128,23 @@ class AcpConnection:
         assert self._nursery is not None
         return self._nursery
 
+    # ------------------------------------------------------------------ lifecycle
+
     @property
     def active_requests(self) -> int:
-        """Calls being handled right now (prompts included)."""
+        """Requests and notifications being served right now (what a drain waits for)."""
         return self._active_requests
 
-    # ------------------------------------------------------------------ lifecycle
+    async def wait_idle(self) -> None:
+        """Return once nothing is being served."""
+        while self._active_requests:
+            await self._idle.wait()
+
+    def refuse_new_requests(self, message: str) -> None:
+        """From now on answer every new request with an internal error carrying ``message``
+        (a gateway drain); responses and notifications still go through, so running turns
+        can end."""
+        self._refusal = message
 
     async def run(self, *, reap_idle_sessions: bool = False) -> None:
         async with trio.open_nursery() as outer:
@@ -220,6 +232,11 @@ class AcpConnection:
         method = frame.method
         reply = frame.kind == "request"
         request_id = frame.id
+        if reply and self._refusal is not None:
+            # Draining: requests already accepted finish; new ones are refused (a cancel, a
+            # notification, still gets through).
+            await self._send(self.rpc.send_error(request_id, InternalError(self._refusal)))
+            return
         route = self._routes.get(method)
         if route is None:
             if reply:

@@ -143,38 +143,3 @@ async def test_frames_sent_with_the_upgrade_request_are_not_lost(tmp_path: Path)
                 received += chunk
             assert received.startswith(b"HTTP/1.1 101 ")
             await stream.aclose()
-
-
-async def test_pair_code_is_only_given_to_clients_on_the_gateway_host(tmp_path: Path) -> None:
-    import json
-
-    import trio.testing
-
-    document = echo_config()
-    document["gateway"] = {"require_pairing": True}
-    write_config(tmp_path, document)
-    gateway = Gateway(
-        AcpApp(config=load_config(tmp_path), store=None), port=0, announce=print_nothing
-    )
-    code = gateway.pairing.issue_code()
-
-    async def pair_code_as_seen_from(peer: str) -> dict[str, Any]:
-        client, server = trio.testing.memory_stream_pair()
-        await gateway._pair_code(server, peer)
-        await server.aclose()
-        raw = b""
-        while chunk := await client.receive_some():
-            raw += chunk
-        body: dict[str, Any] = json.loads(raw.split(b"\r\n\r\n", 1)[1])
-        return body
-
-    with trio.fail_after(10):
-        local = await pair_code_as_seen_from("127.0.0.1")
-        remote = await pair_code_as_seen_from("203.0.113.7")
-    assert local["pairing_code"] == code
-    assert remote["pairing_code"] is None
-    assert "get-paircode" in remote["message"]
-
-
-def print_nothing(_: str) -> None:
-    return None

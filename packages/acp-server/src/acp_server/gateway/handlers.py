@@ -1,0 +1,240 @@
+"""The gateway's plain HTTP answers: the Host/Origin screen, health, pairing and admin.
+
+Routes (all under ``[gateway] path_prefix``; the table is ``build_routes``):
+
+* ``GET /health``: 200 with a small JSON status, no auth.
+* ``GET /pair/code``: the one-time pairing code while unpaired, to loopback peers only.
+* ``POST /pair`` (``X-Pairing-Code``): a new bearer token, its digest persisted.
+* ``GET /admin/paircode``, ``POST /admin/paircode/new``, ``POST /admin/paircode/rotate``:
+  used by ``zeroclaw gateway get-paircode``; loopback peers with the admin secret only,
+  never from a browser.
+* ``/acp``: the WebSocket upgrade (gateway/upgrade.py).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import time
+
+import trio
+
+from acp_core.gateway_contract import (
+    ACP_PATH,
+    ADMIN_PAIRCODE_NEW_PATH,
+    ADMIN_PAIRCODE_PATH,
+    ADMIN_PAIRCODE_ROTATE_PATH,
+    HEALTH_PATH,
+    PAIR_CODE_PATH,
+    PAIR_PATH,
+    PAIRING_CODE_HEADER,
+)
+from acp_server.gateway.admin import ADMIN_HEADER
+from acp_server.gateway.auth import hash_token, host_header_allowed, origin_allowed
+from acp_server.gateway.http import HttpRequest, send_json, send_response
+from acp_server.gateway.pairing import (
+    ConfigRewriteError,
+    PairAccepted,
+    generate_token,
+    persist_paired_tokens,
+)
+from acp_server.gateway.routes import Exchange, Handler, RouteTable
+from acp_server.gateway.state import GatewayState
+
+logger = logging.getLogger(__name__)
+
+ADMIN_ROUTES_PREFIX = "/admin/"
+PAIRING_OFF = "Pairing is off ([gateway] require_pairing = false)"
+
+
+def is_loopback_address(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+async def screen_request(
+    state: GatewayState, stream: trio.abc.Stream, request: HttpRequest, peer: str
+) -> bool:
+    """Refuse (403) a Host a loopback gateway does not answer to, or a foreign Origin."""
+    allowed = state.settings.allowed_origins
+    if state.loopback_only and not host_header_allowed(request.header("host"), allowed):
+        # DNS rebinding: a web page whose name resolves to 127.0.0.1 sends its own Host.
+        await send_response(
+            stream, 403, "Forbidden - Host header must name this machine (loopback)\n"
+        )
+        return False
+    origin = request.header("origin")
+    if origin is not None and not origin_allowed(origin, allowed):
+        logger.info("refused %s %s from %s: origin %s", request.method, request.path, peer, origin)
+        await send_response(
+            stream,
+            403,
+            f"Forbidden - origin {origin} is not allowed; add it to [gateway] allowed_origins\n",
+        )
+        return False
+    return True
+
+
+def build_routes(state: GatewayState, *, upgrade: Handler) -> RouteTable:
+    """The gateway's route table; ``upgrade`` serves ``/acp``."""
+    routes = RouteTable(prefix=state.prefix, body_timeout_secs=state.handshake_timeout_secs)
+
+    async def admin_guard(exchange: Exchange) -> bool:
+        return await _admin_allowed(state, exchange)
+
+    async def paircode_new(exchange: Exchange) -> None:
+        await _new_paircode(state, exchange, rotate=False)
+
+    async def paircode_rotate(exchange: Exchange) -> None:
+        await _new_paircode(state, exchange, rotate=True)
+
+    routes.add(ACP_PATH, upgrade, None)
+    routes.add(HEALTH_PATH, lambda exchange: _health(state, exchange), {"GET", "HEAD"})
+    routes.add(PAIR_CODE_PATH, lambda exchange: _pair_code(state, exchange), {"GET"})
+    routes.add(PAIR_PATH, lambda exchange: _pair(state, exchange), {"POST"})
+    routes.guard(ADMIN_ROUTES_PREFIX, admin_guard)
+    routes.add(ADMIN_PAIRCODE_PATH, lambda exchange: _admin_paircode(state, exchange), {"GET"})
+    routes.add(ADMIN_PAIRCODE_NEW_PATH, paircode_new, {"POST"})
+    routes.add(ADMIN_PAIRCODE_ROTATE_PATH, paircode_rotate, {"POST"})
+    return routes
+
+
+async def _health(state: GatewayState, exchange: Exchange) -> None:
+    await send_json(
+        exchange.stream,
+        200,
+        {
+            "status": "draining" if state.draining else "ok",
+            "connections": len(state.connections),
+            "pairing_required": state.settings.require_pairing,
+            "paired": bool(len(state.tokens)),
+            "uptime_secs": int(time.monotonic() - state.started_at),
+        },
+    )
+
+
+async def _pair_code(state: GatewayState, exchange: Exchange) -> None:
+    body: dict[str, object] = {
+        "success": True,
+        "pairing_required": state.settings.require_pairing,
+        "pairing_code": None,
+    }
+    # The reference hands the code to anyone until the first pairing; on a public bind
+    # that lets whoever reaches the port first pair. Only this machine's own clients (a
+    # same-host bridge) read it here; a remote client gets it from the operator, who
+    # sees it on the gateway's stderr or from `zeroclaw gateway get-paircode`.
+    if state.unpaired and is_loopback_address(exchange.peer):
+        body["pairing_code"] = state.pairing.code
+    elif state.unpaired:
+        body["message"] = (
+            "the pairing code is only given to clients on the gateway host; ask its "
+            "operator for the code (`zeroclaw gateway get-paircode`)"
+        )
+    await send_json(exchange.stream, 200, body)
+
+
+async def _pair(state: GatewayState, exchange: Exchange) -> None:
+    stream, peer = exchange.stream, exchange.peer
+    if not state.settings.require_pairing:
+        await send_json(stream, 400, {"error": PAIRING_OFF})
+        return
+    outcome = state.pairing.attempt(exchange.request.header(PAIRING_CODE_HEADER))
+    if not isinstance(outcome, PairAccepted):
+        logger.warning("pairing attempt from %s refused: %s", peer, outcome.error)
+        body: dict[str, object] = {"error": outcome.error}
+        headers: list[tuple[str, str]] = []
+        if outcome.retry_after is not None:
+            body["retry_after"] = outcome.retry_after
+            headers.append(("Retry-After", str(outcome.retry_after)))
+        await send_json(stream, outcome.status, body, headers=headers)
+        return
+    token = generate_token()
+    state.tokens.add(hash_token(token))
+    persisted, message = await persist_tokens(state)
+    logger.warning("paired a new client from %s (%s)", peer, message)
+    await send_json(
+        stream, 200, {"paired": True, "persisted": persisted, "token": token, "message": message}
+    )
+
+
+async def persist_tokens(state: GatewayState) -> tuple[bool, str]:
+    """Save the token digests in config.toml; returns (saved, what to tell the client)."""
+    config = state.app.config
+    if config.config_file is None:
+        return False, (
+            f"paired for this run only: there is no config.toml in {config.config_dir} "
+            "(run `zeroclaw init` to create one)"
+        )
+    async with state.persist_lock:
+        digests = state.tokens.digests
+        try:
+            await trio.to_thread.run_sync(persist_paired_tokens, config.config_file, digests)
+        except ConfigRewriteError as exc:
+            logger.error("could not save paired tokens: %s", exc)
+            return False, f"paired for this run only: {exc}"
+    return True, f"token digest saved in {config.config_file}"
+
+
+async def _admin_allowed(state: GatewayState, exchange: Exchange) -> bool:
+    # Only the operator's own machine, never a browser (a page could otherwise revoke
+    # every token with a form POST; the CLI sends no Origin header), and only someone
+    # who can read the config directory (the admin secret; see gateway/admin.py).
+    request = exchange.request
+    secret = state.admin_secret
+    if (
+        is_loopback_address(exchange.peer)
+        and request.header("origin") is None
+        and secret is not None
+        and secret.matches(request.header(ADMIN_HEADER))
+    ):
+        return True
+    logger.warning("refused admin request %s from %s", exchange.route, exchange.peer)
+    await send_response(
+        exchange.stream,
+        403,
+        "Forbidden - the admin endpoint only answers `zeroclaw gateway get-paircode` "
+        "run on the gateway host by a user who can read its config directory\n",
+    )
+    return False
+
+
+async def _admin_paircode(state: GatewayState, exchange: Exchange) -> None:
+    required = state.settings.require_pairing
+    await send_json(
+        exchange.stream,
+        200,
+        {
+            "success": True,
+            "pairing_required": required,
+            "pairing_code": state.pairing.code if required else None,
+            "paired_tokens": len(state.tokens),
+        },
+    )
+
+
+async def _new_paircode(state: GatewayState, exchange: Exchange, *, rotate: bool) -> None:
+    if not state.settings.require_pairing:
+        await send_json(exchange.stream, 409, {"error": PAIRING_OFF})
+        return
+    revoked = 0
+    persisted = True
+    message = ""
+    if rotate:
+        revoked = state.revoke_all_tokens()
+        persisted, message = await persist_tokens(state)
+        logger.warning("revoked %d token(s) at the operator's request", revoked)
+    code = state.pairing.issue_code()
+    logger.warning("new pairing code issued at the operator's request")
+    await send_json(
+        exchange.stream,
+        200,
+        {
+            "success": True,
+            "pairing_code": code,
+            "revoked_tokens": revoked,
+            "persisted": persisted,
+            "message": message,
+        },
+    )

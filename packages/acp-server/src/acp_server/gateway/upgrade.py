@@ -1,0 +1,153 @@
+"""``GET /acp``: the WebSocket upgrade, authenticated before it happens, then ACP over it.
+
+The checks, in order: a WebSocket upgrade request (else 426), version 13 (else 426), a
+``Sec-WebSocket-Key`` (else 400), a paired token when pairing is required (else 401 with the
+reference's text), not draining and under ``max_connections`` (else 503 with
+``Retry-After``). Then the 101, and one ``AcpConnection`` per WebSocket over the
+process-wide ``AcpApp`` (one store), so a session created over one connection can be
+loaded over another or over stdio.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Final
+
+import trio
+from wsproto.utilities import generate_accept_token
+
+from acp_core.gateway_contract import ACP_PATH, AGENT_QUERY_PARAMETER
+from acp_server.gateway.auth import (
+    UNAUTHORIZED_BODY,
+    offered_subprotocols,
+    presented_token,
+    select_subprotocol,
+)
+from acp_server.gateway.http import HttpRequest, is_websocket_upgrade, send_response
+from acp_server.gateway.routes import Exchange
+from acp_server.gateway.state import RESTART_REASON, GatewayState, LiveConnection
+from acp_server.gateway.websocket import CloseCode, WebSocketTransport
+from acp_server.protocol.connection import AcpConnection
+
+logger = logging.getLogger(__name__)
+
+WEBSOCKET_VERSION: Final = "13"
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """An upgrade that passed every check; ``token_digest`` is None when pairing is off."""
+
+    token_digest: str | None
+
+
+async def serve_websocket(state: GatewayState, exchange: Exchange) -> None:
+    """Answer ``/acp``: refuse with an HTTP status, or upgrade and serve ACP until it ends."""
+    stream, request, peer = exchange.stream, exchange.request, exchange.peer
+    admission = await _admit(state, stream, request, peer)
+    if admission is None:
+        return
+    agent = request.query.get(AGENT_QUERY_PARAMETER, "").strip() or None
+    await _send_switching_protocols(stream, request)
+    transport = WebSocketTransport(
+        stream,
+        trailing_data=request.trailing_data,
+        peer=peer,
+        max_message_bytes=state.max_message_bytes,
+        ping_interval_secs=float(state.settings.websocket_ping_interval_secs),
+    )
+    acp = AcpConnection(state.app, transport, connection_default_agent=agent)
+    connection = LiveConnection(transport, acp, admission.token_digest, peer)
+    state.connections.add(connection)
+    if state.draining:  # the drain began while the 101 was being written
+        connection.shut(CloseCode.SERVICE_RESTART, RESTART_REASON)
+    logger.info(
+        "ACP connection from %s%s (%d open)",
+        peer,
+        f" with default agent {agent!r}" if agent else "",
+        len(state.connections),
+    )
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(transport.run_reader)
+            nursery.start_soon(transport.run_keepalive)
+            try:
+                await acp.run()
+            except Exception:
+                logger.exception("ACP connection from %s failed", peer)
+                connection.close_code, connection.close_reason = (
+                    CloseCode.INTERNAL_ERROR,
+                    "internal error",
+                )
+            await transport.close(connection.close_code, connection.close_reason)
+            nursery.cancel_scope.cancel()
+    finally:
+        state.connections.discard(connection)
+        logger.info("ACP connection from %s closed (code %s)", peer, transport.close_code)
+
+
+async def _admit(
+    state: GatewayState, stream: trio.abc.Stream, request: HttpRequest, peer: str
+) -> Admission | None:
+    """The upgrade may go ahead, or (None) a refusal has been sent."""
+    if request.method != "GET" or not is_websocket_upgrade(request):
+        acp_url = state.url(ACP_PATH, websocket=True)
+        await send_response(
+            stream,
+            426,
+            f"Upgrade required - {state.prefix}{ACP_PATH} speaks ACP over WebSocket; connect to {acp_url}\n",
+            headers=[("Upgrade", "websocket"), ("Connection", "Upgrade")],
+        )
+        return None
+    if (request.header("sec-websocket-version") or "").strip() != WEBSOCKET_VERSION:
+        await send_response(
+            stream,
+            426,
+            "Unsupported WebSocket version; this gateway speaks version 13\n",
+            headers=[("Sec-WebSocket-Version", WEBSOCKET_VERSION)],
+        )
+        return None
+    if not (request.header("sec-websocket-key") or "").strip():
+        await send_response(stream, 400, "Bad request - missing Sec-WebSocket-Key\n")
+        return None
+    token_digest: str | None = None
+    if state.settings.require_pairing:
+        presented = presented_token(request.headers, request.query)
+        token_digest = state.tokens.verify(presented.token) if presented else None
+        if token_digest is None:
+            why = "no token" if presented is None else f"unknown token ({presented.source})"
+            logger.warning("refused /acp upgrade from %s: %s", peer, why)
+            await send_response(
+                stream, 401, UNAUTHORIZED_BODY + "\n", headers=[("WWW-Authenticate", "Bearer")]
+            )
+            return None
+    if state.draining:
+        await send_response(
+            stream, 503, "Service unavailable - gateway restarting, retry\n",
+            headers=[("Retry-After", "1")],
+        )  # fmt: skip
+        return None
+    if len(state.connections) >= state.max_connections:
+        await send_response(
+            stream,
+            503,
+            f"Service unavailable - {state.max_connections} connections are open already\n",
+            headers=[("Retry-After", "5")],
+        )
+        return None
+    return Admission(token_digest)
+
+
+async def _send_switching_protocols(stream: trio.abc.Stream, request: HttpRequest) -> None:
+    key = (request.header("sec-websocket-key") or "").strip()
+    subprotocol = select_subprotocol(offered_subprotocols(request.headers))
+    response = [
+        "HTTP/1.1 101 Switching Protocols",
+        "Upgrade: websocket",
+        "Connection: Upgrade",
+        f"Sec-WebSocket-Accept: {generate_accept_token(key.encode('latin-1')).decode('ascii')}",
+    ]
+    if subprotocol is not None:
+        response.append(f"Sec-WebSocket-Protocol: {subprotocol}")
+    await stream.send_all(("\r\n".join(response) + "\r\n\r\n").encode("latin-1"))
