@@ -13,11 +13,12 @@ Everything is importable from ``acp_server.security`` as well.
 """
 
 from acp_server.security.approval import (
-    PATH_ARGUMENT_TOOLS,
-    SELF_APPROVING_TOOLS,
+    NO_RULES,
     Approval,
+    PathArgument,
     PolicyDecision,
     SecurityPolicy,
+    ToolRules,
 )
 from acp_server.security.commands import (
     DANGEROUS_ENV_ASSIGNMENTS,
@@ -45,18 +46,19 @@ __all__ = [
     "GIT_READONLY_SUBCOMMANDS",
     "HIGH_RISK_COMMANDS",
     "MEDIUM_RISK_COMMANDS",
+    "NO_RULES",
     "PACKAGE_MANAGER_MUTATIONS",
-    "PATH_ARGUMENT_TOOLS",
-    "SELF_APPROVING_TOOLS",
     "SHELL_ENV_PASSTHROUGH",
     "Approval",
     "CommandAssessment",
     "CommandClassifier",
     "CommandRisk",
+    "PathArgument",
     "PathJail",
     "PolicyDecision",
     "PolicyViolation",
     "SecurityPolicy",
+    "ToolRules",
     "deliver_path_denial",
     "expand_braces",
     "is_within",

@@ -19,8 +19,8 @@ tool with side effects  DENY         rules below                            ALLO
 tool in ``always_ask``  never asks   ASK, every time                        ALLOW
 auto-approved or        ALLOW        ALLOW                                  ALLOW
   allow-always'd                     (tool in ``auto_approve``, in
-                                     ``session_allowed``, or one of
-                                     ``SELF_APPROVING_TOOLS``)
+                                     ``session_allowed``, or
+                                     ``ToolRules.self_approving``)
 anything else           ALLOW        ASK                                    ALLOW
 shell: program not in   DENY         DENY                                   DENY
   allowed_commands
@@ -59,22 +59,37 @@ class PolicyDecision:
     reason: str = ""
 
 
-# Tools whose ``path`` argument names a file or directory the tool touches. The runtime
-# learns about a jail escape here, before asking the user to approve something that will
-# be refused anyway.
-PATH_ARGUMENT_TOOLS: Final = {
-    "file_read": False,
-    "file_write": True,
-    "file_edit": True,
-    "deliver_file": False,
-    "content_search": False,
-}
+@dataclass(frozen=True, slots=True)
+class PathArgument:
+    """The argument of a tool that names a file or directory the tool touches.
+
+    ``decide`` checks it against the jail before anyone is asked to approve a call that
+    would be refused anyway. ``plain`` refuses any ``..`` component, even one that stays
+    inside (``deliver_path_denial``).
+    """
+
+    name: str = "path"
+    for_write: bool = False
+    plain: bool = False
 
 
-# Tools that only talk to the user (ask_user's question *is* a permission request; an
-# escalation or a plan is just shown). Asking "may I ask you?" first would be noise, so they
-# run unless the operator lists them in always_ask.
-SELF_APPROVING_TOOLS: Final = frozenset({"ask_user", "escalate_to_human", "todo_write"})
+@dataclass(frozen=True, slots=True)
+class ToolRules:
+    """What ``decide`` needs to know about a tool beyond its name (its ``ToolDefinition``
+    declares them; a tool without a definition, such as an MCP tool, has none).
+
+    ``command_argument`` names the argument holding a shell command, judged by
+    ``assess_command``. ``self_approving`` tools only talk to the user (ask_user's question
+    *is* a permission request; an escalation or a plan is just shown): asking "may I ask
+    you?" first would be noise, so they run unless the operator lists them in always_ask.
+    """
+
+    path_argument: PathArgument | None = None
+    command_argument: str | None = None
+    self_approving: bool = False
+
+
+NO_RULES: Final = ToolRules()
 
 
 class SecurityPolicy:
@@ -125,6 +140,7 @@ class SecurityPolicy:
         *,
         side_effects: bool,
         session_allowed: frozenset[str] = frozenset(),
+        rules: ToolRules = NO_RULES,
     ) -> PolicyDecision:
         """Whether a tool call may run, must be approved first, or is refused."""
         level = self.profile.level
@@ -134,14 +150,17 @@ class SecurityPolicy:
                 f"Tool '{tool_name}' is not allowed: the risk profile is read-only "
                 "(no side effects)",
             )
-        path_denial = self._path_argument_denial(tool_name, arguments)
+        path_denial = self._path_argument_denial(rules.path_argument, arguments)
         if path_denial is not None:
             return PolicyDecision(Approval.DENY, path_denial)
 
-        if tool_name == "shell":
-            command = arguments.get("command")
+        if rules.command_argument is not None:
+            command = arguments.get(rules.command_argument)
             if not isinstance(command, str):
-                return PolicyDecision(Approval.DENY, "shell requires a string 'command' argument")
+                return PolicyDecision(
+                    Approval.DENY,
+                    f"{tool_name} requires a string '{rules.command_argument}' argument",
+                )
             assessment = self.assess_command(command)
             if assessment.denial is not None:
                 return PolicyDecision(Approval.DENY, assessment.denial)
@@ -172,28 +191,24 @@ class SecurityPolicy:
         if "*" in always_ask or tool_name in always_ask:
             return PolicyDecision(Approval.ASK, f"'{tool_name}' is in always_ask")
         auto = self.profile.auto_approve
-        if (
-            "*" in auto
-            or tool_name in auto
-            or tool_name in session_allowed
-            or tool_name in SELF_APPROVING_TOOLS
-        ):
+        if "*" in auto or tool_name in auto or tool_name in session_allowed or rules.self_approving:
             return PolicyDecision(Approval.ALLOW)
         return PolicyDecision(Approval.ASK, f"'{tool_name}' needs approval")
 
-    def _path_argument_denial(self, tool_name: str, arguments: Mapping[str, Any]) -> str | None:
-        for_write = PATH_ARGUMENT_TOOLS.get(tool_name)
-        if for_write is None:
+    def _path_argument_denial(
+        self, argument: PathArgument | None, arguments: Mapping[str, Any]
+    ) -> str | None:
+        if argument is None:
             return None
-        path = arguments.get("path")
+        path = arguments.get(argument.name)
         if not isinstance(path, str) or not path:
             return None  # the tool itself reports a missing path
-        if tool_name == "deliver_file":
+        if argument.plain:
             denial = deliver_path_denial(path)
             if denial is not None:
                 return denial
         try:
-            self.resolve_path(path, for_write=for_write)
+            self.resolve_path(path, for_write=argument.for_write)
         except PolicyViolation as violation:
             return str(violation)
         return None

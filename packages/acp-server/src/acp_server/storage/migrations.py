@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Final
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 """``PRAGMA user_version`` after every migration in ``MIGRATIONS`` has run."""
 
 
@@ -83,6 +83,20 @@ _SCHEMA_V2: Final = (
 )
 
 
+_SCHEMA_V3: Final = (
+    # A tool result's outcome and structured record ('out' rows): ``ok`` is
+    # ``ToolOutput.ok``; ``record_json`` is its ``ToolRecord`` (what it streamed, the file it
+    # delivered; codec.py), so replay never reads the result text. NULL record_json marks a
+    # result written before this step: replay rebuilds its record from its text
+    # (ToolDefinition.legacy_record), the only place those rows kept it.
+    "ALTER TABLE acp_tool_calls ADD COLUMN ok INTEGER",
+    "ALTER TABLE acp_tool_calls ADD COLUMN record_json TEXT",
+    # Older results followed one convention for failure, an "Error:" prefix on the text;
+    # their flag is migrated from it once here, and nothing reads the text for it again.
+    "UPDATE acp_tool_calls SET ok = (substr(payload, 1, 6) <> 'Error:') WHERE event_kind = 'out'",
+)
+
+
 def _migrate_to_v1(conn: sqlite3.Connection) -> None:
     for statement in _SCHEMA_V1:
         conn.execute(statement)
@@ -103,9 +117,15 @@ def _migrate_to_v2(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+def _migrate_to_v3(conn: sqlite3.Connection) -> None:
+    for statement in _SCHEMA_V3:
+        conn.execute(statement)
+
+
 MIGRATIONS: Final[tuple[Callable[[sqlite3.Connection], None], ...]] = (
     _migrate_to_v1,
     _migrate_to_v2,
+    _migrate_to_v3,
 )
 """``MIGRATIONS[n]`` takes a database from ``user_version`` n to n + 1. Append, never edit."""
 

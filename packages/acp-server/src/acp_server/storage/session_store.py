@@ -284,8 +284,8 @@ class SessionStore:
                     message_id = cursor.lastrowid
                     conn.executemany(
                         "INSERT INTO acp_tool_calls"
-                        " (message_id, tool_call_id, tool_name, event_kind, payload, created_at)"
-                        " VALUES (?, ?, ?, ?, ?, ?)",
+                        " (message_id, tool_call_id, tool_name, event_kind, payload, ok,"
+                        " record_json, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                         [(message_id, *tool_row, now) for tool_row in message.tool_rows],
                     )
             conn.execute(
@@ -326,7 +326,8 @@ class SessionStore:
                 params,
             ).fetchall()
             tool_rows = conn.execute(
-                "SELECT t.message_id, t.tool_call_id, t.tool_name, t.event_kind, t.payload"
+                "SELECT t.message_id, t.tool_call_id, t.tool_name, t.event_kind, t.payload,"
+                " t.ok, t.record_json"
                 " FROM acp_tool_calls AS t JOIN acp_messages AS m ON m.id = t.message_id"
                 f" WHERE m.session_id = ?{window} ORDER BY t.id",
                 params,
