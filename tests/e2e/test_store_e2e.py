@@ -1,4 +1,4 @@
-"""Session persistence through real `zeroclaw acp` processes (issue 5 §3).
+"""Session persistence through real `zeroclaw acp` processes.
 
 Restart survival, crash safety under SIGKILL, two processes sharing one store, and the
 in-memory fallback when the store cannot be opened.

@@ -134,6 +134,7 @@ async def test_history_maps_to_tool_use_and_merged_tool_results() -> None:
             content="Error: no such file",
             tool_call_id="toolu_b",
             tool_name="file_read",
+            ok=False,
         ),
         ChatMessage(role="user", content="and now?"),
     ]
@@ -165,6 +166,48 @@ async def test_history_maps_to_tool_use_and_merged_tool_results() -> None:
                 },
                 {"type": "text", "text": "and now?"},
             ],
+        },
+    ]
+
+
+async def test_is_error_follows_the_tool_outcome_not_the_text() -> None:
+    # A denial fails without an "Error:" prefix; a file may well start with "Error:".
+    calls = (
+        ToolCall("toolu_d", "shell", {"command": "rm -rf /"}),
+        ToolCall("toolu_r", "file_read", {"path": "log.txt"}),
+    )
+    history = [
+        ChatMessage(role="user", content="go"),
+        ChatMessage(role="assistant", content="", tool_calls=calls),
+        ChatMessage(
+            role="tool",
+            content="Denied by user.",
+            tool_call_id="toolu_d",
+            tool_name="shell",
+            ok=False,
+        ),
+        ChatMessage(
+            role="tool",
+            content="Error: disk full (a line of the log)",
+            tool_call_id="toolu_r",
+            tool_name="file_read",
+        ),
+    ]
+    with trio.fail_after(CEILING_SECS):
+        async with serve_fake_llm(anthropic_text_reply("ok")) as llm:
+            await collect(anthropic(llm.base_url), ModelRequest(None, history))
+    results = llm.requests[0].json()["messages"][-1]["content"]
+    assert results == [
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_d",
+            "content": "Denied by user.",
+            "is_error": True,
+        },
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_r",
+            "content": "Error: disk full (a line of the log)",
         },
     ]
 

@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from acp_server.agent.tools.registry import definition_for
 from acp_server.config import RiskProfileConfig
-from acp_server.security import Approval, CommandRisk, PolicyViolation, SecurityPolicy
+from acp_server.security import (
+    Approval,
+    CommandRisk,
+    PolicyDecision,
+    PolicyViolation,
+    SecurityPolicy,
+)
 
 SUPERVISED = RiskProfileConfig()
 READONLY = RiskProfileConfig(level="readonly")
@@ -31,6 +40,24 @@ def workspace(tmp_path: Path) -> Path:
 
 def policy(workspace: Path, profile: RiskProfileConfig = SUPERVISED) -> SecurityPolicy:
     return SecurityPolicy(profile, workspace)
+
+
+def decide(
+    p: SecurityPolicy,
+    tool_name: str,
+    arguments: Mapping[str, Any],
+    *,
+    side_effects: bool,
+    session_allowed: frozenset[str] = frozenset(),
+) -> PolicyDecision:
+    """``decide`` with the tool's own rules, as the runtime calls it."""
+    return p.decide(
+        tool_name,
+        arguments,
+        side_effects=side_effects,
+        session_allowed=session_allowed,
+        rules=definition_for(tool_name).rules,
+    )
 
 
 # --------------------------------------------------------------------------- path jail
@@ -152,35 +179,36 @@ def test_readonly_refuses_paths_for_writing(workspace: Path) -> None:
 
 def test_readonly_denies_side_effects_and_allows_reads(workspace: Path) -> None:
     p = policy(workspace, READONLY)
-    write = p.decide("file_write", {"path": "a.txt", "content": ""}, side_effects=True)
+    write = decide(p, "file_write", {"path": "a.txt", "content": ""}, side_effects=True)
     assert write.approval is Approval.DENY
     assert "read-only" in write.reason
-    assert p.decide("shell", {"command": "ls"}, side_effects=True).approval is Approval.DENY
-    assert p.decide("file_read", {"path": "src/main.py"}, side_effects=False).approval is (
+    assert decide(p, "shell", {"command": "ls"}, side_effects=True).approval is Approval.DENY
+    assert decide(p, "file_read", {"path": "src/main.py"}, side_effects=False).approval is (
         Approval.ALLOW
     )
-    assert p.decide("deliver_file", {"path": "src/main.py"}, side_effects=False).approval is (
+    assert decide(p, "deliver_file", {"path": "src/main.py"}, side_effects=False).approval is (
         Approval.ALLOW
     )
 
 
 def test_supervised_asks_unless_auto_approved_or_allowed_always(workspace: Path) -> None:
     p = policy(workspace)
-    read = p.decide("file_read", {"path": "src/main.py"}, side_effects=False)
+    read = decide(p, "file_read", {"path": "src/main.py"}, side_effects=False)
     assert read.approval is Approval.ALLOW
     args = {"path": "a.txt", "content": "x"}
-    assert p.decide("file_write", args, side_effects=True).approval is Approval.ASK
-    remembered = p.decide(
-        "file_write", args, side_effects=True, session_allowed=frozenset({"file_write"})
+    assert decide(p, "file_write", args, side_effects=True).approval is Approval.ASK
+    remembered = decide(
+        p, "file_write", args, side_effects=True, session_allowed=frozenset({"file_write"})
     )
     assert remembered.approval is Approval.ALLOW
-    assert p.decide("mcp_weather", {}, side_effects=False).approval is Approval.ASK
-    assert p.decide("ask_user", {"question": "?"}, side_effects=False).approval is Approval.ALLOW
+    assert decide(p, "mcp_weather", {}, side_effects=False).approval is Approval.ASK
+    assert decide(p, "ask_user", {"question": "?"}, side_effects=False).approval is Approval.ALLOW
 
 
 def test_supervised_always_ask_wins_over_auto_approve_and_allow_always(workspace: Path) -> None:
     p = policy(workspace, replace(SUPERVISED, always_ask=("file_read",)))
-    decision = p.decide(
+    decision = decide(
+        p,
         "file_read",
         {"path": "src/main.py"},
         side_effects=False,
@@ -188,24 +216,26 @@ def test_supervised_always_ask_wins_over_auto_approve_and_allow_always(workspace
     )
     assert decision.approval is Approval.ASK
     star = policy(workspace, replace(SUPERVISED, always_ask=("*",)))
-    assert star.decide("glob_search", {"pattern": "*"}, side_effects=False).approval is Approval.ASK
+    assert (
+        decide(star, "glob_search", {"pattern": "*"}, side_effects=False).approval is Approval.ASK
+    )
 
 
 def test_path_escape_is_denied_before_asking(workspace: Path) -> None:
     p = policy(workspace)
-    decision = p.decide("file_write", {"path": "../x", "content": ""}, side_effects=True)
+    decision = decide(p, "file_write", {"path": "../x", "content": ""}, side_effects=True)
     assert decision == decision.__class__(Approval.DENY, "Path escapes workspace directory: ../x")
-    read = p.decide("file_read", {"path": "/etc/passwd"}, side_effects=False)
+    read = decide(p, "file_read", {"path": "/etc/passwd"}, side_effects=False)
     assert read.approval is Approval.DENY
 
 
 def test_full_never_asks(workspace: Path) -> None:
     p = policy(workspace, replace(FULL, always_ask=("*",)))
-    assert p.decide("file_write", {"path": "a", "content": ""}, side_effects=True).approval is (
+    assert decide(p, "file_write", {"path": "a", "content": ""}, side_effects=True).approval is (
         Approval.ALLOW
     )
-    assert p.decide("shell", {"command": "git push"}, side_effects=True).approval is Approval.ALLOW
-    assert p.decide("shell", {"command": "rm -rf x"}, side_effects=True).approval is Approval.DENY
+    assert decide(p, "shell", {"command": "git push"}, side_effects=True).approval is Approval.ALLOW
+    assert decide(p, "shell", {"command": "rm -rf x"}, side_effects=True).approval is Approval.DENY
 
 
 # --------------------------------------------------------------------------- commands
@@ -327,7 +357,7 @@ def test_high_risk_commands(workspace: Path, command: str) -> None:
 )
 def test_refused_commands_name_the_problem(workspace: Path, command: str, reason: str) -> None:
     p = policy(workspace)
-    decision = p.decide("shell", {"command": command}, side_effects=True)
+    decision = decide(p, "shell", {"command": command}, side_effects=True)
     assert decision.approval is Approval.DENY
     assert reason in decision.reason
     assert p.classify_command(command) is CommandRisk.HIGH
@@ -335,17 +365,17 @@ def test_refused_commands_name_the_problem(workspace: Path, command: str, reason
 
 def test_symlink_argument_leading_outside_is_refused(workspace: Path) -> None:
     (workspace / "notes").symlink_to(workspace.parent / "outside" / "secret.txt")
-    decision = policy(workspace).decide("shell", {"command": "cat notes"}, side_effects=True)
+    decision = decide(policy(workspace), "shell", {"command": "cat notes"}, side_effects=True)
     assert decision.approval is Approval.DENY
     assert "Path escapes workspace directory: notes" in decision.reason
 
 
 def test_glob_matching_a_symlink_that_leads_outside_is_refused(workspace: Path) -> None:
     (workspace / "src" / "zz-link.py").symlink_to(workspace.parent / "outside" / "secret.txt")
-    decision = policy(workspace).decide("shell", {"command": "cat src/*.py"}, side_effects=True)
+    decision = decide(policy(workspace), "shell", {"command": "cat src/*.py"}, side_effects=True)
     assert decision.approval is Approval.DENY
     assert "Path escapes workspace directory: src/zz-link.py" in decision.reason
-    fine = policy(workspace).decide("shell", {"command": "cat src/m*.py"}, side_effects=True)
+    fine = decide(policy(workspace), "shell", {"command": "cat src/m*.py"}, side_effects=True)
     assert fine.approval is Approval.ASK
 
 
@@ -359,7 +389,7 @@ def test_brace_expansion() -> None:
 
 def test_high_risk_blocked_unless_explicitly_allowlisted(workspace: Path) -> None:
     star = policy(workspace, replace(SUPERVISED, allowed_commands=("*",)))
-    blocked = star.decide("shell", {"command": "rm -rf build"}, side_effects=True)
+    blocked = decide(star, "shell", {"command": "rm -rf build"}, side_effects=True)
     assert blocked.approval is Approval.DENY
     assert "High-risk command blocked" in blocked.reason
     assert "'rm'" in blocked.reason
@@ -367,7 +397,8 @@ def test_high_risk_blocked_unless_explicitly_allowlisted(workspace: Path) -> Non
     explicit = policy(
         workspace, replace(SUPERVISED, allowed_commands=(*SUPERVISED.allowed_commands, "rm"))
     )
-    asked = explicit.decide(
+    asked = decide(
+        explicit,
         "shell",
         {"command": "rm -rf build"},
         side_effects=True,
@@ -377,7 +408,7 @@ def test_high_risk_blocked_unless_explicitly_allowlisted(workspace: Path) -> Non
     assert "high-risk" in asked.reason
 
     unblocked = policy(workspace, ANYTHING_GOES)
-    assert unblocked.decide("shell", {"command": "sudo ls"}, side_effects=True).approval is (
+    assert decide(unblocked, "shell", {"command": "sudo ls"}, side_effects=True).approval is (
         Approval.ASK
     )
 
@@ -386,19 +417,19 @@ def test_medium_risk_needs_approval_when_configured(workspace: Path) -> None:
     allowed = frozenset({"shell"})
     asking = policy(workspace)
     commit = {"command": "git commit -m x"}
-    decision = asking.decide("shell", commit, side_effects=True, session_allowed=allowed)
+    decision = decide(asking, "shell", commit, side_effects=True, session_allowed=allowed)
     assert decision.approval is Approval.ASK
     assert "git commit" in decision.reason
     relaxed = policy(workspace, replace(SUPERVISED, require_approval_for_medium_risk=False))
-    assert relaxed.decide("shell", commit, side_effects=True, session_allowed=allowed).approval is (
-        Approval.ALLOW
-    )
+    assert decide(
+        relaxed, "shell", commit, side_effects=True, session_allowed=allowed
+    ).approval is (Approval.ALLOW)
     # A low-risk command is covered by allow-always.
     status = {"command": "git status"}
-    assert asking.decide("shell", status, side_effects=True, session_allowed=allowed).approval is (
+    assert decide(asking, "shell", status, side_effects=True, session_allowed=allowed).approval is (
         Approval.ALLOW
     )
-    assert asking.decide("shell", status, side_effects=True).approval is Approval.ASK
+    assert decide(asking, "shell", status, side_effects=True).approval is Approval.ASK
 
 
 def test_full_level_redirection_outside_workspace_is_high_risk(workspace: Path) -> None:
@@ -406,14 +437,12 @@ def test_full_level_redirection_outside_workspace_is_high_risk(workspace: Path) 
     target = workspace.parent / "outside" / "log.txt"
     p = policy(workspace, open_profile)
     assert p.classify_command(f"echo hi > {target}") is CommandRisk.HIGH
-    blocked = p.decide("shell", {"command": f"echo hi > {target}"}, side_effects=True)
+    blocked = decide(p, "shell", {"command": f"echo hi > {target}"}, side_effects=True)
     assert blocked.approval is Approval.DENY
     assert "outside the workspace" in blocked.reason
-    assert (
-        policy(workspace, FULL)
-        .decide("shell", {"command": "cat /etc/hostname"}, side_effects=True)
-        .reason.startswith("Path is forbidden by security policy: /etc/hostname")
-    )
+    assert decide(
+        policy(workspace, FULL), "shell", {"command": "cat /etc/hostname"}, side_effects=True
+    ).reason.startswith("Path is forbidden by security policy: /etc/hostname")
 
 
 def test_shell_environment_withholds_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -467,7 +496,7 @@ def test_command_assessment_never_crashes_and_stays_consistent(
     command = " ".join(words)
     p = policy(workspace)
     assessment = p.assess_command(command)
-    decision = p.decide("shell", {"command": command}, side_effects=True)
+    decision = decide(p, "shell", {"command": command}, side_effects=True)
     if assessment.denial is not None:
         assert decision.approval is Approval.DENY
         assert p.classify_command(command) is CommandRisk.HIGH

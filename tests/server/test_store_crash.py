@@ -1,4 +1,4 @@
-"""SIGKILL in the middle of large commits: the store is never torn (issue 5 §3).
+"""SIGKILL in the middle of large commits: the store is never torn.
 
 The server-level crash test (tests/e2e/test_store_e2e.py) kills ``zeroclaw acp`` around
 its turns, but a commit of a small turn lasts well under a millisecond, so few kills land

@@ -1,5 +1,10 @@
 """Tool name → ACP ``ToolKind``, as the reference server maps them.
 
+The server's built-in tools declare their kind in their own ``ToolDefinition``
+(``acp_server.agent.tools.base``) and agree with this table; it labels every other tool
+(MCP tools, names the reference knows but this server does not implement), so the table
+keeps the reference's names.
+
 ``tool_kind`` labels ``tool_call`` / ``tool_call_update`` notifications (as the reference
 server labels them). ZeroClaw deliberately never emits ``read``/``search``/``fetch``: clients
 collapse those kinds' output, and users should see what a read or search returned, so

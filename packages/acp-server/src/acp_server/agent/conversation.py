@@ -23,6 +23,53 @@ class ToolCall:
 
 
 @dataclass(frozen=True, slots=True)
+class PlanEntry:
+    content: str
+    status: Literal["pending", "in_progress", "completed"] = "pending"
+    priority: Literal["high", "medium", "low"] = "medium"
+    active_form: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamedText:
+    """Chat text a tool streamed while it ran (escalate_to_human's message)."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class StreamedPlan:
+    """A plan a tool set while it ran (todo_write)."""
+
+    entries: tuple[PlanEntry, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveredRecord:
+    """A file a tool handed to the client (deliver_file): what its live
+    ``tool_call_update`` showed, so ``session/load`` can show it again."""
+
+    uri: str  # attachment://deliver/<sha256>.<ext>
+    filename: str
+    title: str
+    mime_type: str
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRecord:
+    """What one tool call did besides its result text, in the order the client saw it.
+
+    ``streamed`` is what reached the client between the call's ``tool_call`` and its
+    ``tool_call_update``; ``delivered`` is the file its update embedded. Stored with the
+    result, so replay never has to read the result text to rebuild them.
+    """
+
+    streamed: tuple[StreamedText | StreamedPlan, ...] = ()
+    delivered: DeliveredRecord | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ChatMessage:
     role: Role
     content: str
@@ -30,14 +77,12 @@ class ChatMessage:
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None  # role == "tool": the call this result answers
     tool_name: str | None = None  # role == "tool": the tool that produced it
-
-
-@dataclass(frozen=True, slots=True)
-class PlanEntry:
-    content: str
-    status: Literal["pending", "in_progress", "completed"] = "pending"
-    priority: Literal["high", "medium", "low"] = "medium"
-    active_form: str | None = None
+    ok: bool = True
+    """role == "tool": whether the tool succeeded (``ToolOutput.ok``); providers with an
+    error flag on tool results (Anthropic's ``is_error``) send it."""
+    record: ToolRecord | None = None
+    """role == "tool": the call's structured record; None on results stored before the
+    session store kept records (schema < 3), which replay rebuilds from their text."""
 
 
 @dataclass(slots=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from acp_core import schema
-from acp_core.tools import approval_kind, is_file_edit_tool
+from acp_server.agent.tools.base import ToolDefinition
 
 DEFAULT_MAX_SUMMARY_CHARS: Final = 2000
 """An approval prompt shows at most this much of the arguments summary."""
@@ -70,37 +70,6 @@ def verdict_from_outcome(outcome: schema.PermissionOutcome | None) -> Verdict:
     return Verdict(kind, outcome.replacement_content or "")
 
 
-def edit_raw_input(tool_name: str, arguments: Mapping[str, Any]) -> dict[str, Any] | None:
-    """file_edit / file_write arguments in ACP diff field names (zeroclaw.md §2.1), else None."""
-    if tool_name == "file_edit":
-        return {
-            "path": arguments.get("path"),
-            "oldText": arguments.get("old_string"),
-            "newText": arguments.get("new_string"),
-        }
-    if tool_name == "file_write":
-        return {"path": arguments.get("path"), "newText": arguments.get("content")}
-    return None
-
-
-def diff_content(
-    tool_name: str, arguments: Mapping[str, Any]
-) -> list[schema.ToolCallContent] | None:
-    """The ``diff`` content block for file edits, or None for other tools."""
-    path = arguments.get("path")
-    if not isinstance(path, str):
-        return None
-    if tool_name == "file_edit":
-        old, new = arguments.get("old_string"), arguments.get("new_string")
-        if isinstance(old, str) and isinstance(new, str):
-            return [schema.ToolCallDiff(path=path, old_text=old, new_text=new)]
-    elif tool_name == "file_write":
-        content = arguments.get("content")
-        if isinstance(content, str):
-            return [schema.ToolCallDiff(path=path, new_text=content)]
-    return None
-
-
 def arguments_summary(arguments: Mapping[str, Any]) -> str:
     """``command: git status --short, approved: false`` (reference style), bounded."""
     parts = []
@@ -123,29 +92,28 @@ def _json_scalar(value: object) -> str:
 
 
 def approval_request(
-    session_id: str, tool_name: str, arguments: Mapping[str, Any]
+    session_id: str, definition: ToolDefinition, arguments: Mapping[str, Any]
 ) -> schema.RequestPermissionParams:
-    """Params of the approval request for one tool call (zeroclaw.md §2.5)."""
-    edit = is_file_edit_tool(tool_name)
-    raw_input: Any = edit_raw_input(tool_name, arguments) if edit else {"tool": tool_name}
-    content = diff_content(tool_name, arguments) if edit else None
+    """Params of the approval request for one tool call (zeroclaw.md §2.5), as the tool's
+    definition presents it: an ``edit`` prompt shows the diff and offers the new text for
+    ``reject-with-edit``; any other shows an arguments summary."""
+    presentation = definition.presentation
+    edit = presentation.approval_kind == "edit"
+    raw_input: Any = presentation.raw_input(arguments) if edit else {"tool": definition.name}
+    content = presentation.diff(arguments) if edit else None
     if content is None:
         content = [schema.text_tool_content(arguments_summary(arguments))]
-    proposed = None
-    if edit:
-        value = arguments.get("new_string" if tool_name == "file_edit" else "content")
-        proposed = value if isinstance(value, str) else None
     return schema.RequestPermissionParams(
         session_id=session_id,
         options=schema.permission_options(edit=edit),
         tool_call=schema.PermissionToolCall(
             tool_call_id=f"approval-{uuid.uuid4()}",
-            title=f"Approve {tool_name}?",
-            kind=approval_kind(tool_name),
+            title=f"Approve {definition.name}?",
+            kind=presentation.approval_kind,
             status="pending",
             raw_input=raw_input,
             content=content,
-            proposed_edit=proposed,
+            proposed_edit=presentation.proposed_edit(arguments) if edit else None,
         ),
     )
 

@@ -30,16 +30,22 @@ from acp_core.blobs import (
     deliver_uri,
     file_extension,
 )
-from acp_core.tools import tool_kind
-from acp_server.agent.conversation import ChatMessage, PlanEntry, ToolCall, Usage
+from acp_server.agent.conversation import (
+    ChatMessage,
+    DeliveredRecord,
+    PlanEntry,
+    StreamedPlan,
+    StreamedText,
+    ToolCall,
+    ToolRecord,
+    Usage,
+)
 from acp_server.agent.permissions import (
     DENIED_BY_USER,
     VerdictKind,
     approval_request,
     choice_from_outcome,
     choice_request,
-    diff_content,
-    edit_raw_input,
     runtime_denial,
     verdict_from_outcome,
 )
@@ -52,10 +58,18 @@ from acp_server.agent.providers.base import (
     ToolCallRequested,
     UsageReported,
 )
-from acp_server.agent.replay import plan_update
 from acp_server.agent.session import Session
-from acp_server.agent.tools.base import DeliveredFile, Tool, ToolContext, ToolError, ToolOutput
+from acp_server.agent.tool_updates import plan_update, tool_call_finished, tool_call_started
+from acp_server.agent.tools.base import (
+    DeliveredFile,
+    Tool,
+    ToolContext,
+    ToolDefinition,
+    ToolError,
+    ToolOutput,
+)
 from acp_server.agent.tools.mcp import MCP_TOOL_PREFIX
+from acp_server.agent.tools.registry import definition_for
 from acp_server.errors import ClientFacingError
 from acp_server.security import Approval, PolicyViolation
 from acp_server.storage.uploads import read_verified
@@ -153,8 +167,9 @@ class _TurnRunner:
                 )
                 for call in calls:
                     skipped = ToolOutput(f"Tool call not executed: {note}", ok=False)
-                    await self._announce(call.id, call.name, call.arguments)
-                    self.new_messages.append(await self._report(call.id, call.name, skipped))
+                    definition = definition_for(call.name)
+                    await self._announce(call.id, definition, call.arguments)
+                    self.new_messages.append(await self._report(call.id, definition, skipped))
                 shown = ("\n\n" if self.streamed else "") + note
                 await self._send_text(shown)
                 # Kept as the turn's last assistant words, so session/load shows it too
@@ -229,8 +244,10 @@ class _TurnRunner:
         session = self.session
         call_id = call.id
         arguments = dict(call.arguments)
+        definition = definition_for(call.name)
         tool = session.tools.get(call.name)
         output: ToolOutput
+        tool_streamed: list[StreamedText | StreamedPlan] = []
         if tool is None:
             available = ", ".join(sorted(session.tools)) or "none"
             text = f"Error: Unknown tool: {call.name} (available: {available})"
@@ -241,12 +258,12 @@ class _TurnRunner:
                 if problems:
                     text += ". " + " ".join(problems)
             output = ToolOutput(text, ok=False)
-            await self._announce(call_id, call.name, arguments)
+            await self._announce(call_id, definition, arguments)
         else:
-            verdict = await self._authorise(call.name, arguments, side_effects=tool.side_effects)
+            verdict = await self._authorise(definition, arguments, side_effects=tool.side_effects)
             if isinstance(verdict, str):
                 output = ToolOutput(verdict, ok=False)
-                await self._announce(call_id, call.name, arguments)
+                await self._announce(call_id, definition, arguments)
             else:
                 # rawInput is the model's arguments verbatim, live and on replay alike
                 # (zeroclaw.md §2.1). The reference also shows a runtime-set `approved`
@@ -254,28 +271,30 @@ class _TurnRunner:
                 # approval travels in ToolContext.extra), the client saw the approval in
                 # its own session/request_permission answer, and a flag that exists only
                 # live would make session/load differ from what the client saw.
-                await self._announce(call_id, call.name, arguments)
-                output = await self._execute(call.name, tool, arguments, approved=verdict)
-        return await self._report(call_id, call.name, output)
+                await self._announce(call_id, definition, arguments)
+                output = await self._execute(tool, arguments, tool_streamed, approved=verdict)
+        return await self._report(call_id, definition, output, tool_streamed)
 
     async def _authorise(
-        self, name: str, arguments: dict[str, Any], *, side_effects: bool
+        self, definition: ToolDefinition, arguments: dict[str, Any], *, side_effects: bool
     ) -> bool | str:
         """Whether the call may run: a bool (True when an operator approved it) or the
         model-facing denial text."""
         session = self.session
+        name = definition.name
         decision = session.policy.decide(
             name,
             arguments,
             side_effects=side_effects,
             session_allowed=frozenset(session.allow_always),
+            rules=definition.rules,
         )
         if decision.approval is Approval.ALLOW:
             return False
         if decision.approval is Approval.DENY:
             return decision.reason or f"Tool call not executed: '{name}' is not allowed by policy."
         outcome = await self.io.request_permission(
-            approval_request(session.session_id, name, arguments)
+            approval_request(session.session_id, definition, arguments)
         )
         verdict = verdict_from_outcome(outcome)
         if verdict.kind is VerdictKind.ALLOW_ALWAYS:
@@ -290,16 +309,32 @@ class _TurnRunner:
         return runtime_denial(name)
 
     async def _execute(
-        self, name: str, tool: Tool, arguments: dict[str, Any], *, approved: bool
+        self,
+        tool: Tool,
+        arguments: dict[str, Any],
+        tool_streamed: list[StreamedText | StreamedPlan],
+        *,
+        approved: bool,
     ) -> ToolOutput:
+        """Run the tool; what it streams to the client is also appended to ``tool_streamed``
+        (the call's ``ToolRecord``, so ``session/load`` replays it)."""
+
+        async def send_text(text: str) -> None:
+            tool_streamed.append(StreamedText(text))
+            await self._send_text(text)
+
+        async def set_plan(entries: Sequence[PlanEntry]) -> None:
+            tool_streamed.append(StreamedPlan(tuple(entries)))
+            await self._set_plan(entries)
+
         ctx = ToolContext(
             session_id=self.session.session_id,
             workspace=self.session.workspace,
             policy=self.session.policy,
             shell_timeout_secs=float(self.session.runtime_profile.shell_timeout_secs),
             ask_choice=self._ask_choice,
-            send_text=self._send_text,
-            set_plan=self._set_plan,
+            send_text=send_text,
+            set_plan=set_plan,
             extra={"approved": approved},
         )
         try:
@@ -307,50 +342,58 @@ class _TurnRunner:
         except (ToolError, PolicyViolation) as exc:
             return ToolOutput(f"Error: {exc}", ok=False)
         except Exception as exc:  # a tool bug must not end the turn; the model sees it
-            logger.exception("tool %s failed unexpectedly", name)
-            return ToolOutput(f"Error: {name} failed: {exc}", ok=False)
+            logger.exception("tool %s failed unexpectedly", tool.name)
+            return ToolOutput(f"Error: {tool.name} failed: {exc}", ok=False)
         return output
 
-    async def _announce(self, call_id: str, name: str, arguments: Mapping[str, Any]) -> None:
-        raw_input = edit_raw_input(name, arguments)
+    async def _announce(
+        self, call_id: str, definition: ToolDefinition, arguments: Mapping[str, Any]
+    ) -> None:
         await self.io.send_update(
-            schema.ToolCallStart(
-                tool_call_id=call_id,
-                title=name,
-                kind=tool_kind(name),
-                status="pending",
-                raw_input=raw_input if raw_input is not None else dict(arguments),
-                name=name,
-                content=diff_content(name, arguments),
-            )
+            tool_call_started(call_id, definition, arguments, status="pending")
         )
 
-    async def _report(self, call_id: str, name: str, output: ToolOutput) -> ChatMessage:
-        """Send the tool_call_update; returns the tool result for the history."""
+    async def _report(
+        self,
+        call_id: str,
+        definition: ToolDefinition,
+        output: ToolOutput,
+        tool_streamed: Sequence[StreamedText | StreamedPlan] = (),
+    ) -> ChatMessage:
+        """Send the tool_call_update; returns the tool result (and its record) for the
+        history."""
         text = output.text if output.text.strip() else EMPTY_OUTPUT_TEXT
-        content: list[schema.ToolCallContent] = [schema.text_tool_content(text)]
-        status: schema.ToolCallStatus = "completed"
-        title = name
+        title: str | None = None
+        resource: schema.EmbeddedResource | None = None
+        delivered: DeliveredRecord | None = None
         if output.delivered is not None:
             title = output.delivered.title or output.delivered.filename
             resource = await trio.to_thread.run_sync(_embed_delivered, output.delivered)
-            if resource is None:
-                status = "failed"
-            else:
-                content.append(schema.ToolCallContentBlock(content=resource))
-        await self.io.send_update(
-            schema.ToolCallUpdate(
-                tool_call_id=call_id,
-                status=status,
-                raw_output=text,
-                name=name,
+            delivered = DeliveredRecord(
+                uri=output.delivered.uri,
+                filename=output.delivered.filename,
                 title=title,
-                kind=tool_kind(name),
-                body=text,
-                content=content,
+                mime_type=output.delivered.mime_type,
+                size=output.delivered.size,
+            )
+        await self.io.send_update(
+            tool_call_finished(
+                call_id,
+                definition,
+                text,
+                title=title,
+                resource=resource,
+                failed=delivered is not None and resource is None,
             )
         )
-        return ChatMessage(role="tool", content=text, tool_call_id=call_id, tool_name=name)
+        return ChatMessage(
+            role="tool",
+            content=text,
+            tool_call_id=call_id,
+            tool_name=definition.name,
+            ok=output.ok,
+            record=ToolRecord(streamed=tuple(tool_streamed), delivered=delivered),
+        )
 
     # -- callbacks tools may use ----------------------------------------------------
 

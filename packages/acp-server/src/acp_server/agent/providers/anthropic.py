@@ -9,7 +9,8 @@ thinking ``ThoughtDelta``; ``tool_use`` blocks are reassembled from their JSON f
 reported once the message is complete. A stream that ends before ``message_stop`` was cut.
 
 History mapping: our assistant message with ``tool_calls`` becomes ``text`` + ``tool_use``
-blocks; each following ``tool`` message becomes a ``tool_result`` block, and consecutive
+blocks; each following ``tool`` message becomes a ``tool_result`` block (``is_error`` when
+the message says the tool failed, ``ChatMessage.ok``), and consecutive
 results (plus any user text after them) share one ``user`` turn, as the API requires.
 
 Extended thinking is not requested: with tools, the API then demands each earlier thinking
@@ -56,8 +57,6 @@ ANTHROPIC_KEY_ENV: Final = "ANTHROPIC_API_KEY"
 ANTHROPIC_DEFAULT_MODEL: Final = "claude-sonnet-4-6"
 DEFAULT_ANTHROPIC_MAX_TOKENS: Final = 8192
 """``max_tokens`` is mandatory on this API; used when the config entry sets none."""
-TOOL_ERROR_PREFIX: Final = "Error:"
-"""Tool results that start with this failed (``ToolOutput`` convention) → ``is_error``."""
 
 
 def _user_blocks_for(message: ChatMessage) -> list[dict[str, Any]]:
@@ -67,7 +66,7 @@ def _user_blocks_for(message: ChatMessage) -> list[dict[str, Any]]:
             "tool_use_id": message.tool_call_id or "",
             "content": message.content,
         }
-        if message.content.startswith(TOOL_ERROR_PREFIX):
+        if not message.ok:  # the tool failed (ToolOutput.ok)
             block["is_error"] = True
         return [block]
     return [{"type": "text", "text": message.content}] if message.content else []

@@ -4,17 +4,25 @@ A tool validates its arguments, enforces the session's ``SecurityPolicy`` for ev
 and command, and returns a ``ToolOutput``. Approval is decided by the runtime *before*
 ``run`` (via ``SecurityPolicy.decide``); tools never ask by themselves, except the
 interactive ones (ask_user) which use ``ToolContext.ask_choice``.
+
+Each built-in tool declares everything the rest of the server needs to know about it in
+one ``ToolDefinition`` (its class's ``definition``): its ACP ``kind``, the rules
+``decide`` applies (which argument is a path or a command, whether it approves itself),
+how its calls look on the wire (``ToolPresentation``), and how a result stored before
+results carried their ``ToolRecord`` is replayed (``legacy_record``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeAlias
 
-from acp_server.agent.conversation import PlanEntry
-from acp_server.security import SecurityPolicy
+from acp_core import schema
+from acp_core.tools import ApprovalKind, ToolKindName, tool_kind
+from acp_server.agent.conversation import PlanEntry, ToolRecord
+from acp_server.security import NO_RULES, SecurityPolicy, ToolRules
 
 DEFAULT_MAX_TOOL_OUTPUT_BYTES: Final = 64 * 1024
 
@@ -34,7 +42,7 @@ class DeliveredFile:
 
 @dataclass(frozen=True, slots=True)
 class ToolOutput:
-    """A tool's result. ``text`` is model-facing (``Error: …`` when ``ok`` is False)."""
+    """A tool's result. ``text`` is model-facing; ``ok`` alone says whether it failed."""
 
     text: str
     ok: bool = True
@@ -71,3 +79,49 @@ class Tool(Protocol):
 
 class ToolError(Exception):
     """A tool failed in an expected way; ``str()`` becomes ``Error: <reason>`` for the model."""
+
+
+class ToolPresentation:
+    """How a tool's calls look to the client: the live and replayed ``tool_call`` and the
+    ``session/request_permission`` prompt. This default shows the arguments as given and
+    asks with ``kind`` ``execute`` and an arguments summary."""
+
+    approval_kind: ApprovalKind = "execute"
+    """``edit`` prompts carry a diff and offer ``reject-with-edit``."""
+
+    def raw_input(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """``rawInput`` of the call's ``tool_call`` (and of an ``edit`` approval prompt)."""
+        return dict(arguments)
+
+    def diff(self, arguments: Mapping[str, Any]) -> list[schema.ToolCallContent] | None:
+        """``content`` of the call's ``tool_call`` (and of an ``edit`` approval prompt)."""
+        return None
+
+    def proposed_edit(self, arguments: Mapping[str, Any]) -> str | None:
+        """The text an ``edit`` approval prompt offers to replace."""
+        return None
+
+
+ARGUMENTS_AS_GIVEN: Final = ToolPresentation()
+
+LegacyRecord: TypeAlias = Callable[[Mapping[str, Any], str], "ToolRecord | None"]
+"""``(call arguments, result text)`` → the record of a result stored without one."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDefinition:
+    """Everything the runtime, the policy and replay need to know about one tool."""
+
+    name: str
+    kind: ToolKindName
+    """ACP ``kind`` of its ``tool_call`` / ``tool_call_update`` (research/zeroclaw.md §2.2)."""
+    rules: ToolRules = NO_RULES
+    presentation: ToolPresentation = ARGUMENTS_AS_GIVEN
+    legacy_record: LegacyRecord | None = None
+    """Rebuilds the ``ToolRecord`` of a result stored before records were (schema < 3)
+    from its text; None when the tool never streamed or delivered anything."""
+
+    @classmethod
+    def fallback(cls, name: str) -> ToolDefinition:
+        """A tool without a definition (MCP, unknown): the reference's kind for its name."""
+        return cls(name=name, kind=tool_kind(name))

@@ -27,10 +27,17 @@ from acp_core.blobs import (
     file_extension,
     guess_mime,
 )
+from acp_server.agent.conversation import DeliveredRecord, ToolRecord
 from acp_server.agent.tools._args import optional_str, required_str, strip_control_chars
-from acp_server.agent.tools.base import DeliveredFile, ToolContext, ToolError, ToolOutput
+from acp_server.agent.tools.base import (
+    DeliveredFile,
+    ToolContext,
+    ToolDefinition,
+    ToolError,
+    ToolOutput,
+)
 from acp_server.agent.tools.files import display_path, open_regular_file, resolve
-from acp_server.security import deliver_path_denial
+from acp_server.security import PathArgument, ToolRules, deliver_path_denial
 from acp_server.storage.uploads import UploadError, store_upload
 
 DEFAULT_MAX_DELIVER_BYTES: Final = DEFAULT_MAX_BLOB_BYTES
@@ -80,8 +87,33 @@ def _clean_mime(value: str | None, filename: str) -> str:
     return guess_mime(filename)
 
 
+def _legacy_delivery_record(arguments: Mapping[str, Any], text: str) -> ToolRecord | None:
+    """The record of a delivery stored before results carried one (schema < 3): read back
+    from its result text, the only place those rows kept it."""
+    delivered = parse_delivery_text(text)
+    if delivered is None:
+        return None
+    filename, size, uri = delivered
+    try:
+        title = delivery_title(arguments, filename)
+        mime_type = delivery_mime(arguments, filename)
+    except ToolError:
+        return None
+    return ToolRecord(
+        delivered=DeliveredRecord(
+            uri=uri, filename=filename, title=title, mime_type=mime_type, size=size
+        )
+    )
+
+
 class DeliverFileTool:
-    name = "deliver_file"
+    definition: Final = ToolDefinition(
+        name="deliver_file",
+        kind="other",
+        rules=ToolRules(path_argument=PathArgument(plain=True)),
+        legacy_record=_legacy_delivery_record,
+    )
+    name = definition.name
     description = (
         "Hand a workspace file to the user for download or preview (at most 10 MiB). "
         "Returns the file's uri (attachment://deliver/...): cite exactly that uri, never "
@@ -127,8 +159,9 @@ class DeliverFileTool:
         return ToolOutput(delivery_text(filename, stored.size, delivered.uri), delivered=delivered)
 
 
-# The result text, title and MIME type are functions of the call's arguments and result,
-# so session/load can rebuild the live tool_call_update from the stored history (replay.py).
+# The result text, title and MIME type are functions of the call's arguments and result.
+# The runtime stores them as the call's DeliveredRecord; parse_delivery_text reads them back
+# from results stored before records existed (_legacy_delivery_record).
 
 
 def delivery_text(filename: str, size: int, uri: str) -> str:

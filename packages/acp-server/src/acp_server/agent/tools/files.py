@@ -10,20 +10,23 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, Final
 
 import trio
 
+from acp_core import schema
 from acp_server.agent.tools._args import optional_int, required_str
 from acp_server.agent.tools.base import (
     DEFAULT_MAX_TOOL_OUTPUT_BYTES,
     ToolContext,
+    ToolDefinition,
     ToolError,
     ToolOutput,
+    ToolPresentation,
 )
-from acp_server.security import PolicyViolation, SecurityPolicy
+from acp_server.security import PathArgument, PolicyViolation, SecurityPolicy, ToolRules
 
 DEFAULT_READ_LIMIT_LINES: Final = 2000
 """Lines file_read returns when the model gives no ``limit``."""
@@ -123,8 +126,50 @@ def _read_lines(path: Path, shown: str, offset: int, limit: int) -> str:
     return "\n".join(out)
 
 
+class FileEditPresentation(ToolPresentation):
+    """file_edit / file_write calls in ACP diff terms (zeroclaw.md §2.1): ``rawInput``
+    ``{path, oldText?, newText}``, a ``diff`` content block, and an ``edit`` approval
+    prompt offering the new text for ``reject-with-edit``.
+
+    Args:
+        old_key: the argument holding the replaced text (None: the whole file is new).
+        new_key: the argument holding the new text.
+    """
+
+    approval_kind = "edit"
+
+    def __init__(self, *, old_key: str | None, new_key: str) -> None:
+        self.old_key = old_key
+        self.new_key = new_key
+
+    def raw_input(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        shown: dict[str, Any] = {"path": arguments.get("path")}
+        if self.old_key is not None:
+            shown["oldText"] = arguments.get(self.old_key)
+        shown["newText"] = arguments.get(self.new_key)
+        return shown
+
+    def diff(self, arguments: Mapping[str, Any]) -> list[schema.ToolCallContent] | None:
+        path, new = arguments.get("path"), arguments.get(self.new_key)
+        if not isinstance(path, str) or not isinstance(new, str):
+            return None
+        if self.old_key is None:
+            return [schema.ToolCallDiff(path=path, new_text=new)]
+        old = arguments.get(self.old_key)
+        if not isinstance(old, str):
+            return None
+        return [schema.ToolCallDiff(path=path, old_text=old, new_text=new)]
+
+    def proposed_edit(self, arguments: Mapping[str, Any]) -> str | None:
+        value = arguments.get(self.new_key)
+        return value if isinstance(value, str) else None
+
+
 class FileReadTool:
-    name = "file_read"
+    definition: Final = ToolDefinition(
+        name="file_read", kind="other", rules=ToolRules(path_argument=PathArgument())
+    )
+    name = definition.name
     description = (
         "Read a text file from the workspace. Returns numbered lines (line number, tab, "
         f"text). Use offset (1-based line) and limit (default {DEFAULT_READ_LIMIT_LINES}) "
@@ -174,7 +219,13 @@ def _write_file(path: Path, shown: str, data: bytes) -> None:
 
 
 class FileWriteTool:
-    name = "file_write"
+    definition: Final = ToolDefinition(
+        name="file_write",
+        kind="edit",
+        rules=ToolRules(path_argument=PathArgument(for_write=True)),
+        presentation=FileEditPresentation(old_key=None, new_key="content"),
+    )
+    name = definition.name
     description = (
         "Create or overwrite a file in the workspace with the given text content. Missing "
         "parent directories are created. Prefer file_edit for changing part of a file."
@@ -240,7 +291,13 @@ def _edit_file(path: Path, shown: str, old: str, new: str) -> str:
 
 
 class FileEditTool:
-    name = "file_edit"
+    definition: Final = ToolDefinition(
+        name="file_edit",
+        kind="edit",
+        rules=ToolRules(path_argument=PathArgument(for_write=True)),
+        presentation=FileEditPresentation(old_key="old_string", new_key="new_string"),
+    )
+    name = definition.name
     description = (
         "Replace one exact occurrence of old_string with new_string in a workspace file. "
         "old_string must match exactly once (whitespace included); add surrounding lines "

@@ -9,11 +9,13 @@ the session plan, which the runtime emits as a ``plan`` update.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final, Literal, cast
 
-from acp_server.agent.conversation import PlanEntry
+from acp_server.agent.conversation import PlanEntry, StreamedPlan, StreamedText, ToolRecord
 from acp_server.agent.tools._args import optional_bool, optional_str, required_str
-from acp_server.agent.tools.base import ToolContext, ToolError, ToolOutput
+from acp_server.agent.tools.base import ToolContext, ToolDefinition, ToolError, ToolOutput
+from acp_server.security import ToolRules
 
 DEFAULT_MAX_CHOICES: Final = 20
 DEFAULT_MAX_CHOICE_CHARS: Final = 200
@@ -24,12 +26,17 @@ DEFAULT_MAX_TODO_CHARS: Final = 1000
 URGENCY_LEVELS: Final = ("low", "medium", "high", "critical")
 ESCALATION_SHOWN_PREFIX: Final = "Escalation shown to the user"
 """How an escalate_to_human result starts when the text reached the chat."""
+PLAN_UPDATED_PREFIX: Final = "Plan updated:"
+"""How a todo_write result starts when the tool set the plan."""
+# Tools that only talk to the user approve themselves (ToolRules.self_approving).
+_TALKS_TO_THE_USER: Final = ToolRules(self_approving=True)
 _STATUSES: Final = ("pending", "in_progress", "completed")
 _PRIORITIES: Final = ("high", "medium", "low")
 
 
 class AskUserTool:
-    name = "ask_user"
+    definition: Final = ToolDefinition(name="ask_user", kind="execute", rules=_TALKS_TO_THE_USER)
+    name = definition.name
     description = (
         "Ask the user a question with a fixed set of choices and wait for their pick. "
         "choices is required on this connection (free-form questions are not supported: "
@@ -86,8 +93,25 @@ class AskUserTool:
         return ToolOutput(f"The user chose: {choices[picked]}")
 
 
+def _legacy_escalation_record(arguments: Mapping[str, Any], text: str) -> ToolRecord | None:
+    """The record of an escalation stored before results carried one (schema < 3): its
+    chat text, rebuilt from its arguments when its result says it was shown."""
+    if not text.startswith(ESCALATION_SHOWN_PREFIX):
+        return None
+    try:
+        return ToolRecord(streamed=(StreamedText(escalation_message(arguments)),))
+    except ToolError:
+        return None
+
+
 class EscalateToHumanTool:
-    name = "escalate_to_human"
+    definition: Final = ToolDefinition(
+        name="escalate_to_human",
+        kind="execute",
+        rules=_TALKS_TO_THE_USER,
+        legacy_record=_legacy_escalation_record,
+    )
+    name = definition.name
     description = (
         "Alert the user to something that needs human attention (a blocker, a risky "
         "decision, missing access). The message is shown in the chat; this does not wait "
@@ -124,9 +148,8 @@ class EscalateToHumanTool:
         return ToolOutput(f"{ESCALATION_SHOWN_PREFIX} ({urgency} urgency).")
 
 
-def escalation_message(arguments: dict[str, Any]) -> str:
-    """The chat text an escalate_to_human call shows, from its arguments alone, so
-    ``session/load`` can show it again where it appeared live (replay.py).
+def escalation_message(arguments: Mapping[str, Any]) -> str:
+    """The chat text an escalate_to_human call shows, from its arguments alone.
 
     Raises:
         ToolError: the arguments are not a valid escalation.
@@ -175,8 +198,35 @@ def _plan_entry(index: int, raw: object) -> PlanEntry:
     )
 
 
+def plan_from_todos(arguments: Mapping[str, Any]) -> tuple[PlanEntry, ...] | None:
+    """The plan a successful ``todo_write`` call set, or None if its arguments do not say
+    (read back the way the tool read them: content trimmed, defaults filled in)."""
+    todos = arguments.get("todos")
+    if not isinstance(todos, list):
+        return None
+    try:
+        return tuple(_plan_entry(index, raw) for index, raw in enumerate(todos))
+    except ToolError:
+        return None
+
+
+def _legacy_plan_record(arguments: Mapping[str, Any], text: str) -> ToolRecord | None:
+    """The record of a todo_write stored before results carried one (schema < 3): the plan
+    its arguments set, when its result says it was set."""
+    if not text.startswith(PLAN_UPDATED_PREFIX):
+        return None
+    plan = plan_from_todos(arguments)
+    return None if plan is None else ToolRecord(streamed=(StreamedPlan(plan),))
+
+
 class TodoWriteTool:
-    name = "todo_write"
+    definition: Final = ToolDefinition(
+        name="todo_write",
+        kind="other",
+        rules=_TALKS_TO_THE_USER,
+        legacy_record=_legacy_plan_record,
+    )
+    name = definition.name
     description = (
         "Replace the task plan shown to the user. Send the whole list every time, each "
         "item with content and status (pending, in_progress, completed); keep exactly one "
@@ -217,6 +267,6 @@ class TodoWriteTool:
         await ctx.set_plan(entries)
         counts = {status: sum(entry.status == status for entry in entries) for status in _STATUSES}
         return ToolOutput(
-            f"Plan updated: {len(entries)} item(s) ({counts['completed']} completed, "
+            f"{PLAN_UPDATED_PREFIX} {len(entries)} item(s) ({counts['completed']} completed, "
             f"{counts['in_progress']} in progress, {counts['pending']} pending)"
         )

@@ -1,4 +1,4 @@
-"""Tools from stdio MCP servers, through the official ``mcp`` SDK (issue 4 §2).
+"""Tools from stdio MCP servers, through the official ``mcp`` SDK.
 
 A session's MCP servers come from two places: the ``mcpServers`` of ``session/new`` (base
 ACP shape) and ``[agents.<alias>] mcp_servers`` in config.toml. Both are used only when

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Final
 
 from acp_server.agent.providers.base import ToolSpec
-from acp_server.agent.tools.base import Tool
+from acp_server.agent.tools.base import Tool, ToolDefinition
 from acp_server.agent.tools.deliver import DeliverFileTool
 from acp_server.agent.tools.files import FileEditTool, FileReadTool, FileWriteTool
 from acp_server.agent.tools.interaction import AskUserTool, EscalateToHumanTool, TodoWriteTool
@@ -20,20 +21,37 @@ from acp_server.agent.tools.shell import ShellTool
 logger = logging.getLogger(__name__)
 
 
+BUILTIN_TOOL_CLASSES: Final = (
+    ShellTool,
+    FileReadTool,
+    FileWriteTool,
+    FileEditTool,
+    GlobSearchTool,
+    ContentSearchTool,
+    DeliverFileTool,
+    AskUserTool,
+    EscalateToHumanTool,
+    TodoWriteTool,
+)
+"""Every built-in tool, in the order the model sees them."""
+
+
 def builtin_tools() -> list[Tool]:
     """Fresh instances of every built-in tool, in the order the model sees them."""
-    return [
-        ShellTool(),
-        FileReadTool(),
-        FileWriteTool(),
-        FileEditTool(),
-        GlobSearchTool(),
-        ContentSearchTool(),
-        DeliverFileTool(),
-        AskUserTool(),
-        EscalateToHumanTool(),
-        TodoWriteTool(),
-    ]
+    return [tool_class() for tool_class in BUILTIN_TOOL_CLASSES]
+
+
+_BUILTIN_DEFINITIONS: Final[dict[str, ToolDefinition]] = {
+    tool_class.definition.name: tool_class.definition for tool_class in BUILTIN_TOOL_CLASSES
+}
+
+
+def definition_for(name: str) -> ToolDefinition:
+    """The definition of the tool called ``name``: a built-in's own, else the fallback
+    (MCP and unknown tools). Live turns and replay look tools up the same way, so a call
+    looks the same in both. ``build_tools`` never lets an MCP tool shadow a built-in."""
+    definition = _BUILTIN_DEFINITIONS.get(name)
+    return definition if definition is not None else ToolDefinition.fallback(name)
 
 
 def build_tools(*, include_mcp: Sequence[Tool] = ()) -> dict[str, Tool]:

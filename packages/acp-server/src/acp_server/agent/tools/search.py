@@ -23,11 +23,12 @@ from acp_server.agent.tools._args import optional_bool, optional_int, optional_s
 from acp_server.agent.tools.base import (
     DEFAULT_MAX_TOOL_OUTPUT_BYTES,
     ToolContext,
+    ToolDefinition,
     ToolError,
     ToolOutput,
 )
 from acp_server.agent.tools.files import BINARY_SNIFF_BYTES, display_path, looks_binary, resolve
-from acp_server.security import SecurityPolicy, expand_braces
+from acp_server.security import PathArgument, SecurityPolicy, ToolRules, expand_braces
 
 DEFAULT_MAX_GLOB_RESULTS: Final = 500
 DEFAULT_MAX_SEARCH_RESULTS: Final = 100
@@ -68,7 +69,8 @@ def _glob(policy: SecurityPolicy, patterns: list[str], limit: int) -> tuple[list
 
 
 class GlobSearchTool:
-    name = "glob_search"
+    definition: Final = ToolDefinition(name="glob_search", kind="other")
+    name = definition.name
     description = (
         "Find files in the workspace by glob pattern, e.g. '**/*.py' or 'src/*.{ts,tsx}'. "
         "Patterns are relative to the workspace; directories are listed with a trailing '/'."
@@ -186,7 +188,10 @@ def _search(
 
 
 class ContentSearchTool:
-    name = "content_search"
+    definition: Final = ToolDefinition(
+        name="content_search", kind="other", rules=ToolRules(path_argument=PathArgument())
+    )
+    name = definition.name
     description = (
         "Search file contents in the workspace with a regular expression (Python syntax). "
         "Returns 'path:line: text' for each matching line. Binary and very large files are "

@@ -29,10 +29,11 @@ from acp_server.agent.tools._args import required_str
 from acp_server.agent.tools.base import (
     DEFAULT_MAX_TOOL_OUTPUT_BYTES,
     ToolContext,
+    ToolDefinition,
     ToolError,
     ToolOutput,
 )
-from acp_server.security import shell_environment
+from acp_server.security import ToolRules, shell_environment
 
 logger = logging.getLogger(__name__)
 
@@ -202,7 +203,10 @@ def _format_output(result: ShellResult) -> str:
 
 
 class ShellTool:
-    name = "shell"
+    definition: Final = ToolDefinition(
+        name="shell", kind="execute", rules=ToolRules(command_argument="command")
+    )
+    name = definition.name
     description = (
         "Run a shell command in the session workspace (the current directory). stdin is "
         "empty; stdout and stderr are returned together, truncated when very long. The "

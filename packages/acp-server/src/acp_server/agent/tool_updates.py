@@ -1,0 +1,90 @@
+"""The ``session/update`` objects of a tool call, built the same way live and on replay.
+
+A live turn (``agent/turn.py``) and ``session/load``'s replay (``agent/replay.py``) both
+build a call's ``tool_call``, its ``tool_call_update``, what it streamed in between and
+the ``plan`` update with these functions, so a replayed call is the one the client saw
+(seed, "session/load"; research/zeroclaw.md §2.1). Live announcements are ``pending``;
+replayed ones ``completed`` (the call already ran).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from acp_core import schema
+from acp_server.agent.conversation import PlanEntry, StreamedPlan, StreamedText
+from acp_server.agent.tools.base import ToolDefinition
+
+
+def tool_call_started(
+    call_id: str,
+    definition: ToolDefinition,
+    arguments: Mapping[str, Any],
+    *,
+    status: schema.ToolCallStatus,
+) -> schema.ToolCallStart:
+    """A call's ``tool_call``: its name as title, its kind, ``rawInput`` and any diff, as
+    its definition presents them."""
+    presentation = definition.presentation
+    return schema.ToolCallStart(
+        tool_call_id=call_id,
+        title=definition.name,
+        kind=definition.kind,
+        status=status,
+        raw_input=presentation.raw_input(arguments),
+        name=definition.name,
+        content=presentation.diff(arguments),
+    )
+
+
+def tool_call_finished(
+    call_id: str,
+    definition: ToolDefinition | None,
+    text: str,
+    *,
+    title: str | None = None,
+    resource: schema.EmbeddedResource | None = None,
+    failed: bool = False,
+) -> schema.ToolCallUpdate:
+    """A call's ``tool_call_update``: ``text`` as ``rawOutput``, ``body`` and a text block,
+    then ``resource`` (a delivered file) when given. ``status`` is ``completed`` for every
+    result, failures included (their text says so), and ``failed`` only when ``failed``
+    (a delivered file that could not be embedded). ``definition`` is None for a result
+    whose tool name was not stored: it then carries no name, title or kind."""
+    content: list[schema.ToolCallContent] = [schema.text_tool_content(text)]
+    if resource is not None:
+        content.append(schema.ToolCallContentBlock(content=resource))
+    name = definition.name if definition is not None else None
+    return schema.ToolCallUpdate(
+        tool_call_id=call_id,
+        status="failed" if failed else "completed",
+        raw_output=text,
+        name=name,
+        title=title if title is not None else name,
+        kind=definition.kind if definition is not None else None,
+        body=text,
+        content=content,
+    )
+
+
+def streamed_update(item: StreamedText | StreamedPlan) -> schema.SessionUpdate:
+    """What a tool streamed while it ran, as the update the client received."""
+    if isinstance(item, StreamedPlan):
+        return plan_update(item.entries)
+    return schema.AgentMessageChunk(content=schema.text_block(item.text))
+
+
+def plan_update(plan: Sequence[PlanEntry]) -> schema.PlanUpdate:
+    """The ``plan`` update for a plan (todo_write live and replayed; ``session/resume``)."""
+    return schema.PlanUpdate(
+        entries=[
+            schema.PlanEntry(
+                content=entry.content,
+                status=entry.status,
+                priority=entry.priority,
+                active_form=entry.active_form,
+            )
+            for entry in plan
+        ]
+    )

@@ -1,0 +1,214 @@
+"""Approval decisions: whether a tool call runs, is asked about first, or is refused.
+
+``SecurityPolicy`` is the per-session policy the runtime and the tools hold: it composes the
+path jail (``security/paths.py``) and the shell classifier (``security/commands.py``) and
+adds ``decide``. The agent runtime asks ``decide`` before running a tool call; tools call
+``resolve_path`` for every path they touch and the shell tool re-checks its command with
+``assess_command`` (defence in depth: a decision is never trusted across an approval wait).
+
+Approval decisions (``decide``), by risk level (research/zeroclaw.md §7, §8):
+
+======================  ===========  =====================================  ==============
+tool call               readonly     supervised                             full
+======================  ===========  =====================================  ==============
+jail escape, forbidden  DENY         DENY                                   DENY
+  path (any tool)                                                           (forbidden only;
+                                                                            the jail is
+                                                                            lifted)
+tool with side effects  DENY         rules below                            ALLOW
+tool in ``always_ask``  never asks   ASK, every time                        ALLOW
+auto-approved or        ALLOW        ALLOW                                  ALLOW
+  allow-always'd                     (tool in ``auto_approve``, in
+                                     ``session_allowed``, or
+                                     ``ToolRules.self_approving``)
+anything else           ALLOW        ASK                                    ALLOW
+shell: program not in   DENY         DENY                                   DENY
+  allowed_commands
+shell: HIGH risk        DENY         DENY when block_high_risk_commands     same as
+                                     (unless the program itself is          supervised,
+                                     explicitly in allowed_commands);       but ALLOW
+                                     otherwise ASK, every time              instead of ASK
+shell: MEDIUM risk      DENY         ASK, every time, when                  ALLOW
+                                     require_approval_for_medium_risk;
+                                     otherwise as "anything else"
+======================  ===========  =====================================  ==============
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from acp_server.config import RiskProfileConfig
+from acp_server.security.commands import CommandAssessment, CommandClassifier, CommandRisk
+from acp_server.security.paths import PathJail, PolicyViolation, deliver_path_denial
+
+
+class Approval(enum.Enum):
+    ALLOW = "allow"  # run without asking
+    ASK = "ask"  # send session/request_permission first
+    DENY = "deny"  # refuse; PolicyDecision.reason says why
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyDecision:
+    approval: Approval
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PathArgument:
+    """The argument of a tool that names a file or directory the tool touches.
+
+    ``decide`` checks it against the jail before anyone is asked to approve a call that
+    would be refused anyway. ``plain`` refuses any ``..`` component, even one that stays
+    inside (``deliver_path_denial``).
+    """
+
+    name: str = "path"
+    for_write: bool = False
+    plain: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRules:
+    """What ``decide`` needs to know about a tool beyond its name (its ``ToolDefinition``
+    declares them; a tool without a definition, such as an MCP tool, has none).
+
+    ``command_argument`` names the argument holding a shell command, judged by
+    ``assess_command``. ``self_approving`` tools only talk to the user (ask_user's question
+    *is* a permission request; an escalation or a plan is just shown): asking "may I ask
+    you?" first would be noise, so they run unless the operator lists them in always_ask.
+    """
+
+    path_argument: PathArgument | None = None
+    command_argument: str | None = None
+    self_approving: bool = False
+
+
+NO_RULES: Final = ToolRules()
+
+
+class SecurityPolicy:
+    """Policy for one session.
+
+    Args:
+        profile: the agent's risk profile.
+        workspace: the session's cwd (the jail); canonicalized here.
+    """
+
+    def __init__(self, profile: RiskProfileConfig, workspace: Path) -> None:
+        self.profile = profile
+        self.jail = PathJail(profile, workspace)
+        self.workspace = self.jail.workspace
+        self.commands = CommandClassifier(profile, self.jail)
+
+    @property
+    def jailed(self) -> bool:
+        """Whether paths must stay inside the workspace (``full`` lifts ``workspace_only``)."""
+        return self.jail.jailed
+
+    @property
+    def read_only(self) -> bool:
+        return self.jail.read_only
+
+    def resolve_path(self, path: str, *, for_write: bool = False) -> Path:
+        """``PathJail.resolve_path``: the real path inside the jail, or ``PolicyViolation``."""
+        return self.jail.resolve_path(path, for_write=for_write)
+
+    def is_allowed_path(self, path: Path) -> bool:
+        """Whether an already-absolute path (e.g. found by a directory walk) may be read."""
+        return self.jail.is_allowed_path(path)
+
+    def classify_command(self, command: str) -> CommandRisk:
+        """The command's risk class; a command that cannot be analysed counts as HIGH."""
+        return self.commands.classify_command(command)
+
+    def assess_command(self, command: str) -> CommandAssessment:
+        """Analyse a shell command against the allowlist, the risk classes and the jail."""
+        return self.commands.assess_command(command)
+
+    # ------------------------------------------------------------------ decisions
+
+    def decide(
+        self,
+        tool_name: str,
+        arguments: Mapping[str, Any],
+        *,
+        side_effects: bool,
+        session_allowed: frozenset[str] = frozenset(),
+        rules: ToolRules = NO_RULES,
+    ) -> PolicyDecision:
+        """Whether a tool call may run, must be approved first, or is refused."""
+        level = self.profile.level
+        if level == "readonly" and side_effects:
+            return PolicyDecision(
+                Approval.DENY,
+                f"Tool '{tool_name}' is not allowed: the risk profile is read-only "
+                "(no side effects)",
+            )
+        path_denial = self._path_argument_denial(rules.path_argument, arguments)
+        if path_denial is not None:
+            return PolicyDecision(Approval.DENY, path_denial)
+
+        if rules.command_argument is not None:
+            command = arguments.get(rules.command_argument)
+            if not isinstance(command, str):
+                return PolicyDecision(
+                    Approval.DENY,
+                    f"{tool_name} requires a string '{rules.command_argument}' argument",
+                )
+            assessment = self.assess_command(command)
+            if assessment.denial is not None:
+                return PolicyDecision(Approval.DENY, assessment.denial)
+            if assessment.blocked_high_risk:
+                return PolicyDecision(
+                    Approval.DENY,
+                    "High-risk command blocked by security policy: "
+                    + "; ".join(assessment.blocked_high_risk),
+                )
+            if level == "full":
+                return PolicyDecision(Approval.ALLOW)
+            if assessment.risk is CommandRisk.HIGH:
+                return PolicyDecision(
+                    Approval.ASK, "high-risk command: " + "; ".join(assessment.reasons)
+                )
+            if (
+                assessment.risk is CommandRisk.MEDIUM
+                and self.profile.require_approval_for_medium_risk
+            ):
+                return PolicyDecision(
+                    Approval.ASK, "medium-risk command: " + "; ".join(assessment.reasons)
+                )
+
+        if level in ("full", "readonly"):
+            # readonly: side-effect tools were refused above; the rest read only.
+            return PolicyDecision(Approval.ALLOW)
+        always_ask = self.profile.always_ask
+        if "*" in always_ask or tool_name in always_ask:
+            return PolicyDecision(Approval.ASK, f"'{tool_name}' is in always_ask")
+        auto = self.profile.auto_approve
+        if "*" in auto or tool_name in auto or tool_name in session_allowed or rules.self_approving:
+            return PolicyDecision(Approval.ALLOW)
+        return PolicyDecision(Approval.ASK, f"'{tool_name}' needs approval")
+
+    def _path_argument_denial(
+        self, argument: PathArgument | None, arguments: Mapping[str, Any]
+    ) -> str | None:
+        if argument is None:
+            return None
+        path = arguments.get(argument.name)
+        if not isinstance(path, str) or not path:
+            return None  # the tool itself reports a missing path
+        if argument.plain:
+            denial = deliver_path_denial(path)
+            if denial is not None:
+                return denial
+        try:
+            self.resolve_path(path, for_write=argument.for_write)
+        except PolicyViolation as violation:
+            return str(violation)
+        return None

@@ -1,0 +1,129 @@
+"""The path jail: every path a file or shell tool touches stays inside the session cwd.
+
+Seed, "Security": the session cwd is the jail. ``PathJail.resolve_path`` canonicalizes a
+tool's path argument (``~`` expanded, ``..`` collapsed, symbolic links followed) and refuses
+it with ``PolicyViolation`` when it leaves the workspace (while jailed: the ``full`` level
+lifts ``workspace_only``) or touches one of ``forbidden_paths`` (always).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path, PurePosixPath
+
+from acp_server.config import RiskProfileConfig
+
+
+class PolicyViolation(Exception):
+    """A tool call was refused by policy; ``str()`` is the model-facing reason."""
+
+
+def deliver_path_denial(path: str) -> str | None:
+    """deliver_file refuses any ``..`` component outright, even one that stays inside
+    (research/zeroclaw.md §4.2): a delivered path is spelled plainly or not at all."""
+    if "\x00" in path:
+        return "Path contains a NUL byte"
+    if ".." in PurePosixPath(path).parts:
+        return f"Path not allowed by security policy: {path}"
+    return None
+
+
+def is_within(path: Path, root: Path) -> bool:
+    """``path`` is ``root`` or below it; both absolute and normalized (string compare:
+    this runs for every file of a directory walk, ``Path.parents`` is far slower)."""
+    text, prefix = str(path), str(root)
+    return text == prefix or text.startswith(prefix.rstrip("/") + "/")
+
+
+class PathJail:
+    """The jail of one session.
+
+    Args:
+        profile: the agent's risk profile (``workspace_only``, ``level``, ``forbidden_paths``).
+        workspace: the session's cwd (the jail); canonicalized here.
+    """
+
+    def __init__(self, profile: RiskProfileConfig, workspace: Path) -> None:
+        self.profile = profile
+        self.workspace = workspace.resolve()
+        self._forbidden = self._expand_forbidden(profile.forbidden_paths)
+
+    @property
+    def jailed(self) -> bool:
+        """Whether paths must stay inside the workspace (``full`` lifts ``workspace_only``)."""
+        return self.profile.workspace_only and self.profile.level != "full"
+
+    @property
+    def read_only(self) -> bool:
+        return self.profile.level == "readonly"
+
+    def resolve_path(self, path: str, *, for_write: bool = False) -> Path:
+        """Resolve a tool's path argument inside the jail, or raise ``PolicyViolation``.
+
+        Relative paths are relative to the workspace; ``~`` is expanded. Both the lexical
+        form (``..`` collapsed) and the real path (symbolic links followed, a missing tail
+        kept) must stay inside the workspace while jailed, and neither may touch a
+        forbidden path. Returns the real path: callers use it, never the raw argument.
+        """
+        if "\x00" in path:
+            raise PolicyViolation(f"Path contains a NUL byte: {path!r}")
+        if not path.strip():
+            raise PolicyViolation("Path is empty")
+        if for_write and self.read_only:
+            raise PolicyViolation(f"Path is read-only under this risk profile: {path}")
+        candidate = Path(os.path.expanduser(path))
+        if not candidate.is_absolute():
+            candidate = self.workspace / candidate
+        lexical = Path(os.path.normpath(candidate))
+        if self.jailed and not is_within(lexical, self.workspace):
+            raise PolicyViolation(f"Path escapes workspace directory: {path}")
+        try:
+            resolved = candidate.resolve(strict=False)
+        except (RuntimeError, OSError) as exc:  # symlink loop, unreadable component
+            raise PolicyViolation(f"Path cannot be resolved: {path} ({exc})") from None
+        if self.jailed and not is_within(resolved, self.workspace):
+            raise PolicyViolation(
+                f"Path escapes workspace directory: {path} "
+                f"(a symbolic link resolves it to {resolved})"
+            )
+        self._check_forbidden(path, lexical)
+        if resolved != lexical:
+            self._check_forbidden(path, resolved)
+        return resolved
+
+    def is_allowed_path(self, path: Path) -> bool:
+        """Whether an already-absolute path (e.g. found by a directory walk) may be read."""
+        try:
+            self.resolve_path(str(path))
+        except PolicyViolation:
+            return False
+        return True
+
+    def _expand_forbidden(self, entries: tuple[str, ...]) -> tuple[tuple[str, Path], ...]:
+        expanded: dict[Path, str] = {}
+        for entry in entries:
+            if not entry.strip():
+                continue
+            raw = Path(os.path.normpath(os.path.expanduser(entry)))
+            if not raw.is_absolute():
+                raw = Path(os.path.normpath(self.workspace / raw))
+            # Both spellings: /tmp may itself be a symlink (macOS: /private/tmp).
+            expanded.setdefault(raw, entry)
+            expanded.setdefault(raw.resolve(), entry)
+        return tuple((entry, path) for path, entry in expanded.items())
+
+    def _check_forbidden(self, shown: str, path: Path) -> None:
+        for entry, forbidden in self._forbidden:
+            if not is_within(path, forbidden):
+                continue
+            # The defaults forbid /home and /tmp, which contain nearly every project
+            # directory. A forbidden entry that *contains* the session workspace (or is the
+            # workspace) therefore does not forbid the workspace's own contents: the client
+            # chose that directory explicitly. It still forbids everything else under it,
+            # and forbidden entries inside the workspace (e.g. ~/.ssh when the workspace is
+            # $HOME) or elsewhere always apply.
+            if is_within(self.workspace, forbidden) and is_within(path, self.workspace):
+                continue
+            raise PolicyViolation(
+                f"Path is forbidden by security policy: {shown} (forbidden_paths has {entry})"
+            )

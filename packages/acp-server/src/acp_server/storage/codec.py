@@ -1,0 +1,243 @@
+"""The row codec: ``ChatMessage`` / plans ↔ the column values the session store writes.
+
+Pure functions; everything that can fail on a message (bad role, arguments that are not
+JSON or too large) fails here, before the store opens a transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from acp_server.agent.conversation import (
+    ChatMessage,
+    DeliveredRecord,
+    PlanEntry,
+    Role,
+    StreamedPlan,
+    StreamedText,
+    ToolCall,
+    ToolRecord,
+)
+from acp_server.storage.records import StoreError
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_TOOL_ARGUMENTS_BYTES: Final = 16 * 1024 * 1024
+"""Largest encoded tool-argument object accepted for storage (a model cannot produce more)."""
+
+_ROLES: Final[dict[str, Role]] = {
+    "system": "system",
+    "user": "user",
+    "assistant": "assistant",
+    "tool": "tool",
+}
+
+
+def now_text() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def parse_time(value: str) -> datetime:
+    parsed = datetime.fromisoformat(value)
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def plan_entries_json(plan: Sequence[PlanEntry]) -> list[dict[str, str]]:
+    """A plan as stored: the ``plan`` update's ``entries`` objects (``activeForm`` optional)."""
+    entries: list[dict[str, str]] = []
+    for entry in plan:
+        item = {"content": entry.content, "status": entry.status, "priority": entry.priority}
+        if entry.active_form is not None:
+            item["activeForm"] = entry.active_form
+        entries.append(item)
+    return entries
+
+
+def plan_to_json(plan: Sequence[PlanEntry]) -> str:
+    return json.dumps(plan_entries_json(plan), ensure_ascii=False, separators=(",", ":"))
+
+
+def _plan_entries(items: Any) -> tuple[PlanEntry, ...]:
+    """Raises ValueError, TypeError, KeyError or AttributeError on a damaged plan."""
+    return tuple(
+        PlanEntry(
+            content=str(item["content"]),
+            status=item.get("status", "pending"),
+            priority=item.get("priority", "medium"),
+            active_form=item.get("activeForm"),
+        )
+        for item in items
+    )
+
+
+def plan_from_json(raw: str, session_id: str) -> tuple[PlanEntry, ...] | None:
+    try:
+        return _plan_entries(json.loads(raw))
+    except (ValueError, TypeError, KeyError, AttributeError):
+        # A damaged plan must not make the whole conversation unrecoverable.
+        logger.warning("Ignoring an unreadable stored plan for session %s", session_id)
+        return None
+
+
+def _encode_arguments(call: ToolCall) -> str:
+    try:
+        encoded = json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise StoreError(
+            f"Tool call {call.id} ({call.name}) has arguments that are not JSON: {exc}"
+        ) from exc
+    if len(encoded) > DEFAULT_MAX_TOOL_ARGUMENTS_BYTES:
+        raise StoreError(
+            f"Tool call {call.id} ({call.name}) arguments exceed "
+            f"{DEFAULT_MAX_TOOL_ARGUMENTS_BYTES} bytes; not stored"
+        )
+    return encoded
+
+
+def _decode_arguments(payload: str) -> dict[str, Any]:
+    try:
+        value = json.loads(payload)
+    except ValueError:
+        return {"arguments": payload}
+    return value if isinstance(value, dict) else {"arguments": value}
+
+
+def record_to_json(record: ToolRecord) -> str:
+    """A tool result's record as stored in ``record_json``::
+
+    {"streamed": [{"text": "…"}, {"plan": [<plan entries>]}],
+     "delivered": {"uri": …, "filename": …, "title": …, "mimeType": …, "size": …}}
+    """
+    streamed: list[dict[str, Any]] = [
+        {"plan": plan_entries_json(item.entries)}
+        if isinstance(item, StreamedPlan)
+        else {"text": item.text}
+        for item in record.streamed
+    ]
+    value: dict[str, Any] = {"streamed": streamed}
+    delivered = record.delivered
+    if delivered is not None:
+        value["delivered"] = {
+            "uri": delivered.uri,
+            "filename": delivered.filename,
+            "title": delivered.title,
+            "mimeType": delivered.mime_type,
+            "size": delivered.size,
+        }
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def record_from_json(raw: str) -> ToolRecord:
+    """The stored record; a damaged one reads as empty (the result itself still loads)."""
+    try:
+        value = json.loads(raw)
+        streamed = tuple(
+            StreamedPlan(_plan_entries(item["plan"]))
+            if "plan" in item
+            else StreamedText(str(item["text"]))
+            for item in value.get("streamed", ())
+        )
+        delivered = value.get("delivered")
+        return ToolRecord(
+            streamed=streamed,
+            delivered=None
+            if delivered is None
+            else DeliveredRecord(
+                uri=str(delivered["uri"]),
+                filename=str(delivered["filename"]),
+                title=str(delivered["title"]),
+                mime_type=str(delivered["mimeType"]),
+                size=int(delivered["size"]),
+            ),
+        )
+    except (ValueError, TypeError, KeyError, AttributeError):
+        logger.warning("Ignoring an unreadable stored tool record")
+        return ToolRecord()
+
+
+ToolRow = tuple[str, str, str, str, int | None, str | None]
+"""(tool_call_id, tool_name, event_kind, payload, ok, record_json) of ``acp_tool_calls``;
+``ok`` and ``record_json`` are set on 'out' rows written since schema 3, else None."""
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedMessage:
+    """A message ready for INSERT: everything that can fail is done before BEGIN."""
+
+    role: str
+    content: str
+    reasoning: str | None
+    tool_rows: tuple[ToolRow, ...]
+
+
+def encode_message(message: ChatMessage) -> EncodedMessage:
+    if message.role not in _ROLES:
+        raise StoreError(f"Unknown message role {message.role!r}; not stored")
+    rows: list[ToolRow] = [
+        (call.id, call.name, "in", _encode_arguments(call), None, None)
+        for call in message.tool_calls
+    ]
+    content = message.content
+    if message.role == "tool" and message.tool_call_id is not None:
+        # The result text lives in the 'out' row (as in the reference); the message row
+        # keeps its place in the conversation order.
+        # None stays None: a result without a record round-trips as one (replay then asks
+        # its tool to rebuild the record from the text).
+        record = None if message.record is None else record_to_json(message.record)
+        rows.append(
+            (
+                message.tool_call_id,
+                message.tool_name or "",
+                "out",
+                message.content,
+                int(message.ok),
+                record,
+            )
+        )
+        content = ""
+    return EncodedMessage(message.role, content, message.reasoning, tuple(rows))
+
+
+def decode_messages(
+    message_rows: Sequence[tuple[int, str, str, str | None]],
+    tool_rows: Sequence[tuple[int, str, str, str, str, int | None, str | None]],
+) -> tuple[ChatMessage, ...]:
+    """Messages from their rows. A result's ``ok`` is its stored flag (a result the
+    reference wrote after the migration has none: it counts as succeeded); its ``record``
+    is None only when it was written without one (before schema 3)."""
+    calls_by_message: dict[int, list[ToolCall]] = {}
+    results_by_message: dict[int, list[ChatMessage]] = {}
+    for message_id, call_id, name, kind, payload, ok, record_json in tool_rows:
+        if kind == "in":
+            call = ToolCall(id=call_id, name=name, arguments=_decode_arguments(payload))
+            calls_by_message.setdefault(message_id, []).append(call)
+        elif kind == "out":
+            result = ChatMessage(
+                role="tool",
+                content=payload,
+                tool_call_id=call_id,
+                tool_name=name or None,
+                ok=ok is None or bool(ok),
+                record=None if record_json is None else record_from_json(record_json),
+            )
+            results_by_message.setdefault(message_id, []).append(result)
+
+    messages: list[ChatMessage] = []
+    for message_id, role_text, content, reasoning in message_rows:
+        role = _ROLES.get(role_text, "system")
+        calls = tuple(calls_by_message.get(message_id, ()))
+        results = results_by_message.get(message_id, ())
+        if role == "tool" and results:
+            messages.append(replace(results[0], reasoning=reasoning, tool_calls=calls))
+            continue
+        messages.append(
+            ChatMessage(role=role, content=content, reasoning=reasoning, tool_calls=calls)
+        )
+        # The reference's layout: results hang off the assistant message that asked for them.
+        messages.extend(results)
+    return tuple(messages)

@@ -1,0 +1,132 @@
+"""The session store's schema and its migrations (``PRAGMA user_version``).
+
+Step 1 is the reference's schema (research/zeroclaw.md §3.2), written so that it is a no-op
+on a database the reference created; the later steps are ours. ``SessionStore.open`` runs
+every step from the file's version up to ``SCHEMA_VERSION`` in one write transaction.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from typing import Final
+
+SCHEMA_VERSION: Final = 3
+"""``PRAGMA user_version`` after every migration in ``MIGRATIONS`` has run."""
+
+
+# Step 1 is the reference's schema, written so that it is a no-op on a database the
+# reference created (tables exist; its older files may still lack killed_at / plan_json,
+# which _adopt_reference_columns adds). Step 2 is ours.
+_SCHEMA_V1: Final = (
+    """
+    CREATE TABLE IF NOT EXISTS acp_sessions (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_uuid TEXT NOT NULL UNIQUE,
+        agent_alias TEXT NOT NULL,
+        workspace_dir TEXT NOT NULL,
+        token_count INTEGER NOT NULL DEFAULT 0,
+        killed_at TEXT,
+        created_at TEXT NOT NULL,
+        last_activity TEXT NOT NULL,
+        plan_json TEXT
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS idx_acp_sessions_uuid ON acp_sessions(session_uuid)",
+    "CREATE INDEX IF NOT EXISTS idx_acp_sessions_alias ON acp_sessions(agent_alias)",
+    """
+    CREATE TABLE IF NOT EXISTS acp_messages (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id INTEGER NOT NULL REFERENCES acp_sessions(id) ON DELETE CASCADE,
+        role TEXT NOT NULL,
+        content TEXT NOT NULL,
+        reasoning_content TEXT,
+        created_at TEXT NOT NULL
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS idx_acp_messages_session ON acp_messages(session_id, id)",
+    """
+    CREATE TABLE IF NOT EXISTS acp_tool_calls (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        message_id INTEGER NOT NULL REFERENCES acp_messages(id) ON DELETE CASCADE,
+        tool_call_id TEXT NOT NULL,
+        tool_name TEXT NOT NULL,
+        event_kind TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        outcome TEXT,
+        created_at TEXT NOT NULL
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS idx_acp_tool_calls_message ON acp_tool_calls(message_id, id)",
+    "CREATE INDEX IF NOT EXISTS idx_acp_tool_calls_lookup ON acp_tool_calls(tool_call_id)",
+    """
+    CREATE TABLE IF NOT EXISTS acp_session_events (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id INTEGER NOT NULL REFERENCES acp_sessions(id) ON DELETE CASCADE,
+        action TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        payload TEXT,
+        created_at TEXT NOT NULL
+    )
+    """,
+    """
+    CREATE INDEX IF NOT EXISTS idx_acp_session_events_session
+        ON acp_session_events(session_id, id)
+    """,
+)
+
+_SCHEMA_V2: Final = (
+    # Which turn wrote a message: lets restore trim history by whole turns and lets anyone
+    # check that a turn is present in full. NULL on rows the reference wrote.
+    "ALTER TABLE acp_messages ADD COLUMN turn_seq INTEGER",
+    "ALTER TABLE acp_sessions ADD COLUMN turn_count INTEGER NOT NULL DEFAULT 0",
+)
+
+
+_SCHEMA_V3: Final = (
+    # A tool result's outcome and structured record ('out' rows): ``ok`` is
+    # ``ToolOutput.ok``; ``record_json`` is its ``ToolRecord`` (what it streamed, the file it
+    # delivered; codec.py), so replay never reads the result text. NULL record_json marks a
+    # result written before this step: replay rebuilds its record from its text
+    # (ToolDefinition.legacy_record), the only place those rows kept it.
+    "ALTER TABLE acp_tool_calls ADD COLUMN ok INTEGER",
+    "ALTER TABLE acp_tool_calls ADD COLUMN record_json TEXT",
+    # Older results followed one convention for failure, an "Error:" prefix on the text;
+    # their flag is migrated from it once here, and nothing reads the text for it again.
+    "UPDATE acp_tool_calls SET ok = (substr(payload, 1, 6) <> 'Error:') WHERE event_kind = 'out'",
+)
+
+
+def _migrate_to_v1(conn: sqlite3.Connection) -> None:
+    for statement in _SCHEMA_V1:
+        conn.execute(statement)
+    _adopt_reference_columns(conn)
+
+
+def _adopt_reference_columns(conn: sqlite3.Connection) -> None:
+    """Older reference databases predate these two columns (it added them the same way)."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(acp_sessions)")}
+    if "killed_at" not in columns:
+        conn.execute("ALTER TABLE acp_sessions ADD COLUMN killed_at TEXT")
+    if "plan_json" not in columns:
+        conn.execute("ALTER TABLE acp_sessions ADD COLUMN plan_json TEXT")
+
+
+def _migrate_to_v2(conn: sqlite3.Connection) -> None:
+    for statement in _SCHEMA_V2:
+        conn.execute(statement)
+
+
+def _migrate_to_v3(conn: sqlite3.Connection) -> None:
+    for statement in _SCHEMA_V3:
+        conn.execute(statement)
+
+
+MIGRATIONS: Final[tuple[Callable[[sqlite3.Connection], None], ...]] = (
+    _migrate_to_v1,
+    _migrate_to_v2,
+    _migrate_to_v3,
+)
+"""``MIGRATIONS[n]`` takes a database from ``user_version`` n to n + 1. Append, never edit."""
+
+assert len(MIGRATIONS) == SCHEMA_VERSION

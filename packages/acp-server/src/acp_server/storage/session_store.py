@@ -1,0 +1,431 @@
+"""``SessionStore``: synchronous, thread-safe access to one session database.
+
+Every write is ``BEGIN IMMEDIATE`` under SQLite's busy timeout and is retried as a whole on
+SQLITE_BUSY until a bounded deadline; reads are one deferred transaction each, so every
+SELECT of a load sees the same snapshot.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final, TypeVar
+
+from acp_server.agent.conversation import CompletedTurn
+from acp_server.storage.codec import (
+    decode_messages,
+    encode_message,
+    now_text,
+    parse_time,
+    plan_from_json,
+    plan_to_json,
+)
+from acp_server.storage.migrations import MIGRATIONS, SCHEMA_VERSION
+from acp_server.storage.records import (
+    DuplicateSession,
+    StoredSession,
+    StoredSessionInfo,
+    StoreError,
+    StoreUnavailable,
+    UnknownSession,
+)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BUSY_TIMEOUT_MS: Final = 5_000
+"""How long SQLite itself waits for another connection's lock (the reference uses 5 s)."""
+
+DEFAULT_LOCK_RETRY_DEADLINE_SECS: Final = 30.0
+"""Total time a transaction is retried on SQLITE_BUSY before it is reported as a failure."""
+
+DEFAULT_MAX_RESTORED_MESSAGES: Final = 20_000
+"""Most messages ``load_session`` returns. Older whole turns beyond it stay in the store but
+are not restored, so a restore's memory and replay time stay bounded however long a
+session grew; the caller learns how many were left out (``StoredSession.dropped_messages``)."""
+
+
+_RETRY_INITIAL_DELAY_SECS: Final = 0.002
+_RETRY_MAX_DELAY_SECS: Final = 0.1
+_SQLITE_BUSY: Final = 5
+_SQLITE_LOCKED: Final = 6
+
+T = TypeVar("T")
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED)
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+class SessionStore:
+    """Synchronous access to one session database. Thread-safe (calls are serialized)."""
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        path: Path,
+        *,
+        lock_retry_deadline_secs: float = DEFAULT_LOCK_RETRY_DEADLINE_SECS,
+    ) -> None:
+        """Use ``SessionStore.open``; this wraps an already configured connection."""
+        self._conn: sqlite3.Connection | None = conn
+        self.path = path
+        self._lock = threading.Lock()
+        self._lock_retry_deadline = lock_retry_deadline_secs
+
+    @classmethod
+    def open(
+        cls,
+        path: Path,
+        *,
+        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+        lock_retry_deadline_secs: float = DEFAULT_LOCK_RETRY_DEADLINE_SECS,
+    ) -> SessionStore:
+        """Open (creating if needed) and migrate the database at ``path``.
+
+        Raises ``StoreUnavailable`` when the directory or file cannot be created, opened or
+        written, is not a SQLite database, or was created by a newer schema. The file itself
+        is never deleted, truncated or replaced.
+        """
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreUnavailable(
+                f"Cannot create the session store directory {path.parent}: {exc.strerror or exc}"
+            ) from exc
+        if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+            # SQLite would silently open a read-only file read-only; sessions must be writable.
+            raise StoreUnavailable(
+                f"The session store {path} is not readable and writable by this user"
+            )
+        try:
+            conn = sqlite3.connect(
+                path,
+                timeout=busy_timeout_ms / 1000,
+                isolation_level=None,  # we issue BEGIN/COMMIT ourselves
+                check_same_thread=False,  # AsyncSessionStore hops worker threads
+            )
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"Cannot open the session store {path}: {exc}") from exc
+        store = cls(conn, path, lock_retry_deadline_secs=lock_retry_deadline_secs)
+        try:
+            store._configure(busy_timeout_ms)
+            store._write(store._migrate)
+        except StoreUnavailable:
+            conn.close()
+            raise
+        except (StoreError, sqlite3.Error) as exc:
+            conn.close()
+            raise StoreUnavailable(f"Cannot use the session store {path}: {exc}") from exc
+        return store
+
+    # -- setup
+
+    def _configure(self, busy_timeout_ms: int) -> None:
+        conn = self._connection()
+        # Busy timeout first: switching to WAL may itself wait for another process.
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        # Before anything that writes (switching to WAL rewrites the header): a file from a
+        # newer schema, or one that is not a database at all, must stay byte-for-byte intact.
+        version = self._retry_busy(lambda: int(conn.execute("PRAGMA user_version").fetchone()[0]))
+        self._check_version(version)
+
+        def set_wal() -> str:
+            row = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            return str(row[0]).lower() if row else ""
+
+        mode = self._retry_busy(set_wal)
+        if mode != "wal":
+            # Some filesystems (network mounts) cannot share WAL memory. A rollback journal
+            # is slower and blocks readers during commits, but is just as safe: keep going.
+            logger.warning(
+                "Session store %s cannot use WAL on this filesystem; using journal mode %s",
+                self.path,
+                mode or "unknown",
+            )
+        # NORMAL in WAL mode: a process crash never loses a committed turn; only an OS crash
+        # or power cut can lose the last few commits, never corrupt the file.
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA temp_store = MEMORY")
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        self._check_version(version)  # again: another process may have migrated meanwhile
+        for step in range(version, SCHEMA_VERSION):
+            MIGRATIONS[step](conn)
+            logger.debug("Session store %s migrated to schema %d", self.path, step + 1)
+        # Always written, even when nothing migrated: proves the file is writable now
+        # rather than at the first completed turn.
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _check_version(self, version: int) -> None:
+        if version > SCHEMA_VERSION:
+            raise StoreUnavailable(
+                f"The session store {self.path} has schema version {version}, newer than this "
+                f"zeroclaw understands ({SCHEMA_VERSION}); upgrade zeroclaw to use it"
+            )
+
+    # -- transaction plumbing
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StoreError("The session store is closed")
+        return self._conn
+
+    def _retry_busy(self, operation: Callable[[], T]) -> T:
+        deadline = time.monotonic() + self._lock_retry_deadline
+        delay = _RETRY_INITIAL_DELAY_SECS
+        while True:
+            try:
+                return operation()
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc) or time.monotonic() >= deadline:
+                    raise
+                logger.debug("Session store busy, retrying: %s", exc)
+                time.sleep(delay)  # on a worker thread: never the event loop
+                delay = min(delay * 2, _RETRY_MAX_DELAY_SECS)
+
+    def _transaction(self, body: Callable[[sqlite3.Connection], T], begin: str) -> T:
+        conn = self._connection()
+
+        def attempt() -> T:
+            conn.execute(begin)
+            try:
+                result = body(conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    try:
+                        conn.execute("ROLLBACK")
+                    except sqlite3.Error as rollback_error:
+                        # SQLite rolls back on its own when it can; report the first error.
+                        logger.warning("Session store rollback failed: %s", rollback_error)
+                raise
+            return result
+
+        with self._lock:
+            try:
+                return self._retry_busy(attempt)
+            except StoreError:
+                raise
+            except sqlite3.Error as exc:
+                raise StoreError(f"Session store error: {exc}") from exc
+
+    def _write(self, body: Callable[[sqlite3.Connection], T]) -> T:
+        # IMMEDIATE takes the write lock at BEGIN, so a writer waits (busy timeout + retry)
+        # up front instead of failing at its first INSERT with SQLITE_BUSY_SNAPSHOT.
+        return self._transaction(body, "BEGIN IMMEDIATE")
+
+    def _read(self, body: Callable[[sqlite3.Connection], T]) -> T:
+        # One deferred read transaction: every SELECT of a load sees the same snapshot.
+        return self._transaction(body, "BEGIN")
+
+    # -- API
+
+    def create_session(self, session_id: str, agent_alias: str, workspace_dir: str) -> None:
+        now = now_text()
+
+        def insert(conn: sqlite3.Connection) -> None:
+            try:
+                conn.execute(
+                    "INSERT INTO acp_sessions"
+                    " (session_uuid, agent_alias, workspace_dir, created_at, last_activity)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    (session_id, agent_alias, workspace_dir, now, now),
+                )
+            except sqlite3.IntegrityError as exc:
+                raise DuplicateSession(f"Session {session_id} is already stored") from exc
+
+        self._write(insert)
+
+    def append_turn(self, session_id: str, turn: CompletedTurn) -> None:
+        """Write one completed turn in one transaction (all or nothing).
+
+        ``turn.messages`` is everything the turn added to the history, the user's message
+        first. Raises ``UnknownSession`` (nothing written) or ``StoreError``; after any
+        failure the database holds exactly what it held before the call.
+        """
+        encoded = [encode_message(message) for message in turn.messages]
+        plan_json = plan_to_json(turn.plan) if turn.plan is not None else None
+        tokens = turn.usage.total_tokens
+        now = now_text()
+
+        def write(conn: sqlite3.Connection) -> None:
+            row = conn.execute(
+                "SELECT id, turn_count FROM acp_sessions WHERE session_uuid = ?", (session_id,)
+            ).fetchone()
+            if row is None:
+                raise UnknownSession(f"Session not found in the store: {session_id}")
+            session_row_id, turn_seq = int(row[0]), int(row[1])
+            for message in encoded:
+                cursor = conn.execute(
+                    "INSERT INTO acp_messages"
+                    " (session_id, role, content, reasoning_content, created_at, turn_seq)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    (
+                        session_row_id,
+                        message.role,
+                        message.content,
+                        message.reasoning,
+                        now,
+                        turn_seq,
+                    ),
+                )
+                if message.tool_rows:
+                    message_id = cursor.lastrowid
+                    conn.executemany(
+                        "INSERT INTO acp_tool_calls"
+                        " (message_id, tool_call_id, tool_name, event_kind, payload, ok,"
+                        " record_json, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        [(message_id, *tool_row, now) for tool_row in message.tool_rows],
+                    )
+            conn.execute(
+                "UPDATE acp_sessions SET turn_count = turn_count + 1, last_activity = ?,"
+                " token_count = token_count + ?, plan_json = coalesce(?, plan_json)"
+                " WHERE id = ?",
+                (now, tokens, plan_json, session_row_id),
+            )
+
+        self._write(write)
+
+    def load_session(
+        self, session_id: str, *, max_messages: int | None = DEFAULT_MAX_RESTORED_MESSAGES
+    ) -> StoredSession | None:
+        """The stored session and its conversation, or None when no such session.
+
+        With ``max_messages``, only the newest whole turns that fit are returned (always at
+        least the newest turn); ``dropped_messages`` says how many older ones were left out.
+        """
+
+        def read(conn: sqlite3.Connection) -> StoredSession | None:
+            row = conn.execute(
+                "SELECT id, agent_alias, workspace_dir, created_at, last_activity, plan_json,"
+                " token_count, turn_count FROM acp_sessions WHERE session_uuid = ?",
+                (session_id,),
+            ).fetchone()
+            if row is None:
+                return None
+            session_row_id = row[0]
+            total, first_turn = _restore_window(conn, session_row_id, max_messages)
+            # Rows the reference wrote have no turn_seq: they are the oldest turns, and are
+            # kept only when everything is (first_turn None).
+            window = "" if first_turn is None else " AND m.turn_seq >= ?"
+            params = (session_row_id,) if first_turn is None else (session_row_id, first_turn)
+            message_rows = conn.execute(
+                "SELECT m.id, m.role, m.content, m.reasoning_content FROM acp_messages AS m"
+                f" WHERE m.session_id = ?{window} ORDER BY m.id",
+                params,
+            ).fetchall()
+            tool_rows = conn.execute(
+                "SELECT t.message_id, t.tool_call_id, t.tool_name, t.event_kind, t.payload,"
+                " t.ok, t.record_json"
+                " FROM acp_tool_calls AS t JOIN acp_messages AS m ON m.id = t.message_id"
+                f" WHERE m.session_id = ?{window} ORDER BY t.id",
+                params,
+            ).fetchall()
+            messages = decode_messages(message_rows, tool_rows)
+            plan = plan_from_json(row[5], session_id) if row[5] is not None else None
+            info = StoredSessionInfo(
+                session_id=session_id,
+                agent_alias=row[1],
+                workspace_dir=row[2],
+                created_at=parse_time(row[3]),
+                last_activity=parse_time(row[4]),
+                message_count=total,
+                token_count=int(row[6]),
+                turn_count=int(row[7]),
+            )
+            return StoredSession(
+                info=info,
+                messages=messages,
+                plan=plan,
+                dropped_messages=total - len(message_rows),
+            )
+
+        return self._read(read)
+
+    def touch(self, session_id: str) -> None:
+        """Record activity on a session without a turn (inbound session/update)."""
+        now = now_text()
+
+        def update(conn: sqlite3.Connection) -> None:
+            cursor = conn.execute(
+                "UPDATE acp_sessions SET last_activity = ? WHERE session_uuid = ?",
+                (now, session_id),
+            )
+            if cursor.rowcount == 0:
+                raise UnknownSession(f"Session not found in the store: {session_id}")
+
+        self._write(update)
+
+    def list_sessions(self) -> list[StoredSessionInfo]:
+        """Every stored session, most recently active first."""
+
+        def read(conn: sqlite3.Connection) -> list[StoredSessionInfo]:
+            rows = conn.execute(
+                "SELECT s.session_uuid, s.agent_alias, s.workspace_dir, s.created_at,"
+                " s.last_activity, s.token_count, s.turn_count,"
+                " (SELECT count(*) FROM acp_messages AS m WHERE m.session_id = s.id)"
+                " FROM acp_sessions AS s ORDER BY s.last_activity DESC, s.id DESC"
+            ).fetchall()
+            return [
+                StoredSessionInfo(
+                    session_id=r[0],
+                    agent_alias=r[1],
+                    workspace_dir=r[2],
+                    created_at=parse_time(r[3]),
+                    last_activity=parse_time(r[4]),
+                    message_count=int(r[7]),
+                    token_count=int(r[5]),
+                    turn_count=int(r[6]),
+                )
+                for r in rows
+            ]
+
+        return self._read(read)
+
+    def delete_session(self, session_id: str) -> bool:
+        """Delete a session and its conversation; False when there was no such session."""
+
+        def delete(conn: sqlite3.Connection) -> bool:
+            cursor = conn.execute("DELETE FROM acp_sessions WHERE session_uuid = ?", (session_id,))
+            return cursor.rowcount > 0
+
+        return self._write(delete)
+
+    def close(self) -> None:
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+
+def _restore_window(
+    conn: sqlite3.Connection, session_row_id: int, max_messages: int | None
+) -> tuple[int, int | None]:
+    """(stored message count, oldest turn_seq to restore or None for everything)."""
+    per_turn = conn.execute(
+        "SELECT turn_seq, count(*) FROM acp_messages WHERE session_id = ?"
+        " GROUP BY turn_seq ORDER BY turn_seq IS NULL, turn_seq DESC",
+        (session_row_id,),
+    ).fetchall()
+    total = sum(int(count) for _turn, count in per_turn)
+    if max_messages is None or total <= max_messages:
+        return total, None
+    kept = 0
+    first_turn: int | None = None
+    for turn_seq, count in per_turn:
+        if turn_seq is None or (kept and kept + count > max_messages):
+            break
+        kept += count
+        first_turn = turn_seq
+    return total, first_turn
