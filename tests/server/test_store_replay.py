@@ -73,6 +73,9 @@ async def test_plan_escalation_and_delivery_replay_from_the_store_as_seen_live(
             *("tool_call", "tool_call_update"),
             "agent_message_chunk",
         ]
+        finished = [u for u in coalesce(live) if u["sessionUpdate"] == "tool_call_update"]
+        # The failed read ends "failed": the status comes from ToolOutput.ok, not its text.
+        assert [u["status"] for u in finished] == ["completed", "completed", "completed", "failed"]
         delivered = coalesce(live)[7]
         assert delivered["title"] == "Quarterly"
         assert delivered["content"][1]["content"]["resource"]["blob"] == "IyBRMwo="  # "# Q3\n"

@@ -166,12 +166,12 @@ def _finished(
     delivered = record.delivered if record is not None else None
     title: str | None = None
     resource: schema.EmbeddedResource | None = None
-    failed = False
+    failed = not result.ok
     if delivered is not None:
         title = delivered.title
         if embed.embeds(delivered.size):
             resource = embed(delivered.uri, delivered.mime_type, delivered.size)
-            failed = resource is None
+            failed = failed or resource is None
     return tool_call_finished(
         result.tool_call_id or "",
         definition,

@@ -48,9 +48,9 @@ def tool_call_finished(
     failed: bool = False,
 ) -> schema.ToolCallUpdate:
     """A call's ``tool_call_update``: ``text`` as ``rawOutput``, ``body`` and a text block,
-    then ``resource`` (a delivered file) when given. ``status`` is ``completed`` for every
-    result, failures included (their text says so), and ``failed`` only when ``failed``
-    (a delivered file that could not be embedded). ``definition`` is None for a result
+    then ``resource`` (a delivered file) when given. ``status`` is ``failed`` when the
+    tool failed (``ToolOutput.ok`` false: an error, a denial, a refusal; or a delivered file
+    that could not be embedded), else ``completed``. ``definition`` is None for a result
     whose tool name was not stored: it then carries no name, title or kind."""
     content: list[schema.ToolCallContent] = [schema.text_tool_content(text)]
     if resource is not None:

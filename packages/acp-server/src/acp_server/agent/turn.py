@@ -383,7 +383,7 @@ class _TurnRunner:
                 text,
                 title=title,
                 resource=resource,
-                failed=delivered is not None and resource is None,
+                failed=not output.ok or (delivered is not None and resource is None),
             )
         )
         return ChatMessage(

@@ -128,7 +128,7 @@ class TurnRenderer:
         status = str(update.get("status") or "completed")
         output = update.get("rawOutput")
         text = output if isinstance(output, str) else ""
-        failed = status == "failed" or text.startswith("Error:")
+        failed = status == "failed"
         mark = _STATUS_MARK.get(status, "•")
         colour = "red" if failed else "green"
         title = self._tools.get(str(update.get("toolCallId")), str(update.get("title") or "tool"))
