@@ -10,7 +10,7 @@ done twice in one run:
   driven through its stdin/stdout pipes, as an IDE would.
 
 Reported: round-trip p50/p99 (and what the bridge adds), and MB/s of ``session/update``
-payload delivered to the client. Issue 7 targets: < 0.5 ms added per round trip at p50 on
+payload delivered to the client. Targets: < 0.5 ms added per round trip at p50 on
 loopback; >= 50 MB/s relayed.
 
 Each size is streamed ``--rounds`` times, direct and bridge alternately; medians are shown,

@@ -12,8 +12,8 @@ config dir), then:
    turn arrived, exactly once, in order, before that turn's result.
 
 Prints connections, prompt latency p50/p99 (send → result), frames/s received by all
-clients together, RSS per idle connection, and lost/reordered frame counts. Issue 6
-targets: 200 concurrent streaming sessions with zero lost frames; < 256 KiB RSS per idle
+clients together, RSS per idle connection, and lost/reordered frame counts.
+Targets: 200 concurrent streaming sessions with zero lost frames; < 256 KiB RSS per idle
 connection. Exit status 1 when a frame was lost or reordered.
 
     uv run python bench/gateway_load.py [--connections 200] [--turns 3] [--words 50]

@@ -1,4 +1,4 @@
-"""Prompt turns per second and streamed chunks per second over stdio (issue 3 §8).
+"""Prompt turns per second and streamed chunks per second over stdio.
 
 Runs three agents with the *same* client in the same run:
 

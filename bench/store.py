@@ -1,7 +1,7 @@
 """Session store figures: per-turn commit latency and session/load replay throughput.
 
 Run: ``uv run python bench/store.py`` (a benchmark, not a test: it prints figures, exits 0).
-Issue 5 §4 targets: a commit adds under 5 ms (median) to a turn of 20 messages, and
+Targets: a commit adds under 5 ms (median) to a turn of 20 messages, and
 ``session/load`` replays at least 20,000 messages per second end to end.
 
 1. Commit: ``append_turn`` of a realistic 20-message turn (a prompt, nine tool rounds of

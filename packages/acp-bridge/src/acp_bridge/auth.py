@@ -1,7 +1,7 @@
 """The bearer token: where it comes from, how it is cached, and pairing.
 
 Only when the gateway requires pairing (``[gateway].require_pairing``, default true) is a
-token looked for; first match wins (issue 7 §1, the reference's order):
+token looked for; first match wins (the reference's order):
 
 1. ``ZEROCLAW_ACP_BRIDGE_TOKEN`` (trimmed, non-empty);
 2. the cached file ``<config_dir>/acp-bridge-token``, refused when group or others can read it;
@@ -57,7 +57,7 @@ DEFAULT_PAIRING_LOCK_WAIT_SECS: Final = 2 * DEFAULT_HTTP_TIMEOUT_SECS + 5.0
 """Longest wait for another bridge's pairing (its two HTTP requests) before pairing anyway."""
 PAIRING_LOCK_POLL_SECS: Final = 0.02
 
-# The reference bridge's wording, kept verbatim (research notes §6).
+# The reference bridge's wording, kept verbatim.
 NO_TOKEN_MESSAGE: Final = (
     "ERROR: Gateway pairing is active but no ACP bridge token is cached. Run "
     "`zeroclaw gateway get-paircode --new`, then run `zeroclaw-acp-bridge --pair-code <code>`, "

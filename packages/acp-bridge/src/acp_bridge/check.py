@@ -1,4 +1,4 @@
-"""``zeroclaw-acp-bridge --check``: the doctor an admin runs first (issue 7 §2).
+"""``zeroclaw-acp-bridge --check``: the doctor an admin runs first.
 
 Connects and authenticates exactly as the relay would, runs ``initialize``, and reports the
 gateway URL, how the bridge authenticated, the agent, the protocol version and round-trip

@@ -48,7 +48,7 @@ __all__ = [
 DEFAULT_MAX_CONFIG_BYTES: Final = 4 * 1024 * 1024
 """config.toml larger than this is refused rather than read into memory."""
 
-# The reference bridge's wording, kept verbatim (research notes §6) so that documentation
+# The reference bridge's wording, kept verbatim so that documentation
 # and support answers written for it still match.
 CONFIG_NOT_FOUND_MESSAGE: Final = (
     "ERROR: config.toml not found.  Are you sure the bridge and ZeroClaw are running on the "
@@ -174,7 +174,7 @@ def load_gateway_target(config_dir: Path, *, required: bool = True) -> GatewayTa
 
     Raises:
         BridgeExit: connection code (1) with the reference's message when the file is
-            missing and required (issue 7 §1); usage code (2) when it cannot be read.
+            missing and required; usage code (2) when it cannot be read.
     """
     path = config_dir / CONFIG_FILE_NAME
     try:

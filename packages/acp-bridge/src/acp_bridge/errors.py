@@ -4,7 +4,7 @@ Every fatal condition becomes a ``BridgeExit`` at the point where it is understo
 the exit code and a message a person can act on; ``cli.main`` writes the message to stderr
 and exits. Nothing else in the bridge calls ``sys.exit``.
 
-Exit codes (issue 7 §2): 0 normal end, 1 connection refused or lost, 2 usage or config,
+Exit codes: 0 normal end, 1 connection refused or lost, 2 usage or config,
 3 authentication rejected.
 """
 

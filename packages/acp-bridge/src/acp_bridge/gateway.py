@@ -98,7 +98,7 @@ def _rejected(options: ConnectOptions, exc: InvalidStatus) -> BridgeExit:
     body = bytes(exc.response.body or b"")[:200].decode("utf-8", errors="replace").strip()
     said = f": {body}" if body else ""
     if status == 401:
-        # Never retried: the same credentials would only be refused again (issue 7 §2).
+        # Never retried: the same credentials would only be refused again.
         return BridgeExit(
             ExitCode.AUTH,
             f"ERROR: the gateway at {options.url} rejected the bridge's credentials "

@@ -11,7 +11,7 @@ The bridge does not interpret JSON-RPC beyond what it must:
   fatal on a line-delimited stream), in which case they are re-serialised compactly.
 
 Binary frames are treated exactly like text frames: their payload must be UTF-8 JSON. The
-reference gateway decodes binary frames the same way (research notes §5), and an IDE can
+reference gateway decodes binary frames the same way, and an IDE can
 only receive text, so there is nothing else useful to do with them.
 """
 

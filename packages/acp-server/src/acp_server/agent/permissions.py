@@ -94,7 +94,7 @@ def _json_scalar(value: object) -> str:
 def approval_request(
     session_id: str, definition: ToolDefinition, arguments: Mapping[str, Any]
 ) -> schema.RequestPermissionParams:
-    """Params of the approval request for one tool call (zeroclaw.md §2.5), as the tool's
+    """Params of the approval request for one tool call (the reference server's shape), as the tool's
     definition presents it: an ``edit`` prompt shows the diff and offers the new text for
     ``reject-with-edit``; any other shows an arguments summary."""
     presentation = definition.presentation

@@ -1,6 +1,6 @@
 """The agent runtime: one prompt turn, from the user's text to the model's last word.
 
-Seed, "session/prompt" and zeroclaw.md §2, §8: the provider streams text and reasoning
+Seed, "session/prompt", as the reference server runs it: the provider streams text and reasoning
 (each delta becomes an ``agent_message_chunk`` / ``agent_thought_chunk``), then asks for
 tools; each call is checked by the session's ``SecurityPolicy`` (allow / ask / deny),
 approved through the client when needed, announced with ``tool_call``, executed, and
@@ -213,7 +213,7 @@ class _TurnRunner:
                     call = event.call
                     if not call.id:
                         # No provider id: one fresh id for the history, the tool_call and
-                        # its tool_call_update alike (zeroclaw.md §2.3).
+                        # its tool_call_update alike (as the reference server does).
                         call = ToolCall(
                             id=str(uuid.uuid4()), name=call.name, arguments=call.arguments
                         )
@@ -266,7 +266,7 @@ class _TurnRunner:
                 await self._announce(call_id, definition, arguments)
             else:
                 # rawInput is the model's arguments verbatim, live and on replay alike
-                # (zeroclaw.md §2.1). The reference also shows a runtime-set `approved`
+                # (as the reference server does). The reference also shows a runtime-set `approved`
                 # there because its shell tool takes that parameter; ours does not (the
                 # approval travels in ToolContext.extra), the client saw the approval in
                 # its own session/request_permission answer, and a flag that exists only

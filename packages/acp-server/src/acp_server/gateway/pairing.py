@@ -1,7 +1,7 @@
 """Pairing: one-time codes exchanged for bearer tokens, and persisting token digests.
 
 ``PairingGuard`` is the state machine behind ``GET /pair/code``, ``POST /pair`` and the admin
-endpoint (research/zeroclaw.md §5): a 6-digit one-time code, wrong codes → 403, five
+endpoint, as the reference server has it: a 6-digit one-time code, wrong codes → 403, five
 failures → a lockout answered with 429 and ``retry_after``, and a per-minute cap on attempts.
 It reads time from an injected clock, so tests drive it without sleeping.
 

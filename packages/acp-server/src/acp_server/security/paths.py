@@ -20,7 +20,7 @@ class PolicyViolation(Exception):
 
 def deliver_path_denial(path: str) -> str | None:
     """deliver_file refuses any ``..`` component outright, even one that stays inside
-    (research/zeroclaw.md §4.2): a delivered path is spelled plainly or not at all."""
+    (as the reference server does): a delivered path is spelled plainly or not at all."""
     if "\x00" in path:
         return "Path contains a NUL byte"
     if ".." in PurePosixPath(path).parts:

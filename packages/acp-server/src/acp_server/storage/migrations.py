@@ -1,6 +1,6 @@
 """The session store's schema and its migrations (``PRAGMA user_version``).
 
-Step 1 is the reference's schema (research/zeroclaw.md §3.2), written so that it is a no-op
+Step 1 is the reference server's schema, written so that it is a no-op
 on a database the reference created; the later steps are ours. ``SessionStore.open`` runs
 every step from the file's version up to ``SCHEMA_VERSION`` in one write transaction.
 """

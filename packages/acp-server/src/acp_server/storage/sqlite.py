@@ -8,7 +8,7 @@ falls back to in-memory sessions (``StoreUnavailable``) without ever deleting th
 threads); ``AsyncSessionStore`` runs every call on its own worker thread, one at a time, so
 SQLite never blocks the event loop.
 
-Schema (modelled on the reference, research/zeroclaw.md §3.2, so a database the reference
+Schema (modelled on the reference server's, so a database the reference
 created is adopted rather than rejected):
 
 * ``acp_sessions``: one row per session (uuid, owner alias, workspace, timestamps,

@@ -5,7 +5,7 @@ rename), refuses a symlinked ``uploads/`` and replaces a symlink planted at the
 destination. All file-system calls go through a directory descriptor opened with
 ``O_NOFOLLOW``, so swapping ``uploads/`` for a symlink after the check changes nothing.
 ``read_verified`` re-reads a stored file (no-follow, bounded) and checks its digest:
-the deliver_file projection uses it before embedding a blob (research/zeroclaw.md §4.2).
+the deliver_file projection uses it before embedding a blob (as the reference server does).
 ``write_blobs`` performs the writes ``acp_core.blobs.plan_prompt`` planned for a
 ``session/prompt`` (seed, "session/prompt"), reporting problems as -32602 with the
 reference's wording.

@@ -114,7 +114,7 @@ class ToolDefinition:
 
     name: str
     kind: ToolKindName
-    """ACP ``kind`` of its ``tool_call`` / ``tool_call_update`` (research/zeroclaw.md §2.2)."""
+    """ACP ``kind`` of its ``tool_call`` / ``tool_call_update`` (as the reference server does)."""
     rules: ToolRules = NO_RULES
     presentation: ToolPresentation = ARGUMENTS_AS_GIVEN
     legacy_record: LegacyRecord | None = None

@@ -127,7 +127,7 @@ def _read_lines(path: Path, shown: str, offset: int, limit: int) -> str:
 
 
 class FileEditPresentation(ToolPresentation):
-    """file_edit / file_write calls in ACP diff terms (zeroclaw.md §2.1): ``rawInput``
+    """file_edit / file_write calls in ACP diff terms (as the reference server does): ``rawInput``
     ``{path, oldText?, newText}``, a ``diff`` content block, and an ``edit`` approval
     prompt offering the new text for ``reject-with-edit``.
 
