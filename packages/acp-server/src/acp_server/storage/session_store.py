@@ -260,12 +260,17 @@ class SessionStore:
         now = now_text()
 
         def write(conn: sqlite3.Connection) -> None:
+            # One statement finds the session and counts the turn (the transaction makes
+            # the two one step); the turn's rows carry the number it had before.
             row = conn.execute(
-                "SELECT id, turn_count FROM acp_sessions WHERE session_uuid = ?", (session_id,)
-            ).fetchone()
-            if row is None:
+                "UPDATE acp_sessions SET turn_count = turn_count + 1, last_activity = ?,"
+                " token_count = token_count + ?, plan_json = coalesce(?, plan_json)"
+                " WHERE session_uuid = ? RETURNING id, turn_count - 1",
+                (now, tokens, plan_json, session_id),
+            ).fetchall()  # all: the statement is finished before the next one starts
+            if not row:
                 raise UnknownSession(f"Session not found in the store: {session_id}")
-            session_row_id, turn_seq = int(row[0]), int(row[1])
+            session_row_id, turn_seq = int(row[0][0]), int(row[0][1])
             for message in encoded:
                 cursor = conn.execute(
                     "INSERT INTO acp_messages"
@@ -288,12 +293,6 @@ class SessionStore:
                         " record_json, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                         [(message_id, *tool_row, now) for tool_row in message.tool_rows],
                     )
-            conn.execute(
-                "UPDATE acp_sessions SET turn_count = turn_count + 1, last_activity = ?,"
-                " token_count = token_count + ?, plan_json = coalesce(?, plan_json)"
-                " WHERE id = ?",
-                (now, tokens, plan_json, session_row_id),
-            )
 
         self._write(write)
 
