@@ -10,10 +10,22 @@
         +-- ClientFacingError                 its text was written for the client: -32603
         |   +-- AgentUnavailable              "Failed to create agent: ..." (config, keys)
         |   +-- TurnFailed                    the model could not finish the turn
-        |                                     (acp_server/agent/turn.py)
+        |                                     (agent/turn.py)
         +-- OperationFailed                   a step failed for a reason only the log
-                                              should tell: -32603 "<step>: see the server
-                                              log (ref <id>)"
+        |                                     should tell: -32603 "<step>: see the server
+        |                                     log (ref <id>)"
+        |   these never reach a client as such: the layer that calls them turns them
+        |   into one of the above, a tool result, or an exit status
+        +-- ConfigError                       config.toml unusable: exit 2 (config/model.py)
+        +-- ProviderError                     a model call failed (agent/providers/base.py)
+        +-- ToolError                         a tool refused its arguments: a tool result
+        +-- PolicyViolation                   the security policy refused: a tool result
+        +-- StoreError > StoreUnavailable, UnknownSession, DuplicateSession
+        |                                     (storage/records.py)
+        +-- UploadError                       uploads/ unusable (storage/uploads.py)
+        +-- GatewayError, ConfigRewriteError  the gateway cannot start or persist a
+        |                                     token (gateway/)
+        +-- AgentError                        the CLI's agent client (cli/agent_client.py)
 
 Everything else that escapes a handler (a bug, an ``OSError``, a store's ``sqlite3``
 error) is foreign: the client gets "Internal error: see the server log (ref <id>)" and

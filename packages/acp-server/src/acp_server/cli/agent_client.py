@@ -27,6 +27,7 @@ from acp_core.connection import (
 from acp_core.errors import MethodNotFoundError, RemoteProtocolError
 from acp_core.framing import LineDecoder, encode_line
 from acp_core.jsonrpc import ErrorResponse, JsonValue
+from acp_server.errors import ZeroclawError
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ PermissionHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 FrameHandler = Callable[[str, str], None]  # (direction "->" / "<-", raw line)
 
 
-class AgentError(Exception):
+class AgentError(ZeroclawError):
     """The agent answered a request with a JSON-RPC error."""
 
     def __init__(self, code: int, message: str) -> None:

@@ -13,6 +13,7 @@ from acp_core.gateway_contract import CONFIG_DIR_ENV as CONFIG_DIR_ENV
 from acp_core.gateway_contract import CONFIG_FILE_NAME as CONFIG_FILE_NAME
 from acp_core.gateway_contract import DEFAULT_GATEWAY_HOST as DEFAULT_GATEWAY_HOST
 from acp_core.gateway_contract import DEFAULT_GATEWAY_PORT as DEFAULT_GATEWAY_PORT
+from acp_server.errors import ZeroclawError
 
 RiskLevel = Literal["readonly", "supervised", "full"]
 
@@ -204,7 +205,7 @@ ECHO_MODEL: Final = "echo"
 PROVIDER_KEY_ENV: Final = {ptype: env for env, ptype, _model in ENV_PROVIDER_CHOICES}
 
 
-class ConfigError(Exception):
+class ConfigError(ZeroclawError):
     """The configuration cannot be used. ``str()`` names the file, the key and the problem."""
 
     def __init__(self, file: Path | None, key: str | None, problem: str) -> None:

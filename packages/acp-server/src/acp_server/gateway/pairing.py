@@ -29,6 +29,7 @@ from typing import Any, Final
 import tomli_w
 
 from acp_core.gateway_contract import TOKEN_RANDOM_BYTES, format_token
+from acp_server.errors import ZeroclawError
 
 PAIRING_CODE_DIGITS: Final = 6
 DEFAULT_MAX_PAIR_FAILURES: Final = 5
@@ -153,7 +154,7 @@ def _whole_seconds(seconds: float) -> int:
     return max(1, int(seconds + 0.999))
 
 
-class ConfigRewriteError(Exception):
+class ConfigRewriteError(ZeroclawError):
     """``config.toml`` could not be read or rewritten; the message says why."""
 
 

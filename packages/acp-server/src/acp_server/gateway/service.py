@@ -32,6 +32,7 @@ import trio
 from acp_core.gateway_contract import ACP_PATH, PAIR_PATH, PAIRING_CODE_HEADER
 from acp_server.app import AcpApp
 from acp_server.config import GatewayConfig
+from acp_server.errors import ZeroclawError
 from acp_server.gateway.admin import ADMIN_SECRET_FILE, AdminSecret
 from acp_server.gateway.handlers import build_routes, screen_request
 from acp_server.gateway.http import BadRequest, HttpRequest, read_request, send_response
@@ -61,7 +62,7 @@ ACCEPT_RETRY_SECS: Final = 0.1
 Announce = Callable[[str], None]
 
 
-class GatewayError(Exception):
+class GatewayError(ZeroclawError):
     """The gateway cannot start; the message says what to change.
 
     ``config_problem`` is true when the configuration must change (exit 2), false when

@@ -12,9 +12,10 @@ import os
 from pathlib import Path, PurePosixPath
 
 from acp_server.config import RiskProfileConfig
+from acp_server.errors import ZeroclawError
 
 
-class PolicyViolation(Exception):
+class PolicyViolation(ZeroclawError):
     """A tool call was refused by policy; ``str()`` is the model-facing reason."""
 
 

@@ -6,9 +6,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from acp_server.agent.conversation import ChatMessage, PlanEntry
+from acp_server.errors import ZeroclawError
 
 
-class StoreError(Exception):
+class StoreError(ZeroclawError):
     """A store operation failed (SQLite error, I/O error)."""
 
 

@@ -26,12 +26,13 @@ from typing import Final
 
 from acp_core.blobs import DEFAULT_MAX_BLOB_BYTES, BlobWrite
 from acp_core.errors import InvalidParamsError
+from acp_server.errors import ZeroclawError
 
 UPLOADS_DIR_NAME: Final = "uploads"
 _temp_sequence = itertools.count()
 
 
-class UploadError(Exception):
+class UploadError(ZeroclawError):
     """The uploads directory cannot be used safely; ``str()`` says why."""
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from acp_server.agent.conversation import ChatMessage, ToolCall, Usage
+from acp_server.errors import ZeroclawError
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +63,7 @@ class StreamEnd:
 ProviderEvent = TextDelta | ThoughtDelta | ToolCallRequested | UsageReported | StreamEnd
 
 
-class ProviderError(Exception):
+class ProviderError(ZeroclawError):
     """A model call failed. ``str(error)`` is a message a person can act on (no secrets)."""
 
     def __init__(self, message: str, *, status: int | None = None) -> None:

@@ -22,6 +22,7 @@ from typing import Any, Final, Protocol, TypeAlias
 from acp_core import schema
 from acp_core.tools import ApprovalKind, ToolKindName, tool_kind
 from acp_server.agent.conversation import PlanEntry, ToolRecord
+from acp_server.errors import ZeroclawError
 from acp_server.security import NO_RULES, SecurityPolicy, ToolRules
 
 DEFAULT_MAX_TOOL_OUTPUT_BYTES: Final = 64 * 1024
@@ -77,7 +78,7 @@ class Tool(Protocol):
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput: ...
 
 
-class ToolError(Exception):
+class ToolError(ZeroclawError):
     """A tool failed in an expected way; ``str()`` becomes ``Error: <reason>`` for the model."""
 
 
