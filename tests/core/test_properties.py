@@ -178,15 +178,6 @@ def test_json_like_garbage_raises_only_remote_protocol_errors(pieces: list[str])
     assert _pump([piece.encode() for piece in pieces], 1024) == 0
 
 
-@relaxed
-@given(json_values)
-def test_any_json_value_parses_or_gets_a_reply_hint(value: Any) -> None:
-    try:
-        parse_message(msgspec.json.encode(value))
-    except RemoteProtocolError:
-        pass
-
-
 inbound_types: list[type[InboundParams]] = [
     InitializeParams,
     NewSessionParams,
@@ -325,3 +316,45 @@ def _outcome(parse: Any, data: Any) -> tuple[str, bytes]:
 def test_bytes_and_builtins_paths_apply_the_same_rules(value: Any) -> None:
     data = msgspec.json.encode(value)
     assert _outcome(parse_message, data) == _outcome(message_from_object, value)
+
+
+def _expected_reply_id(value: Any) -> tuple[bool, Any]:
+    """Whether a malformed ``value`` must be answered (JSON-RPC 2.0 §5), and with which id.
+
+    Anything that is not an object, or carries an unusable id, is answered with id null; a
+    broken call (``method`` present, or neither ``result`` nor ``error``) with its own id;
+    a broken notification or response is never answered.
+    """
+    if not isinstance(value, dict):
+        return True, None
+    if "id" not in value:
+        return False, None
+    request_id = value["id"]
+    usable = request_id is None or (
+        isinstance(request_id, int | float | str)
+        and not isinstance(request_id, bool)
+        and (not isinstance(request_id, int) or -(2**63) <= request_id < 2**64)
+    )
+    if not usable:
+        return True, None
+    is_call = value.get("method") is not None or ("result" not in value and "error" not in value)
+    return is_call, request_id
+
+
+@thorough
+@given(message_like | json_values)
+def test_any_json_value_parses_or_gets_the_reply_json_rpc_requires(value: Any) -> None:
+    try:
+        parse_message(msgspec.json.encode(value))
+    except RemoteProtocolError as exc:
+        hint, reason = exc.reply_hint, str(exc)
+    else:
+        return
+    must_answer, reply_id = _expected_reply_id(value)
+    if not must_answer:
+        assert hint is None, hint
+        return
+    assert hint is not None, f"{value!r} must be answered: {reason}"
+    assert hint.id == reply_id
+    assert hint.error.code in (-32600, -32601, -32602)
+    assert hint.error.message
