@@ -20,13 +20,11 @@ from tests.e2e.helpers import (
     allow_once,
     child_env,
     console_script,
-    echo_config,
     open_session,
     reject_once,
     spawn_acp,
-    wait_until,
-    write_config,
 )
+from tests.helpers import echo_config, poll_until, write_config
 
 pytestmark = pytest.mark.e2e
 
@@ -158,7 +156,7 @@ async def start_sleeping_tool_tree(client: RpcPipeClient, session_id: str, marke
     request_id = await client.request(
         "session/prompt", {"sessionId": session_id, "prompt": f"/tool shell {command}"}
     )
-    await wait_until(lambda: len(marker_processes(marker)) >= 2, within=20)
+    await poll_until(lambda: len(marker_processes(marker)) >= 2, within=20)
     return request_id
 
 
@@ -172,7 +170,7 @@ async def test_cancel_mid_tool_leaves_no_processes(tmp_path: Path, workspace: Pa
             await client.notify("session/cancel", {"sessionId": session_id})
             response = await client.wait_response(request_id)
             assert response["result"]["stopReason"] == "cancelled"
-            await wait_until(lambda: not marker_processes(marker), within=10)
+            await poll_until(lambda: not marker_processes(marker), within=10)
 
 
 async def test_sigterm_mid_tool_answers_the_turn_and_leaves_no_processes(
@@ -189,7 +187,7 @@ async def test_sigterm_mid_tool_answers_the_turn_and_leaves_no_processes(
             assert response["result"]["stopReason"] == "cancelled"
             with trio.fail_after(15):
                 await client.process.wait()
-            await wait_until(lambda: not marker_processes(marker), within=10)
+            await poll_until(lambda: not marker_processes(marker), within=10)
     assert client.process.returncode == 0
 
 

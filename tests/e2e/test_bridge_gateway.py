@@ -16,13 +16,8 @@ import trio
 
 from tests.bridge.harness import BRIDGE, bridge_env, run_bridge, running_bridge
 from tests.e2e.gateway_harness import run_gateway
-from tests.e2e.helpers import (
-    allow_once,
-    echo_config,
-    open_session,
-    spawn_zeroclaw,
-    write_config,
-)
+from tests.e2e.helpers import allow_once, open_session, spawn_zeroclaw
+from tests.helpers import echo_config, write_config
 
 pytestmark = pytest.mark.e2e
 

@@ -12,7 +12,8 @@ import pytest
 import trio
 
 from tests.e2e.gateway_harness import RunningGateway, run_gateway
-from tests.e2e.helpers import RpcPipeClient, echo_config, open_session, spawn_zeroclaw, write_config
+from tests.e2e.helpers import RpcPipeClient, open_session, spawn_zeroclaw
+from tests.helpers import echo_config, write_config
 
 pytestmark = pytest.mark.e2e
 

@@ -1,6 +1,6 @@
 """`zeroclaw acp` against a local server speaking each real provider's streaming format.
 
-The fake model server (tests/server/fake_llm.py) runs in the test; the real ``zeroclaw
+The fake model server (tests/e2e/fake_llm.py) runs in the test; the real ``zeroclaw
 acp`` process reaches it through ``uri`` in config.toml, exactly as it would reach OpenAI,
 OpenRouter, an Ollama box or Anthropic.
 """
@@ -16,8 +16,7 @@ import pytest
 import trio
 
 from acp_server.storage.sqlite import SessionStore
-from tests.e2e.helpers import JsonDict, RpcPipeClient, open_session, spawn_acp, write_config
-from tests.server.fake_llm import (
+from tests.e2e.fake_llm import (
     Reply,
     anthropic_events,
     anthropic_text_reply,
@@ -30,6 +29,8 @@ from tests.server.fake_llm import (
     split_evenly,
     sse,
 )
+from tests.e2e.helpers import JsonDict, RpcPipeClient, open_session, spawn_acp
+from tests.helpers import write_config
 
 pytestmark = pytest.mark.e2e
 

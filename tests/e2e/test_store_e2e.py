@@ -26,11 +26,10 @@ from tests.e2e.helpers import (
     allow_once,
     child_env,
     console_script,
-    echo_config,
     open_session,
     spawn_acp,
-    write_config,
 )
+from tests.helpers import echo_config, write_config
 
 pytestmark = pytest.mark.e2e
 
@@ -371,6 +370,7 @@ async def test_two_processes_share_one_store_without_losing_turns(tmp_path: Path
             nursery.start_soon(one_process, 0)
             nursery.start_soon(one_process, 1)
 
+    assert len(set(created)) == 2 * sessions_per_process
     store = SessionStore.open(store_file(config_dir))
     try:
         infos = {info.session_id: info for info in store.list_sessions()}

@@ -22,7 +22,7 @@ from acp_server.agent.providers.base import (
 )
 from acp_server.agent.providers.openai import PROVIDER_TYPES, create_chat_provider
 from acp_server.config import ProviderConfig
-from tests.server.fake_llm import (
+from tests.e2e.fake_llm import (
     HELLO,
     Ending,
     Reply,

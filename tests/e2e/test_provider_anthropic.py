@@ -20,7 +20,7 @@ from acp_server.agent.providers.base import (
     UsageReported,
 )
 from acp_server.config import ProviderConfig
-from tests.server.fake_llm import (
+from tests.e2e.fake_llm import (
     HELLO,
     Reply,
     anthropic_error_event,
