@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import socket
 import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Final
 
+import pytest
 import trio
 
 from acp_core.framing import LineDecoder
@@ -41,6 +44,25 @@ SCRUBBED_ENV: Final = ("OPENROUTER_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_API_KE
 def console_script(name: str) -> Path:
     """A console script of this venv (``zeroclaw``, ``zeroclaw-acp-bridge``)."""
     return Path(sys.executable).parent / name
+
+
+def unused_port() -> int:
+    """A 127.0.0.1 TCP port nothing listens on (free when asked; the OS may reuse it later)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def unprivileged_prefix() -> list[str]:
+    """The command prefix that makes file modes bind a child even when the tests run as root
+    (Linux ``setpriv`` without the capabilities that override them); empty for other users."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: file modes cannot be enforced")
+    return [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--"]
 
 
 def child_env(config_dir: Path | None, extra: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 from typing import Any
 
 import pytest
@@ -35,6 +34,7 @@ from tests.e2e.fake_llm import (
     serve_fake_llm,
     sse,
 )
+from tests.e2e.helpers import unused_port
 
 pytestmark = pytest.mark.e2e  # binds 127.0.0.1
 
@@ -294,13 +294,6 @@ async def test_server_errors_are_retried_then_reported(
     assert "3 attempt(s)" in str(error)
     assert len(llm.requests) == 3
     assert waited >= 1 + 2  # exponential backoff between the attempts
-
-
-def unused_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
 
 
 async def test_connection_refused_is_reported_with_the_address() -> None:

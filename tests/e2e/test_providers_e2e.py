@@ -8,7 +8,6 @@ OpenRouter, an Ollama box or Anthropic.
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ from tests.e2e.fake_llm import (
     split_evenly,
     sse,
 )
-from tests.e2e.helpers import JsonDict, RpcPipeClient, open_session, spawn_acp
+from tests.e2e.helpers import JsonDict, RpcPipeClient, open_session, spawn_acp, unused_port
 from tests.helpers import write_config
 
 pytestmark = pytest.mark.e2e
@@ -157,13 +156,6 @@ async def test_whole_turn_with_reasoning_and_a_tool_call(
     assert stored.info.token_count == (
         (25 + 7) * 2 if provider_type == "anthropic" else (40 + 12) + (12 + 5)
     )
-
-
-def unused_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
 
 
 async def test_each_failure_ends_the_turn_clearly_and_the_session_stays_usable(

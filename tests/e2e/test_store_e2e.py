@@ -6,9 +6,7 @@ in-memory fallback when the store cannot be opened.
 
 from __future__ import annotations
 
-import os
 import random
-import shutil
 import sqlite3
 import subprocess
 from collections.abc import Sequence
@@ -28,6 +26,7 @@ from tests.e2e.helpers import (
     console_script,
     open_session,
     spawn_acp,
+    unprivileged_prefix,
 )
 from tests.helpers import echo_config, write_config
 
@@ -388,16 +387,6 @@ async def test_two_processes_share_one_store_without_losing_turns(tmp_path: Path
 # --------------------------------------------------------------------------- fallback
 
 
-def _unprivileged_prefix() -> list[str]:
-    """Root ignores file modes; drop the capabilities that let it (Linux ``setpriv``)."""
-    if os.geteuid() != 0:
-        return []
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.skip("running as root without setpriv: file modes cannot be enforced")
-    return [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--"]
-
-
 async def assert_in_memory_only(config_dir: Path, workspace: Path, prefix: list[str]) -> None:
     process = await trio.lowlevel.open_process(
         [*prefix, str(console_script("zeroclaw")), "acp"],
@@ -435,7 +424,7 @@ async def test_read_only_store_directory_falls_back_to_memory(tmp_path: Path) ->
     config_dir, workspace = config_and_workspace(tmp_path)
     sessions = store_file(config_dir).parent
     sessions.mkdir(parents=True)
-    prefix = _unprivileged_prefix()
+    prefix = unprivileged_prefix()
     sessions.chmod(0o555)
     try:
         with trio.fail_after(30):

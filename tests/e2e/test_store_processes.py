@@ -3,8 +3,6 @@ several `zeroclaw acp` processes creating the same new store file at once."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from acp_server.storage.sqlite import SessionStore
+from tests.e2e.helpers import unprivileged_prefix
 
 pytestmark = pytest.mark.e2e  # spawns processes
 
@@ -21,16 +20,6 @@ PROCESS_DEADLINE_SECS = 60
 @pytest.fixture
 def db_path(tmp_path: Path) -> Path:
     return tmp_path / "data" / "sessions" / "acp-sessions.db"
-
-
-def _unprivileged(command: list[str]) -> list[str]:
-    """Root ignores file modes; drop the capabilities that let it (Linux ``setpriv``)."""
-    if os.geteuid() != 0:
-        return command
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.skip("running as root without setpriv: file modes cannot be enforced")
-    return [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--", *command]
 
 
 _OPEN_SCRIPT = """
@@ -48,7 +37,7 @@ else:
 
 def _open_in_subprocess(path: Path) -> str:
     result = subprocess.run(
-        _unprivileged([sys.executable, "-c", _OPEN_SCRIPT, str(path)]),
+        [*unprivileged_prefix(), sys.executable, "-c", _OPEN_SCRIPT, str(path)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -86,6 +75,7 @@ _OPEN_WHEN_TOLD_SCRIPT = """
 import sys
 from pathlib import Path
 from acp_server.storage.sqlite import SessionStore
+from tests.e2e.helpers import unprivileged_prefix
 print("ready", flush=True)
 sys.stdin.readline()
 store = SessionStore.open(Path(sys.argv[1]))
