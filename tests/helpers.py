@@ -58,6 +58,7 @@ def echo_config(
     max_sessions: int | None = None,
     session_timeout_secs: int | None = None,
     default_agent: str | None = None,
+    providers: Mapping[str, Mapping[str, Any]] | None = None,
     agents: Mapping[str, Mapping[str, Any]] | None = None,
     extra_agents: Mapping[str, Mapping[str, Any]] | None = None,
     risk: Mapping[str, Any] | None = None,
@@ -65,8 +66,10 @@ def echo_config(
 ) -> JsonDict:
     """A config.toml document with the agent ``echo`` on the offline echo provider.
 
-    ``agents`` replaces the agent table (each body gets the default risk and runtime
-    profiles unless it names its own); ``extra_agents`` is added next to ``echo``.
+    ``providers`` adds ``[providers.models.<type>]`` tables (``{type: {alias: entry}}``)
+    next to ``echo.default``. ``agents`` replaces the agent table (each body gets the echo
+    provider and the default risk and runtime profiles unless it names its own);
+    ``extra_agents`` is added next to ``echo`` as given.
     """
     acp: JsonDict = {}
     if max_sessions is not None:
@@ -85,7 +88,10 @@ def echo_config(
     document: JsonDict = {
         "schema_version": 3,
         "providers": {
-            "models": {"echo": {"default": {"model": "echo", "chunk_delay_ms": chunk_delay_ms}}}
+            "models": {
+                "echo": {"default": {"model": "echo", "chunk_delay_ms": chunk_delay_ms}},
+                **{kind: dict(tables) for kind, tables in (providers or {}).items()},
+            }
         },
         "agents": table,
         "risk_profiles": {"default": {"level": level, **(risk or {})}},

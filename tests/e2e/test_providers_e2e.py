@@ -29,7 +29,7 @@ from tests.e2e.fake_llm import (
     sse,
 )
 from tests.e2e.helpers import JsonDict, RpcPipeClient, open_session, spawn_acp, unused_port
-from tests.helpers import write_config
+from tests.helpers import echo_config, write_config
 
 pytestmark = pytest.mark.e2e
 
@@ -45,20 +45,10 @@ def provider_entry(provider_type: str, base_url: str, **extra: Any) -> JsonDict:
 
 def llm_config(providers: dict[str, JsonDict]) -> JsonDict:
     """One agent per ``providers`` entry (alias = provider type), all on one risk profile."""
-    return {
-        "schema_version": 3,
-        "providers": {"models": {kind: {"default": entry} for kind, entry in providers.items()}},
-        "agents": {
-            kind: {
-                "model_provider": f"{kind}.default",
-                "risk_profile": "default",
-                "runtime_profile": "default",
-            }
-            for kind in providers
-        },
-        "risk_profiles": {"default": {"level": "supervised"}},
-        "runtime_profiles": {"default": {}},
-    }
+    return echo_config(
+        providers={kind: {"default": entry} for kind, entry in providers.items()},
+        agents={kind: {"model_provider": f"{kind}.default"} for kind in providers},
+    )
 
 
 def tool_call_then_text(provider_type: str, text: str) -> tuple[Reply, Reply]:
