@@ -40,6 +40,8 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 from websockets.trio.server import Server, ServerConnection, serve
 
+from tests.helpers import write_config as write_document
+
 BRIDGE: Final = Path(sys.executable).parent / "zeroclaw-acp-bridge"
 UNAUTHORIZED_BODY: Final = (
     "Unauthorized - provide Authorization header, Sec-WebSocket-Protocol bearer, or ?token= "
@@ -252,20 +254,11 @@ def write_config(
     path_prefix: str | None = None,
     host: str = "127.0.0.1",
 ) -> Path:
-    config_dir.mkdir(parents=True, exist_ok=True)
-    lines = [
-        "schema_version = 3",
-        "",
-        "[gateway]",
-        f'host = "{host}"',
-        f"port = {port}",
-        f"require_pairing = {'true' if require_pairing else 'false'}",
-    ]
+    """A config.toml with only the [gateway] table the bridge reads; returns the file."""
+    gateway: dict[str, Any] = {"host": host, "port": port, "require_pairing": require_pairing}
     if path_prefix is not None:
-        lines.append(f'path_prefix = "{path_prefix}"')
-    path = config_dir / "config.toml"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+        gateway["path_prefix"] = path_prefix
+    return write_document(config_dir, {"schema_version": 3, "gateway": gateway}) / "config.toml"
 
 
 def write_token_file(config_dir: Path, token: str, mode: int = 0o600) -> Path:

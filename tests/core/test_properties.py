@@ -179,15 +179,6 @@ def test_json_like_garbage_raises_only_remote_protocol_errors(pieces: list[str])
     assert _pump([piece.encode() for piece in pieces], 1024) == 0
 
 
-@relaxed
-@given(json_values)
-def test_any_json_value_parses_or_gets_a_reply_hint(value: Any) -> None:
-    try:
-        parse_message(msgspec.json.encode(value))
-    except RemoteProtocolError:
-        pass
-
-
 inbound_types: list[type[InboundParams]] = [
     InitializeParams,
     NewSessionParams,
@@ -416,3 +407,47 @@ typed_prompts = st.fixed_dictionaries(
 def test_well_formed_prompts_decode_to_their_typed_shape(raw: Any) -> None:
     data = msgspec.json.encode(raw)
     assert decode_inbound(PromptParams, data) == msgspec.json.decode(data, type=PromptParams)
+
+
+def _expected_reply_id(value: Any) -> tuple[bool, Any]:
+    """Whether a malformed ``value`` must be answered (JSON-RPC 2.0 §5), and with which id.
+
+    Anything that is not an object, or carries an unusable id, is answered with id null; a
+    broken call (``method`` present, or neither ``result`` nor ``error``) with its own id,
+    or with id null when it has no id and no method string (it cannot be a notification,
+    as ``{}``); a broken notification or response is never answered.
+    """
+    if not isinstance(value, dict):
+        return True, None
+    has_id = "id" in value
+    request_id = value.get("id")
+    usable = request_id is None or (
+        isinstance(request_id, int | float | str) and not isinstance(request_id, bool)
+    )
+    if has_id and not usable:
+        return True, None
+    is_call = value.get("method") is not None or ("result" not in value and "error" not in value)
+    if not is_call:
+        return False, None
+    if has_id:
+        return True, request_id
+    return not isinstance(value.get("method"), str), None
+
+
+@thorough
+@given(message_like | json_values)
+def test_any_json_value_parses_or_gets_the_reply_json_rpc_requires(value: Any) -> None:
+    try:
+        parse_message(msgspec.json.encode(value))
+    except RemoteProtocolError as exc:
+        hint, reason = exc.reply_hint, str(exc)
+    else:
+        return
+    must_answer, reply_id = _expected_reply_id(value)
+    if not must_answer:
+        assert hint is None, hint
+        return
+    assert hint is not None, f"{value!r} must be answered: {reason}"
+    assert hint.id == reply_id
+    assert hint.error.code in (-32600, -32601, -32602)
+    assert hint.error.message

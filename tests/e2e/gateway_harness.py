@@ -28,6 +28,7 @@ from wsproto.connection import Connection, ConnectionType
 from wsproto.events import Event, TextMessage
 
 from tests.e2e.helpers import child_env, console_script
+from tests.helpers import poll_until
 from tests.jsonrpc_peer import JsonDict, JsonRpcPeer
 
 STARTUP_TIMEOUT: Final = 20.0
@@ -97,12 +98,12 @@ class RunningGateway:
 
     async def wait_for_connections(self, count: int, within: float = 10.0) -> None:
         """Poll /health until it reports ``count`` open WebSocket connections."""
-        with trio.fail_after(within):
-            while True:
-                health = (await self.http("GET", "/health")).json()
-                if health["connections"] == count:
-                    return
-                await trio.sleep(0.05)
+
+        async def reported() -> bool:
+            connections: int = (await self.http("GET", "/health")).json()["connections"]
+            return connections == count
+
+        await poll_until(reported, within=within)
 
 
 async def _pump_stderr(

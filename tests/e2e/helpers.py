@@ -16,16 +16,22 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import socket
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Final
 
-import tomli_w
+import pytest
 import trio
 
 from acp_core.framing import LineDecoder
+
+# The shared config builder, re-exported for the modules that import it from here.
+from tests.helpers import echo_config as echo_config
+from tests.helpers import write_config as write_config
 from tests.jsonrpc_peer import JsonDict as JsonDict
 from tests.jsonrpc_peer import JsonRpcPeer, RequestHandler
 
@@ -40,50 +46,23 @@ def console_script(name: str) -> Path:
     return Path(sys.executable).parent / name
 
 
-def echo_config(
-    *,
-    chunk_delay_ms: int = 0,
-    level: str = "supervised",
-    max_sessions: int | None = None,
-    session_timeout_secs: int | None = None,
-    extra_agents: Mapping[str, Mapping[str, Any]] | None = None,
-    risk: Mapping[str, Any] | None = None,
-    runtime: Mapping[str, Any] | None = None,
-) -> JsonDict:
-    """A config.toml document with one agent `echo` on the offline echo provider."""
-    acp: JsonDict = {}
-    if max_sessions is not None:
-        acp["max_sessions"] = max_sessions
-    if session_timeout_secs is not None:
-        acp["session_timeout_secs"] = session_timeout_secs
-    agents: JsonDict = {
-        "echo": {
-            "model_provider": "echo.default",
-            "risk_profile": "default",
-            "runtime_profile": "default",
-        }
-    }
-    agents.update({alias: dict(body) for alias, body in (extra_agents or {}).items()})
-    document: JsonDict = {
-        "schema_version": 3,
-        "providers": {
-            "models": {"echo": {"default": {"model": "echo", "chunk_delay_ms": chunk_delay_ms}}}
-        },
-        "agents": agents,
-        "risk_profiles": {"default": {"level": level, **(risk or {})}},
-        "runtime_profiles": {"default": dict(runtime or {})},
-    }
-    if acp:
-        document["acp"] = acp
-    return document
+def unused_port() -> int:
+    """A 127.0.0.1 TCP port nothing listens on (free when asked; the OS may reuse it later)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
 
 
-def write_config(config_dir: Path, document: Mapping[str, Any] | str) -> Path:
-    """Write ``config_dir/config.toml`` (a TOML string or a document) and return the dir."""
-    config_dir.mkdir(parents=True, exist_ok=True)
-    text = document if isinstance(document, str) else tomli_w.dumps(dict(document))
-    (config_dir / "config.toml").write_text(text, encoding="utf-8")
-    return config_dir
+def unprivileged_prefix() -> list[str]:
+    """The command prefix that makes file modes bind a child even when the tests run as root
+    (Linux ``setpriv`` without the capabilities that override them); empty for other users."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: file modes cannot be enforced")
+    return [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--"]
 
 
 def child_env(config_dir: Path | None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -226,18 +205,3 @@ async def open_session(client: RpcPipeClient, cwd: Path, **params: Any) -> str:
     assert "result" in new, new
     session_id: str = new["result"]["sessionId"]
     return session_id
-
-
-async def wait_until(
-    condition: Callable[[], bool], *, within: float, interval: float = 0.05
-) -> None:
-    """Poll a real-world condition (a process gone, a file written) until it holds.
-
-    Raises:
-        trio.TooSlowError: it did not hold within ``within`` seconds.
-    """
-    with trio.fail_after(within):
-        while True:
-            if condition():
-                return
-            await trio.sleep(interval)

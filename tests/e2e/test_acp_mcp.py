@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 import trio
 
-from tests.e2e.helpers import echo_config, open_session, spawn_acp, write_config
+from tests.e2e.helpers import open_session, spawn_acp
+from tests.helpers import echo_config, write_config
 
 pytestmark = pytest.mark.e2e
 
-FIXTURE = Path(__file__).resolve().parent.parent / "server" / "mcp_fixture_server.py"
+FIXTURE = Path(__file__).resolve().with_name("mcp_fixture_server.py")
 
 
 @pytest.mark.parametrize("enabled", [True, False])

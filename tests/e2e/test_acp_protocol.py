@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +19,11 @@ from tests.e2e.helpers import (
     allow_once,
     child_env,
     console_script,
-    echo_config,
     open_session,
     reject_once,
     spawn_acp,
-    wait_until,
-    write_config,
 )
+from tests.helpers import echo_config, poll_until, write_config
 
 pytestmark = pytest.mark.e2e
 
@@ -158,7 +155,7 @@ async def start_sleeping_tool_tree(client: RpcPipeClient, session_id: str, marke
     request_id = await client.request(
         "session/prompt", {"sessionId": session_id, "prompt": f"/tool shell {command}"}
     )
-    await wait_until(lambda: len(marker_processes(marker)) >= 2, within=20)
+    await poll_until(lambda: len(marker_processes(marker)) >= 2, within=20)
     return request_id
 
 
@@ -172,7 +169,7 @@ async def test_cancel_mid_tool_leaves_no_processes(tmp_path: Path, workspace: Pa
             await client.notify("session/cancel", {"sessionId": session_id})
             response = await client.wait_response(request_id)
             assert response["result"]["stopReason"] == "cancelled"
-            await wait_until(lambda: not marker_processes(marker), within=10)
+            await poll_until(lambda: not marker_processes(marker), within=10)
 
 
 async def test_sigterm_mid_tool_answers_the_turn_and_leaves_no_processes(
@@ -189,7 +186,7 @@ async def test_sigterm_mid_tool_answers_the_turn_and_leaves_no_processes(
             assert response["result"]["stopReason"] == "cancelled"
             with trio.fail_after(15):
                 await client.process.wait()
-            await wait_until(lambda: not marker_processes(marker), within=10)
+            await poll_until(lambda: not marker_processes(marker), within=10)
     assert client.process.returncode == 0
 
 
@@ -497,7 +494,7 @@ threading.Thread(target=_write_stray_output_when_asked, daemon=True).start()
 """
 
 
-def test_stray_writes_to_stdout_never_reach_the_protocol_stream(tmp_path: Path) -> None:
+async def test_stray_writes_to_stdout_never_reach_the_protocol_stream(tmp_path: Path) -> None:
     """A library or thread inside `zeroclaw acp` that prints (to sys.stdout or fd 1) while
     it serves: the client still reads only JSON-RPC frames; the text goes to stderr."""
     config_dir = write_config(tmp_path / "cfg", echo_config())
@@ -508,34 +505,41 @@ def test_stray_writes_to_stdout_never_reach_the_protocol_stream(tmp_path: Path) 
     env = child_env(
         config_dir, {"PYTHONPATH": str(hook_dir), "ZC_TEST_STRAY_TRIGGER": str(trigger)}
     )
-    process = subprocess.Popen(
+    process = await trio.lowlevel.open_process(
         [str(console_script("zeroclaw")), "acp"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
     )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    assert process.stderr is not None
+    out, err = bytearray(), bytearray()
+
+    async def read_to_end(stream: trio.abc.ReceiveStream, into: bytearray) -> None:
+        async for chunk in stream:
+            into += chunk
+
     try:
-        assert process.stdin is not None
-        assert process.stdout is not None
-        process.stdin.write(b'{"jsonrpc":"2.0","id":1,"method":"initialize"}\n')
-        process.stdin.flush()
-        first = process.stdout.readline()  # serving: the protocol stream is set up
-        trigger.touch()
-        done = Path(f"{trigger}.done")
-        deadline = time.monotonic() + 20
-        while not done.exists():  # poll the real condition, with a deadline
-            assert time.monotonic() < deadline, "the stray writer never ran"
-            time.sleep(0.01)
-        out, err = process.communicate(
-            b'{"jsonrpc":"2.0","id":2,"method":"initialize"}\n', timeout=30
-        )
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(read_to_end, process.stderr, err)
+                await process.stdin.send_all(b'{"jsonrpc":"2.0","id":1,"method":"initialize"}\n')
+                while b"\n" not in out:  # serving: the protocol stream is set up
+                    out += await process.stdout.receive_some()
+                nursery.start_soon(read_to_end, process.stdout, out)
+                trigger.touch()
+                await poll_until(Path(f"{trigger}.done").exists)  # the stray writer ran
+                await process.stdin.send_all(b'{"jsonrpc":"2.0","id":2,"method":"initialize"}\n')
+                await process.stdin.aclose()
+                await process.wait()
     finally:
-        if process.poll() is None:
+        if process.returncode is None:
             process.kill()
-            process.wait()
+            await process.wait()
     assert process.returncode == 0
-    frames = [json.loads(line) for line in [first, *out.splitlines()]]
+    frames = [json.loads(line) for line in out.splitlines()]
     assert [frame["id"] for frame in frames] == [1, 2]
     assert b"STRAY-PRINT" in err
     assert b"STRAY-FD-1" in err

@@ -16,7 +16,8 @@ import acp
 import pytest
 from acp import schema as acp_schema
 
-from tests.e2e.helpers import child_env, console_script, echo_config, write_config
+from tests.e2e.helpers import child_env, console_script
+from tests.helpers import echo_config, write_config
 
 pytestmark = pytest.mark.e2e
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from tests.e2e.helpers import allow_once, echo_config, open_session, spawn_acp, write_config
+from tests.e2e.helpers import allow_once, open_session, spawn_acp
+from tests.helpers import echo_config, write_config
 
 pytestmark = pytest.mark.e2e
 

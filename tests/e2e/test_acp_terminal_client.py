@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.helpers import child_env, console_script, echo_config, write_config
+from tests.e2e.helpers import child_env, console_script
+from tests.helpers import echo_config, write_config
 
 pytestmark = pytest.mark.e2e
 

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 import trio
 
-from tests.e2e.helpers import echo_config, open_session, spawn_acp, write_config
+from tests.e2e.helpers import open_session, spawn_acp
+from tests.helpers import echo_config, write_config
 
 pytestmark = pytest.mark.e2e
 

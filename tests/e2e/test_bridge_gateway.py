@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import socket
 import stat
 import tomllib
 from pathlib import Path
@@ -16,13 +15,8 @@ import trio
 
 from tests.bridge.harness import BRIDGE, bridge_env, run_bridge, running_bridge
 from tests.e2e.gateway_harness import run_gateway
-from tests.e2e.helpers import (
-    allow_once,
-    echo_config,
-    open_session,
-    spawn_zeroclaw,
-    write_config,
-)
+from tests.e2e.helpers import allow_once, open_session, spawn_zeroclaw, unused_port
+from tests.helpers import echo_config, write_config
 
 pytestmark = pytest.mark.e2e
 
@@ -111,14 +105,8 @@ async def test_full_session_pairing_permission_cancel_and_load_with_a_second_bri
             assert ide.process.returncode == 0
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 async def test_address_comes_from_the_daemon_config_and_check_reports_it(tmp_path: Path) -> None:
-    port = _free_port()
+    port = unused_port()
     config_dir = _config(tmp_path, port=port, require_pairing=False, path_prefix="/zc/")
     with trio.fail_after(TIMEOUT):
         async with run_gateway(config_dir, "--port", str(port)) as gateway:
@@ -136,7 +124,7 @@ async def test_address_comes_from_the_daemon_config_and_check_reports_it(tmp_pat
 async def test_both_sides_read_a_bare_prefix_and_a_blank_config_dir_the_same_way(
     tmp_path: Path,
 ) -> None:
-    port = _free_port()
+    port = unused_port()
     config_dir = _config(tmp_path, port=port, require_pairing=False, path_prefix="zc")
     with trio.fail_after(TIMEOUT):
         async with run_gateway(config_dir, "--port", str(port)):

@@ -4,7 +4,6 @@ bridge while the IDE keeps using its session."""
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -12,18 +11,13 @@ import pytest
 import trio
 
 from tests.e2e.gateway_harness import RunningGateway, run_gateway
-from tests.e2e.helpers import RpcPipeClient, echo_config, open_session, spawn_zeroclaw, write_config
+from tests.e2e.helpers import RpcPipeClient, open_session, spawn_zeroclaw, unused_port
+from tests.helpers import echo_config, write_config
 
 pytestmark = pytest.mark.e2e
 
 TIMEOUT = 90
 INTERNAL = "zeroclaw-acp-bridge:"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 async def _serve(
@@ -55,7 +49,7 @@ def _user_texts(updates: list[dict[str, Any]]) -> list[str]:
 
 
 async def test_killed_and_restarted_gateway_under_a_live_bridge(tmp_path: Path) -> None:
-    port = _free_port()
+    port = unused_port()
     config_dir = write_config(tmp_path / "cfg", echo_config(chunk_delay_ms=20))
     workspace = tmp_path / "work"
     workspace.mkdir()
@@ -108,7 +102,7 @@ async def test_killed_and_restarted_gateway_under_a_live_bridge(tmp_path: Path) 
 async def test_drained_gateway_finishes_the_turn_and_the_bridge_never_errs(
     tmp_path: Path,
 ) -> None:
-    port = _free_port()
+    port = unused_port()
     document = echo_config(chunk_delay_ms=30)
     document["gateway"] = {"require_pairing": False}
     config_dir = write_config(tmp_path / "cfg", document)
@@ -142,7 +136,7 @@ async def test_drained_gateway_finishes_the_turn_and_the_bridge_never_errs(
 
 
 async def test_a_gateway_that_stays_down_ends_the_bridge_with_exit_1(tmp_path: Path) -> None:
-    port = _free_port()
+    port = unused_port()
     document = echo_config()
     document["gateway"] = {"require_pairing": False}
     config_dir = write_config(tmp_path / "cfg", document)

@@ -1,7 +1,7 @@
 """MCP tools in a real `zeroclaw acp` session (issue 4 §2), driven by the echo provider.
 
 Servers come from config.toml (``[agents.x] acp_enable_mcp = true`` + ``mcp_servers``) and
-from ``session/new``'s ``mcpServers``; both run tests/server/mcp_fixture_server.py.
+from ``session/new``'s ``mcpServers``; both run tests/e2e/mcp_fixture_server.py.
 """
 
 from __future__ import annotations
@@ -15,21 +15,13 @@ import psutil
 import pytest
 import trio
 
-from tests.e2e.helpers import (
-    JsonDict,
-    RpcPipeClient,
-    allow_once,
-    echo_config,
-    open_session,
-    spawn_acp,
-    wait_until,
-    write_config,
-)
+from tests.e2e.helpers import JsonDict, RpcPipeClient, allow_once, open_session, spawn_acp
+from tests.helpers import echo_config, poll_until, write_config
 
 pytestmark = pytest.mark.e2e
 
 CEILING_SECS = 60
-FIXTURE = Path(__file__).parent.parent / "server" / "mcp_fixture_server.py"
+FIXTURE = Path(__file__).with_name("mcp_fixture_server.py")
 
 
 def mcp_config() -> JsonDict:
@@ -164,7 +156,7 @@ async def test_a_server_that_cannot_start_is_named_and_servers_end_with_the_sess
             closed = await client.call("session/close", {"sessionId": session_id})
             assert closed["result"] == {}
             # The session ended, not the process: its MCP server goes with it.
-            await wait_until(lambda: not _alive(server_pid), within=10)
+            await poll_until(lambda: not _alive(server_pid), within=10)
     assert output_text(failed).startswith("Error: Unknown tool: mcp__missing__search")
     assert "MCP server 'missing' could not be started: command not found" in output_text(failed)
     assert output_text(working) == "echo: ok"

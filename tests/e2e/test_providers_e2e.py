@@ -1,6 +1,6 @@
 """`zeroclaw acp` against a local server speaking each real provider's streaming format.
 
-The fake model server (tests/server/fake_llm.py) runs in the test; the real ``zeroclaw
+The fake model server (tests/e2e/fake_llm.py) runs in the test; the real ``zeroclaw
 acp`` process reaches it through ``uri`` in config.toml, exactly as it would reach OpenAI,
 OpenRouter, an Ollama box or Anthropic.
 """
@@ -8,7 +8,6 @@ OpenRouter, an Ollama box or Anthropic.
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +15,7 @@ import pytest
 import trio
 
 from acp_server.storage.sqlite import SessionStore
-from tests.e2e.helpers import JsonDict, RpcPipeClient, open_session, spawn_acp, write_config
-from tests.server.fake_llm import (
+from tests.e2e.fake_llm import (
     Reply,
     anthropic_events,
     anthropic_text_reply,
@@ -30,6 +28,8 @@ from tests.server.fake_llm import (
     split_evenly,
     sse,
 )
+from tests.e2e.helpers import JsonDict, RpcPipeClient, open_session, spawn_acp, unused_port
+from tests.helpers import echo_config, write_config
 
 pytestmark = pytest.mark.e2e
 
@@ -45,20 +45,10 @@ def provider_entry(provider_type: str, base_url: str, **extra: Any) -> JsonDict:
 
 def llm_config(providers: dict[str, JsonDict]) -> JsonDict:
     """One agent per ``providers`` entry (alias = provider type), all on one risk profile."""
-    return {
-        "schema_version": 3,
-        "providers": {"models": {kind: {"default": entry} for kind, entry in providers.items()}},
-        "agents": {
-            kind: {
-                "model_provider": f"{kind}.default",
-                "risk_profile": "default",
-                "runtime_profile": "default",
-            }
-            for kind in providers
-        },
-        "risk_profiles": {"default": {"level": "supervised"}},
-        "runtime_profiles": {"default": {}},
-    }
+    return echo_config(
+        providers={kind: {"default": entry} for kind, entry in providers.items()},
+        agents={kind: {"model_provider": f"{kind}.default"} for kind in providers},
+    )
 
 
 def tool_call_then_text(provider_type: str, text: str) -> tuple[Reply, Reply]:
@@ -156,13 +146,6 @@ async def test_whole_turn_with_reasoning_and_a_tool_call(
     assert stored.info.token_count == (
         (25 + 7) * 2 if provider_type == "anthropic" else (40 + 12) + (12 + 5)
     )
-
-
-def unused_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
 
 
 async def test_each_failure_ends_the_turn_clearly_and_the_session_stays_usable(

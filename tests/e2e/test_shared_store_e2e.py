@@ -19,15 +19,8 @@ import trio
 
 from tests.bridge.harness import bridge_env, running_bridge
 from tests.e2e.gateway_harness import WsRpc, run_gateway, ws_connect
-from tests.e2e.helpers import (
-    RpcPipeClient,
-    child_env,
-    console_script,
-    echo_config,
-    open_session,
-    spawn_acp,
-    write_config,
-)
+from tests.e2e.helpers import RpcPipeClient, child_env, console_script, open_session, spawn_acp
+from tests.helpers import echo_config, write_config
 
 pytestmark = pytest.mark.e2e
 

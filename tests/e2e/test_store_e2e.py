@@ -6,9 +6,7 @@ in-memory fallback when the store cannot be opened.
 
 from __future__ import annotations
 
-import os
 import random
-import shutil
 import sqlite3
 import subprocess
 from collections.abc import Sequence
@@ -26,11 +24,11 @@ from tests.e2e.helpers import (
     allow_once,
     child_env,
     console_script,
-    echo_config,
     open_session,
     spawn_acp,
-    write_config,
+    unprivileged_prefix,
 )
+from tests.helpers import echo_config, write_config
 
 pytestmark = pytest.mark.e2e
 
@@ -371,6 +369,7 @@ async def test_two_processes_share_one_store_without_losing_turns(tmp_path: Path
             nursery.start_soon(one_process, 0)
             nursery.start_soon(one_process, 1)
 
+    assert len(set(created)) == 2 * sessions_per_process
     store = SessionStore.open(store_file(config_dir))
     try:
         infos = {info.session_id: info for info in store.list_sessions()}
@@ -386,16 +385,6 @@ async def test_two_processes_share_one_store_without_losing_turns(tmp_path: Path
 
 
 # --------------------------------------------------------------------------- fallback
-
-
-def _unprivileged_prefix() -> list[str]:
-    """Root ignores file modes; drop the capabilities that let it (Linux ``setpriv``)."""
-    if os.geteuid() != 0:
-        return []
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.skip("running as root without setpriv: file modes cannot be enforced")
-    return [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--"]
 
 
 async def assert_in_memory_only(config_dir: Path, workspace: Path, prefix: list[str]) -> None:
@@ -435,7 +424,7 @@ async def test_read_only_store_directory_falls_back_to_memory(tmp_path: Path) ->
     config_dir, workspace = config_and_workspace(tmp_path)
     sessions = store_file(config_dir).parent
     sessions.mkdir(parents=True)
-    prefix = _unprivileged_prefix()
+    prefix = unprivileged_prefix()
     sessions.chmod(0o555)
     try:
         with trio.fail_after(30):

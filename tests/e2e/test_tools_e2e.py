@@ -12,16 +12,9 @@ from typing import Any
 import pytest
 import trio
 
-from tests.e2e.helpers import (
-    JsonDict,
-    RpcPipeClient,
-    allow_once,
-    echo_config,
-    open_session,
-    spawn_acp,
-    write_config,
-)
-from tests.server.tool_context import pids_in, poll_until, process_gone
+from tests.e2e.helpers import JsonDict, RpcPipeClient, allow_once, open_session, spawn_acp
+from tests.helpers import echo_config, poll_until, write_config
+from tests.server.tool_context import pids_in, process_gone
 
 pytestmark = pytest.mark.e2e
 

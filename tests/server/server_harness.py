@@ -28,13 +28,7 @@ from acp_server.agent.providers.base import (
 )
 from acp_server.agent.tools.base import Tool, ToolContext, ToolOutput
 from acp_server.app import AcpApp
-from acp_server.config import (
-    AgentConfig,
-    Config,
-    ProviderConfig,
-    RiskProfileConfig,
-    RuntimeProfileConfig,
-)
+from acp_server.config import Config
 from acp_server.protocol.connection import serve_connection
 from acp_server.storage.sqlite import AsyncSessionStore
 from tests.jsonrpc_peer import JsonDict, JsonRpcPeer, RequestHandler
@@ -58,42 +52,6 @@ class MemoryTransport:
 
     async def aclose(self) -> None:
         await self._server_send.aclose()
-
-
-def make_config(
-    tmp_path: Path,
-    *,
-    level: str = "supervised",
-    agents: Mapping[str, AgentConfig] | None = None,
-    default_agent: str | None = None,
-    max_sessions: int = 10,
-    session_timeout_secs: int = 3600,
-    max_tool_iterations: int = 20,
-    auto_approve: tuple[str, ...] = ("file_read", "glob_search", "content_search", "todo_write"),
-) -> Config:
-    from acp_server.config import AcpConfig
-
-    provider = ProviderConfig(type="echo", alias="default", model="echo")
-    agent_map = dict(agents or {"test": AgentConfig(alias="test", model_provider="echo.default")})
-    return Config(
-        config_dir=tmp_path,
-        config_file=None,
-        workspace_dir=tmp_path / "data",
-        acp=AcpConfig(
-            default_agent=default_agent,
-            max_sessions=max_sessions,
-            session_timeout_secs=session_timeout_secs,
-        ),
-        providers={provider.ref: provider},
-        agents=agent_map,
-        risk_profiles={
-            "default": RiskProfileConfig(
-                level=level,  # type: ignore[arg-type]
-                auto_approve=auto_approve,
-            )
-        },
-        runtime_profiles={"default": RuntimeProfileConfig(max_tool_iterations=max_tool_iterations)},
-    )
 
 
 @dataclass

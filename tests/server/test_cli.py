@@ -7,6 +7,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from acp_server.cli.main import cli
+from tests.helpers import write_config
 
 
 def test_help_lists_the_commands() -> None:
@@ -29,7 +30,7 @@ def test_init_writes_then_refuses_to_overwrite(tmp_path: Path) -> None:
 
 
 def test_bad_config_exits_2_naming_the_key(tmp_path: Path) -> None:
-    (tmp_path / "config.toml").write_text("[acp]\nmax_sessions = -1\n")
+    write_config(tmp_path, "[acp]\nmax_sessions = -1\n")
     result = CliRunner().invoke(cli, ["--config-dir", str(tmp_path), "acp"])
     assert result.exit_code == 2
     assert "`acp.max_sessions`" in result.output

@@ -15,11 +15,7 @@ from acp_server.config import (
     starter_config_document,
     write_starter_config,
 )
-
-
-def write(tmp_path: Path, text: str) -> Path:
-    (tmp_path / "config.toml").write_text(text, encoding="utf-8")
-    return tmp_path
+from tests.helpers import write_config
 
 
 def test_no_file_uses_the_echo_default_and_says_so(
@@ -65,7 +61,7 @@ def test_no_file_picks_the_provider_from_the_environment(
 
 
 def test_full_file_round_trip(tmp_path: Path) -> None:
-    write(
+    write_config(
         tmp_path,
         """
         schema_version = 3
@@ -120,7 +116,7 @@ def test_full_file_round_trip(tmp_path: Path) -> None:
 def test_legacy_autonomy_table_maps_onto_the_default_profile(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    write(
+    write_config(
         tmp_path,
         """
         [autonomy]
@@ -144,7 +140,7 @@ def test_legacy_autonomy_table_maps_onto_the_default_profile(
 
 
 def test_unknown_keys_are_warned_about(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    write(tmp_path, "[acp]\nmax_sesions = 3\n[telemetry]\nenabled = true\n")
+    write_config(tmp_path, "[acp]\nmax_sesions = 3\n[telemetry]\nenabled = true\n")
     with caplog.at_level(logging.WARNING):
         load_config(tmp_path, environ={})
     messages = " ".join(r.getMessage() for r in caplog.records)
@@ -171,7 +167,7 @@ def test_unknown_keys_are_warned_about(tmp_path: Path, caplog: pytest.LogCapture
 def test_bad_values_name_the_file_key_and_problem(
     tmp_path: Path, text: str, key: str, problem: str
 ) -> None:
-    write(tmp_path, text)
+    write_config(tmp_path, text)
     with pytest.raises(ConfigError) as raised:
         load_config(tmp_path, environ={})
     message = str(raised.value)
@@ -181,7 +177,7 @@ def test_bad_values_name_the_file_key_and_problem(
 
 
 def test_invalid_toml_is_a_config_error(tmp_path: Path) -> None:
-    write(tmp_path, "[acp\n")
+    write_config(tmp_path, "[acp\n")
     with pytest.raises(ConfigError, match="invalid TOML"):
         load_config(tmp_path, environ={})
 
@@ -211,16 +207,16 @@ def test_starter_config_loads_and_is_not_overwritten(tmp_path: Path) -> None:
 def test_the_two_timeouts_default_to_session_timeout_secs_and_can_be_set_apart(
     tmp_path: Path,
 ) -> None:
-    write(tmp_path, "[acp]\nsession_timeout_secs = 60\n")
+    write_config(tmp_path, "[acp]\nsession_timeout_secs = 60\n")
     config = load_config(tmp_path, environ={})
     assert (config.acp.permission_timeout, config.acp.idle_session_timeout) == (60, 60)
-    write(
+    write_config(
         tmp_path,
         "[acp]\nsession_timeout_secs = 60\npermission_timeout_secs = 5\n"
         "idle_session_timeout_secs = 900\n",
     )
     config = load_config(tmp_path, environ={})
     assert (config.acp.permission_timeout, config.acp.idle_session_timeout) == (5, 900)
-    write(tmp_path, "[acp]\npermission_timeout_secs = 0\n")
+    write_config(tmp_path, "[acp]\npermission_timeout_secs = 0\n")
     with pytest.raises(ConfigError, match=r"acp\.permission_timeout_secs"):
         load_config(tmp_path, environ={})

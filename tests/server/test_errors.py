@@ -11,7 +11,8 @@ import pytest
 from acp_core.errors import ErrorCode, SessionNotFoundError
 from acp_server.agent.turn import TurnFailed
 from acp_server.errors import AgentUnavailable, OperationFailed, rpc_error_for
-from tests.server.server_harness import make_config, open_server
+from tests.helpers import make_config
+from tests.server.server_harness import open_server
 from tests.server.test_server_restore import FakeStore
 
 SECRET = "/home/alice/.zeroclaw/data/sessions/acp-sessions.db: SELECT * FROM messages"

@@ -10,7 +10,8 @@ import trio
 
 from acp_server.app import AcpApp
 from acp_server.protocol.connection import AcpConnection
-from tests.server.server_harness import MemoryTransport, ScriptedProvider, make_config, text_round
+from tests.helpers import make_config
+from tests.server.server_harness import MemoryTransport, ScriptedProvider, text_round
 
 
 class Peer:

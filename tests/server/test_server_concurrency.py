@@ -16,11 +16,11 @@ from acp_server.agent.conversation import ChatMessage, CompletedTurn
 from acp_server.protocol import connection as server_module
 from acp_server.protocol import handlers as handlers_module
 from acp_server.storage.sqlite import StoredSession, StoreError
+from tests.helpers import make_config
 from tests.jsonrpc_peer import JsonDict
 from tests.server.server_harness import (
     ScriptedProvider,
     StubTool,
-    make_config,
     open_server,
     text_round,
 )

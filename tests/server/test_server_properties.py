@@ -12,7 +12,8 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.server.server_harness import ScriptedProvider, make_config, open_server, text_round
+from tests.helpers import make_config
+from tests.server.server_harness import ScriptedProvider, open_server, text_round
 
 METHODS = [
     "initialize",
@@ -45,7 +46,7 @@ params = st.one_of(
             "sessionId": st.sampled_from(["known", "unknown", ""]) | json_values,
             "prompt": st.sampled_from(["hi", "", [], [{"text": "x"}], 3]) | json_values,
             "cwd": st.sampled_from([".", "/nonexistent", "known"]) | json_values,
-            "agentAlias": st.sampled_from(["test", "nope", " "]) | json_values,
+            "agentAlias": st.sampled_from(["echo", "nope", " "]) | json_values,
         },
     ),
 )

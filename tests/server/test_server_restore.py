@@ -8,14 +8,14 @@ from pathlib import Path
 import trio
 
 from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanEntry, ToolCall
-from acp_server.config import AgentConfig
 from acp_server.storage.sqlite import (
     AsyncSessionStore,
     StoredSession,
     StoredSessionInfo,
     StoreError,
 )
-from tests.server.server_harness import ScriptedProvider, make_config, open_server, text_round
+from tests.helpers import make_config
+from tests.server.server_harness import ScriptedProvider, open_server, text_round
 
 
 class FakeStore(AsyncSessionStore):
@@ -33,7 +33,7 @@ class FakeStore(AsyncSessionStore):
         workspace: Path,
         messages: list[ChatMessage],
         *,
-        agent: str = "test",
+        agent: str = "echo",
         plan: tuple[PlanEntry, ...] | None = None,
     ) -> None:
         now = datetime.now(UTC)
@@ -176,8 +176,8 @@ async def test_restore_errors_in_reference_order(tmp_path: Path) -> None:
 
 async def test_restore_falls_back_when_the_owner_is_disabled(tmp_path: Path) -> None:
     agents = {
-        "old": AgentConfig(alias="old", enabled=False, model_provider="echo.default"),
-        "new": AgentConfig(alias="new", model_provider="echo.default"),
+        "old": {"enabled": False},
+        "new": {},
     }
     store = FakeStore()
     store.add("s-1", tmp_path, HISTORY, agent="old")

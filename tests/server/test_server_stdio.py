@@ -14,7 +14,7 @@ from acp_server.app import AcpApp
 from acp_server.protocol.connection import serve_connection
 from acp_server.protocol.stdio import StdioTransport
 from acp_server.protocol.transport import TransportClosed
-from tests.server.server_harness import make_config
+from tests.helpers import make_config
 
 
 def pipes(

@@ -13,11 +13,11 @@ from trio.testing import MockClock
 
 from acp_server.agent.conversation import PlanEntry
 from acp_server.agent.tools.base import DeliveredFile, ToolContext, ToolOutput
+from tests.helpers import make_config
 from tests.server.server_harness import (
     ScriptedProvider,
     StubTool,
     answer,
-    make_config,
     open_server,
     text_round,
     tool_round,
@@ -229,7 +229,7 @@ async def test_unknown_tools_and_the_iteration_bound(tmp_path: Path) -> None:
     provider = ScriptedProvider([tool_round("nope", {})])  # asks for a tool forever
     with trio.fail_after(5):
         async with open_server(
-            make_config(tmp_path, max_tool_iterations=3), provider=provider
+            make_config(tmp_path, runtime={"max_tool_iterations": 3}), provider=provider
         ) as client:
             session_id, result = await run_prompt(tmp_path, client)
             provider.rounds.append(text_round("ok"))

@@ -11,6 +11,7 @@ from click.testing import CliRunner, Result
 from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanEntry, ToolCall
 from acp_server.cli.sessions import sessions_command
 from acp_server.storage.sqlite import SessionStore
+from tests.helpers import write_config
 
 
 @pytest.fixture
@@ -153,7 +154,7 @@ def test_corrupt_store_is_an_error_not_a_crash(config_dir: Path) -> None:
 
 def test_bad_config_exits_2(config_dir: Path) -> None:
     config_dir.mkdir()
-    (config_dir / "config.toml").write_text("this is = = not toml")
+    write_config(config_dir, "this is = = not toml")
     result = run("list", "--config-dir", str(config_dir))
     assert result.exit_code == 2
     assert "config.toml" in result.stderr

@@ -17,10 +17,10 @@ from acp_server.agent.tools.registry import builtin_tools
 from acp_server.storage.migrations import MIGRATIONS
 from acp_server.storage.sqlite import AsyncSessionStore, SessionStore
 from tests.e2e.test_store_e2e import as_replayed, coalesce
+from tests.helpers import make_config
 from tests.server.server_harness import (
     ScriptedProvider,
     answer,
-    make_config,
     open_server,
     text_round,
     tool_round,

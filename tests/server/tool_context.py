@@ -3,12 +3,11 @@ probes for processes a tool started (shared with tests/e2e/test_tools_e2e.py).""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
-import trio
 
 from acp_server.agent.conversation import PlanEntry
 from acp_server.agent.tools.base import ToolContext
@@ -68,12 +67,3 @@ def process_gone(pid: int) -> bool:
 def pids_in(path: Path) -> list[int]:
     """The pids a test command wrote to ``path`` (one per line), so far."""
     return [int(word) for word in path.read_text().split()] if path.exists() else []
-
-
-async def poll_until(condition: Callable[[], bool], *, within: float = 10.0) -> None:
-    """Poll a condition nothing can notify us about (another process's state)."""
-    with trio.fail_after(within):
-        while True:
-            if condition():
-                return
-            await trio.sleep(0.02)

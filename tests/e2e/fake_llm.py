@@ -30,7 +30,7 @@ from acp_server.agent.providers.base import ModelRequest, Provider, ProviderErro
 DEFAULT_MAX_REQUEST_BYTES: Final = 16 * 1024 * 1024
 RECEIVE_CHUNK_BYTES: Final = 64 * 1024
 
-Ending = Literal["complete", "cut", "hang"]
+Ending = Literal["complete", "cut", "hang", "silent"]
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ class FakeLLM:
     requests: list[RecordedRequest] = field(default_factory=list)
     port: int = 0
     closed_by_client: int = 0
-    """Connections the client closed while we were still streaming (``hang`` replies)."""
+    """Connections the client closed while we were still answering (``hang``, ``silent``)."""
     _client_went_away: trio.Event = field(default_factory=trio.Event)
 
     @property
@@ -107,6 +107,12 @@ class FakeLLM:
         finally:
             await stream.aclose()
 
+    async def _wait_for_client_close(self, stream: trio.SocketStream) -> None:
+        """Send nothing more until the client closes its end."""
+        while await stream.receive_some(RECEIVE_CHUNK_BYTES):
+            pass
+        self._note_client_gone()
+
     def _note_client_gone(self) -> None:
         self.closed_by_client += 1
         self._client_went_away.set()
@@ -139,6 +145,9 @@ class FakeLLM:
     async def _send_reply(
         self, stream: trio.SocketStream, connection: h11.Connection, reply: Reply
     ) -> None:
+        if reply.ending == "silent":
+            await self._wait_for_client_close(stream)
+            return
         headers = [
             ("Content-Type", reply.content_type),
             ("Connection", "close"),
@@ -157,10 +166,7 @@ class FakeLLM:
         if reply.ending == "complete":
             await stream.send_all(connection.send(h11.EndOfMessage()))
         elif reply.ending == "hang":
-            # Nothing more until the client closes its end.
-            while await stream.receive_some(RECEIVE_CHUNK_BYTES):
-                pass
-            self._note_client_gone()
+            await self._wait_for_client_close(stream)
         # "cut": return without EndOfMessage; the finally closes the socket mid-body.
 
 

@@ -6,6 +6,10 @@ import json
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.e2e  # imports acp_core in a fresh interpreter process
+
 FORBIDDEN = ("trio", "asyncio", "socket", "sqlite3", "subprocess", "threading", "logging")
 
 PROBE = f"""

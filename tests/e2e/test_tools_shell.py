@@ -10,7 +10,10 @@ import trio
 from acp_server.agent.tools.base import ToolError
 from acp_server.agent.tools.shell import ShellTool
 from acp_server.config import RiskProfileConfig
-from tests.server.tool_context import make_context, pids_in, poll_until, process_gone
+from tests.helpers import poll_until
+from tests.server.tool_context import make_context, pids_in, process_gone
+
+pytestmark = pytest.mark.e2e  # the shell tool spawns processes
 
 ANYTHING_GOES = RiskProfileConfig(allowed_commands=("*",), block_high_risk_commands=False)
 

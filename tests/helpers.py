@@ -1,0 +1,116 @@
+"""Helpers every test folder shares: waiting on a real condition, and the config builder.
+
+``echo_config`` is the one builder of a ``config.toml`` document (one agent ``echo`` on the
+offline echo provider, options for the settings tests vary). ``write_config`` writes such a
+document into a config directory, as the `zeroclaw` commands read it; ``make_config`` writes
+it and reads it back through the real loader, for tests that run the server in memory.
+
+``poll_until`` waits for a condition nothing can notify a test about (another process's
+state, a file appearing, a server's /health counter), up to a deadline.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import tomli_w
+import trio
+
+from acp_server.config import Config, load_config
+
+JsonDict = dict[str, Any]
+
+POLL_STEP_SECS: Final = 0.02
+"""How often ``poll_until`` looks at its condition."""
+DEFAULT_POLL_DEADLINE_SECS: Final = 10.0
+
+ECHO_AGENT: Final = "echo"
+"""The alias of the agent ``echo_config`` always defines (unless ``agents`` replaces it)."""
+
+
+async def poll_until(
+    condition: Callable[[], bool | Awaitable[bool]],
+    *,
+    within: float = DEFAULT_POLL_DEADLINE_SECS,
+) -> None:
+    """Return as soon as ``condition()`` (sync or async) holds; look every ``POLL_STEP_SECS``.
+
+    Raises:
+        trio.TooSlowError: it did not hold within ``within`` seconds.
+    """
+    with trio.fail_after(within):
+        while True:
+            outcome = condition()
+            if inspect.isawaitable(outcome):
+                outcome = await outcome
+            if outcome:
+                return
+            await trio.sleep(POLL_STEP_SECS)
+
+
+def echo_config(
+    *,
+    chunk_delay_ms: int = 0,
+    level: str = "supervised",
+    max_sessions: int | None = None,
+    session_timeout_secs: int | None = None,
+    default_agent: str | None = None,
+    providers: Mapping[str, Mapping[str, Any]] | None = None,
+    agents: Mapping[str, Mapping[str, Any]] | None = None,
+    extra_agents: Mapping[str, Mapping[str, Any]] | None = None,
+    risk: Mapping[str, Any] | None = None,
+    runtime: Mapping[str, Any] | None = None,
+) -> JsonDict:
+    """A config.toml document with the agent ``echo`` on the offline echo provider.
+
+    ``providers`` adds ``[providers.models.<type>]`` tables (``{type: {alias: entry}}``)
+    next to ``echo.default``. ``agents`` replaces the agent table (each body gets the echo
+    provider and the default risk and runtime profiles unless it names its own);
+    ``extra_agents`` is added next to ``echo`` as given.
+    """
+    acp: JsonDict = {}
+    if max_sessions is not None:
+        acp["max_sessions"] = max_sessions
+    if session_timeout_secs is not None:
+        acp["session_timeout_secs"] = session_timeout_secs
+    if default_agent is not None:
+        acp["default_agent"] = default_agent
+    profiles = {"risk_profile": "default", "runtime_profile": "default"}
+    base_agents = agents if agents is not None else {ECHO_AGENT: {}}
+    table: JsonDict = {
+        alias: {"model_provider": "echo.default", **profiles, **body}
+        for alias, body in base_agents.items()
+    }
+    table.update({alias: dict(body) for alias, body in (extra_agents or {}).items()})
+    document: JsonDict = {
+        "schema_version": 3,
+        "providers": {
+            "models": {
+                "echo": {"default": {"model": "echo", "chunk_delay_ms": chunk_delay_ms}},
+                **{kind: dict(tables) for kind, tables in (providers or {}).items()},
+            }
+        },
+        "agents": table,
+        "risk_profiles": {"default": {"level": level, **(risk or {})}},
+        "runtime_profiles": {"default": dict(runtime or {})},
+    }
+    if acp:
+        document["acp"] = acp
+    return document
+
+
+def write_config(config_dir: Path, document: Mapping[str, Any] | str) -> Path:
+    """Write ``config_dir/config.toml`` (a TOML string or a document) and return the dir."""
+    config_dir.mkdir(parents=True, exist_ok=True)
+    text = document if isinstance(document, str) else tomli_w.dumps(dict(document))
+    (config_dir / "config.toml").write_text(text, encoding="utf-8")
+    return config_dir
+
+
+def make_config(config_dir: Path, **options: Any) -> Config:
+    """``echo_config(**options)`` written to ``config_dir`` and read by the real loader
+    (no environment: a developer's API keys or overrides never change a test)."""
+    return load_config(write_config(config_dir, echo_config(**options)), environ={})
