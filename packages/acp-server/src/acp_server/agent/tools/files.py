@@ -18,6 +18,7 @@ import trio
 
 from acp_core import schema
 from acp_server.agent.tools._args import optional_int, required_str
+from acp_server.agent.tools._text import encodable
 from acp_server.agent.tools.base import (
     DEFAULT_MAX_TOOL_OUTPUT_BYTES,
     ToolContext,
@@ -129,7 +130,7 @@ def _read_lines(path: Path, shown: str, offset: int, limit: int) -> str:
 class FileEditPresentation(ToolPresentation):
     """file_edit / file_write calls in ACP diff terms (as the reference server does): ``rawInput``
     ``{path, oldText?, newText}``, a ``diff`` content block, and an ``edit`` approval
-    prompt offering the new text for ``reject-with-edit``.
+    prompt offering the new text for ``reject-with-edit`` (unpaired surrogates escaped).
 
     Args:
         old_key: the argument holding the replaced text (None: the whole file is new).
@@ -143,6 +144,7 @@ class FileEditPresentation(ToolPresentation):
         self.new_key = new_key
 
     def raw_input(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        arguments = encodable(arguments)
         shown: dict[str, Any] = {"path": arguments.get("path")}
         if self.old_key is not None:
             shown["oldText"] = arguments.get(self.old_key)
@@ -150,6 +152,7 @@ class FileEditPresentation(ToolPresentation):
         return shown
 
     def diff(self, arguments: Mapping[str, Any]) -> list[schema.ToolCallContent] | None:
+        arguments = encodable(arguments)
         path, new = arguments.get("path"), arguments.get(self.new_key)
         if not isinstance(path, str) or not isinstance(new, str):
             return None
@@ -161,7 +164,7 @@ class FileEditPresentation(ToolPresentation):
         return [schema.ToolCallDiff(path=path, old_text=old, new_text=new)]
 
     def proposed_edit(self, arguments: Mapping[str, Any]) -> str | None:
-        value = arguments.get(self.new_key)
+        value = encodable(arguments.get(self.new_key))
         return value if isinstance(value, str) else None
 
 
