@@ -2,7 +2,8 @@
 
 JSON may carry ``\\ud800`` without its pair; Python decodes it to a lone surrogate, which
 no UTF-8 encoder accepts. Tools refuse such arguments (``_args``); everything that shows
-arguments to the client shows them escaped.
+arguments to the client shows them escaped. File names that are not UTF-8 reach Python as
+lone surrogates too (``surrogateescape``) and are shown with their bytes escaped.
 """
 
 from __future__ import annotations
@@ -26,3 +27,15 @@ def encodable(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [encodable(item) for item in value]
     return value
+
+
+def shown_name(text: str) -> str:
+    """A path as text: bytes of a non-UTF-8 name appear as ``\\xNN`` escapes (any other
+    lone surrogate as ``\\udXXX``)."""
+    if LONE_SURROGATE.search(text) is None:
+        return text
+    try:
+        raw = text.encode("utf-8", errors="surrogateescape")
+    except UnicodeEncodeError:
+        return str(encodable(text))
+    return raw.decode("utf-8", errors="backslashreplace")

@@ -26,6 +26,7 @@ import trio
 
 from acp_server.agent.tools._args import optional_bool, optional_int, optional_str, required_str
 from acp_server.agent.tools._matching import GlobPattern, LinePattern, has_wildcards
+from acp_server.agent.tools._text import shown_name
 from acp_server.agent.tools.base import (
     DEFAULT_MAX_TOOL_OUTPUT_BYTES,
     ToolContext,
@@ -33,7 +34,7 @@ from acp_server.agent.tools.base import (
     ToolError,
     ToolOutput,
 )
-from acp_server.agent.tools.files import BINARY_SNIFF_BYTES, display_path, looks_binary, resolve
+from acp_server.agent.tools.files import BINARY_SNIFF_BYTES, looks_binary, relative_path, resolve
 from acp_server.security import PathArgument, SecurityPolicy, ToolRules, expand_braces
 
 DEFAULT_MAX_GLOB_RESULTS: Final = 500
@@ -85,11 +86,6 @@ async def run_stoppable(ctx: ToolContext, work: Callable[[threading.Event], _Res
         )
     finally:
         stop.set()
-
-
-def shown_name(text: str) -> str:
-    """A path as text: bytes of a non-UTF-8 name appear as ``\\xNN`` escapes."""
-    return text.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="backslashreplace")
 
 
 @dataclass(slots=True)
@@ -300,7 +296,7 @@ def _search(query: _Query, stop: threading.Event) -> tuple[list[str], str | None
                 results,
                 f"search stopped after {DEFAULT_MAX_SEARCH_FILES} files; narrow path or include",
             )
-        relative = display_path(policy, path)
+        relative = relative_path(policy, path)
         if not _matches_include(relative, query.includes):
             continue
         try:
