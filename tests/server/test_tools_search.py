@@ -241,3 +241,23 @@ async def test_cancelled_globs_stop_walking_and_file_tools_keep_working(
         assert "still readable" in read.text
         await poll_until(lambda: probe.running == 0, within=5.0)
     assert probe.peak <= search.MAX_SEARCHES_PER_SESSION
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    ["*", "**", "**/*", "**/*.py", "src/**", "src/**/*.py", "s?c/[a-p]*", "[!s]*", "**/pkg/*"],
+)
+async def test_glob_selects_what_pathlib_selects_in_a_plain_tree(
+    tmp_path: Path, pattern: str
+) -> None:
+    root = tmp_path / "plain"
+    for relative in ("src/app.py", "src/pkg/util.py", "src/pkg/deep/more.py", "docs/a.md", "x.py"):
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text("x\n")
+    expected = sorted(
+        (match.relative_to(root).as_posix() or ".") + ("/" if match.is_dir() else "")
+        for match in root.glob(pattern)
+    )
+    ctx, _ = make_context(root)
+    result = await GlobSearchTool().run({"pattern": pattern}, ctx)
+    assert result.text.splitlines() == expected
