@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import re
+import shutil
+import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from acp_server.agent.permissions import approval_request
 from acp_server.agent.tools.base import Tool, ToolError
 from acp_server.agent.tools.files import FileEditTool, FileReadTool, FileWriteTool
 from acp_server.config import RiskProfileConfig
@@ -136,3 +142,101 @@ async def test_file_read_cuts_a_huge_single_line(workspace: Path) -> None:
     first, second = result.text.splitlines()
     assert first == "     1\t" + "x" * 2000 + " …[line truncated]"
     assert second == "     2\tsecond line"
+
+
+def _failing(code: int) -> Callable[..., Any]:
+    def fail(*args: Any) -> Any:
+        raise OSError(code, os.strerror(code))
+
+    return fail
+
+
+@pytest.mark.parametrize(("call", "code"), [("write", errno.ENOSPC), ("fsync", errno.EIO)])
+async def test_a_failed_write_leaves_the_old_file_intact(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, call: str, code: int
+) -> None:
+    ctx, _ = make_context(workspace)
+    before = sorted(os.listdir(workspace))
+    monkeypatch.setattr(os, call, _failing(code))
+    with pytest.raises(ToolError, match=re.escape(f"Cannot write notes.txt: {os.strerror(code)}")):
+        await FileWriteTool().run({"path": "notes.txt", "content": "replaced\n"}, ctx)
+    with pytest.raises(ToolError, match=re.escape(f"Cannot write notes.txt: {os.strerror(code)}")):
+        await FileEditTool().run(
+            {"path": "notes.txt", "old_string": "beta", "new_string": "BETA"}, ctx
+        )
+    monkeypatch.undo()
+    assert (workspace / "notes.txt").read_text() == "alpha\nbeta\ngamma\ndelta\n"
+    assert sorted(os.listdir(workspace)) == before  # no temporary file left behind
+
+
+async def test_writes_keep_the_file_mode(workspace: Path) -> None:
+    script = workspace / "run.sh"
+    script.write_text("echo old\n")
+    script.chmod(0o750)
+    secret = workspace / "notes.txt"
+    secret.chmod(0o600)
+    ctx, _ = make_context(workspace)
+    await FileWriteTool().run({"path": "run.sh", "content": "echo new\n"}, ctx)
+    await FileEditTool().run({"path": "notes.txt", "old_string": "beta", "new_string": "B"}, ctx)
+    assert stat.S_IMODE(script.stat().st_mode) == 0o750
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o600
+    assert script.read_text() == "echo new\n"
+    assert secret.read_text() == "alpha\nB\ngamma\ndelta\n"
+
+
+async def test_writing_through_a_hard_link_leaves_the_outside_file_alone(workspace: Path) -> None:
+    outside = workspace.parent / "outside.txt"
+    os.link(outside, workspace / "linked.txt")
+    ctx, _ = make_context(workspace)
+    await FileWriteTool().run({"path": "linked.txt", "content": "secret and more\n"}, ctx)
+    assert (workspace / "linked.txt").read_text() == "secret and more\n"
+    await FileEditTool().run(
+        {"path": "linked.txt", "old_string": "more", "new_string": "less"}, ctx
+    )
+    assert (workspace / "linked.txt").read_text() == "secret and less\n"
+    assert outside.read_text() == "secret\n"
+
+
+@pytest.mark.parametrize("tool", ["file_write", "file_edit"])
+async def test_a_directory_swapped_for_a_link_after_the_check_is_not_followed(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, tool: str
+) -> None:
+    (workspace / "sub").mkdir()
+    (workspace / "sub" / "notes.txt").write_text("inside\n")
+    elsewhere = workspace.parent / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "notes.txt").write_text("outside\n")
+    ctx, _ = make_context(workspace)
+    check = ctx.policy.resolve_path
+
+    def check_then_swap(path: str, *, for_write: bool = False) -> Path:
+        resolved = check(path, for_write=for_write)
+        shutil.rmtree(workspace / "sub")
+        (workspace / "sub").symlink_to(elsewhere, target_is_directory=True)
+        return resolved
+
+    monkeypatch.setattr(ctx.policy, "resolve_path", check_then_swap)
+    arguments: dict[str, Any] = {"path": "sub/notes.txt"}
+    if tool == "file_write":
+        run = FileWriteTool().run
+        arguments["content"] = "pwned\n"
+    else:
+        run = FileEditTool().run
+        arguments.update(old_string="outside", new_string="pwned")
+    refused = re.escape("Refusing to write through a symbolic link: sub/notes.txt")
+    with pytest.raises(ToolError, match=refused):
+        await run(arguments, ctx)
+    assert (elsewhere / "notes.txt").read_text() == "outside\n"
+    assert sorted(os.listdir(elsewhere)) == ["notes.txt"]
+
+
+async def test_unpaired_surrogates_are_a_tool_error_and_are_shown_escaped(
+    workspace: Path,
+) -> None:
+    ctx, _ = make_context(workspace)
+    arguments = {"path": "x\ud800.txt", "content": "ok"}
+    with pytest.raises(ToolError, match=r"Invalid 'path': contains the unpaired surrogate \\ud800"):
+        await FileWriteTool().run(arguments, ctx)
+    request = approval_request("s-test", FileWriteTool.definition, arguments)
+    assert request.tool_call.raw_input == {"path": "x\\ud800.txt", "newText": "ok"}
+    assert not [name for name in os.listdir(workspace) if name.startswith("x")]

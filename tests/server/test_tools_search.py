@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import fnmatch
+import os
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+import trio
+from hypothesis import given
+from hypothesis import strategies as st
 
+from acp_server.agent.tools import search
+from acp_server.agent.tools._matching import glob_to_regex
 from acp_server.agent.tools.base import ToolError
+from acp_server.agent.tools.files import FileReadTool
 from acp_server.agent.tools.search import ContentSearchTool, GlobSearchTool
 from acp_server.config import RiskProfileConfig
+from tests.helpers import poll_until
 from tests.server.tool_context import make_context
 
 
@@ -115,3 +128,136 @@ async def test_content_search_skips_forbidden_directories_inside_workspace(
     assert result.text == "No matches for 'needle-secret'"
     listed = await GlobSearchTool().run({"pattern": "secrets/*"}, ctx)
     assert listed.text == "No files match secrets/*"
+
+
+async def test_a_catastrophic_regex_costs_one_pass_over_each_line(workspace: Path) -> None:
+    (workspace / "long.txt").write_text(("a" * 4000 + "\n") * 50)
+    ctx, _ = make_context(workspace)
+    started = time.monotonic()
+    result = await ContentSearchTool().run({"pattern": "(.*.*)*ZZZ"}, ctx)
+    assert result.text == "No matches for '(.*.*)*ZZZ'"
+    assert time.monotonic() - started < 5.0
+
+
+async def test_patterns_needing_backtracking_are_refused_with_the_reason(workspace: Path) -> None:
+    ctx, _ = make_context(workspace)
+    for pattern in ("needle(?= docs)", r"(n)eed\1"):
+        with pytest.raises(ToolError, match=r"Invalid regular expression .*RE2 syntax"):
+            await ContentSearchTool().run({"pattern": pattern}, ctx)
+
+
+async def test_repeated_recursive_globs_stay_bounded(tmp_path: Path) -> None:
+    deep = tmp_path / "deep"
+    (deep / "/".join(["d"] * 30)).mkdir(parents=True)
+    ctx, _ = make_context(deep)
+    started = time.monotonic()
+    with trio.fail_after(30):
+        result = await GlobSearchTool().run({"pattern": "/".join(["**"] * 8) + "/zz"}, ctx)
+        spread = await GlobSearchTool().run({"pattern": "**/d/**/d/**/d/**/d/**/zz"}, ctx)
+    assert result.text == "No files match " + "/".join(["**"] * 8) + "/zz"
+    assert spread.text.startswith("No files match")
+    assert "[search stopped after" in spread.text
+    assert time.monotonic() - started < 10.0
+
+
+async def test_non_utf8_file_names_are_shown_escaped(workspace: Path) -> None:
+    (workspace / "src" / os.fsdecode(b"caf\xe9.py")).write_bytes(b"needle = 'latin-1 name'\n")
+    ctx, _ = make_context(workspace)
+    listed = await GlobSearchTool().run({"pattern": "src/*.py"}, ctx)
+    assert listed.text.splitlines() == ["src/app.py", "src/caf\\xe9.py"]
+    found = await ContentSearchTool().run({"pattern": "latin-1", "include": "caf?.py"}, ctx)
+    assert found.text == "src/caf\\xe9.py:1: needle = 'latin-1 name'"
+    everything = await ContentSearchTool().run({"pattern": "needle"}, ctx)
+    everything.text.encode("utf-8")  # the turn can send it
+
+
+_GLOB_CHARS = st.text(alphabet="ab*?[]!-.", max_size=7)
+_NAME_CHARS = st.text(alphabet="ab[]!-.", max_size=6)
+
+
+@given(pattern=_GLOB_CHARS, name=_NAME_CHARS)
+def test_glob_translation_agrees_with_fnmatch(pattern: str, name: str) -> None:
+    import re2  # type: ignore[import-untyped]
+
+    translated = re2.compile(glob_to_regex(pattern))
+    assert (translated.search(name) is not None) == fnmatch.fnmatchcase(name, pattern)
+
+
+class _WalkProbe:
+    """Counts glob walks running in worker threads, and slows each directory listing down
+    (a slow disk) so that a walk outlives its call's cancellation."""
+
+    def __init__(self) -> None:
+        self.running = 0
+        self.peak = 0
+        self._lock = threading.Lock()
+
+    def wrap(self, walk: Callable[..., Any]) -> Callable[..., Any]:
+        def counted(*args: Any) -> Any:
+            with self._lock:
+                self.running += 1
+                self.peak = max(self.peak, self.running)
+            try:
+                return walk(*args)
+            finally:
+                with self._lock:
+                    self.running -= 1
+
+        return counted
+
+
+async def test_cancelled_globs_stop_walking_and_file_tools_keep_working(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "tree"
+    for index in range(400):
+        (root / f"dir{index}" / "sub").mkdir(parents=True)
+    (root / "notes.txt").write_text("still readable\n")
+    probe = _WalkProbe()
+    monkeypatch.setattr(search, "_glob", probe.wrap(search._glob))
+    real_scandir = os.scandir
+
+    def slow_scandir(path: Any) -> Any:
+        time.sleep(0.01)
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", slow_scandir)
+    ctx, _ = make_context(root)
+    scopes: list[trio.CancelScope] = []
+
+    async def cancelled_glob() -> None:
+        with trio.CancelScope() as scope:
+            scopes.append(scope)
+            await GlobSearchTool().run({"pattern": "**/nothing-here"}, ctx)
+
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            for _ in range(60):
+                nursery.start_soon(cancelled_glob)
+            await poll_until(lambda: len(scopes) == 60 and probe.running > 0)
+            for scope in scopes:
+                scope.cancel()
+        read = await FileReadTool().run({"path": "notes.txt"}, ctx)
+        assert "still readable" in read.text
+        await poll_until(lambda: probe.running == 0, within=5.0)
+    assert probe.peak <= search.MAX_SEARCHES_PER_SESSION
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    ["*", "**", "**/*", "**/*.py", "src/**", "src/**/*.py", "s?c/[a-p]*", "[!s]*", "**/pkg/*"],
+)
+async def test_glob_selects_what_pathlib_selects_in_a_plain_tree(
+    tmp_path: Path, pattern: str
+) -> None:
+    root = tmp_path / "plain"
+    for relative in ("src/app.py", "src/pkg/util.py", "src/pkg/deep/more.py", "docs/a.md", "x.py"):
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text("x\n")
+    expected = sorted(
+        (match.relative_to(root).as_posix() or ".") + ("/" if match.is_dir() else "")
+        for match in root.glob(pattern)
+    )
+    ctx, _ = make_context(root)
+    result = await GlobSearchTool().run({"pattern": pattern}, ctx)
+    assert result.text.splitlines() == expected

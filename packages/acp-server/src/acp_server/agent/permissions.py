@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from acp_core import schema
+from acp_server.agent.tools._text import encodable
 from acp_server.agent.tools.base import ToolDefinition
 
 DEFAULT_MAX_SUMMARY_CHARS: Final = 2000
@@ -96,7 +97,9 @@ def approval_request(
 ) -> schema.RequestPermissionParams:
     """Params of the approval request for one tool call (the reference server's shape), as the tool's
     definition presents it: an ``edit`` prompt shows the diff and offers the new text for
-    ``reject-with-edit``; any other shows an arguments summary."""
+    ``reject-with-edit``; any other shows an arguments summary. Unpaired surrogates in the
+    arguments are shown as ``\\udXXX`` escapes (the tool itself refuses such arguments)."""
+    arguments = encodable(arguments)
     presentation = definition.presentation
     edit = presentation.approval_kind == "edit"
     raw_input: Any = presentation.raw_input(arguments) if edit else {"tool": definition.name}

@@ -9,7 +9,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from acp_server.agent.tools._text import LONE_SURROGATE
 from acp_server.agent.tools.base import ToolError
+
+
+def _text(key: str, value: str) -> str:
+    found = LONE_SURROGATE.search(value)
+    if found is not None:
+        raise ToolError(
+            f"Invalid '{key}': contains the unpaired surrogate \\u{ord(found.group()):04x} "
+            f"at position {found.start()}, which is not text"
+        )
+    return value
 
 
 def required_str(arguments: Mapping[str, Any], key: str, *, allow_empty: bool = False) -> str:
@@ -18,7 +29,7 @@ def required_str(arguments: Mapping[str, Any], key: str, *, allow_empty: bool = 
         raise ToolError(f"Missing or invalid '{key}': expected a string")
     if not allow_empty and not value:
         raise ToolError(f"'{key}' must not be empty")
-    return value
+    return _text(key, value)
 
 
 def optional_str(arguments: Mapping[str, Any], key: str) -> str | None:
@@ -27,7 +38,7 @@ def optional_str(arguments: Mapping[str, Any], key: str) -> str | None:
         return None
     if not isinstance(value, str):
         raise ToolError(f"Invalid '{key}': expected a string")
-    return value
+    return _text(key, value)
 
 
 def optional_int(

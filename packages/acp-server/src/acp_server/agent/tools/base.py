@@ -22,6 +22,7 @@ from typing import Any, Final, Protocol, TypeAlias
 from acp_core import schema
 from acp_core.tools import ApprovalKind, ToolKindName, tool_kind
 from acp_server.agent.conversation import PlanEntry, ToolRecord
+from acp_server.agent.tools._text import encodable
 from acp_server.errors import ZeroclawError
 from acp_server.security import NO_RULES, SecurityPolicy, ToolRules
 
@@ -91,8 +92,10 @@ class ToolPresentation:
     """``edit`` prompts carry a diff and offer ``reject-with-edit``."""
 
     def raw_input(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """``rawInput`` of the call's ``tool_call`` (and of an ``edit`` approval prompt)."""
-        return dict(arguments)
+        """``rawInput`` of the call's ``tool_call`` (and of an ``edit`` approval prompt):
+        the arguments as given, an unpaired surrogate shown as its ``\\udXXX`` escape."""
+        shown: dict[str, Any] = encodable(arguments)
+        return shown
 
     def diff(self, arguments: Mapping[str, Any]) -> list[schema.ToolCallContent] | None:
         """``content`` of the call's ``tool_call`` (and of an ``edit`` approval prompt)."""

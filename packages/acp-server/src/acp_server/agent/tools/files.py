@@ -1,8 +1,10 @@
 """file_read, file_write and file_edit: text files inside the session jail.
 
 Every path goes through ``SecurityPolicy.resolve_path`` and the tools act on the real
-path it returns; writes open it with ``O_NOFOLLOW`` so a symlink swapped in after the
-check is not followed. Disk work runs in a worker thread.
+path it returns; reads open it with ``O_NOFOLLOW``, and writes reach it through directory
+handles that follow no link and replace the file atomically (``_replace``), so a symlink
+swapped in after the check is never followed and a failed write loses nothing. Disk work
+runs in a worker thread.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import trio
 
 from acp_core import schema
 from acp_server.agent.tools._args import optional_int, required_str
+from acp_server.agent.tools._replace import parent_directory, replace_contents, write_error
+from acp_server.agent.tools._text import encodable, shown_name
 from acp_server.agent.tools.base import (
     DEFAULT_MAX_TOOL_OUTPUT_BYTES,
     ToolContext,
@@ -45,7 +49,7 @@ def resolve(ctx: ToolContext, path: str, *, for_write: bool = False) -> Path:
         raise ToolError(str(violation)) from None
 
 
-def display_path(policy: SecurityPolicy, path: Path) -> str:
+def relative_path(policy: SecurityPolicy, path: Path) -> str:
     """Workspace-relative when inside the workspace, absolute otherwise."""
     try:
         relative = path.relative_to(policy.workspace)
@@ -54,14 +58,21 @@ def display_path(policy: SecurityPolicy, path: Path) -> str:
     return relative.as_posix() or "."
 
 
+def display_path(policy: SecurityPolicy, path: Path) -> str:
+    """``relative_path`` as text the client can be sent (non-UTF-8 bytes escaped)."""
+    return shown_name(relative_path(policy, path))
+
+
 def looks_binary(sample: bytes) -> bool:
     return b"\x00" in sample
 
 
-def open_regular_file(path: Path, shown: str) -> int:
-    """Open a regular file for reading without following a final symlink or blocking on a FIFO."""
+def open_regular_file(path: Path | str, shown: str, *, directory_fd: int | None = None) -> int:
+    """Open a regular file for reading without following a final symlink or blocking on a
+    FIFO; ``path`` is relative to ``directory_fd`` when one is given."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, flags, dir_fd=directory_fd)
     except FileNotFoundError:
         raise ToolError(f"File not found: {shown}") from None
     except IsADirectoryError:
@@ -70,9 +81,10 @@ def open_regular_file(path: Path, shown: str) -> int:
         if exc.errno == errno.ELOOP:
             raise ToolError(f"Refusing to follow a symbolic link: {shown}") from None
         raise ToolError(f"Cannot open {shown}: {exc.strerror}") from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
         os.close(fd)
-        kind = "a directory" if path.is_dir() else "not a regular file"
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
         raise ToolError(f"Not a regular file: {shown} is {kind}")
     return fd
 
@@ -129,7 +141,7 @@ def _read_lines(path: Path, shown: str, offset: int, limit: int) -> str:
 class FileEditPresentation(ToolPresentation):
     """file_edit / file_write calls in ACP diff terms (as the reference server does): ``rawInput``
     ``{path, oldText?, newText}``, a ``diff`` content block, and an ``edit`` approval
-    prompt offering the new text for ``reject-with-edit``.
+    prompt offering the new text for ``reject-with-edit`` (unpaired surrogates escaped).
 
     Args:
         old_key: the argument holding the replaced text (None: the whole file is new).
@@ -143,6 +155,7 @@ class FileEditPresentation(ToolPresentation):
         self.new_key = new_key
 
     def raw_input(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        arguments = encodable(arguments)
         shown: dict[str, Any] = {"path": arguments.get("path")}
         if self.old_key is not None:
             shown["oldText"] = arguments.get(self.old_key)
@@ -150,6 +163,7 @@ class FileEditPresentation(ToolPresentation):
         return shown
 
     def diff(self, arguments: Mapping[str, Any]) -> list[schema.ToolCallContent] | None:
+        arguments = encodable(arguments)
         path, new = arguments.get("path"), arguments.get(self.new_key)
         if not isinstance(path, str) or not isinstance(new, str):
             return None
@@ -161,7 +175,7 @@ class FileEditPresentation(ToolPresentation):
         return [schema.ToolCallDiff(path=path, old_text=old, new_text=new)]
 
     def proposed_edit(self, arguments: Mapping[str, Any]) -> str | None:
-        value = arguments.get(self.new_key)
+        value = encodable(arguments.get(self.new_key))
         return value if isinstance(value, str) else None
 
 
@@ -199,23 +213,12 @@ class FileReadTool:
         return ToolOutput(text)
 
 
-def _write_bytes(path: Path, data: bytes) -> None:
-    """Create or truncate ``path`` and write ``data``, never through a final symlink."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    with open(fd, "wb") as handle:
-        handle.write(data)
-
-
-def _write_file(path: Path, shown: str, data: bytes) -> None:
-    if path.is_dir():
-        raise ToolError(f"Cannot write {shown}: it is a directory")
+def _write_file(root: Path, path: Path, shown: str, data: bytes) -> None:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _write_bytes(path, data)
+        with parent_directory(root, path, create=True) as directory:
+            replace_contents(directory, path.name, data, shown)
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise ToolError(f"Refusing to write through a symbolic link: {shown}") from None
-        raise ToolError(f"Cannot write {shown}: {exc.strerror or exc}") from None
+        raise write_error(exc, shown) from None
 
 
 class FileWriteTool:
@@ -253,12 +256,22 @@ class FileWriteTool:
             )
         path = resolve(ctx, raw_path, for_write=True)
         shown = display_path(ctx.policy, path)
-        await trio.to_thread.run_sync(_write_file, path, shown, data)
+        await trio.to_thread.run_sync(_write_file, ctx.policy.workspace, path, shown, data)
         return ToolOutput(f"Wrote {len(data)} bytes to {shown}")
 
 
-def _edit_file(path: Path, shown: str, old: str, new: str) -> str:
-    fd = open_regular_file(path, shown)
+def _edit_file(root: Path, path: Path, shown: str, old: str, new: str) -> str:
+    try:
+        with parent_directory(root, path, create=False) as directory:
+            return _edit_in(directory, path.name, shown, old, new)
+    except FileNotFoundError:
+        raise ToolError(f"File not found: {shown}") from None
+    except OSError as exc:
+        raise write_error(exc, shown) from None
+
+
+def _edit_in(directory: int, name: str, shown: str, old: str, new: str) -> str:
+    fd = open_regular_file(name, shown, directory_fd=directory)
     with open(fd, "rb") as handle:
         data = handle.read(DEFAULT_MAX_WRITE_BYTES + 1)
     if len(data) > DEFAULT_MAX_WRITE_BYTES:
@@ -281,10 +294,7 @@ def _edit_file(path: Path, shown: str, old: str, new: str) -> str:
     updated = text.replace(old, new, 1).encode("utf-8")
     if len(updated) > DEFAULT_MAX_WRITE_BYTES:
         raise ToolError(f"Edited file would exceed {DEFAULT_MAX_WRITE_BYTES} bytes")
-    try:
-        _write_bytes(path, updated)
-    except OSError as exc:
-        raise ToolError(f"Cannot write {shown}: {exc.strerror or exc}") from None
+    replace_contents(directory, name, updated, shown)
     removed = old.count("\n") + 1
     added = new.count("\n") + 1 if new else 0
     return f"Edited {shown}: replaced 1 occurrence ({removed} line(s) → {added} line(s))"
@@ -327,5 +337,7 @@ class FileEditTool:
             raise ToolError("old_string and new_string are identical; nothing to change")
         path = resolve(ctx, raw_path, for_write=True)
         shown = display_path(ctx.policy, path)
-        text = await trio.to_thread.run_sync(_edit_file, path, shown, old, new)
+        text = await trio.to_thread.run_sync(
+            _edit_file, ctx.policy.workspace, path, shown, old, new
+        )
         return ToolOutput(text)

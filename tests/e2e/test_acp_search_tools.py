@@ -1,0 +1,73 @@
+"""Search and file tools against hostile input, through a real `zeroclaw acp` (the echo
+provider's ``/tool`` directive scripts the calls): a catastrophic regex, file names that
+are not UTF-8, and tool arguments holding lone surrogates."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from tests.e2e.helpers import allow_once, open_session, spawn_acp
+from tests.helpers import echo_config, write_config
+
+pytestmark = pytest.mark.e2e
+
+
+def _tool_outputs(updates: list[dict[str, Any]]) -> list[Any]:
+    return [
+        update["rawOutput"]
+        for update in updates
+        if update["sessionUpdate"] == "tool_call_update" and "rawOutput" in update
+    ]
+
+
+async def test_a_catastrophic_regex_leaves_the_server_answering(tmp_path: Path) -> None:
+    config_dir = write_config(tmp_path / "cfg", echo_config())
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    # Python's backtracking engine needs ~2^40 steps per line for this pattern.
+    (workspace / "haystack.txt").write_text(("a" * 40 + "\n") * 20)
+    search = '/tool content_search {"pattern": "(.*.*)*ZZZ"}'
+    with trio.fail_after(60):
+        async with spawn_acp(config_dir) as client:
+            first = await open_session(client, workspace)
+            searching = await client.prompt_request(first, search)
+            second = await client.call("session/new", {"cwd": str(workspace)})
+            assert "result" in second, second
+            other = second["result"]["sessionId"]
+            reply = await client.prompt(other, "still there?", within=10.0)
+            assert reply["result"]["stopReason"] == "end_turn"
+            searched = await client.wait_response(searching, within=10.0)
+    assert searched["result"]["stopReason"] == "end_turn"
+    assert _tool_outputs(client.updates(first)) == ["No matches for '(.*.*)*ZZZ'"]
+
+
+async def test_non_utf8_names_and_lone_surrogates_are_tool_results(tmp_path: Path) -> None:
+    config_dir = write_config(tmp_path / "cfg", echo_config())
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / os.fsdecode(b"caf\xe9.txt")).write_bytes(b"needle\n")
+    prompt = "\n".join(
+        [
+            '/tool glob_search {"pattern": "*.txt"}',
+            '/tool content_search {"pattern": "needle"}',
+            "/tool file_write " + json.dumps({"path": "x.txt", "content": "\\ud800"}),
+            "/tool content_search " + json.dumps({"pattern": "\\udfff"}),
+        ]
+    ).replace("\\\\u", "\\u")
+    with trio.fail_after(60):
+        async with spawn_acp(config_dir) as client:
+            session_id = await open_session(client, workspace)
+            response = await client.prompt(session_id, prompt, on_request=allow_once)
+    assert response["result"]["stopReason"] == "end_turn", response
+    listed, found, written, searched = _tool_outputs(client.updates(session_id))
+    assert listed == "caf\\xe9.txt"
+    assert found == "caf\\xe9.txt:1: needle"
+    assert written.startswith("Error: Invalid 'content'")
+    assert searched.startswith("Error: Invalid 'pattern'")
+    assert not (workspace / "x.txt").exists()
