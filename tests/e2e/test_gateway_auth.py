@@ -132,6 +132,28 @@ async def test_wrong_codes_lock_out_and_get_paircode_recovers(tmp_path: Path) ->
             assert (await gateway.http("GET", "/health")).json()["paired"] is False
 
 
+async def test_a_code_after_rotate_is_shown_only_through_the_admin_path(tmp_path: Path) -> None:
+    """Before the first pairing after `get-paircode --rotate`, `GET /pair/code` gives any
+    local process nothing; the code printed by get-paircode (admin secret) still pairs."""
+    config_dir = _config_dir(tmp_path)
+    with trio.fail_after(60):
+        async with run_gateway(config_dir) as gateway:
+            await gateway.pair()
+            rotated = await _get_paircode(config_dir, gateway.port, "--rotate")
+            assert rotated.returncode == 0, rotated.stderr
+            assert len(rotated.stdout.strip()) == 6
+            page = (await gateway.http("GET", "/pair/code")).json()
+            assert page["pairing_code"] is None
+            assert "get-paircode" in page["message"]
+            fresh = await _get_paircode(config_dir, gateway.port, "--new")
+            assert fresh.returncode == 0, fresh.stderr
+            assert (await gateway.http("GET", "/pair/code")).json()["pairing_code"] is None
+            # The admin path shows it, and it pairs.
+            shown = await _get_paircode(config_dir, gateway.port)
+            assert shown.stdout.strip() == fresh.stdout.strip()
+            assert (await gateway.pair(fresh.stdout.strip())).startswith("zc_")
+
+
 async def _get_paircode(
     config_dir: Path, port: int, *flags: str
 ) -> subprocess.CompletedProcess[str]:

@@ -88,6 +88,7 @@ class PairingGuard:
         self._max_failures = max_failures
         self._lockout_secs = lockout_secs
         self._code: str | None = None
+        self._code_discoverable = False
         self._failures = 0
         self._locked_until: float | None = None
         # Attempt times within the last RATE_WINDOW_SECS; never longer than the rate limit.
@@ -98,15 +99,28 @@ class PairingGuard:
         """The active one-time code, or None once it was used (or none was issued)."""
         return self._code
 
-    def issue_code(self) -> str:
-        """A fresh code replaces any previous one and lifts a lockout."""
+    @property
+    def discoverable_code(self) -> str | None:
+        """The active code when it may be handed out without the admin secret, else None.
+
+        Only the code issued at start-up is discoverable (``GET /pair/code``); a code the
+        operator issued (``get-paircode --new`` or ``--rotate``) is shown only through the
+        admin routes, so revoking every token never hands the next code to whoever asks first.
+        """
+        return self._code if self._code_discoverable else None
+
+    def issue_code(self, *, discoverable: bool = True) -> str:
+        """A fresh code replaces any previous one and lifts a lockout; ``discoverable``
+        says whether ``GET /pair/code`` may show it (see ``discoverable_code``)."""
         self._code = generate_pairing_code()
+        self._code_discoverable = discoverable
         self._failures = 0
         self._locked_until = None
         return self._code
 
     def withdraw_code(self) -> None:
         self._code = None
+        self._code_discoverable = False
 
     def attempt(self, presented: str | None) -> PairOutcome:
         """Check one ``POST /pair``; a success consumes the code."""
@@ -146,6 +160,7 @@ class PairingGuard:
                 )
             return PairRejected(403, "Invalid pairing code")
         self._code = None
+        self._code_discoverable = False
         self._failures = 0
         return PairAccepted()
 
