@@ -10,6 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import tomli_w
 import trio
 from websockets.exceptions import ConnectionClosed, InvalidMessage, InvalidStatus
 from websockets.trio.client import connect
@@ -152,6 +153,23 @@ async def test_a_code_after_rotate_is_shown_only_through_the_admin_path(tmp_path
             shown = await _get_paircode(config_dir, gateway.port)
             assert shown.stdout.strip() == fresh.stdout.strip()
             assert (await gateway.pair(fresh.stdout.strip())).startswith("zc_")
+
+
+async def test_pairing_keeps_an_annotated_config_as_written(tmp_path: Path) -> None:
+    """The token digest lands in config.toml with every comment and the layout intact."""
+    annotated = (
+        "# Build box: ask ops before changing this file.\n"
+        + tomli_w.dumps(echo_config())
+        + "\n[gateway]\n# the default, stated for the auditors\n"
+        + "pair_rate_limit_per_minute = 10   # per minute\n"
+    )
+    config_dir = write_config(tmp_path / "cfg", annotated)
+    with trio.fail_after(60):
+        async with run_gateway(config_dir) as gateway:
+            token = await gateway.pair()
+    assert (config_dir / "config.toml").read_text() == (
+        annotated + f'paired_tokens = ["{hash_token(token)}"]\n'
+    )
 
 
 async def _get_paircode(

@@ -6,9 +6,10 @@ failures → a lockout answered with 429 and ``retry_after``, and a per-minute c
 It reads time from an injected clock, so tests drive it without sleeping.
 
 ``persist_paired_tokens`` rewrites ``[gateway] paired_tokens`` in ``config.toml``: the file is
-read with tomllib, only that key changes, and the result is written with tomli-w to a
-temporary file in the same directory which then replaces the original (atomic on POSIX).
-Comments in the file do not survive the rewrite (TOML libraries do not keep them).
+edited in place with tomlkit, so only that key's value changes and every comment, blank line
+and the order of keys stay as the admin wrote them; the result is checked with tomllib
+(every other setting unchanged) and written to a temporary file in the same directory which
+then replaces the original (atomic on POSIX).
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-import tomli_w
+import tomlkit
+import tomlkit.exceptions
+from tomlkit.items import InlineTable, Table
 
 from acp_core.gateway_contract import TOKEN_RANDOM_BYTES, format_token
 from acp_server.errors import ZeroclawError
@@ -197,15 +200,7 @@ def persist_paired_tokens(config_file: Path, digests: Sequence[str]) -> None:
         )
     if raw.startswith(b"\xef\xbb\xbf"):
         raw = raw[3:]
-    try:
-        document: dict[str, Any] = tomllib.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigRewriteError(f"{config_file} is not valid TOML: {exc}") from None
-    gateway = document.setdefault("gateway", {})
-    if not isinstance(gateway, dict):
-        raise ConfigRewriteError(f"{config_file}: `gateway` is not a table")
-    gateway["paired_tokens"] = list(digests)
-    encoded = tomli_w.dumps(document).encode("utf-8")
+    encoded = _with_paired_tokens(config_file, raw, digests)
     directory = config_file.parent
     fd, temp_name = tempfile.mkstemp(prefix=".config.toml.", suffix=".tmp", dir=directory)
     temp_path = Path(temp_name)
@@ -227,3 +222,41 @@ def persist_paired_tokens(config_file: Path, digests: Sequence[str]) -> None:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+def _with_paired_tokens(config_file: Path, raw: bytes, digests: Sequence[str]) -> bytes:
+    """``raw`` (config.toml's bytes) with ``[gateway] paired_tokens`` set to ``digests``,
+    comments and layout kept.
+
+    Raises:
+        ConfigRewriteError: the file is not TOML, ``gateway`` is not a table, or the edit
+            would change any other setting.
+    """
+    try:
+        text = raw.decode("utf-8")
+        before: dict[str, Any] = tomllib.loads(text)
+        document = tomlkit.parse(text)
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError, tomlkit.exceptions.ParseError) as exc:
+        raise ConfigRewriteError(f"{config_file} is not valid TOML: {exc}") from None
+    gateway = document.get("gateway")
+    if gateway is None:
+        gateway = tomlkit.table()
+        document.add("gateway", gateway)
+    if not isinstance(gateway, Table | InlineTable):
+        raise ConfigRewriteError(f"{config_file}: `gateway` is not a table")
+    value = tomlkit.array()
+    value.extend(digests)
+    value.multiline(len(digests) > 1 and isinstance(gateway, Table))
+    gateway["paired_tokens"] = value
+    encoded = tomlkit.dumps(document)
+    expected = dict(before)
+    expected["gateway"] = {**before.get("gateway", {}), "paired_tokens": list(digests)}
+    try:
+        after = tomllib.loads(encoded)
+    except tomllib.TOMLDecodeError:
+        after = None
+    if after != expected:
+        raise ConfigRewriteError(
+            f"{config_file}: cannot set [gateway] paired_tokens without changing other settings"
+        )
+    return encoded.encode("utf-8")
