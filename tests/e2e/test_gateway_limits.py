@@ -3,7 +3,10 @@ in tiny fragments, and sockets held open before authentication."""
 
 from __future__ import annotations
 
+import resource
 import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Final
 
@@ -11,7 +14,7 @@ import pytest
 import trio
 from wsproto.events import Pong
 
-from tests.e2e.gateway_harness import RawWsClient, RunningGateway, run_gateway
+from tests.e2e.gateway_harness import RawWsClient, RunningGateway, WsRpc, run_gateway, ws_connect
 from tests.helpers import echo_config, write_config
 
 pytestmark = pytest.mark.e2e
@@ -66,3 +69,63 @@ async def test_tiny_fragments_cost_what_they_count_and_memory_returns_after(
             await gateway.wait_for_connections(0)
             after = _rss_bytes(pid) - start
             assert after < 3 * MIB, f"{after / MIB:.1f} MiB still held after the connection ended"
+
+
+OPEN_FILE_LIMIT: Final = 256
+IDLE_SOCKETS: Final = 300
+"""More idle sockets than the gateway's open-file limit."""
+
+
+@contextmanager
+def _open_file_limit(soft: int) -> Iterator[None]:
+    """Children spawned inside inherit ``soft`` as their open-file limit."""
+    before = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, before[1]))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, before)
+
+
+@asynccontextmanager
+async def _gateway_with_few_files(config_dir: Path) -> AsyncIterator[RunningGateway]:
+    """A gateway whose open-file limit is ``OPEN_FILE_LIMIT`` (the test's own is restored)."""
+    async with AsyncExitStack() as stack:
+        with _open_file_limit(OPEN_FILE_LIMIT):
+            gateway = await stack.enter_async_context(run_gateway(config_dir))
+        yield gateway
+
+
+async def test_idle_sockets_never_lock_out_health_or_authenticated_clients(
+    tmp_path: Path,
+) -> None:
+    config_dir = write_config(tmp_path / "cfg", echo_config())
+    with trio.fail_after(90):
+        async with _gateway_with_few_files(config_dir) as gateway:
+            token = await gateway.pair()
+            async with ws_connect(gateway.ws_url(), token=token) as connected:
+                paired = WsRpc(connected)
+                assert "result" in await paired.call("initialize", {"protocolVersion": 1})
+                idle = [
+                    await trio.open_tcp_stream("127.0.0.1", gateway.port)
+                    for _ in range(IDLE_SOCKETS)
+                ]
+                try:
+                    # Served at once, not after the idle sockets time out.
+                    with trio.fail_after(3):
+                        health = await gateway.http("GET", "/health")
+                    assert health.status_code == 200
+                    with trio.fail_after(3):
+                        assert "result" in await paired.call("initialize", {})
+                        async with ws_connect(gateway.ws_url(), token=token) as fresh:
+                            assert "result" in await WsRpc(fresh).call("initialize", {})
+                    # The oldest idle sockets were closed to make room, the newest once
+                    # their 5 s to send a request head are up.
+                    with trio.fail_after(3):
+                        assert await idle[0].receive_some(1) == b""
+                    with trio.fail_after(8):
+                        assert await idle[-1].receive_some(1) == b""
+                finally:
+                    for stream in idle:
+                        await trio.aclose_forcefully(stream)
+            assert "unauthenticated connections at the cap" in gateway.stderr()
