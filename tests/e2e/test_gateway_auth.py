@@ -18,7 +18,8 @@ from websockets.trio.client import connect
 from acp_server.gateway.admin import ADMIN_HEADER, ADMIN_SECRET_FILE
 from acp_server.gateway.auth import UNAUTHORIZED_BODY, hash_token
 from tests.e2e.gateway_harness import RawWsClient, WsRpc, run_gateway, ws_connect
-from tests.e2e.helpers import child_env, console_script, echo_config, write_config
+from tests.e2e.helpers import child_env, console_script
+from tests.helpers import echo_config, write_config
 
 pytestmark = pytest.mark.e2e
 
