@@ -130,6 +130,55 @@ class TestInFlight:
         assert [request_id for request_id, _ in state.inflight.drain()] == [1]
         assert state.sessions == {}
 
+    def test_a_second_response_to_one_request_is_dropped_in_a_batch_or_later(self) -> None:
+        state = _state()
+        _connect_first(state)
+        state.client_message(_request(1, "session/prompt", {"sessionId": SESSION}))
+        state.client_message(_request(2, "session/prompt", {"sessionId": SESSION}))
+        # Two answers to request 1 in one batch (nothing queued for stdout in between).
+        assert _written(state.frame_received(_result(1)))["id"] == 1
+        assert state.frame_received(_error(1)) is None
+        state.lines_queued()
+        assert _written(_reply(state, _result(2)))["id"] == 2
+        # And a later one, after the first was written.
+        assert _reply(state, _result(2, {"again": True})) is None
+        # The IDE may use an id again once it was answered: that answer is relayed.
+        state.client_message(_request(1, "session/prompt", {"sessionId": SESSION}))
+        assert _written(_reply(state, _result(1)))["id"] == 1
+        assert not state.owes_replies
+
+    @given(
+        st.one_of(
+            st.lists(st.integers()),
+            st.booleans(),
+            st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+            st.none(),
+        )
+    )
+    def test_a_frame_without_a_usable_id_never_reaches_stdout(self, bad_id: Any) -> None:
+        state = _state()
+        _connect_first(state)
+        state.client_message(_request(1, "session/new", {"cwd": "/w"}))
+        bodies: list[dict[str, Any]] = [{"result": {}}, {"method": "fs/read_text_file"}]
+        for body in bodies:
+            assert _reply(state, _frame({"id": bad_id, **body})) is None
+        if not isinstance(bad_id, list | dict):  # a JSON value that is not an object
+            assert _reply(state, json.dumps(bad_id).encode()) is None
+        assert [request_id for request_id, _ in state.inflight.drain()] == [1]
+
+    def test_a_response_needs_exactly_one_of_result_and_error(self) -> None:
+        state = _state()
+        _connect_first(state)
+        state.client_message(_request(1, "session/new", {"cwd": "/w"}))
+        assert _reply(state, _frame({"id": 1})) is None
+        both = {"id": 1, "result": {}, "error": {"code": 1, "message": "x"}}
+        assert _reply(state, _frame(both)) is None
+        assert len(state.inflight) == 1
+        # An error for a request whose id could not be read carries id null (JSON-RPC 2.0).
+        unreadable = _frame({"id": None, "error": {"code": -32600, "message": "no id"}})
+        assert _reply(state, unreadable) == unreadable + b"\n"
+        assert len(state.inflight) == 1
+
     def test_a_reconnect_answers_what_was_in_flight_with_an_error(self) -> None:
         state = _state()
         _connect_first(state)

@@ -1,6 +1,6 @@
 """Shared end-to-end helpers: spawn the real console scripts, talk JSON-RPC over pipes.
 
-Typical use (trio test)::
+Typical use (trio test; ``echo_config`` and ``write_config`` come from ``tests.helpers``)::
 
     config_dir = write_config(tmp_path / "cfg", echo_config())
     async with spawn_acp(config_dir) as client:
@@ -28,10 +28,6 @@ import pytest
 import trio
 
 from acp_core.framing import LineDecoder
-
-# The shared config builder, re-exported for the modules that import it from here.
-from tests.helpers import echo_config as echo_config
-from tests.helpers import write_config as write_config
 from tests.jsonrpc_peer import JsonDict as JsonDict
 from tests.jsonrpc_peer import JsonRpcPeer, RequestHandler
 
@@ -63,6 +59,26 @@ def unprivileged_prefix() -> list[str]:
     if setpriv is None:
         pytest.skip("running as root without setpriv: file modes cannot be enforced")
     return [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--"]
+
+
+def modules_loaded_by(import_statement: str, top_level: Sequence[str]) -> list[str]:
+    """The modules under the ``top_level`` packages that ``import_statement`` loads in a fresh
+    interpreter (``-I``, isolated mode: no site customisation or PYTHONSTARTUP can pre-load,
+    or hide, modules), sorted."""
+    import subprocess
+
+    probe = (
+        "import json, sys\n"
+        "before = set(sys.modules)\n"
+        f"{import_statement}\n"
+        "loaded = set(sys.modules) - before\n"
+        f"print(json.dumps(sorted(n for n in loaded if n.split('.')[0] in {tuple(top_level)!r})))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-I", "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    loaded: list[str] = json.loads(result.stdout)
+    return loaded
 
 
 def child_env(config_dir: Path | None, extra: Mapping[str, str] | None = None) -> dict[str, str]:

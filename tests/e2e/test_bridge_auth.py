@@ -157,6 +157,34 @@ async def test_group_readable_token_file_is_refused(tmp_path: Path) -> None:
     assert "mode 0640" in stderr
 
 
+@pytest.mark.parametrize(
+    ("writable", "mode"),
+    [("file", 0o664), ("file", 0o602), ("dir", 0o775), ("dir", 0o777)],
+    ids=["file-0664", "file-0602", "dir-0775", "dir-0777"],
+)
+async def test_a_config_others_can_write_is_refused_before_any_token_is_sent(
+    tmp_path: Path, writable: str, mode: int
+) -> None:
+    """config.toml decides where the token goes: when group or others can write it (or its
+    directory), the bridge exits 2 without contacting the gateway."""
+    with trio.fail_after(TIMEOUT):
+        async with running_gateway(FakeGateway(token="tok", pairing_code="123456")) as gateway:
+            config_dir = tmp_path / "cfg"
+            write_config(config_dir, gateway.port)
+            config_dir.chmod(0o700)
+            write_token_file(config_dir, "tok")
+            path = config_dir / "config.toml" if writable == "file" else config_dir
+            path.chmod(mode)
+            code, _, stderr = await run_bridge(
+                "--config-dir", str(config_dir), env=bridge_env(tmp_path)
+            )
+            assert gateway.upgrade_requests == []
+            assert gateway.http_requests == []
+    assert code == 2
+    assert f"chmod go-w {path}" in stderr
+    assert f"mode {mode:04o}" in stderr
+
+
 @pytest.mark.parametrize("source", ["env", "file"])
 async def test_401_exits_3_with_advice_and_never_retries(tmp_path: Path, source: str) -> None:
     with trio.fail_after(TIMEOUT):

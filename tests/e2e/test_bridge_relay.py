@@ -294,3 +294,41 @@ async def test_a_terminal_as_stdin_works(
     finally:
         os.close(controller)
         os.close(terminal)
+
+
+async def test_frames_that_are_not_json_rpc_and_duplicate_responses_never_reach_the_ide(
+    gateway: FakeGateway, config_dir: Path, tmp_path: Path
+) -> None:
+    update = '{"jsonrpc":"2.0","method":"session/update","params":{"n":1}}'
+    first_answer = '{"jsonrpc":"2.0","id":1,"result":{"first":true}}'
+    unreadable_id_error = '{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"no id"}}'
+    hostile = [
+        "[1,2]",
+        '"just a string"',
+        "42",
+        '{"jsonrpc":"2.0","id":true,"result":{}}',
+        '{"jsonrpc":"2.0","id":{"a":1},"result":{}}',
+        '{"jsonrpc":"2.0","id":[1],"error":{"code":1,"message":"x"}}',
+        '{"jsonrpc":"2.0","id":null,"result":{}}',
+        '{"jsonrpc":"2.0","id":3,"result":{},"error":{"code":1,"message":"both"}}',
+        '{"jsonrpc":"2.0","id":false,"method":"fs/read_text_file","params":{}}',
+    ]
+    frames = [*hostile, update, first_answer, '{"jsonrpc":"2.0","id":1,"result":{"again":1}}']
+    frames.append(unreadable_id_error)
+    with trio.fail_after(TIMEOUT):
+        async with running_bridge("--config-dir", str(config_dir), env=env(tmp_path)) as bridge:
+            # The fake gateway sends the frames, then its own (third) answer to request 1.
+            await bridge.send_line(jsonrpc_request(1, "test/frames", {"frames": frames}))
+            seen = [await bridge.read_line() for _ in range(3)]
+            # One request at a time (the gateway answers each in its own task): whatever
+            # came after the frames above is on stdout before this reply.
+            await bridge.send_line(jsonrpc_request(2, "test/echo"))
+            seen.append(await bridge.read_line())
+            await bridge.close_stdin()
+            assert await bridge.read_remaining_lines() == []
+            assert await bridge.wait() == 0
+    assert seen[:3] == [update.encode(), first_answer.encode(), unreadable_id_error.encode()]
+    assert json.loads(seen[3])["id"] == 2
+    dropped = [line for line in bridge.stderr_text.splitlines() if "dropped a frame" in line]
+    assert len(dropped) == len(hostile) + 2
+    assert sum("a second response to request 1" in line for line in dropped) == 2

@@ -2,28 +2,18 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
+
+from tests.e2e.helpers import modules_loaded_by
 
 pytestmark = pytest.mark.e2e  # imports acp_core in a fresh interpreter process
 
 FORBIDDEN = ("trio", "asyncio", "socket", "sqlite3", "subprocess", "threading", "logging")
 
-PROBE = f"""
-import json, sys
-before = set(sys.modules)
-import acp_core, acp_core.schema, acp_core.methods, acp_core.aliases, acp_core.blobs, acp_core.tools
-loaded = set(sys.modules) - before
-print(json.dumps(sorted(name for name in loaded if name.split(".")[0] in {FORBIDDEN!r})))
-"""
-
 
 def test_importing_acp_core_loads_no_io_modules() -> None:
-    # -I: isolated mode, so no site customisation or PYTHONSTARTUP can pre-load modules.
-    result = subprocess.run(
-        [sys.executable, "-I", "-c", PROBE], capture_output=True, text=True, check=True, timeout=60
+    imports = (
+        "import acp_core, acp_core.schema, acp_core.methods, acp_core.aliases, acp_core.blobs, "
+        "acp_core.tools"
     )
-    assert json.loads(result.stdout) == []
+    assert modules_loaded_by(imports, FORBIDDEN) == []

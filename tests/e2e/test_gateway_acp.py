@@ -12,7 +12,8 @@ from websockets.exceptions import ConnectionClosed
 from acp_server.gateway.websocket import DEFAULT_MAX_MESSAGE_BYTES
 from acp_server.storage.sqlite import SessionStore
 from tests.e2e.gateway_harness import RawWsClient, RunningGateway, WsRpc, run_gateway, ws_connect
-from tests.e2e.helpers import echo_config, spawn_acp, write_config
+from tests.e2e.helpers import spawn_acp
+from tests.helpers import echo_config, write_config
 
 pytestmark = pytest.mark.e2e
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import tomli_w
 import trio
 from websockets.exceptions import ConnectionClosed, InvalidMessage, InvalidStatus
 from websockets.trio.client import connect
@@ -17,7 +18,8 @@ from websockets.trio.client import connect
 from acp_server.gateway.admin import ADMIN_HEADER, ADMIN_SECRET_FILE
 from acp_server.gateway.auth import UNAUTHORIZED_BODY, hash_token
 from tests.e2e.gateway_harness import RawWsClient, WsRpc, run_gateway, ws_connect
-from tests.e2e.helpers import child_env, console_script, echo_config, write_config
+from tests.e2e.helpers import child_env, console_script
+from tests.helpers import echo_config, write_config
 
 pytestmark = pytest.mark.e2e
 
@@ -130,6 +132,45 @@ async def test_wrong_codes_lock_out_and_get_paircode_recovers(tmp_path: Path) ->
             document = tomllib.loads((config_dir / "config.toml").read_text())
             assert document["gateway"]["paired_tokens"] == []
             assert (await gateway.http("GET", "/health")).json()["paired"] is False
+
+
+async def test_a_code_after_rotate_is_shown_only_through_the_admin_path(tmp_path: Path) -> None:
+    """Before the first pairing after `get-paircode --rotate`, `GET /pair/code` gives any
+    local process nothing; the code printed by get-paircode (admin secret) still pairs."""
+    config_dir = _config_dir(tmp_path)
+    with trio.fail_after(60):
+        async with run_gateway(config_dir) as gateway:
+            await gateway.pair()
+            rotated = await _get_paircode(config_dir, gateway.port, "--rotate")
+            assert rotated.returncode == 0, rotated.stderr
+            assert len(rotated.stdout.strip()) == 6
+            page = (await gateway.http("GET", "/pair/code")).json()
+            assert page["pairing_code"] is None
+            assert "get-paircode" in page["message"]
+            fresh = await _get_paircode(config_dir, gateway.port, "--new")
+            assert fresh.returncode == 0, fresh.stderr
+            assert (await gateway.http("GET", "/pair/code")).json()["pairing_code"] is None
+            # The admin path shows it, and it pairs.
+            shown = await _get_paircode(config_dir, gateway.port)
+            assert shown.stdout.strip() == fresh.stdout.strip()
+            assert (await gateway.pair(fresh.stdout.strip())).startswith("zc_")
+
+
+async def test_pairing_keeps_an_annotated_config_as_written(tmp_path: Path) -> None:
+    """The token digest lands in config.toml with every comment and the layout intact."""
+    annotated = (
+        "# Build box: ask ops before changing this file.\n"
+        + tomli_w.dumps(echo_config())
+        + "\n[gateway]\n# the default, stated for the auditors\n"
+        + "pair_rate_limit_per_minute = 10   # per minute\n"
+    )
+    config_dir = write_config(tmp_path / "cfg", annotated)
+    with trio.fail_after(60):
+        async with run_gateway(config_dir) as gateway:
+            token = await gateway.pair()
+    assert (config_dir / "config.toml").read_text() == (
+        annotated + f'paired_tokens = ["{hash_token(token)}"]\n'
+    )
 
 
 async def _get_paircode(

@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from tests.e2e.gateway_harness import WsRpc, run_gateway, ws_connect
-from tests.e2e.helpers import echo_config, write_config
+from tests.helpers import echo_config, write_config
 
 pytestmark = pytest.mark.e2e
 

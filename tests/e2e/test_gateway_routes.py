@@ -19,7 +19,7 @@ from wsproto.events import TextMessage
 from acp_server.app import AcpApp
 from acp_server.config import load_config
 from acp_server.gateway.service import Gateway, GatewayError
-from tests.e2e.helpers import echo_config, write_config
+from tests.helpers import echo_config, write_config
 
 pytestmark = pytest.mark.e2e  # binds 127.0.0.1
 

@@ -16,7 +16,7 @@ from acp_server.config import load_config
 from acp_server.gateway.http import HttpRequest, read_request
 from acp_server.gateway.routes import Exchange, RouteTable
 from acp_server.gateway.service import Gateway
-from tests.e2e.helpers import echo_config, write_config
+from tests.helpers import echo_config, write_config
 
 
 def _gateway(tmp_path: Path, **gateway: Any) -> Gateway:

@@ -9,6 +9,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from acp_server.gateway.admin import AdminSecret, read_admin_secret
 from acp_server.gateway.pairing import (
@@ -128,6 +130,65 @@ def test_rewrite_changes_only_paired_tokens(tmp_path: Path) -> None:
     assert after == before
     assert stat.S_IMODE(config_file.stat().st_mode) == 0o600
     assert [p.name for p in tmp_path.iterdir()] == ["config.toml"]  # no temp file left
+
+
+ANNOTATED = """\
+# ZeroClaw config for the build box: ask ops before changing the gateway.
+schema_version = 3
+
+[gateway]
+port = 4000 # opened in the firewall
+# Paired clients (digests only):
+paired_tokens = []
+allowed_origins = ["https://ide.example.com"]   # the team IDE
+
+# Agents below.
+[agents.alpha]
+model_provider = "echo.default"
+"""
+
+
+def test_rewrite_keeps_comments_and_layout(tmp_path: Path) -> None:
+    config_file = tmp_path / "config.toml"
+    config_file.write_text(ANNOTATED)
+    persist_paired_tokens(config_file, ["a" * 64])
+    assert config_file.read_text() == ANNOTATED.replace(
+        "paired_tokens = []", f'paired_tokens = ["{"a" * 64}"]'
+    )
+    persist_paired_tokens(config_file, [])
+    assert config_file.read_text() == ANNOTATED
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    layout=st.sampled_from([ANNOTATED, CONFIG, "# only a comment\n", "gateway = { port = 1 }\n"]),
+    digests=st.lists(st.text(alphabet="0123456789abcdef", min_size=64, max_size=64), max_size=4),
+)
+def test_rewrite_round_trip_changes_nothing_but_the_tokens(
+    tmp_path: Path, layout: str, digests: list[str]
+) -> None:
+    config_file = tmp_path / "config.toml"
+    config_file.write_text(layout)
+    before = tomllib.loads(layout)
+    persist_paired_tokens(config_file, digests)
+    text = config_file.read_text()
+    after = tomllib.loads(text)
+    assert after["gateway"].pop("paired_tokens") == digests
+    before.setdefault("gateway", {}).pop("paired_tokens", None)
+    assert after == before
+    # Every comment line the admin wrote is still there, in order.
+    comments = [line for line in layout.splitlines() if line.lstrip().startswith("#")]
+    assert [line for line in text.splitlines() if line.lstrip().startswith("#")] == comments
+
+
+def test_rewrite_refuses_a_gateway_that_is_not_a_table(tmp_path: Path) -> None:
+    config_file = tmp_path / "config.toml"
+    config_file.write_text("[[gateway]]\nport = 1\n")
+    with pytest.raises(ConfigRewriteError, match="not a table"):
+        persist_paired_tokens(config_file, ["d" * 64])
+    assert config_file.read_text() == "[[gateway]]\nport = 1\n"
 
 
 def test_rewrite_follows_a_symlinked_config_and_keeps_the_link(tmp_path: Path) -> None:

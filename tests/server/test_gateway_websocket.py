@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 import pytest
 import trio
 import trio.testing
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from wsproto.connection import Connection, ConnectionType
 from wsproto.events import BytesMessage, CloseConnection, Event, Ping, Pong, TextMessage
 
@@ -78,6 +81,69 @@ async def test_fragmented_message_is_reassembled(pair: tuple[WebSocketTransport,
         await client.send(TextMessage(data='{"a":', message_finished=False))
         await client.send(TextMessage(data='"é"}', message_finished=True))
         assert await transport.receive_message() == '{"a":"é"}'
+
+
+async def _reassembled(parts: list[str | bytes]) -> str | RemoteProtocolError | None:
+    """What the transport makes of one message sent as ``parts`` (text or binary fragments)."""
+    server_stream, client_stream = trio.testing.memory_stream_pair()
+    transport = WebSocketTransport(server_stream, peer="test", ping_interval_secs=0)
+    client = Client(client_stream)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(transport.run_reader)
+        for index, part in enumerate(parts):
+            finished = index == len(parts) - 1
+            event: Event = (
+                TextMessage(data=part, message_finished=finished)
+                if isinstance(part, str)
+                else BytesMessage(data=part, message_finished=finished)
+            )
+            await client.send(event)
+        try:
+            received: str | RemoteProtocolError | None = await transport.receive_message()
+        except RemoteProtocolError as exc:
+            received = exc
+        nursery.cancel_scope.cancel()
+    return received
+
+
+def _split(text: str, cuts: list[int]) -> list[str]:
+    points = sorted({0, len(text), *(cut % (len(text) + 1) for cut in cuts)})
+    return [text[start:end] for start, end in itertools.pairwise(points)] or [text]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(min_size=1, max_size=60), st.lists(st.integers(min_value=0), max_size=12))
+def test_any_fragmentation_reassembles_the_same_message(text: str, cuts: list[int]) -> None:
+    parts = _split(text, cuts)
+    assert trio.run(_reassembled, list[str | bytes](parts)) == text
+    encoded = text.encode("utf-8")
+    byte_parts = [part.encode("utf-8") for part in parts]
+    assert trio.run(_reassembled, list[str | bytes](byte_parts)) == encoded.decode()
+
+
+async def test_fragmented_binary_that_is_not_utf8_is_a_parse_error() -> None:
+    with trio.fail_after(5):
+        received = await _reassembled([b'{"a":"', b"\xff", b'"}'])
+    assert isinstance(received, RemoteProtocolError)
+    assert received.reply_hint is not None
+    assert received.reply_hint.error.code == -32700
+
+
+async def test_tiny_fragments_count_against_the_limit_at_their_size(
+    pair: tuple[WebSocketTransport, Client],
+) -> None:
+    """1,000 one-byte fragments fill the 1,000-byte limit exactly; one more closes 1009."""
+    transport, client = pair
+    with trio.fail_after(10):
+        for _ in range(999):
+            await client.send(TextMessage(data="x", message_finished=False))
+        await client.send(TextMessage(data="x", message_finished=True))
+        assert await transport.receive_message() == "x" * 1000
+        for _ in range(1001):
+            await client.send(TextMessage(data="y", message_finished=False))
+        event = await client.next_event()
+        assert isinstance(event, CloseConnection)
+        assert event.code == CloseCode.MESSAGE_TOO_BIG
 
 
 async def test_binary_frames_are_decoded_as_utf8(pair: tuple[WebSocketTransport, Client]) -> None:

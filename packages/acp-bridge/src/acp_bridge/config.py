@@ -2,13 +2,18 @@
 
 The bridge reads the same config as the daemon (seed, "Running"), so an IDE only needs
 ``zeroclaw-acp-bridge`` (plus ``--config-dir`` when the daemon uses a non-default one).
-Only the ``[gateway]`` table is read; everything else in config.toml is the daemon's. The
+Only the ``[gateway]`` table is read; everything else in config.toml is the daemon's.
+Since that table decides where the cached token is sent, a config.toml (or a config
+directory) that group or others can write is refused, as the cached token file is when
+they can read it. The
 rules both sides share (the config-directory order, host/port/prefix, URL building) are in
 ``acp_core.gateway_contract``; this module applies them with the bridge's exit codes.
 """
 
 from __future__ import annotations
 
+import os
+import stat
 import tomllib
 import urllib.parse
 from collections.abc import Mapping
@@ -179,6 +184,8 @@ def load_gateway_target(config_dir: Path, *, required: bool = True) -> GatewayTa
     path = config_dir / CONFIG_FILE_NAME
     try:
         with path.open("rb") as file:
+            _refuse_if_others_can_write(path, os.fstat(file.fileno()))
+            _refuse_if_others_can_write(config_dir, os.stat(config_dir))
             raw = file.read(DEFAULT_MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
         if not required:
@@ -202,6 +209,20 @@ def load_gateway_target(config_dir: Path, *, required: bool = True) -> GatewayTa
     except UnicodeDecodeError as exc:
         raise BridgeExit(ExitCode.USAGE, f"ERROR: {path} is not UTF-8 (byte {exc.start})") from None
     return parse_gateway_target(text, source=str(path), address_needed=required)
+
+
+def _refuse_if_others_can_write(path: Path, info: os.stat_result) -> None:
+    """Raises BridgeExit (usage) when group or others may write ``path``: whoever can
+    edit config.toml, or replace it in its directory, chooses where the token goes."""
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & (stat.S_IWGRP | stat.S_IWOTH):
+        what = "directory" if stat.S_ISDIR(info.st_mode) else "file"
+        raise BridgeExit(
+            ExitCode.USAGE,
+            f"ERROR: refusing to read the config {what} {path}: it is writable by group or "
+            f"others (mode {mode:04o}), and config.toml decides where the bridge sends its "
+            f"token. Run `chmod go-w {path}`.",
+        )
 
 
 def add_agent_query(url: str, agent: str) -> str:

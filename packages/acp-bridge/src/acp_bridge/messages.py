@@ -279,7 +279,12 @@ _OTHER: Final = Peek(Kind.OTHER)
 
 
 def peek(frame: bytes | str) -> Peek:
-    """Classify a message by its envelope (requests and responses need a usable id)."""
+    """Classify a message by its envelope.
+
+    Requests and responses need a string or number id (a response may have ``null`` only
+    with an error), and a response exactly one of ``result`` and ``error``; anything else,
+    a frame that is not a JSON object included, is ``Kind.OTHER``.
+    """
     try:
         envelope = _envelope_decoder.decode(frame)
     except (msgspec.ValidationError, msgspec.DecodeError):
@@ -291,8 +296,17 @@ def peek(frame: bytes | str) -> Peek:
         if _trackable_id(envelope.id):
             return Peek(Kind.REQUEST, envelope.id, method)
         return _OTHER
-    if method is msgspec.UNSET and _trackable_id(envelope.id):
-        return Peek(Kind.RESPONSE, envelope.id, is_error=envelope.error is not msgspec.UNSET)
+    if method is not msgspec.UNSET:
+        return _OTHER
+    has_result = envelope.result is not msgspec.UNSET
+    is_error = envelope.error is not msgspec.UNSET
+    if has_result == is_error:
+        return _OTHER  # a response has exactly one of result and error (JSON-RPC 2.0 §5)
+    if _trackable_id(envelope.id):
+        return Peek(Kind.RESPONSE, envelope.id, is_error=is_error)
+    if envelope.id is None and is_error:
+        # The error for a request whose id could not be read (JSON-RPC 2.0 §5: id null).
+        return Peek(Kind.RESPONSE, None, is_error=True)
     return _OTHER
 
 

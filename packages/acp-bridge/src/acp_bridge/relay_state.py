@@ -21,7 +21,11 @@ Events (method calls) and the actions they return:
   ``client_message`` sends directly again.
 * ``frame_received(frame)``: one gateway frame. Returns the stdout line (``bytes``), None
   (not for the IDE), or ``REPLAY_ANSWERED`` (the answer the replay waits for has arrived).
-  This is the per-frame path, hence a bare ``bytes`` rather than an action object.
+  This is the per-frame path, hence a bare ``bytes`` rather than an action object. What
+  the IDE must never see is dropped with a log line: a frame that is not a JSON-RPC object
+  (``messages.peek``'s ``Kind.OTHER``: not an object, an id that is not a string or number,
+  a response without exactly one of result and error) and a second response to a request
+  already answered.
 * ``lines_queued()``: the lines for the frames fed so far are queued for stdout; the
   requests they answer leave the in-flight table only now (an emptied table may end the
   EOF grace period, and the reply must not be lost to that).
@@ -65,6 +69,9 @@ MAX_IN_FLIGHT_REQUESTS: Final = 100_000
 that never reads its replies must not grow the bridge without bound)."""
 MAX_TRACKED_SESSIONS: Final = 10_000
 MAX_TRACKED_SERVER_REQUESTS: Final = 10_000
+MAX_REMEMBERED_ANSWERS: Final = 10_000
+"""Ids of the latest answered requests, kept to drop a gateway's duplicate response."""
+DROPPED_FRAME_EXCERPT_CHARS: Final = 200
 BRIDGE_ERROR_CODE: Final = int(ErrorCode.INTERNAL_ERROR)
 INTERNAL_ID_PREFIX: Final = "zeroclaw-acp-bridge:"
 """Ids of the bridge's own requests (replay) and of renamed gateway requests."""
@@ -222,7 +229,10 @@ class RelayState:
         self.resumed = 0
         """Sessions the last replay resumed, of ``to_resume``."""
         self.to_resume = 0
-        self._answered: list[RequestId] = []
+        self._answered: set[RequestId] = set()
+        """Ids answered by the frames fed since the last ``lines_queued``."""
+        self._answered_before: OrderedDict[RequestId, None] = OrderedDict()
+        """Ids already answered (latest ``MAX_REMEMBERED_ANSWERS``), oldest first."""
 
     @property
     def owes_replies(self) -> bool:
@@ -318,6 +328,8 @@ class RelayState:
             session_id = session_id_of(action.text)
             if method == methods.SESSION_CLOSE and session_id is not None:
                 self.sessions.pop(session_id, None)
+        # The IDE may reuse an id once it was answered: its next answer is no duplicate.
+        self._answered_before.pop(action.request_id, None)
         self.inflight.add(action.request_id, method, session_id, params)
 
     # --- a connection's life ---------------------------------------------------------
@@ -439,15 +451,24 @@ class RelayState:
         """The stdout line for a frame (None: not for the IDE), noting what it answers."""
         peeked = peek(frame)
         kind = peeked.kind
-        if kind is Kind.RESPONSE:
+        if kind is Kind.OTHER:
+            _log_dropped(frame, "not a JSON-RPC request, notification or response with a usable id")
+            return None
+        if kind is Kind.RESPONSE and peeked.id is not None:
+            response_to = peeked.id
             awaited_id = self._awaited_id
-            if awaited_id is not None and awaited_id == peeked.id:
+            if awaited_id is not None and awaited_id == response_to:
                 # The answer to a replayed request: the bridge's own.
                 self._awaited_id = None
                 if peeked.is_error:
                     self._replay_error = str((decode_object(frame) or {}).get("error"))
                 return REPLAY_ANSWERED
-            self._answered.append(peeked.id)
+            if response_to in self._answered or (
+                response_to in self._answered_before and self.inflight.get(response_to) is None
+            ):
+                _log_dropped(frame, f"a second response to request {response_to!r}")
+                return None
+            self._answered.add(response_to)
         elif kind is Kind.REQUEST and peeked.method is not None:
             frame = self._relay_server_request(frame, peeked.id, peeked.method)
         try:
@@ -463,9 +484,18 @@ class RelayState:
         answered = self._answered
         if answered:
             settle = self.inflight.settle
+            remember = self._remember_answered
             for request_id in answered:
                 settle(request_id)
+                remember(request_id)
             answered.clear()
+
+    def _remember_answered(self, request_id: RequestId) -> None:
+        remembered = self._answered_before
+        remembered[request_id] = None
+        remembered.move_to_end(request_id)
+        if len(remembered) > MAX_REMEMBERED_ANSWERS:
+            remembered.popitem(last=False)
 
     def _relay_server_request(self, frame: bytes, gateway_id: RequestId, method: str) -> bytes:
         """Remember a gateway → IDE request; rename it if its id is still pending from a lost
@@ -499,3 +529,9 @@ class RelayState:
             self.sessions.popitem(last=False)
         params = owed.params or {}
         self.sessions[session_id] = {k: params[k] for k in RESUMED_SESSION_PARAMS if k in params}
+
+
+def _log_dropped(frame: bytes, reason: str) -> None:
+    """Log a gateway frame the IDE must not see."""
+    excerpt = frame[:DROPPED_FRAME_EXCERPT_CHARS].decode("utf-8", errors="replace")
+    logger.warning("dropped a frame from the gateway (%s): %s", reason, excerpt)

@@ -152,6 +152,7 @@ def get_paircode_command(
 
     The code goes to stdout; pair a client with it (`zeroclaw-acp-bridge --pair-code CODE`,
     or POST /pair with header X-Pairing-Code). Without --new, prints the active code, if any.
+    A code from --new or --rotate is shown only here (GET /pair/code never hands it out).
     """
     state = ctx.find_object(CliState) or CliState(config_dir_flag=None)
     config = state.load()

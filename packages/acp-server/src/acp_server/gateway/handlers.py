@@ -3,7 +3,7 @@
 Routes (all under ``[gateway] path_prefix``; the table is ``build_routes``):
 
 * ``GET /health``: 200 with a small JSON status, no auth.
-* ``GET /pair/code``: the one-time pairing code while unpaired, to loopback peers only.
+* ``GET /pair/code``: the start-up pairing code while unpaired, to loopback peers only.
 * ``POST /pair`` (``X-Pairing-Code``): a new bearer token, its digest persisted.
 * ``GET /admin/paircode``, ``POST /admin/paircode/new``, ``POST /admin/paircode/rotate``:
   used by ``zeroclaw gateway get-paircode``; loopback peers with the admin secret only,
@@ -123,10 +123,18 @@ async def _pair_code(state: GatewayState, exchange: Exchange) -> None:
     }
     # The reference hands the code to anyone until the first pairing; on a public bind
     # that lets whoever reaches the port first pair. Only this machine's own clients (a
-    # same-host bridge) read it here; a remote client gets it from the operator, who
-    # sees it on the gateway's stderr or from `zeroclaw gateway get-paircode`.
-    if state.unpaired and is_loopback_address(exchange.peer):
-        body["pairing_code"] = state.pairing.code
+    # same-host bridge) read it here, and only the code printed at start-up: one the
+    # operator issued with `get-paircode --new`/`--rotate` stays behind the admin secret.
+    # A remote client gets it from the operator, who sees it on the gateway's stderr or
+    # from `zeroclaw gateway get-paircode`.
+    code = state.pairing.discoverable_code
+    if state.unpaired and is_loopback_address(exchange.peer) and code is not None:
+        body["pairing_code"] = code
+    elif state.unpaired and is_loopback_address(exchange.peer):
+        body["message"] = (
+            "no pairing code is shown here: the operator issued it with "
+            "`zeroclaw gateway get-paircode`, which prints it"
+        )
     elif state.unpaired:
         body["message"] = (
             "the pairing code is only given to clients on the gateway host; ask its "
@@ -225,7 +233,8 @@ async def _new_paircode(state: GatewayState, exchange: Exchange, *, rotate: bool
         revoked = state.revoke_all_tokens()
         persisted, message = await persist_tokens(state)
         logger.warning("revoked %d token(s) at the operator's request", revoked)
-    code = state.pairing.issue_code()
+    # Shown here only: GET /pair/code keeps it from whoever asks without the admin secret.
+    code = state.pairing.issue_code(discoverable=False)
     logger.warning("new pairing code issued at the operator's request")
     await send_json(
         exchange.stream,

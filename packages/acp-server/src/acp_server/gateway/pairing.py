@@ -6,9 +6,10 @@ failures → a lockout answered with 429 and ``retry_after``, and a per-minute c
 It reads time from an injected clock, so tests drive it without sleeping.
 
 ``persist_paired_tokens`` rewrites ``[gateway] paired_tokens`` in ``config.toml``: the file is
-read with tomllib, only that key changes, and the result is written with tomli-w to a
-temporary file in the same directory which then replaces the original (atomic on POSIX).
-Comments in the file do not survive the rewrite (TOML libraries do not keep them).
+edited in place with tomlkit, so only that key's value changes and every comment, blank line
+and the order of keys stay as the admin wrote them; the result is checked with tomllib
+(every other setting unchanged) and written to a temporary file in the same directory which
+then replaces the original (atomic on POSIX).
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-import tomli_w
+import tomlkit
+import tomlkit.exceptions
+from tomlkit.items import InlineTable, Table
 
 from acp_core.gateway_contract import TOKEN_RANDOM_BYTES, format_token
 from acp_server.errors import ZeroclawError
@@ -88,6 +91,7 @@ class PairingGuard:
         self._max_failures = max_failures
         self._lockout_secs = lockout_secs
         self._code: str | None = None
+        self._code_discoverable = False
         self._failures = 0
         self._locked_until: float | None = None
         # Attempt times within the last RATE_WINDOW_SECS; never longer than the rate limit.
@@ -98,15 +102,28 @@ class PairingGuard:
         """The active one-time code, or None once it was used (or none was issued)."""
         return self._code
 
-    def issue_code(self) -> str:
-        """A fresh code replaces any previous one and lifts a lockout."""
+    @property
+    def discoverable_code(self) -> str | None:
+        """The active code when it may be handed out without the admin secret, else None.
+
+        Only the code issued at start-up is discoverable (``GET /pair/code``); a code the
+        operator issued (``get-paircode --new`` or ``--rotate``) is shown only through the
+        admin routes, so revoking every token never hands the next code to whoever asks first.
+        """
+        return self._code if self._code_discoverable else None
+
+    def issue_code(self, *, discoverable: bool = True) -> str:
+        """A fresh code replaces any previous one and lifts a lockout; ``discoverable``
+        says whether ``GET /pair/code`` may show it (see ``discoverable_code``)."""
         self._code = generate_pairing_code()
+        self._code_discoverable = discoverable
         self._failures = 0
         self._locked_until = None
         return self._code
 
     def withdraw_code(self) -> None:
         self._code = None
+        self._code_discoverable = False
 
     def attempt(self, presented: str | None) -> PairOutcome:
         """Check one ``POST /pair``; a success consumes the code."""
@@ -146,6 +163,7 @@ class PairingGuard:
                 )
             return PairRejected(403, "Invalid pairing code")
         self._code = None
+        self._code_discoverable = False
         self._failures = 0
         return PairAccepted()
 
@@ -182,15 +200,7 @@ def persist_paired_tokens(config_file: Path, digests: Sequence[str]) -> None:
         )
     if raw.startswith(b"\xef\xbb\xbf"):
         raw = raw[3:]
-    try:
-        document: dict[str, Any] = tomllib.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigRewriteError(f"{config_file} is not valid TOML: {exc}") from None
-    gateway = document.setdefault("gateway", {})
-    if not isinstance(gateway, dict):
-        raise ConfigRewriteError(f"{config_file}: `gateway` is not a table")
-    gateway["paired_tokens"] = list(digests)
-    encoded = tomli_w.dumps(document).encode("utf-8")
+    encoded = _with_paired_tokens(config_file, raw, digests)
     directory = config_file.parent
     fd, temp_name = tempfile.mkstemp(prefix=".config.toml.", suffix=".tmp", dir=directory)
     temp_path = Path(temp_name)
@@ -212,3 +222,41 @@ def persist_paired_tokens(config_file: Path, digests: Sequence[str]) -> None:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+def _with_paired_tokens(config_file: Path, raw: bytes, digests: Sequence[str]) -> bytes:
+    """``raw`` (config.toml's bytes) with ``[gateway] paired_tokens`` set to ``digests``,
+    comments and layout kept.
+
+    Raises:
+        ConfigRewriteError: the file is not TOML, ``gateway`` is not a table, or the edit
+            would change any other setting.
+    """
+    try:
+        text = raw.decode("utf-8")
+        before: dict[str, Any] = tomllib.loads(text)
+        document = tomlkit.parse(text)
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError, tomlkit.exceptions.ParseError) as exc:
+        raise ConfigRewriteError(f"{config_file} is not valid TOML: {exc}") from None
+    gateway = document.get("gateway")
+    if gateway is None:
+        gateway = tomlkit.table()
+        document.add("gateway", gateway)
+    if not isinstance(gateway, Table | InlineTable):
+        raise ConfigRewriteError(f"{config_file}: `gateway` is not a table")
+    value = tomlkit.array()
+    value.extend(digests)
+    value.multiline(len(digests) > 1 and isinstance(gateway, Table))
+    gateway["paired_tokens"] = value
+    encoded = tomlkit.dumps(document)
+    expected = dict(before)
+    expected["gateway"] = {**before.get("gateway", {}), "paired_tokens": list(digests)}
+    try:
+        after = tomllib.loads(encoded)
+    except tomllib.TOMLDecodeError:
+        after = None
+    if after != expected:
+        raise ConfigRewriteError(
+            f"{config_file}: cannot set [gateway] paired_tokens without changing other settings"
+        )
+    return encoded.encode("utf-8")

@@ -11,21 +11,31 @@ answers 426 to anything but a WebSocket upgrade).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import trio
 
 from acp_server.gateway.http import BadRequest, HttpRequest, read_body, send_response
 
 
+def _no_op() -> None:
+    pass
+
+
 @dataclass(frozen=True, slots=True)
 class Exchange:
-    """One HTTP request being answered: ``route`` is its path without the prefix."""
+    """One HTTP request being answered: ``route`` is its path without the prefix.
+
+    ``authenticated`` is called once the request has earned a long-lived connection (an
+    admitted WebSocket upgrade): the socket is no longer counted as pending
+    (gateway/pending.py).
+    """
 
     stream: trio.abc.Stream
     request: HttpRequest
     peer: str
     route: str
+    authenticated: Callable[[], None] = field(default=_no_op)
 
 
 Handler = Callable[[Exchange], Awaitable[None]]
@@ -62,12 +72,19 @@ class RouteTable:
             return None
         return path[len(prefix) :] or "/"
 
-    async def dispatch(self, stream: trio.abc.Stream, request: HttpRequest, peer: str) -> None:
+    async def dispatch(
+        self,
+        stream: trio.abc.Stream,
+        request: HttpRequest,
+        peer: str,
+        *,
+        authenticated: Callable[[], None] = _no_op,
+    ) -> None:
         route = self.route_of(request.path)
         if route is None:
             await send_response(stream, 404, "Not found\n")
             return
-        exchange = Exchange(stream, request, peer, route)
+        exchange = Exchange(stream, request, peer, route, authenticated)
         for path_prefix, guard in self._guards:
             if route.startswith(path_prefix) and not await guard(exchange):
                 return

@@ -37,6 +37,7 @@ from acp_server.gateway.admin import ADMIN_SECRET_FILE, AdminSecret
 from acp_server.gateway.handlers import build_routes, screen_request
 from acp_server.gateway.http import BadRequest, HttpRequest, read_request, send_response
 from acp_server.gateway.pairing import PairingGuard
+from acp_server.gateway.pending import DEFAULT_MAX_PENDING_PER_PEER, pending_cap_for_file_limit
 from acp_server.gateway.routes import Exchange, RouteTable
 from acp_server.gateway.state import RESTART_REASON, GatewayState, LiveConnection
 from acp_server.gateway.upgrade import serve_websocket
@@ -49,8 +50,9 @@ DEFAULT_DRAIN_TIMEOUT_SECS: Final = 30.0
 DEFAULT_CLOSE_GRACE_SECS: Final = 15.0
 """After the drain deadline: time for cancelled turns to answer (the ACP layer allows them
 10 s) and for close frames to go out, before everything left is cancelled."""
-DEFAULT_HANDSHAKE_TIMEOUT_SECS: Final = 10.0
-"""A client must send its whole request head within this (slow-loris guard)."""
+DEFAULT_HANDSHAKE_TIMEOUT_SECS: Final = 5.0
+"""A client must send its whole request head within this (slow-loris guard); the socket is
+closed otherwise. Unauthenticated sockets are also capped (gateway/pending.py)."""
 DEFAULT_MAX_CONNECTIONS: Final = 1000
 """Concurrent WebSocket connections; beyond it an upgrade gets 503."""
 DRAIN_REFUSAL: Final = "Gateway restarting: request not started; reconnect and retry"
@@ -96,6 +98,8 @@ class Gateway:
         host, port: override ``[gateway] host``/``port`` (``port=0``: the OS chooses).
         announce: where operator-facing lines go (listening URL, pairing code); stderr in
             the CLI.
+        max_pending_connections, max_pending_per_peer: caps on unauthenticated sockets
+            (gateway/pending.py); the total defaults to a share of the open-file limit.
     """
 
     def __init__(
@@ -108,6 +112,8 @@ class Gateway:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         handshake_timeout_secs: float = DEFAULT_HANDSHAKE_TIMEOUT_SECS,
+        max_pending_connections: int | None = None,
+        max_pending_per_peer: int = DEFAULT_MAX_PENDING_PER_PEER,
         announce: Announce | None = None,
     ) -> None:
         self.app = app
@@ -118,6 +124,12 @@ class Gateway:
             max_message_bytes=max_message_bytes,
             max_connections=max_connections,
             handshake_timeout_secs=handshake_timeout_secs,
+            max_pending_connections=(
+                pending_cap_for_file_limit()
+                if max_pending_connections is None
+                else max_pending_connections
+            ),
+            max_pending_per_peer=max_pending_per_peer,
         )
         self.drain_timeout_secs = drain_timeout_secs
         self.handshake_timeout_secs = handshake_timeout_secs
@@ -329,6 +341,20 @@ class Gateway:
 
     async def _handle_stream(self, stream: trio.abc.Stream) -> None:
         peer = _peer_address(stream)
+        pending_connections = self.state.pending
+        pending = pending_connections.enter(peer)
+        try:
+            with pending.scope:  # cancelled if it is cut while still pending
+                await self._serve_stream(
+                    stream, peer, authenticated=lambda: pending_connections.leave(pending)
+                )
+        finally:
+            pending_connections.leave(pending)
+            await trio.aclose_forcefully(stream)
+
+    async def _serve_stream(
+        self, stream: trio.abc.Stream, peer: str, *, authenticated: Callable[[], None]
+    ) -> None:
         try:
             request: HttpRequest | None = None
             with trio.move_on_after(self.handshake_timeout_secs):
@@ -341,7 +367,7 @@ class Gateway:
                 return
             try:
                 if await screen_request(self.state, stream, request, peer):
-                    await self.routes.dispatch(stream, request, peer)
+                    await self.routes.dispatch(stream, request, peer, authenticated=authenticated)
             except BadRequest as exc:  # a request body that could not be read
                 await send_response(stream, exc.status, f"Bad request: {exc}\n")
         except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -349,5 +375,3 @@ class Gateway:
         except Exception:
             # One broken exchange must never take the daemon (and every other client) down.
             logger.exception("unexpected error while serving %s", peer)
-        finally:
-            await trio.aclose_forcefully(stream)

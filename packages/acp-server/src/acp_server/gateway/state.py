@@ -20,6 +20,7 @@ from acp_server.config import GatewayConfig
 from acp_server.gateway.admin import AdminSecret
 from acp_server.gateway.auth import TokenRegistry, is_loopback_host
 from acp_server.gateway.pairing import PairingGuard
+from acp_server.gateway.pending import PendingConnections
 from acp_server.gateway.websocket import CloseCode, WebSocketTransport
 from acp_server.protocol.connection import AcpConnection
 
@@ -88,6 +89,8 @@ class GatewayState:
         max_message_bytes: int,
         max_connections: int,
         handshake_timeout_secs: float,
+        max_pending_connections: int,
+        max_pending_per_peer: int,
     ) -> None:
         self.app = app
         self.settings: GatewayConfig = app.config.gateway
@@ -105,6 +108,9 @@ class GatewayState:
             clock=time.monotonic, rate_limit_per_minute=self.settings.pair_rate_limit_per_minute
         )
         self.connections = ConnectionRegistry()
+        self.pending = PendingConnections(
+            max_total=max_pending_connections, max_per_peer=max_pending_per_peer
+        )
         self.draining = False
         self.admin_secret: AdminSecret | None = None
         self.persist_lock = trio.Lock()

@@ -48,6 +48,7 @@ async def serve_websocket(state: GatewayState, exchange: Exchange) -> None:
     admission = await _admit(state, stream, request, peer)
     if admission is None:
         return
+    exchange.authenticated()
     agent = request.query.get(AGENT_QUERY_PARAMETER, "").strip() or None
     await _send_switching_protocols(stream, request)
     transport = WebSocketTransport(

@@ -6,7 +6,9 @@ way); one that is not UTF-8 is answered with the same -32700 parse error the std
 gives an invalid line, and the connection keeps serving. A message larger than
 ``max_message_bytes`` (default: the stdio line limit, 24 MiB, room for a 10 MiB blob in
 base64 plus its envelope) closes the connection with 1009 "message too big" without ever
-buffering more than the limit.
+buffering more than the limit. The fragments of a message are gathered as bytes in one
+buffer, so what a message holds in memory is the size counted against the limit however
+small its fragments are (one Python string per 2-byte fragment would cost ~40 times that).
 
 Tasks: ``run_reader`` reads the socket all the time (so pongs and close frames are seen
 even while the ACP layer is busy) and hands complete messages to ``receive_message`` through
@@ -85,6 +87,20 @@ def _parse_error(message: str) -> RemoteProtocolError:
 _Inbound = str | RemoteProtocolError
 
 
+def _utf8(chunk: str | bytes | bytearray) -> bytes | bytearray:
+    return chunk.encode("utf-8") if isinstance(chunk, str) else chunk
+
+
+def _decode_binary(raw: bytes | bytearray) -> _Inbound:
+    """A binary message's text, or the parse error that answers it when it is not UTF-8."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return _parse_error(
+            f"Parse error: binary frame is not valid UTF-8 ({exc.reason} at byte {exc.start})"
+        )
+
+
 class WebSocketTransport:
     """A server-side WebSocket after a successful upgrade.
 
@@ -113,9 +129,8 @@ class WebSocketTransport:
         self._inbound_send, self._inbound_receive = trio.open_memory_channel[_Inbound](
             DEFAULT_MAX_PENDING_INBOUND_MESSAGES
         )
-        self._text_parts: list[str] = []
-        self._binary_parts: list[bytes] = []
-        self._message_bytes = 0
+        self._fragments = bytearray()
+        """The UTF-8 bytes of the message being received, before its last fragment."""
         self._reader_blocked = False
         self._heard_since_ping = False
         self._pong_received = trio.Event()
@@ -286,7 +301,7 @@ class WebSocketTransport:
             if isinstance(event, TextMessage):
                 await self._on_data(event.data, event.message_finished, text=True)
             elif isinstance(event, BytesMessage):
-                await self._on_data(bytes(event.data), event.message_finished, text=False)
+                await self._on_data(event.data, event.message_finished, text=False)
             elif isinstance(event, Ping):
                 if self._ws.state is ConnectionState.OPEN:
                     await self._send_control(self._ws.send(event.response()))
@@ -309,47 +324,42 @@ class WebSocketTransport:
             await self._send_close(event.code, event.reason or "")
         self.peer_gone.set()
 
-    async def _on_data(self, chunk: str | bytes, finished: bool, *, text: bool) -> None:
+    async def _on_data(self, chunk: str | bytes | bytearray, finished: bool, *, text: bool) -> None:
         if self._ws.state is not ConnectionState.OPEN:
             return  # closing (e.g. the rest of an oversized message): read and discard
-        if isinstance(chunk, str):
-            # For ASCII (nearly all JSON) characters are bytes; otherwise count exactly.
-            self._message_bytes += len(chunk) if chunk.isascii() else len(chunk.encode())
-            self._text_parts.append(chunk)
-        else:
-            self._message_bytes += len(chunk)
-            self._binary_parts.append(chunk)
-        if self._message_bytes > self._max_message_bytes:
-            limit_mib = self._max_message_bytes / (1024 * 1024)
-            logger.warning(
-                "closing %s: message larger than the %d-byte limit",
-                self.peer,
-                self._max_message_bytes,
-            )
-            self._text_parts.clear()
-            self._binary_parts.clear()
-            self.end_input()
-            await self._send_close(
-                CloseCode.MESSAGE_TOO_BIG, f"message exceeds the {limit_mib:g} MiB limit"
-            )
+        if finished and not self._fragments:
+            # A whole message in one frame (nearly always): no copy.
+            if self._too_big(len(chunk) if chunk.isascii() else len(_utf8(chunk))):
+                await self._refuse_oversized()
+                return
+            await self._deliver(chunk if isinstance(chunk, str) else _decode_binary(chunk))
+            return
+        # For ASCII (nearly all JSON) characters are bytes; otherwise count exactly.
+        self._fragments += _utf8(chunk)
+        if self._too_big(len(self._fragments)):
+            await self._refuse_oversized()
             return
         if not finished:
             return
-        self._message_bytes = 0
-        item: _Inbound
-        if text:
-            item = "".join(self._text_parts)
-            self._text_parts.clear()
-        else:
-            raw = b"".join(self._binary_parts)
-            self._binary_parts.clear()
-            try:
-                item = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                item = _parse_error(
-                    f"Parse error: binary frame is not valid UTF-8 ({exc.reason} at byte {exc.start})"
-                )
+        raw, self._fragments = self._fragments, bytearray()
+        # wsproto has checked a text message's UTF-8 already.
+        item = raw.decode("utf-8") if text else _decode_binary(raw)
+        del raw  # the buffer is released before the message waits for the ACP layer
         await self._deliver(item)
+
+    def _too_big(self, size: int) -> bool:
+        return size > self._max_message_bytes
+
+    async def _refuse_oversized(self) -> None:
+        limit_mib = self._max_message_bytes / (1024 * 1024)
+        logger.warning(
+            "closing %s: message larger than the %d-byte limit", self.peer, self._max_message_bytes
+        )
+        self._fragments = bytearray()
+        self.end_input()
+        await self._send_close(
+            CloseCode.MESSAGE_TOO_BIG, f"message exceeds the {limit_mib:g} MiB limit"
+        )
 
     async def _deliver(self, item: _Inbound) -> None:
         self._reader_blocked = True

@@ -1,6 +1,6 @@
 """The bridge is a small local relay: it must never pull in the server or its HTTP/WebSocket stacks.
 
-The common brief: acp_bridge NEVER imports acp_server. An IDE starts the bridge for every agent
+acp_bridge never imports acp_server: an IDE starts the bridge for every agent
 session, so loading the server (and with it trio-websocket, httpx, sqlite) would cost start time and
 would couple the two packages' releases.
 """
@@ -8,30 +8,20 @@ would couple the two packages' releases.
 from __future__ import annotations
 
 import ast
-import json
-import subprocess
-import sys
 from pathlib import Path
 
+import pytest
+
 import acp_bridge
+from tests.e2e.helpers import modules_loaded_by
+
+pytestmark = pytest.mark.e2e  # imports the bridge in a fresh interpreter process
 
 FORBIDDEN_TOP_LEVEL = ("acp_server", "trio_websocket", "httpx")
 
-PROBE = f"""
-import json, sys
-before = set(sys.modules)
-import acp_bridge.cli
-loaded = set(sys.modules) - before
-print(json.dumps(sorted(name for name in loaded if name.split(".")[0] in {FORBIDDEN_TOP_LEVEL!r})))
-"""
-
 
 def test_importing_the_bridge_cli_loads_neither_the_server_nor_its_stacks() -> None:
-    # -I: isolated mode, so no site customisation or PYTHONSTARTUP can pre-load (or hide) modules.
-    result = subprocess.run(
-        [sys.executable, "-I", "-c", PROBE], capture_output=True, text=True, check=True, timeout=60
-    )
-    assert json.loads(result.stdout) == []
+    assert modules_loaded_by("import acp_bridge.cli", FORBIDDEN_TOP_LEVEL) == []
 
 
 def _imported_top_level_names(source: str) -> set[str]:
