@@ -10,12 +10,19 @@ list or subshell wins):
 HIGH    rm, sudo/su/doas, chmod/chown/chgrp, curl/wget, ssh/scp/sftp/rsync, nc/ncat/telnet,
         dd, mkfs*, fdisk, mount, shutdown/reboot/halt/poweroff, kill/pkill/killall,
         systemctl, crontab; shells and command runners (sh, bash, eval, exec, env, xargs,
-        nohup, timeout, …) because they hide the real command; ``find -exec/-delete``;
-        ``git -c`` (config can run programs); environment assignments such as
-        ``LD_PRELOAD=…`` or ``PATH=…``; output redirection outside the workspace (only
-        reachable when the jail is lifted).
+        nohup, timeout, time, make, npx, …) because they hide the real command;
+        interpreters given code inline or on stdin (``python3 -c``, ``node -e``,
+        ``perl -e``, awk); package managers running project scripts or installing
+        (``npm test/run/start/install``, ``pip install``, ``cargo run/build/install``, any
+        ``yarn <script>``); git's program-running options (``git -c``, ``git grep -O``,
+        ``--upload-pack``, ``--ext-diff``, ``git config`` writes, ``rebase -x``, …);
+        changes to the machine (``date -s``, ``hostname NAME``, sysctl, ip, …);
+        ``find -exec/-delete``; environment assignments that name programs or move their
+        configuration (``LD_*``, ``GIT_*``, ``PATH``, ``PAGER``, ``HOME``, …); output
+        redirection outside the workspace (only reachable when the jail is lifted).
+        Per program: ``security/programs.py``.
 MEDIUM  git commit/push/reset/checkout/rebase/merge/… (every git subcommand that is not
-        read-only), npm/pnpm/yarn install/…, pip install/uninstall, cargo add/install/…,
+        read-only), npm/pnpm/yarn uninstall/remove, pip uninstall, cargo add/remove/…,
         touch/mkdir/mv/cp/ln/tee/rmdir/truncate, ``sed -i``, output redirection into the
         workspace (``> /dev/null`` is fine).
 LOW     everything else that passed the allowlist.
@@ -44,6 +51,7 @@ from typing import Final
 
 from acp_server.config import RiskProfileConfig
 from acp_server.security.paths import PathJail, PolicyViolation, is_within
+from acp_server.security.programs import classify_program, dangerous_assignment
 
 DEFAULT_MAX_COMMAND_CHARS: Final = 64 * 1024
 """A shell command longer than this is refused (it is typed by a model, not data)."""
@@ -59,69 +67,6 @@ SHELL_ENV_PASSTHROUGH: Final = (
     "TERM", "TZ", "TMPDIR",
 )  # fmt: skip
 
-HIGH_RISK_COMMANDS: Final = frozenset(
-    {
-        "rm", "shred", "sudo", "su", "doas", "pkexec", "chmod", "chown", "chgrp", "chattr",
-        "curl", "wget", "ssh", "scp", "sftp", "rsync", "ftp", "nc", "ncat", "netcat", "telnet",
-        "socat", "dd", "mkfs", "fdisk", "parted", "mount", "umount", "swapon", "swapoff",
-        "shutdown", "reboot", "halt", "poweroff", "init", "systemctl", "service", "kill",
-        "pkill", "killall", "crontab", "at", "useradd", "userdel", "usermod", "passwd",
-        "iptables", "nft",
-        # Shells and command runners: the real command hides in their arguments.
-        "sh", "bash", "zsh", "dash", "ksh", "fish", "csh", "tcsh", "eval", "exec", "source",
-        ".", "env", "xargs", "nohup", "nice", "timeout", "command", "builtin", "stdbuf",
-        "setsid", "strace", "watch",
-    }
-)  # fmt: skip
-MEDIUM_RISK_COMMANDS: Final = frozenset(
-    {"touch", "mkdir", "mv", "cp", "ln", "tee", "rmdir", "truncate", "install", "patch"}
-)
-# git subcommands that only read; any other subcommand changes the repository or the
-# network-visible state and is MEDIUM.
-GIT_READONLY_SUBCOMMANDS: Final = frozenset(
-    {
-        "status", "log", "diff", "show", "blame", "grep", "ls-files", "ls-tree", "rev-parse",
-        "describe", "shortlog", "cat-file", "rev-list", "name-rev", "reflog", "whatchanged",
-        "help", "version", "--version", "-v", "--help", "-h",
-    }
-)  # fmt: skip
-PACKAGE_MANAGER_MUTATIONS: Final = {
-    "npm": frozenset(
-        {
-            "install",
-            "i",
-            "ci",
-            "add",
-            "uninstall",
-            "remove",
-            "rm",
-            "un",
-            "update",
-            "up",
-            "publish",
-            "link",
-            "exec",
-            "x",
-            "init",
-            "audit",
-        }
-    ),
-    "pnpm": frozenset({"install", "i", "add", "remove", "rm", "update", "up", "publish", "dlx"}),
-    "yarn": frozenset({"install", "add", "remove", "upgrade", "publish", "dlx"}),
-    "pip": frozenset({"install", "uninstall", "download", "wheel"}),
-    "pip3": frozenset({"install", "uninstall", "download", "wheel"}),
-    "cargo": frozenset(
-        {"add", "install", "remove", "rm", "uninstall", "publish", "update", "init", "new"}
-    ),
-    "uv": frozenset({"add", "remove", "sync", "pip", "tool", "lock", "init"}),
-}
-FIND_HIGH_RISK_ACTIONS: Final = frozenset(
-    {"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"}
-)
-DANGEROUS_ENV_ASSIGNMENTS: Final = frozenset(
-    {"PATH", "BASH_ENV", "ENV", "IFS", "PROMPT_COMMAND", "SHELLOPTS", "PYTHONSTARTUP",
-     "GIT_SSH", "GIT_SSH_COMMAND", "GIT_EXEC_PATH", "NODE_OPTIONS"}
-)  # fmt: skip
 # Shell reserved words that may precede a command in a list (`if x; then y; fi`).
 _RESERVED_WORDS: Final = frozenset(
     {"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "{", "}", "!"}
@@ -142,7 +87,7 @@ class CommandRisk(enum.Enum):
     HIGH = "high"
 
 
-_RISK_ORDER: Final = {CommandRisk.LOW: 0, CommandRisk.MEDIUM: 1, CommandRisk.HIGH: 2}
+RISK_ORDER: Final = {CommandRisk.LOW: 0, CommandRisk.MEDIUM: 1, CommandRisk.HIGH: 2}
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +162,7 @@ class CommandClassifier:
             programs.extend(finding.programs)
             reasons.extend(finding.reasons)
             blocked.extend(finding.blocked_high_risk)
-            if _RISK_ORDER[finding.risk] > _RISK_ORDER[risk]:
+            if RISK_ORDER[finding.risk] > RISK_ORDER[risk]:
                 risk = finding.risk
         return CommandAssessment(
             risk,
@@ -259,7 +204,7 @@ class CommandClassifier:
             if denial is not None:
                 return CommandAssessment(CommandRisk.HIGH, denial=denial)
             variables[name] = self._expand_env(value, variables)
-            if name in DANGEROUS_ENV_ASSIGNMENTS or name.startswith("LD_"):
+            if dangerous_assignment(name):
                 finding = f"sets {name}"
                 high.append(finding)
                 high_blockable.append(finding)
@@ -273,32 +218,10 @@ class CommandClassifier:
             denial = self._check_path_argument(argument, variables)
             if denial is not None:
                 return CommandAssessment(CommandRisk.HIGH, denial=denial)
-        name = os.path.basename(program)
-        explicitly_allowed = program in self.profile.allowed_commands
-        if name in HIGH_RISK_COMMANDS or name.startswith("mkfs"):
-            high.append(name)
-            if not explicitly_allowed:
-                high_blockable.append(f"'{name}' is high-risk")
-        elif name in MEDIUM_RISK_COMMANDS:
-            medium.append(f"{name} modifies files")
-        elif name == "find":
-            actions = sorted(FIND_HIGH_RISK_ACTIONS.intersection(arguments))
-            if actions:
-                finding = f"find {' '.join(actions)}"
-                high.append(finding)
-                high_blockable.append(f"'{finding}' runs commands or deletes files")
-        elif name == "sed" and any(arg.startswith(("-i", "--in-place")) for arg in arguments):
-            medium.append("sed -i edits files in place")
-        elif name == "git":
-            self._classify_git(arguments, high, high_blockable, medium)
-        elif name in PACKAGE_MANAGER_MUTATIONS:
-            sub = _first_positional(arguments)
-            if sub in PACKAGE_MANAGER_MUTATIONS[name]:
-                medium.append(f"{name} {sub}")
-        elif name.startswith("python") and arguments[:2] == ["-m", "pip"]:
-            sub = _first_positional(arguments[2:])
-            if sub in PACKAGE_MANAGER_MUTATIONS["pip"]:
-                medium.append(f"{name} -m pip {sub}")
+        found = classify_program(program, arguments, self.profile.allowed_commands)
+        high.extend(found.high)
+        high_blockable.extend(found.blockable)
+        medium.extend(found.medium)
         return self._finding(high, high_blockable, medium, programs=(program,))
 
     @staticmethod
@@ -317,23 +240,6 @@ class CommandClassifier:
             reasons=tuple(high + medium),
             blocked_high_risk=tuple(high_blockable),
         )
-
-    def _classify_git(
-        self, arguments: list[str], high: list[str], blockable: list[str], medium: list[str]
-    ) -> None:
-        index = 0
-        while index < len(arguments) and arguments[index].startswith("-"):
-            option = arguments[index]
-            if option == "-c" or option.startswith(("--config-env", "--exec-path")):
-                finding = f"git {option} (configuration can run arbitrary programs)"
-                high.append(finding)
-                blockable.append(finding)
-            if option in ("-C", "-c", "--git-dir", "--work-tree", "--namespace"):
-                index += 1  # the option's value
-            index += 1
-        sub = arguments[index] if index < len(arguments) else ""
-        if sub and sub not in GIT_READONLY_SUBCOMMANDS:
-            medium.append(f"git {sub}")
 
     def _check_program_allowed(self, program: str) -> str | None:
         allowed = self.profile.allowed_commands
@@ -457,13 +363,6 @@ def expand_braces(pattern: str) -> list[str]:
         if len(expanded) > DEFAULT_MAX_EXPANSIONS:
             break
     return expanded
-
-
-def _first_positional(arguments: list[str]) -> str:
-    for argument in arguments:
-        if not argument.startswith("-"):
-            return argument
-    return ""
 
 
 def _split_command_list(command: str) -> list[str]:
