@@ -30,6 +30,7 @@ from acp_server.security.commands import (
     CommandAssessment,
     CommandClassifier,
     CommandRisk,
+    command_words,
     expand_braces,
     shell_environment,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "PolicyViolation",
     "SecurityPolicy",
     "ToolRules",
+    "command_words",
     "covers",
     "deliver_path_denial",
     "expand_braces",

@@ -400,3 +400,45 @@ def _attached(word: str, option: str) -> bool:
     if option.startswith("--"):
         return word.startswith(option + "=")
     return len(option) == 2 and word.startswith(option) and len(word) > 2
+
+
+# Per program: the options that make it follow symbolic links while walking a tree. Short
+# options may be clustered (``-rRn``); ``ls`` and ``cp`` walk only with their recursive flag.
+_FOLLOW_OPTIONS: Final = {
+    "grep": ("R", ("--dereference-recursive",)),
+    "egrep": ("R", ("--dereference-recursive",)),
+    "fgrep": ("R", ("--dereference-recursive",)),
+    "rg": ("L", ("--follow",)),
+    "du": ("L", ("--dereference",)),
+    "tree": ("l", ()),
+    "tar": ("h", ("--dereference",)),
+    "ls": ("L", ("--dereference",)),
+    "cp": ("L", ("--dereference",)),
+}
+_RECURSIVE_ONLY: Final = {"ls": ("R", "--recursive"), "cp": ("rR", "--recursive")}
+
+
+def follows_links_recursively(program: str, arguments: Sequence[str]) -> str | None:
+    """The option (``grep -R``, ``find -L``) that makes the program follow symbolic links
+    into the directories it walks, or None."""
+    name = os.path.basename(program)
+    if name == "find":
+        option = next((word for word in arguments if word in ("-L", "-follow")), None)
+        return f"find {option}" if option else None
+    if name not in _FOLLOW_OPTIONS:
+        return None
+    letters, long = _FOLLOW_OPTIONS[name]
+    option = next((word for word in arguments if _has_option(word, letters, long)), None)
+    if option is None:
+        return None
+    if name in _RECURSIVE_ONLY:
+        recursive_letters, recursive_long = _RECURSIVE_ONLY[name]
+        if not any(_has_option(word, recursive_letters, (recursive_long,)) for word in arguments):
+            return None
+    return f"{name} {option}"
+
+
+def _has_option(word: str, letters: str, long: Sequence[str]) -> bool:
+    if word.startswith("--"):
+        return word.split("=", 1)[0] in long
+    return word.startswith("-") and any(letter in word[1:] for letter in letters)
