@@ -28,6 +28,8 @@ CODE_RUNNERS = [
     "python -X dev -c pass",
     "python3",
     "python3 - < src.py",
+    "echo 'import os' | python3 -i src.py",
+    "node -i",
     "echo 'import os' | python3",
     "python3 -m pip install requests",
     "node -e 'process.exit()'",

@@ -142,8 +142,8 @@ _INFO_OPTIONS: Final = frozenset(
 )
 # Per interpreter: the short options that take program text, and the long ones.
 _INLINE_CODE_OPTIONS: Final = {
-    "node": (frozenset("ep"), ("--eval", "--print")),
-    "nodejs": (frozenset("ep"), ("--eval", "--print")),
+    "node": (frozenset("epi"), ("--eval", "--print", "--interactive")),
+    "nodejs": (frozenset("epi"), ("--eval", "--print", "--interactive")),
     "perl": (frozenset("eE"), ()),
     "ruby": (frozenset("e"), ()),
     "php": (frozenset("rBRFE"), ("--run", "--process-begin", "--process-code")),
@@ -301,6 +301,12 @@ def _classify_python(
         for position, letter in enumerate(cluster):
             if letter == "c":
                 found.add_high(f"{name} -c runs inline code", allowlisted=allowlisted("-c"))
+                return
+            if letter == "i":  # after the script, the program goes on reading stdin
+                found.add_high(
+                    f"{name} -i reads more program from stdin (inline code)",
+                    allowlisted=allowlisted("-i"),
+                )
                 return
             if letter == "m":
                 module = cluster[position + 1 :] or (
