@@ -143,15 +143,19 @@ def marker_processes(marker: str) -> list[psutil.Process]:
     return found
 
 
-async def start_sleeping_tool_tree(client: RpcPipeClient, session_id: str, marker: str) -> Any:
+async def start_sleeping_tool_tree(
+    client: RpcPipeClient, session_id: str, marker: str, workspace: Path
+) -> Any:
     """Start a turn whose shell tool runs a process with a sleeping child, both tagged with
-    ``marker``; return the prompt's request id once both are running."""
+    ``marker``; return the prompt's request id once both are running. The script is a file
+    in the workspace: ``python3 -c`` is inline code, which the policy blocks."""
     script = (
-        "import subprocess, sys, time; "
-        f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', '{marker}']); "
-        "time.sleep(300)"
+        "import subprocess, sys, time\n"
+        f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', '{marker}'])\n"
+        "time.sleep(300)\n"
     )
-    command = json.dumps({"command": f'python3 -c "{script}" {marker}'})
+    (workspace / "sleeper.py").write_text(script)
+    command = json.dumps({"command": f"python3 sleeper.py {marker}"})
     request_id = await client.request(
         "session/prompt", {"sessionId": session_id, "prompt": f"/tool shell {command}"}
     )
@@ -165,7 +169,7 @@ async def test_cancel_mid_tool_leaves_no_processes(tmp_path: Path, workspace: Pa
     with trio.fail_after(60):
         async with spawn_acp(config_dir) as client:
             session_id = await open_session(client, workspace)
-            request_id = await start_sleeping_tool_tree(client, session_id, marker)
+            request_id = await start_sleeping_tool_tree(client, session_id, marker, workspace)
             await client.notify("session/cancel", {"sessionId": session_id})
             response = await client.wait_response(request_id)
             assert response["result"]["stopReason"] == "cancelled"
@@ -180,7 +184,7 @@ async def test_sigterm_mid_tool_answers_the_turn_and_leaves_no_processes(
     with trio.fail_after(60):
         async with spawn_acp(config_dir) as client:
             session_id = await open_session(client, workspace)
-            request_id = await start_sleeping_tool_tree(client, session_id, marker)
+            request_id = await start_sleeping_tool_tree(client, session_id, marker, workspace)
             client.process.send_signal(signal.SIGTERM)
             response = await client.wait_response(request_id)
             assert response["result"]["stopReason"] == "cancelled"

@@ -120,12 +120,13 @@ def test_prompt_reads_the_text_from_stdin(tmp_path: Path) -> None:
     assert frames[-1]["result"]["content"] == "from\nstdin"
 
 
-@pytest.mark.parametrize(("typed", "written"), [("1", True), ("4", False)])
+@pytest.mark.parametrize(("typed", "written"), [("1", True), ("4", False), ("\n4", False)])
 def test_prompt_asks_on_the_terminal_when_interactive(
     tmp_path: Path, typed: str, written: bool
 ) -> None:
     """With a terminal on stdin and neither --yes nor --deny, the permission question is
-    put to the person, and their pick (1 = Allow once, 4 = Reject) decides."""
+    put to the person, and their pick (1 = Allow once, 4 = Reject) decides. There is no
+    default answer: Enter alone asks again."""
     config_dir = write_config(tmp_path / "cfg", echo_config())
     workspace = tmp_path / "ws"
     workspace.mkdir()

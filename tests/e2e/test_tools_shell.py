@@ -69,7 +69,8 @@ async def test_secrets_are_not_in_the_environment(
 
 async def test_output_is_capped(tmp_path: Path) -> None:
     ctx, _ = make_context(tmp_path)
-    command = "python3 -c \"print('x' * 200000)\""
+    (tmp_path / "print_a_lot.py").write_text("print('x' * 200000)\n")
+    command = "python3 print_a_lot.py"
     with trio.fail_after(10):
         result = await ShellTool().run({"command": command}, ctx)
     assert result.ok

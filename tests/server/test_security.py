@@ -48,14 +48,14 @@ def decide(
     arguments: Mapping[str, Any],
     *,
     side_effects: bool,
-    session_allowed: frozenset[str] = frozenset(),
+    session_allowed: Mapping[str, CommandRisk] | None = None,
 ) -> PolicyDecision:
     """``decide`` with the tool's own rules, as the runtime calls it."""
     return p.decide(
         tool_name,
         arguments,
         side_effects=side_effects,
-        session_allowed=session_allowed,
+        session_allowed=session_allowed or {},
         rules=definition_for(tool_name).rules,
     )
 
@@ -198,7 +198,7 @@ def test_supervised_asks_unless_auto_approved_or_allowed_always(workspace: Path)
     args = {"path": "a.txt", "content": "x"}
     assert decide(p, "file_write", args, side_effects=True).approval is Approval.ASK
     remembered = decide(
-        p, "file_write", args, side_effects=True, session_allowed=frozenset({"file_write"})
+        p, "file_write", args, side_effects=True, session_allowed={"file_write": CommandRisk.LOW}
     )
     assert remembered.approval is Approval.ALLOW
     assert decide(p, "mcp_weather", {}, side_effects=False).approval is Approval.ASK
@@ -212,7 +212,7 @@ def test_supervised_always_ask_wins_over_auto_approve_and_allow_always(workspace
         "file_read",
         {"path": "src/main.py"},
         side_effects=False,
-        session_allowed=frozenset({"file_read"}),
+        session_allowed={"file_read": CommandRisk.LOW},
     )
     assert decision.approval is Approval.ASK
     star = policy(workspace, replace(SUPERVISED, always_ask=("*",)))
@@ -274,11 +274,7 @@ def test_low_risk_commands(workspace: Path, command: str) -> None:
         "git checkout main",
         "git rebase main",
         "git merge topic",
-        "npm install left-pad",
-        "pip install requests",
-        "python3 -m pip install requests",
         "cargo add serde",
-        "cargo install ripgrep",
         "touch a.txt",
         "mkdir build",
         "mv a b",
@@ -322,6 +318,11 @@ def test_medium_risk_commands(workspace: Path, command: str) -> None:
         "ls | sh",
         "LD_PRELOAD=evil.so ls",
         "git -c core.pager=evil log",
+        # Installing runs the package's build and install scripts.
+        "npm install left-pad",
+        "pip install requests",
+        "python3 -m pip install requests",
+        "cargo install ripgrep",
     ],
 )
 def test_high_risk_commands(workspace: Path, command: str) -> None:
@@ -402,7 +403,7 @@ def test_high_risk_blocked_unless_explicitly_allowlisted(workspace: Path) -> Non
         "shell",
         {"command": "rm -rf build"},
         side_effects=True,
-        session_allowed=frozenset({"shell"}),
+        session_allowed={"shell": CommandRisk.HIGH},
     )
     assert asked.approval is Approval.ASK  # high risk always asks, even after allow-always
     assert "high-risk" in asked.reason
@@ -414,7 +415,7 @@ def test_high_risk_blocked_unless_explicitly_allowlisted(workspace: Path) -> Non
 
 
 def test_medium_risk_needs_approval_when_configured(workspace: Path) -> None:
-    allowed = frozenset({"shell"})
+    allowed = {"shell": CommandRisk.MEDIUM}  # allow-always given to a medium-risk command
     asking = policy(workspace)
     commit = {"command": "git commit -m x"}
     decision = decide(asking, "shell", commit, side_effects=True, session_allowed=allowed)

@@ -63,4 +63,4 @@ def test_edit_tools_present_a_diff_everywhere() -> None:
         {"type": "diff", "path": "a.py", "oldText": "x = 1", "newText": "x = 2"}
     ]
     shell = approval_request("s", definition_for("shell"), {"command": "ls"})
-    assert msgspec.to_builtins(shell.tool_call)["rawInput"] == {"tool": "shell"}
+    assert msgspec.to_builtins(shell.tool_call)["rawInput"] == {"tool": "shell", "command": "ls"}

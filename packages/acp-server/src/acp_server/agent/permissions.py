@@ -19,7 +19,11 @@ from acp_server.agent.tools._text import encodable
 from acp_server.agent.tools.base import ToolDefinition
 
 DEFAULT_MAX_SUMMARY_CHARS: Final = 2000
-"""An approval prompt shows at most this much of the arguments summary."""
+"""An approval prompt of a tool without a command argument shows at most this much of its
+arguments summary; a longer one says plainly how much was left out and carries the full
+arguments in ``rawInput.arguments``. A shell command is always shown in full (the
+classifier refuses commands over ``security.DEFAULT_MAX_COMMAND_CHARS`` before anyone is
+asked)."""
 
 DENIED_BY_USER: Final = "Denied by user."
 
@@ -71,16 +75,35 @@ def verdict_from_outcome(outcome: schema.PermissionOutcome | None) -> Verdict:
     return Verdict(kind, outcome.replacement_content or "")
 
 
-def arguments_summary(arguments: Mapping[str, Any]) -> str:
-    """``command: git status --short, approved: false`` (reference style), bounded."""
+@dataclass(frozen=True, slots=True)
+class ArgumentsSummary:
+    """The text an approval prompt shows; ``shortened_by`` characters were left out."""
+
+    text: str
+    shortened_by: int = 0
+
+
+def arguments_summary(
+    arguments: Mapping[str, Any], *, limit: int | None = DEFAULT_MAX_SUMMARY_CHARS
+) -> ArgumentsSummary:
+    """``command: git status --short, approved: false`` (reference style).
+
+    Over ``limit`` characters the text is cut and says so, with the number of characters
+    left out: a prompt never hides part of what is approved without saying it.
+    """
     parts = []
     for key, value in arguments.items():
         shown = value if isinstance(value, str) else _json_scalar(value)
         parts.append(f"{key}: {shown}")
     text = ", ".join(parts) or "(no arguments)"
-    if len(text) > DEFAULT_MAX_SUMMARY_CHARS:
-        text = text[: DEFAULT_MAX_SUMMARY_CHARS - 1] + "…"
-    return text
+    if limit is None or len(text) <= limit:
+        return ArgumentsSummary(text)
+    left_out = len(text) - limit
+    return ArgumentsSummary(
+        text[:limit]
+        + f"\n[shortened by {left_out} characters: the full arguments are in rawInput.arguments]",
+        shortened_by=left_out,
+    )
 
 
 def _json_scalar(value: object) -> str:
@@ -97,15 +120,28 @@ def approval_request(
 ) -> schema.RequestPermissionParams:
     """Params of the approval request for one tool call (the reference server's shape), as the tool's
     definition presents it: an ``edit`` prompt shows the diff and offers the new text for
-    ``reject-with-edit``; any other shows an arguments summary. Unpaired surrogates in the
-    arguments are shown as ``\\udXXX`` escapes (the tool itself refuses such arguments)."""
+    ``reject-with-edit``; any other shows an arguments summary, and ``rawInput`` is
+    ``{"tool": name}`` plus the whole ``command`` of a shell-like tool (the argument its
+    ``ToolRules.command_argument`` names, shown in full in the text as well). Unpaired
+    surrogates in the arguments are shown as ``\\udXXX`` escapes (the tool itself refuses
+    such arguments)."""
     arguments = encodable(arguments)
     presentation = definition.presentation
     edit = presentation.approval_kind == "edit"
     raw_input: Any = presentation.raw_input(arguments) if edit else {"tool": definition.name}
     content = presentation.diff(arguments) if edit else None
     if content is None:
-        content = [schema.text_tool_content(arguments_summary(arguments))]
+        command_argument = definition.rules.command_argument
+        command = arguments.get(command_argument) if command_argument else None
+        summary = arguments_summary(
+            arguments, limit=None if command_argument else DEFAULT_MAX_SUMMARY_CHARS
+        )
+        if not edit:
+            if isinstance(command, str):
+                raw_input["command"] = command
+            if summary.shortened_by:
+                raw_input["arguments"] = dict(arguments)
+        content = [schema.text_tool_content(summary.text)]
     return schema.RequestPermissionParams(
         session_id=session_id,
         options=schema.permission_options(edit=edit),

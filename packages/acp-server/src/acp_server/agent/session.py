@@ -19,7 +19,7 @@ from acp_server.agent.conversation import ChatMessage, PlanEntry
 from acp_server.agent.providers.base import Provider, ToolSpec
 from acp_server.agent.tools.base import Tool
 from acp_server.config import AgentConfig, RuntimeProfileConfig
-from acp_server.security import SecurityPolicy
+from acp_server.security import CommandRisk, SecurityPolicy
 from acp_server.storage.uploads import uploads_dir
 
 if TYPE_CHECKING:
@@ -65,8 +65,9 @@ class Session:
     runtime_profile: RuntimeProfileConfig
     history: list[ChatMessage] = field(default_factory=list)
     plan: tuple[PlanEntry, ...] | None = None
-    # Tools the client answered "allow-always" for; remembered for this session only.
-    allow_always: set[str] = field(default_factory=set)
+    # Tools the client answered "allow-always" for, each with the highest command risk
+    # class approved (security.remember_allow_always); remembered for this session only.
+    allow_always: dict[str, CommandRisk] = field(default_factory=dict)
     last_activity: float = 0.0
     turn: Turn | None = None
     # What the model is told about the tools (built once the tool set is complete).

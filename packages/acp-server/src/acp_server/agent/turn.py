@@ -71,7 +71,7 @@ from acp_server.agent.tools.base import (
 from acp_server.agent.tools.mcp import MCP_TOOL_PREFIX
 from acp_server.agent.tools.registry import definition_for
 from acp_server.errors import ClientFacingError
-from acp_server.security import Approval, PolicyViolation
+from acp_server.security import Approval, PolicyViolation, remember_allow_always
 from acp_server.storage.uploads import read_verified
 
 logger = logging.getLogger(__name__)
@@ -286,7 +286,7 @@ class _TurnRunner:
             name,
             arguments,
             side_effects=side_effects,
-            session_allowed=frozenset(session.allow_always),
+            session_allowed=session.allow_always,
             rules=definition.rules,
         )
         if decision.approval is Approval.ALLOW:
@@ -298,7 +298,7 @@ class _TurnRunner:
         )
         verdict = verdict_from_outcome(outcome)
         if verdict.kind is VerdictKind.ALLOW_ALWAYS:
-            session.allow_always.add(name)
+            remember_allow_always(session.allow_always, name, decision)
         if verdict.allowed:
             return True
         if verdict.kind is VerdictKind.REJECT:

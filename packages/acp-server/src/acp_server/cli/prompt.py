@@ -79,6 +79,18 @@ def _pick(
     return None
 
 
+def _choose_on_terminal(options: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Ask the person for an option number. There is no default: Enter alone asks again,
+    so nothing is approved by a stray keypress; end of input dismisses the question."""
+    if not options:
+        return None
+    try:
+        number = click.prompt("  choose", type=click.IntRange(1, len(options)))
+    except click.Abort:
+        return None
+    return options[number - 1]
+
+
 def _selected(option: dict[str, Any] | None) -> dict[str, Any]:
     if option is None:
         return {"outcome": {"outcome": "cancelled"}}
@@ -119,12 +131,7 @@ async def run_prompt_turn(
         elif answer == "deny":
             choice = _pick(options, ("reject-once",), ("reject_once", "reject_always"))
         elif renderer is not None:
-            number = await trio.to_thread.run_sync(
-                lambda: click.prompt(
-                    "  choose", type=click.IntRange(1, max(1, len(options))), default=1
-                )
-            )
-            choice = options[number - 1] if options else None
+            choice = await trio.to_thread.run_sync(_choose_on_terminal, options)
             renderer.terminal_line_ended()  # click.prompt ended the line itself
         else:
             choice = None

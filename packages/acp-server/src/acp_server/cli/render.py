@@ -8,6 +8,7 @@ checklists; permission questions are drawn as a small box with the options.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -19,8 +20,19 @@ _STATUS_MARK: Final = {"completed": "✓", "failed": "✗", "pending": "…", "i
 _PLAN_MARK: Final = {"completed": "[x]", "in_progress": "[~]", "pending": "[ ]"}
 
 
+DEFAULT_MIN_SHOWN_PADDING: Final = 8
+"""A run of at least this many spaces or tabs in a permission question is drawn as a marker
+that counts them, so padding cannot push the rest of a command out of sight."""
+_PADDING: Final = re.compile(f"[ \t]{{{DEFAULT_MIN_SHOWN_PADDING},}}")
+
+
 def _clip(text: str, limit: int = DEFAULT_MAX_LINE_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def reveal_padding(text: str) -> str:
+    """``ls⟨3000 blanks⟩; rm x`` for a text with long runs of spaces or tabs."""
+    return _PADDING.sub(lambda run: f"⟨{len(run.group())} blanks⟩", text)
 
 
 def tool_input_summary(raw_input: Any) -> str:
@@ -152,7 +164,10 @@ class TurnRenderer:
             self.block_line(f"  {mark} {entry.get('content', '')}")
 
     def permission_box(self, params: dict[str, Any]) -> list[dict[str, Any]]:
-        """Draw the question; returns the options in display order."""
+        """Draw the question; returns the options in display order.
+
+        The question's text is drawn whole, every line of it (what is approved is never
+        cut short here), with long runs of blanks counted rather than drawn."""
         tool_call = params.get("toolCall") or {}
         options = [o for o in params.get("options") or [] if isinstance(o, dict)]
         title = str(tool_call.get("title") or "Permission requested")
@@ -160,7 +175,8 @@ class TurnRenderer:
         for block in tool_call.get("content") or []:
             inner = block.get("content") if isinstance(block, dict) else None
             if isinstance(inner, dict) and isinstance(inner.get("text"), str):
-                self.line(self.style(f"  {_clip(inner['text'])}", dim=True))
+                for text_line in reveal_padding(inner["text"]).split("\n"):
+                    self.line(self.style(f"  {text_line}", dim=True))
             elif isinstance(block, dict) and block.get("type") == "diff":
                 self.line(self.style(f"  edit {block.get('path')}", dim=True))
         for index, option in enumerate(options, 1):

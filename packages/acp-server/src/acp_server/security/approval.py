@@ -19,7 +19,8 @@ tool with side effects  DENY         rules below                            ALLO
 tool in ``always_ask``  never asks   ASK, every time                        ALLOW
 auto-approved or        ALLOW        ALLOW                                  ALLOW
   allow-always'd                     (tool in ``auto_approve``, in
-                                     ``session_allowed``, or
+                                     ``session_allowed`` up to the risk
+                                     class approved, or
                                      ``ToolRules.self_approving``)
 anything else           ALLOW        ASK                                    ALLOW
 shell: program not in   DENY         DENY                                   DENY
@@ -32,6 +33,11 @@ shell: MEDIUM risk      DENY         ASK, every time, when                  ALLO
                                      require_approval_for_medium_risk;
                                      otherwise as "anything else"
 ======================  ===========  =====================================  ==============
+
+An ``allow-always`` answer is remembered with the risk class of the command it approved
+(``remember_allow_always``): it covers later commands of that class or lower, never a
+higher one, so "always allow" given to ``git status`` does not cover ``git commit``.
+HIGH-risk commands ask every time whatever was remembered.
 """
 
 from __future__ import annotations
@@ -43,7 +49,12 @@ from pathlib import Path
 from typing import Any, Final
 
 from acp_server.config import RiskProfileConfig
-from acp_server.security.commands import CommandAssessment, CommandClassifier, CommandRisk
+from acp_server.security.commands import (
+    RISK_ORDER,
+    CommandAssessment,
+    CommandClassifier,
+    CommandRisk,
+)
 from acp_server.security.paths import PathJail, PolicyViolation, deliver_path_denial
 
 
@@ -55,8 +66,27 @@ class Approval(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class PolicyDecision:
+    """``command_risk`` is the risk class of the call's shell command (LOW for a tool
+    without one): what an ``allow-always`` answer to this call is remembered as."""
+
     approval: Approval
     reason: str = ""
+    command_risk: CommandRisk = CommandRisk.LOW
+
+
+def covers(remembered: CommandRisk, risk: CommandRisk) -> bool:
+    """Whether an approval remembered at ``remembered`` covers a call of class ``risk``."""
+    return RISK_ORDER[risk] <= RISK_ORDER[remembered]
+
+
+def remember_allow_always(
+    allowed: dict[str, CommandRisk], tool_name: str, decision: PolicyDecision
+) -> None:
+    """Record an ``allow-always`` answer to the call ``decision`` was made for: the tool is
+    allowed for the rest of the session up to the highest risk class approved so far."""
+    previous = allowed.get(tool_name)
+    if previous is None or not covers(previous, decision.command_risk):
+        allowed[tool_name] = decision.command_risk
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +120,7 @@ class ToolRules:
 
 
 NO_RULES: Final = ToolRules()
+_NOTHING_ALLOWED: Final[Mapping[str, CommandRisk]] = {}
 
 
 class SecurityPolicy:
@@ -139,10 +170,13 @@ class SecurityPolicy:
         arguments: Mapping[str, Any],
         *,
         side_effects: bool,
-        session_allowed: frozenset[str] = frozenset(),
+        session_allowed: Mapping[str, CommandRisk] = _NOTHING_ALLOWED,
         rules: ToolRules = NO_RULES,
     ) -> PolicyDecision:
-        """Whether a tool call may run, must be approved first, or is refused."""
+        """Whether a tool call may run, must be approved first, or is refused.
+
+        ``session_allowed`` maps the tools answered ``allow-always`` in this session to the
+        highest command risk class those answers approved (``remember_allow_always``)."""
         level = self.profile.level
         if level == "readonly" and side_effects:
             return PolicyDecision(
@@ -154,6 +188,7 @@ class SecurityPolicy:
         if path_denial is not None:
             return PolicyDecision(Approval.DENY, path_denial)
 
+        risk = CommandRisk.LOW  # of the call's shell command; a tool without one is LOW
         if rules.command_argument is not None:
             command = arguments.get(rules.command_argument)
             if not isinstance(command, str):
@@ -170,30 +205,42 @@ class SecurityPolicy:
                     "High-risk command blocked by security policy: "
                     + "; ".join(assessment.blocked_high_risk),
                 )
+            risk = assessment.risk
             if level == "full":
-                return PolicyDecision(Approval.ALLOW)
-            if assessment.risk is CommandRisk.HIGH:
+                return PolicyDecision(Approval.ALLOW, command_risk=risk)
+            if risk is CommandRisk.HIGH:
                 return PolicyDecision(
-                    Approval.ASK, "high-risk command: " + "; ".join(assessment.reasons)
+                    Approval.ASK,
+                    "high-risk command: " + "; ".join(assessment.reasons),
+                    command_risk=risk,
                 )
-            if (
-                assessment.risk is CommandRisk.MEDIUM
-                and self.profile.require_approval_for_medium_risk
-            ):
+            if risk is CommandRisk.MEDIUM and self.profile.require_approval_for_medium_risk:
                 return PolicyDecision(
-                    Approval.ASK, "medium-risk command: " + "; ".join(assessment.reasons)
+                    Approval.ASK,
+                    "medium-risk command: " + "; ".join(assessment.reasons),
+                    command_risk=risk,
                 )
 
         if level in ("full", "readonly"):
             # readonly: side-effect tools were refused above; the rest read only.
-            return PolicyDecision(Approval.ALLOW)
+            return PolicyDecision(Approval.ALLOW, command_risk=risk)
         always_ask = self.profile.always_ask
         if "*" in always_ask or tool_name in always_ask:
-            return PolicyDecision(Approval.ASK, f"'{tool_name}' is in always_ask")
+            return PolicyDecision(Approval.ASK, f"'{tool_name}' is in always_ask", risk)
         auto = self.profile.auto_approve
-        if "*" in auto or tool_name in auto or tool_name in session_allowed or rules.self_approving:
-            return PolicyDecision(Approval.ALLOW)
-        return PolicyDecision(Approval.ASK, f"'{tool_name}' needs approval")
+        if "*" in auto or tool_name in auto or rules.self_approving:
+            return PolicyDecision(Approval.ALLOW, command_risk=risk)
+        remembered = session_allowed.get(tool_name)
+        if remembered is not None:
+            if covers(remembered, risk):
+                return PolicyDecision(Approval.ALLOW, command_risk=risk)
+            return PolicyDecision(
+                Approval.ASK,
+                f"'{tool_name}' was always allowed for {remembered.value}-risk commands only; "
+                f"this one is {risk.value}-risk",
+                risk,
+            )
+        return PolicyDecision(Approval.ASK, f"'{tool_name}' needs approval", risk)
 
     def _path_argument_denial(
         self, argument: PathArgument | None, arguments: Mapping[str, Any]

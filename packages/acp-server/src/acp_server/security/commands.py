@@ -10,12 +10,19 @@ list or subshell wins):
 HIGH    rm, sudo/su/doas, chmod/chown/chgrp, curl/wget, ssh/scp/sftp/rsync, nc/ncat/telnet,
         dd, mkfs*, fdisk, mount, shutdown/reboot/halt/poweroff, kill/pkill/killall,
         systemctl, crontab; shells and command runners (sh, bash, eval, exec, env, xargs,
-        nohup, timeout, …) because they hide the real command; ``find -exec/-delete``;
-        ``git -c`` (config can run programs); environment assignments such as
-        ``LD_PRELOAD=…`` or ``PATH=…``; output redirection outside the workspace (only
-        reachable when the jail is lifted).
+        nohup, timeout, time, make, npx, …) because they hide the real command;
+        interpreters given code inline or on stdin (``python3 -c``, ``node -e``,
+        ``perl -e``, awk); package managers running project scripts or installing
+        (``npm test/run/start/install``, ``pip install``, ``cargo run/build/install``, any
+        ``yarn <script>``); git's program-running options (``git -c``, ``git grep -O``,
+        ``--upload-pack``, ``--ext-diff``, ``git config`` writes, ``rebase -x``, …);
+        changes to the machine (``date -s``, ``hostname NAME``, sysctl, ip, …);
+        ``find -exec/-delete``; environment assignments that name programs or move their
+        configuration (``LD_*``, ``GIT_*``, ``PATH``, ``PAGER``, ``HOME``, …); output
+        redirection outside the workspace (only reachable when the jail is lifted).
+        Per program: ``security/programs.py``.
 MEDIUM  git commit/push/reset/checkout/rebase/merge/… (every git subcommand that is not
-        read-only), npm/pnpm/yarn install/…, pip install/uninstall, cargo add/install/…,
+        read-only), npm/pnpm/yarn uninstall/remove, pip uninstall, cargo add/remove/…,
         touch/mkdir/mv/cp/ln/tee/rmdir/truncate, ``sed -i``, output redirection into the
         workspace (``> /dev/null`` is fine).
 LOW     everything else that passed the allowlist.
@@ -25,7 +32,12 @@ Refused outright (DENY, whatever the level): command substitution (``$(…)``, b
 ``<(…)``), ``$'…'`` quoting, ``${…}`` with operators, unbalanced quotes, a program not in
 ``allowed_commands`` (``"*"`` allows any), and path arguments, ``NAME=value`` values or
 redirection targets that leave the jail or touch a forbidden path, judged after the
-variable, brace and glob expansion bash would do.
+variable, brace, tilde and glob expansion bash would do. Words are read as bash reads them:
+a backslash-newline joins the words around it, only blanks and newlines separate words,
+and ``~`` / ``~+`` / ``~user`` expand (``~-`` and the directory-stack forms ``~N`` are
+refused: they depend on shell state). Options that follow symbolic links while walking a
+tree (``grep -R``, ``find -L``, ``rg -L``, ``ls -RL``, ``cp -rL``, ``du -L``, ``tar -h``)
+are refused while the workspace holds a link that leads out of it.
 The shell check is a policy gate, not a sandbox: it sees the words of the command, not what
 the programs do with them; OS-level confinement is out of scope here.
 """
@@ -44,12 +56,21 @@ from typing import Final
 
 from acp_server.config import RiskProfileConfig
 from acp_server.security.paths import PathJail, PolicyViolation, is_within
+from acp_server.security.programs import (
+    classify_program,
+    dangerous_assignment,
+    follows_links_recursively,
+)
 
 DEFAULT_MAX_COMMAND_CHARS: Final = 64 * 1024
 """A shell command longer than this is refused (it is typed by a model, not data)."""
 DEFAULT_MAX_EXPANSIONS: Final = 1000
 """Brace alternatives or glob matches of one shell word checked against the jail; a word
 that expands to more is refused rather than half-checked."""
+
+DEFAULT_MAX_LINK_SCAN_ENTRIES: Final = 100_000
+"""Directory entries looked at when a command follows symbolic links through the tree; a
+bigger workspace is refused for such a command rather than half-checked."""
 
 # Environment variables the shell tool passes through to commands. Everything else
 # (API keys above all) is withheld, so `env` or `echo $OPENROUTER_API_KEY` cannot leak
@@ -59,69 +80,6 @@ SHELL_ENV_PASSTHROUGH: Final = (
     "TERM", "TZ", "TMPDIR",
 )  # fmt: skip
 
-HIGH_RISK_COMMANDS: Final = frozenset(
-    {
-        "rm", "shred", "sudo", "su", "doas", "pkexec", "chmod", "chown", "chgrp", "chattr",
-        "curl", "wget", "ssh", "scp", "sftp", "rsync", "ftp", "nc", "ncat", "netcat", "telnet",
-        "socat", "dd", "mkfs", "fdisk", "parted", "mount", "umount", "swapon", "swapoff",
-        "shutdown", "reboot", "halt", "poweroff", "init", "systemctl", "service", "kill",
-        "pkill", "killall", "crontab", "at", "useradd", "userdel", "usermod", "passwd",
-        "iptables", "nft",
-        # Shells and command runners: the real command hides in their arguments.
-        "sh", "bash", "zsh", "dash", "ksh", "fish", "csh", "tcsh", "eval", "exec", "source",
-        ".", "env", "xargs", "nohup", "nice", "timeout", "command", "builtin", "stdbuf",
-        "setsid", "strace", "watch",
-    }
-)  # fmt: skip
-MEDIUM_RISK_COMMANDS: Final = frozenset(
-    {"touch", "mkdir", "mv", "cp", "ln", "tee", "rmdir", "truncate", "install", "patch"}
-)
-# git subcommands that only read; any other subcommand changes the repository or the
-# network-visible state and is MEDIUM.
-GIT_READONLY_SUBCOMMANDS: Final = frozenset(
-    {
-        "status", "log", "diff", "show", "blame", "grep", "ls-files", "ls-tree", "rev-parse",
-        "describe", "shortlog", "cat-file", "rev-list", "name-rev", "reflog", "whatchanged",
-        "help", "version", "--version", "-v", "--help", "-h",
-    }
-)  # fmt: skip
-PACKAGE_MANAGER_MUTATIONS: Final = {
-    "npm": frozenset(
-        {
-            "install",
-            "i",
-            "ci",
-            "add",
-            "uninstall",
-            "remove",
-            "rm",
-            "un",
-            "update",
-            "up",
-            "publish",
-            "link",
-            "exec",
-            "x",
-            "init",
-            "audit",
-        }
-    ),
-    "pnpm": frozenset({"install", "i", "add", "remove", "rm", "update", "up", "publish", "dlx"}),
-    "yarn": frozenset({"install", "add", "remove", "upgrade", "publish", "dlx"}),
-    "pip": frozenset({"install", "uninstall", "download", "wheel"}),
-    "pip3": frozenset({"install", "uninstall", "download", "wheel"}),
-    "cargo": frozenset(
-        {"add", "install", "remove", "rm", "uninstall", "publish", "update", "init", "new"}
-    ),
-    "uv": frozenset({"add", "remove", "sync", "pip", "tool", "lock", "init"}),
-}
-FIND_HIGH_RISK_ACTIONS: Final = frozenset(
-    {"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"}
-)
-DANGEROUS_ENV_ASSIGNMENTS: Final = frozenset(
-    {"PATH", "BASH_ENV", "ENV", "IFS", "PROMPT_COMMAND", "SHELLOPTS", "PYTHONSTARTUP",
-     "GIT_SSH", "GIT_SSH_COMMAND", "GIT_EXEC_PATH", "NODE_OPTIONS"}
-)  # fmt: skip
 # Shell reserved words that may precede a command in a list (`if x; then y; fi`).
 _RESERVED_WORDS: Final = frozenset(
     {"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "{", "}", "!"}
@@ -142,7 +100,7 @@ class CommandRisk(enum.Enum):
     HIGH = "high"
 
 
-_RISK_ORDER: Final = {CommandRisk.LOW: 0, CommandRisk.MEDIUM: 1, CommandRisk.HIGH: 2}
+RISK_ORDER: Final = {CommandRisk.LOW: 0, CommandRisk.MEDIUM: 1, CommandRisk.HIGH: 2}
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +125,7 @@ def shell_environment(environ: Mapping[str, str] | None = None) -> dict[str, str
     return {name: source[name] for name in SHELL_ENV_PASSTHROUGH if name in source}
 
 
-class _CommandParseError(Exception):
+class _CommandParseError(ValueError):
     pass
 
 
@@ -201,9 +159,8 @@ class CommandClassifier:
                 f"limit {DEFAULT_MAX_COMMAND_CHARS})",
             )
         try:
-            segments = _split_command_list(command)
-            word_lists = [_split_words(segment) for segment in segments]
-        except _CommandParseError as exc:
+            word_lists = command_words(command)
+        except ValueError as exc:
             return CommandAssessment(CommandRisk.HIGH, denial=str(exc))
         risk = CommandRisk.LOW
         programs: list[str] = []
@@ -217,7 +174,7 @@ class CommandClassifier:
             programs.extend(finding.programs)
             reasons.extend(finding.reasons)
             blocked.extend(finding.blocked_high_risk)
-            if _RISK_ORDER[finding.risk] > _RISK_ORDER[risk]:
+            if RISK_ORDER[finding.risk] > RISK_ORDER[risk]:
                 risk = finding.risk
         return CommandAssessment(
             risk,
@@ -239,9 +196,11 @@ class CommandClassifier:
             word = words[index]
             if word and all(char in _REDIRECT_CHARS for char in word):
                 target = words[index + 1] if index + 1 < len(words) else ""
-                denial = self._check_redirection(
-                    word, self._expand_env(target, variables), high, high_blockable, medium
-                )
+                try:
+                    expanded = self._expand_tilde(self._expand_env(target, variables), variables)
+                except _CommandParseError as exc:
+                    return CommandAssessment(CommandRisk.HIGH, denial=str(exc))
+                denial = self._check_redirection(word, expanded, high, high_blockable, medium)
                 if denial is not None:
                     return CommandAssessment(CommandRisk.HIGH, denial=denial)
                 index += 2
@@ -255,11 +214,14 @@ class CommandClassifier:
                 continue
             name, value = word.split("=", 1)
             # The value may be a path used later as $NAME: check it like an argument.
-            denial = self._check_path_argument(value, variables)
+            denial = self._check_path_argument(value, variables, assignment=True)
             if denial is not None:
                 return CommandAssessment(CommandRisk.HIGH, denial=denial)
-            variables[name] = self._expand_env(value, variables)
-            if name in DANGEROUS_ENV_ASSIGNMENTS or name.startswith("LD_"):
+            variables[name] = ":".join(
+                self._expand_tilde(piece, variables)
+                for piece in self._expand_env(value, variables).split(":")
+            )
+            if dangerous_assignment(name):
                 finding = f"sets {name}"
                 high.append(finding)
                 high_blockable.append(finding)
@@ -273,32 +235,15 @@ class CommandClassifier:
             denial = self._check_path_argument(argument, variables)
             if denial is not None:
                 return CommandAssessment(CommandRisk.HIGH, denial=denial)
-        name = os.path.basename(program)
-        explicitly_allowed = program in self.profile.allowed_commands
-        if name in HIGH_RISK_COMMANDS or name.startswith("mkfs"):
-            high.append(name)
-            if not explicitly_allowed:
-                high_blockable.append(f"'{name}' is high-risk")
-        elif name in MEDIUM_RISK_COMMANDS:
-            medium.append(f"{name} modifies files")
-        elif name == "find":
-            actions = sorted(FIND_HIGH_RISK_ACTIONS.intersection(arguments))
-            if actions:
-                finding = f"find {' '.join(actions)}"
-                high.append(finding)
-                high_blockable.append(f"'{finding}' runs commands or deletes files")
-        elif name == "sed" and any(arg.startswith(("-i", "--in-place")) for arg in arguments):
-            medium.append("sed -i edits files in place")
-        elif name == "git":
-            self._classify_git(arguments, high, high_blockable, medium)
-        elif name in PACKAGE_MANAGER_MUTATIONS:
-            sub = _first_positional(arguments)
-            if sub in PACKAGE_MANAGER_MUTATIONS[name]:
-                medium.append(f"{name} {sub}")
-        elif name.startswith("python") and arguments[:2] == ["-m", "pip"]:
-            sub = _first_positional(arguments[2:])
-            if sub in PACKAGE_MANAGER_MUTATIONS["pip"]:
-                medium.append(f"{name} -m pip {sub}")
+        follow = follows_links_recursively(program, arguments)
+        if follow is not None:
+            denial = self._check_followed_links(follow)
+            if denial is not None:
+                return CommandAssessment(CommandRisk.HIGH, denial=denial)
+        found = classify_program(program, arguments, self.profile.allowed_commands)
+        high.extend(found.high)
+        high_blockable.extend(found.blockable)
+        medium.extend(found.medium)
         return self._finding(high, high_blockable, medium, programs=(program,))
 
     @staticmethod
@@ -317,23 +262,6 @@ class CommandClassifier:
             reasons=tuple(high + medium),
             blocked_high_risk=tuple(high_blockable),
         )
-
-    def _classify_git(
-        self, arguments: list[str], high: list[str], blockable: list[str], medium: list[str]
-    ) -> None:
-        index = 0
-        while index < len(arguments) and arguments[index].startswith("-"):
-            option = arguments[index]
-            if option == "-c" or option.startswith(("--config-env", "--exec-path")):
-                finding = f"git {option} (configuration can run arbitrary programs)"
-                high.append(finding)
-                blockable.append(finding)
-            if option in ("-C", "-c", "--git-dir", "--work-tree", "--namespace"):
-                index += 1  # the option's value
-            index += 1
-        sub = arguments[index] if index < len(arguments) else ""
-        if sub and sub not in GIT_READONLY_SUBCOMMANDS:
-            medium.append(f"git {sub}")
 
     def _check_program_allowed(self, program: str) -> str | None:
         allowed = self.profile.allowed_commands
@@ -359,17 +287,27 @@ class CommandClassifier:
 
         return _ENV_REFERENCE.sub(substitute, word)
 
-    def _check_path_argument(self, argument: str, variables: Mapping[str, str]) -> str | None:
+    def _check_path_argument(
+        self, argument: str, variables: Mapping[str, str], *, assignment: bool = False
+    ) -> str | None:
         """Refuse an argument that names a path outside the jail or a forbidden path.
 
-        The word is looked at as the shell will expand it: variables, brace alternatives
-        and glob matches in the workspace (a ``*`` may match a symlink leading out).
-        Checked: anything path-like (absolute, ``~``, containing ``..``), the value of
-        ``--option=value``, and any word naming an existing workspace entry.
+        The word is looked at as the shell will expand it: variables, brace alternatives,
+        tilde prefixes and glob matches in the workspace (a ``*`` may match a symlink
+        leading out). Checked: anything path-like (absolute, ``~``, containing ``..``), the
+        value of ``--option=value``, and any word naming an existing workspace entry. bash
+        also expands a tilde after the ``=`` of a ``name=value`` word and after each ``:``
+        of an assignment's value (``PATH=~/bin:~+/x``): those pieces are checked too.
         """
         candidates = [argument]
-        if argument.startswith("-") and "=" in argument:
-            candidates.append(argument.split("=", 1)[1])
+        if "=" in argument:
+            value = argument.split("=", 1)[1]
+            if argument.startswith("-") or value.startswith("~"):
+                candidates.append(value)
+        if assignment or "=" in argument:
+            candidates.extend(
+                piece for piece in candidates[-1].split(":")[1:] if piece.startswith("~")
+            )
         for raw in candidates:
             value = self._expand_env(raw, variables)
             if "${" in value:
@@ -381,9 +319,53 @@ class CommandClassifier:
             if len(words) > DEFAULT_MAX_EXPANSIONS:
                 return f"Brace expansion is too large to check: {raw}"
             for word in words:
-                denial = self._check_expanded_word(word)
+                try:
+                    expanded = self._expand_tilde(word, variables)
+                except _CommandParseError as exc:
+                    return str(exc)
+                denial = self._check_expanded_word(expanded)
                 if denial is not None:
                     return denial
+        return None
+
+    def _expand_tilde(self, word: str, variables: Mapping[str, str]) -> str:
+        """A leading tilde prefix as bash expands it: ``~`` is ``$HOME``, ``~+`` the working
+        directory (the workspace unless ``PWD`` was set earlier in the line), ``~user``
+        that user's home. ``~-`` (the previous directory) and ``~N`` / ``~+N`` / ``~-N``
+        (the directory stack) depend on state the classifier does not track: refused."""
+        if not word.startswith("~"):
+            return word
+        prefix, slash, rest = word.partition("/")
+        name = prefix[1:]
+        if name == "":
+            home = variables.get("HOME") or self._shell_env.get("HOME")
+            base = home if home else os.path.expanduser("~")
+        elif name == "+":
+            base = variables.get("PWD") or str(self.workspace)
+        elif name == "-" or name.lstrip("+-").isdigit():
+            raise _CommandParseError(
+                f"The tilde form {prefix} (a previous or stacked directory) is not allowed by "
+                "security policy; spell the path out"
+            )
+        else:
+            base = os.path.expanduser(prefix)  # ~user; an unknown user stays literal
+        return base + slash + rest
+
+    def _check_followed_links(self, option: str) -> str | None:
+        """Refuse an option that follows symbolic links while walking a tree when the
+        workspace holds a link leading out of the jail (or to a forbidden path)."""
+        link, complete = self._jail.first_escaping_link(DEFAULT_MAX_LINK_SCAN_ENTRIES)
+        if link is not None:
+            shown = os.path.relpath(link, self.workspace)
+            return (
+                f"'{option}' follows symbolic links, and the workspace has one that leads "
+                f"outside it: {shown} -> {os.readlink(link)}; not allowed by security policy"
+            )
+        if not complete:
+            return (
+                f"'{option}' follows symbolic links, and the workspace is too large to check "
+                f"for links leading outside it (over {DEFAULT_MAX_LINK_SCAN_ENTRIES} entries)"
+            )
         return None
 
     def _check_expanded_word(self, word: str) -> str | None:
@@ -459,11 +441,11 @@ def expand_braces(pattern: str) -> list[str]:
     return expanded
 
 
-def _first_positional(arguments: list[str]) -> str:
-    for argument in arguments:
-        if not argument.startswith("-"):
-            return argument
-    return ""
+def command_words(command: str) -> list[list[str]]:
+    """The words of each simple command of a command line, unquoted as bash reads them
+    before expansions (line continuations joined, quotes removed). ``ValueError`` says
+    why a line cannot be analysed (command substitution, an unterminated quote, …)."""
+    return [_split_words(segment) for segment in _split_command_list(command)]
 
 
 def _split_command_list(command: str) -> list[str]:
@@ -481,9 +463,9 @@ def _split_command_list(command: str) -> list[str]:
     length = len(command)
 
     def flush() -> None:
-        text = "".join(current).strip()
-        if text:
-            segments.append(text)
+        text = "".join(current)
+        if text.strip():
+            segments.append(text)  # unstripped: a trailing "\ " is an escaped blank
         current.clear()
 
     while index < length:
@@ -495,6 +477,9 @@ def _split_command_list(command: str) -> list[str]:
             index += 1
             continue
         if char == "\\":
+            if command.startswith("\n", index + 1):
+                index += 2  # a line continuation: bash removes both, joining the words
+                continue
             current.append(command[index : index + 2])
             index += 2
             continue
@@ -547,6 +532,7 @@ def _split_command_list(command: str) -> list[str]:
 def _split_words(segment: str) -> list[str]:
     lexer = shlex.shlex(segment, posix=True, punctuation_chars=_REDIRECT_CHARS)
     lexer.whitespace_split = True
+    lexer.whitespace = " \t\n"  # bash's blanks: a carriage return is part of a word
     lexer.commenters = ""
     try:
         return list(lexer)

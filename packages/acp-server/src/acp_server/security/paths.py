@@ -100,6 +100,21 @@ class PathJail:
             return False
         return True
 
+    def first_escaping_link(self, max_entries: int) -> tuple[Path | None, bool]:
+        """The first symbolic link in the workspace whose target leaves the jail or is
+        forbidden, found by a walk that never follows links; and whether the walk saw the
+        whole tree (it stops after ``max_entries`` directory entries)."""
+        seen = 0
+        for directory, subdirectories, files in os.walk(self.workspace):
+            for name in (*subdirectories, *files):
+                seen += 1
+                if seen > max_entries:
+                    return None, False
+                entry = Path(directory, name)
+                if entry.is_symlink() and not self.is_allowed_path(entry):
+                    return entry, True
+        return None, True
+
     def _expand_forbidden(self, entries: tuple[str, ...]) -> tuple[tuple[str, Path], ...]:
         expanded: dict[Path, str] = {}
         for entry in entries:
