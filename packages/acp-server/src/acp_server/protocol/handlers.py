@@ -35,6 +35,7 @@ from acp_server.agent.tools.mcp import select_mcp_servers, start_mcp_tools
 from acp_server.agent.turn import embed_delivered_file, run_turn
 from acp_server.config import McpServerConfig, RiskProfileConfig, RuntimeProfileConfig
 from acp_server.errors import AgentUnavailable, OperationFailed
+from acp_server.protocol.limits import shortened
 from acp_server.protocol.sessions import SessionTable
 from acp_server.protocol.turn_channel import TurnChannel
 from acp_server.storage.sqlite import StoredSession
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 CANCEL_MARKER: Final = "[turn cancelled via client]"
+MAX_SHOWN_PATH_CHARS: Final = 256
+"""Most characters of a client's path an error message quotes back."""
 
 Job: TypeAlias = Callable[[], Awaitable[Payload]]
 """The concurrent part of a call, started in its own task once admitted."""
@@ -87,16 +90,21 @@ def canonical_workspace(raw: str | None, launch_dir: Path) -> Path:
     """
     if raw is None:
         return launch_dir.resolve()
-    path = Path(raw).expanduser()
-    if not path.is_absolute():
-        path = launch_dir / path
+    shown = shortened(repr(raw)[1:-1], MAX_SHOWN_PATH_CHARS)  # escaped: NUL, newlines
+    if "\0" in raw:
+        # No path holds a NUL byte (the OS would refuse it as ValueError, not OSError).
+        raise InvalidParamsError(f"cwd is not a usable directory ({shown}): contains a NUL byte")
     try:
+        path = Path(raw).expanduser()
+        if not path.is_absolute():
+            path = launch_dir / path
         resolved = path.resolve(strict=True)
+        is_dir = resolved.is_dir()
     except (OSError, RuntimeError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
-        raise InvalidParamsError(f"cwd is not a usable directory ({raw}): {reason}") from None
-    if not resolved.is_dir():
-        raise InvalidParamsError(f"cwd is not a usable directory ({raw}): Not a directory")
+        raise InvalidParamsError(f"cwd is not a usable directory ({shown}): {reason}") from None
+    if not is_dir:
+        raise InvalidParamsError(f"cwd is not a usable directory ({shown}): Not a directory")
     return resolved
 
 
