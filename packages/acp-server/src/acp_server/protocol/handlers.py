@@ -38,7 +38,7 @@ from acp_server.errors import AgentUnavailable, OperationFailed
 from acp_server.protocol.limits import shortened
 from acp_server.protocol.sessions import SessionTable
 from acp_server.protocol.turn_channel import TurnChannel
-from acp_server.storage.sqlite import StoredSession
+from acp_server.storage.sqlite import AsyncSessionStore, StoredSession
 from acp_server.storage.uploads import write_blobs
 
 if TYPE_CHECKING:
@@ -127,8 +127,8 @@ class AcpHandlers:
             methods.SESSION_PROMPT: (self.admit_prompt, self._prompt_precedence),
             methods.SESSION_CANCEL: (self.cancel, None),
             methods.SESSION_STOP: (self.admit_stop, None),
-            methods.SESSION_LOAD: (partial(self.restore, replay=True), None),
-            methods.SESSION_RESUME: (partial(self.restore, replay=False), None),
+            methods.SESSION_LOAD: (partial(self.admit_restore, replay=True), None),
+            methods.SESSION_RESUME: (partial(self.admit_restore, replay=False), None),
             methods.SESSION_CLOSE: (self.admit_close, None),
             methods.SESSION_UPDATE: (self.inbound_update, None),
             methods.SESSION_EVENT: (self.inbound_update, None),
@@ -193,13 +193,29 @@ class AcpHandlers:
     def admit_close(self, params: schema.SessionIdParams, request_key: str) -> Job:
         # The session leaves the table now, in arrival order (as a prompt's turn is
         # reserved): a prompt sent right behind a close is refused with -32000, never
-        # started (and persisted) after the client closed the session.
+        # started (and persisted) after the client closed the session. A close right
+        # behind a load of the same id waits for the load, then closes what it opened.
+        restoring = self.table.restore_in_progress(params.session_id)
+        if restoring is not None:
+            return partial(self._after_restore, restoring, params.session_id, self._close)
         session = self.table.detach(params.session_id)
         return partial(self._close, session)
 
     def admit_stop(self, params: schema.SessionIdParams, request_key: str) -> Job:
+        restoring = self.table.restore_in_progress(params.session_id)
+        if restoring is not None:
+            return partial(self._after_restore, restoring, params.session_id, self._stop)
         session = self.table.detach(params.session_id)
         return partial(self._stop, session)
+
+    async def _after_restore(
+        self,
+        restoring: trio.Event,
+        session_id: str,
+        finish: Callable[[Session], Awaitable[Payload]],
+    ) -> Payload:
+        await restoring.wait()
+        return await finish(self.table.detach(session_id))  # -32000 if the restore failed
 
     async def _close(self, session: Session) -> Payload:
         if session.turn is not None:
@@ -353,14 +369,32 @@ class AcpHandlers:
         session.touch()
         return schema.InboundUpdateResult(session_id=request.session_id, type=request.event_type)
 
-    async def restore(self, params: schema.SessionIdParams, *, replay: bool) -> Payload:
-        """session/load (replay) and session/resume, in the reference's error order."""
+    def admit_restore(
+        self, params: schema.SessionIdParams, request_key: str, *, replay: bool
+    ) -> Job:
+        """session/load (replay) and session/resume, in the reference's error order. The id
+        is marked as being restored in arrival order, so a close sent right behind it
+        waits for the restore and then closes the session."""
         session_id = params.session_id
         store = self.app.store
         if store is None:
             raise SessionNotFoundError(session_id)
         self.table.check_capacity()
         self.table.check_not_active(session_id)
+        opening = self.table.begin_opening(session_id)
+        return partial(self._restore, session_id, store, opening, replay=replay)
+
+    async def _restore(
+        self, session_id: str, store: AsyncSessionStore, opening: trio.Event, *, replay: bool
+    ) -> Payload:
+        try:
+            return await self._restore_and_replay(session_id, store, replay=replay)
+        finally:
+            self.table.end_opening(session_id, opening)
+
+    async def _restore_and_replay(
+        self, session_id: str, store: AsyncSessionStore, *, replay: bool
+    ) -> Payload:
         with self.table.reserving(session_id):
             await self.table.wait_closed(session_id)  # the closed copy's last turn is saved
             try:
