@@ -20,6 +20,7 @@ from acp_server.storage.sqlite import (
     SessionStore,
     StoreError,
     StoreUnavailable,
+    TurnUnsaved,
     UnknownSession,
 )
 
@@ -585,3 +586,53 @@ def test_creating_a_session_waits_a_couple_of_seconds_at_most(db_path: Path) -> 
     assert time.monotonic() - started < DEFAULT_CREATE_LOCK_DEADLINE_SECS + 1.5
     store.create_session("s1", "default", "/w")  # the normal busy timeout is back
     store.close()
+
+
+async def test_unsaved_turns_are_kept_and_written_in_order_by_the_next_commit(
+    db_path: Path,
+) -> None:
+    sync = SessionStore.open(db_path, busy_timeout_ms=10, lock_retry_deadline_secs=0.05)
+    store = AsyncSessionStore(sync, max_unsaved_turns=3)
+    blocker = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
+    with trio.fail_after(30):
+        await store.create_session("s1", "default", "/w")
+        await store.append_turn("s1", CompletedTurn(messages=(user("saved"),)))
+        blocker.execute("BEGIN IMMEDIATE")  # the store cannot write (as with a full disk)
+        outcomes = []
+        for text in ("kept 1", "kept 2", "kept 3", "lost"):
+            with pytest.raises(TurnUnsaved) as raised:
+                await store.append_turn("s1", CompletedTurn(messages=(user(text),)))
+            outcomes.append((raised.value.kept, raised.value.pending))
+        while_locked = await store.load_session("s1")  # reads still work: the kept turns too
+        blocker.execute("ROLLBACK")
+        await store.append_turn("s1", CompletedTurn(messages=(user("after"),)))
+        await store.aclose()
+    blocker.close()
+    assert outcomes == [(True, 1), (True, 2), (True, 3), (False, 3)]
+    assert while_locked is not None
+    assert [m.content for m in while_locked.messages] == ["saved", "kept 1", "kept 2", "kept 3"]
+    reopened = SessionStore.open(db_path)
+    stored = reopened.load_session("s1")
+    reopened.close()
+    assert stored is not None
+    assert [m.content for m in stored.messages] == ["saved", "kept 1", "kept 2", "kept 3", "after"]
+    assert stored.info.turn_count == 5
+
+
+async def test_closing_the_store_writes_the_turns_still_unsaved(db_path: Path) -> None:
+    sync = SessionStore.open(db_path, busy_timeout_ms=10, lock_retry_deadline_secs=0.05)
+    store = AsyncSessionStore(sync)
+    blocker = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
+    with trio.fail_after(30):
+        await store.create_session("s1", "default", "/w")
+        blocker.execute("BEGIN IMMEDIATE")
+        with pytest.raises(TurnUnsaved):
+            await store.append_turn("s1", CompletedTurn(messages=(user("kept"),)))
+        blocker.execute("ROLLBACK")
+        await store.aclose()
+    blocker.close()
+    reopened = SessionStore.open(db_path)
+    stored = reopened.load_session("s1")
+    reopened.close()
+    assert stored is not None
+    assert [m.content for m in stored.messages] == ["kept"]

@@ -38,7 +38,7 @@ from acp_server.errors import AgentUnavailable, OperationFailed
 from acp_server.protocol.limits import shortened
 from acp_server.protocol.sessions import SessionTable
 from acp_server.protocol.turn_channel import TurnChannel
-from acp_server.storage.sqlite import AsyncSessionStore, StoredSession
+from acp_server.storage.sqlite import AsyncSessionStore, StoredSession, TurnUnsaved
 from acp_server.storage.uploads import write_blobs
 
 if TYPE_CHECKING:
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 CANCEL_MARKER: Final = "[turn cancelled via client]"
+UNSAVED_TURN_WARNING: Final = "[warning: this turn is not saved"
 MAX_SHOWN_PATH_CHARS: Final = 256
 """Most characters of a client's path an error message quotes back."""
 
@@ -358,11 +359,28 @@ class AcpHandlers:
             )
             try:
                 await store.append_turn(session_id, turn_record)
-            except Exception as exc:  # a store failure never fails the answered turn
-                logger.warning("could not persist a turn of session %s: %s", session_id, exc)
+            except Exception as exc:
+                await self._turn_not_saved(session_id, exc)
         return schema.PromptResult(
             session_id=session_id, stop_reason="end_turn", content=outcome.content
         )
+
+    async def _turn_not_saved(self, session_id: str, exc: Exception) -> None:
+        """Tell the client its turn is not on disk: a warning streamed in the turn while the
+        store keeps it for the next commit; an error when the store could not keep it."""
+        if isinstance(exc, TurnUnsaved) and not exc.kept:
+            raise OperationFailed("The turn could not be saved and is lost") from exc
+        logger.warning("could not persist a turn of session %s: %s", session_id, exc)
+        if isinstance(exc, TurnUnsaved):
+            warning = (
+                f"{UNSAVED_TURN_WARNING}: the session store could not write it; it is kept"
+                f" ({exc.pending} unsaved) and written with the next turn that can be saved,"
+                " unless the server stops first]"
+            )
+        else:
+            warning = f"{UNSAVED_TURN_WARNING}: the session store could not write it]"
+        chunk = schema.AgentMessageChunk(content=schema.text_block(f"\n\n{warning}"))
+        await self.connection.send_update(session_id, chunk)
 
     async def inbound_update(self, request: schema.InboundUpdateParams) -> Payload:
         session = self.table.live(request.session_id)

@@ -12,7 +12,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final, TypeVar
 
@@ -315,6 +315,22 @@ class SessionStore:
         first. Raises ``UnknownSession`` (nothing written) or ``StoreError``; after any
         failure the database holds exactly what it held before the call.
         """
+        self.append_turns(session_id, (turn,))
+
+    def append_turns(self, session_id: str, turns: Sequence[CompletedTurn]) -> None:
+        """Write ``turns`` in order, in one transaction (all or nothing), as ``append_turn``."""
+        writes = [self._turn_writer(session_id, turn) for turn in turns]
+
+        def write_all(conn: sqlite3.Connection) -> None:
+            for write in writes:
+                write(conn)
+
+        self._write(write_all)
+
+    def _turn_writer(
+        self, session_id: str, turn: CompletedTurn
+    ) -> Callable[[sqlite3.Connection], None]:
+        """The statements that write ``turn`` (encoded now, before any transaction)."""
         encoded = [encode_message(message) for message in turn.messages]
         plan_json = plan_to_json(turn.plan) if turn.plan is not None else None
         tokens = turn.usage.total_tokens
@@ -355,7 +371,7 @@ class SessionStore:
                         [(message_id, *tool_row, now) for tool_row in message.tool_rows],
                     )
 
-        self._write(write)
+        return write
 
     def load_session(
         self, session_id: str, *, max_messages: int | None = DEFAULT_MAX_RESTORED_MESSAGES
