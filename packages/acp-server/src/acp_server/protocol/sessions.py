@@ -53,7 +53,11 @@ class SessionTable:
             raise SessionLimitError(self.max_sessions)
 
     def check_not_active(self, session_id: str) -> None:
-        if session_id in self.sessions or session_id in self._reserved:
+        if (
+            session_id in self.sessions
+            or session_id in self._reserved
+            or session_id in self._opening
+        ):
             raise InvalidParamsError(
                 f"Session already active: {session_id}. Call session/close first."
             )
