@@ -5,9 +5,11 @@ from __future__ import annotations
 import gc
 import json
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psutil
 import trio
 import trio.testing
 
@@ -43,13 +45,15 @@ class StalledTransport(MemoryTransport):
         pass
 
 
-async def test_a_client_that_never_reads_holds_bounded_memory_and_it_is_freed(
-    tmp_path: Path,
-) -> None:
-    # Each session/event request names a 1 MiB event type and is answered with it; the
-    # client stops reading. Without byte limits the 48 answers (and their requests) pile up
-    # in the outbox; with them the connection holds a few MiB, and all of it goes when
-    # the connection ends.
+async def flood_a_client_that_stops_reading(
+    tmp_path: Path, measure: Callable[[], int]
+) -> tuple[int, int, int]:
+    """One connection whose client stops reading, then sends 48 session/event requests
+    naming a 1 MiB event type (each answered with it), then reads again and hangs up.
+
+    Returns ``measure()`` before, once the connection is stalled (every task blocked),
+    and after it ended.
+    """
     app = AcpApp(
         config=make_config(tmp_path),
         store=None,
@@ -61,45 +65,59 @@ async def test_a_client_that_never_reads_holds_bounded_memory_and_it_is_freed(
         app, transport, max_outbox_bytes=4 * MIB, max_in_flight_request_bytes=4 * MIB
     )
     gc.collect()
+    start = measure()
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(connection.run)
+            await transport.client_send.send(
+                json.dumps({"jsonrpc": "2.0", "id": 0, "method": "session/new", "params": {}})
+            )
+            while not transport.received:  # the answer to session/new
+                await transport.arrived.wait()
+            session_id = transport.received[0]["result"]["sessionId"]
+            transport.reading = trio.Event()  # the client stops reading
+
+            async def flood() -> None:
+                for request_id in range(1, 49):
+                    params = {"sessionId": session_id, "type": "x" * MIB}
+                    request = {"jsonrpc": "2.0", "id": request_id, "method": "session/event"}
+                    await transport.client_send.send(json.dumps({**request, "params": params}))
+                await transport.client_send.aclose()
+
+            nursery.start_soon(flood)
+            await trio.testing.wait_all_tasks_blocked()
+            stalled = measure()
+            transport.reading.set()  # the client reads again; the rest is answered
+    gc.collect()
+    return start, stalled, measure()
+
+
+async def test_a_client_that_never_reads_holds_bounded_memory_and_it_is_freed(
+    tmp_path: Path,
+) -> None:
+    # Without byte limits the 48 answers (and their requests) pile up in the outbox; with
+    # them the connection holds a few MiB, and all of it goes when the connection ends.
     tracemalloc.start()
     try:
-        start, _ = tracemalloc.get_traced_memory()
-        with trio.fail_after(60):
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(connection.run)
-                await transport.client_send.send(
-                    json.dumps({"jsonrpc": "2.0", "id": 0, "method": "session/new", "params": {}})
-                )
-                while not transport.received:  # the answer to session/new
-                    await transport.arrived.wait()
-                session_id = transport.received[0]["result"]["sessionId"]
-                transport.reading = trio.Event()  # the client stops reading
-
-                async def flood() -> None:
-                    for request_id in range(1, 49):
-                        params = {"sessionId": session_id, "type": "x" * MIB}
-                        await transport.client_send.send(
-                            json.dumps(
-                                {
-                                    "jsonrpc": "2.0",
-                                    "id": request_id,
-                                    "method": "session/event",
-                                    "params": params,
-                                }
-                            )
-                        )
-                    await transport.client_send.aclose()
-
-                nursery.start_soon(flood)
-                await trio.testing.wait_all_tasks_blocked()
-                stalled, _ = tracemalloc.get_traced_memory()
-                transport.reading.set()  # the client reads again; the rest is answered
-        gc.collect()
-        end, _ = tracemalloc.get_traced_memory()
+        start, stalled, end = await flood_a_client_that_stops_reading(
+            tmp_path, lambda: tracemalloc.get_traced_memory()[0]
+        )
     finally:
         tracemalloc.stop()
     assert stalled - start < 24 * MIB, f"held {(stalled - start) / MIB:.1f} MiB while stalled"
     assert end - start < 2 * MIB, f"{(end - start) / MIB:.1f} MiB left after the connection"
+
+
+async def test_resident_memory_returns_near_its_start_after_such_a_connection(
+    tmp_path: Path,
+) -> None:
+    process = psutil.Process()
+    await flood_a_client_that_stops_reading(tmp_path, lambda: 0)  # warm up: lazy imports
+    start, stalled, end = await flood_a_client_that_stops_reading(
+        tmp_path, lambda: int(process.memory_info().rss)
+    )
+    assert stalled - start < 40 * MIB, f"RSS grew {(stalled - start) / MIB:.1f} MiB"
+    assert end - start < 8 * MIB, f"RSS {(end - start) / MIB:.1f} MiB above its start"
 
 
 async def test_a_huge_cwd_is_not_echoed_back(tmp_path: Path) -> None:
