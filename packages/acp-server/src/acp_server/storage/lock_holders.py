@@ -65,4 +65,4 @@ def processes_holding(path: Path) -> list[str]:
 def lock_holder_note(path: Path) -> str:
     """A clause naming the processes that may hold ``path``'s lock, or "" when unknown."""
     holders = processes_holding(path)
-    return f" (open in {', '.join(holders)})" if holders else ""
+    return f": open in {', '.join(holders)}" if holders else ""
