@@ -374,8 +374,8 @@ class AcpHandlers:
         if isinstance(exc, TurnUnsaved):
             warning = (
                 f"{UNSAVED_TURN_WARNING}: the session store could not write it; it is kept"
-                f" ({exc.pending} unsaved) and written with the next turn that can be saved,"
-                " unless the server stops first]"
+                f" ({exc.pending} unsaved) and written with the next turn that can be saved"
+                " (lost if the server stops before the store can write again)]"
             )
         else:
             warning = f"{UNSAVED_TURN_WARNING}: the session store could not write it]"
