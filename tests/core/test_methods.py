@@ -38,5 +38,6 @@ def test_cancels_are_inline_and_turn_changing_calls_admitted_in_arrival_order() 
     assert ordering[methods.SESSION_PROMPT] == "admitted"
     assert ordering[methods.SESSION_CLOSE] == "admitted"
     assert ordering[methods.SESSION_STOP] == "admitted"
-    assert ordering[methods.SESSION_LOAD] == "concurrent"
+    assert ordering[methods.SESSION_LOAD] == "admitted"
+    assert ordering[methods.SESSION_RESUME] == "admitted"
     assert ordering[methods.SESSION_NEW] == "concurrent"

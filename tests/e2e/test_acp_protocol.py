@@ -630,3 +630,20 @@ async def test_risk_profiles_from_config_decide_over_a_real_process(
     assert (workspace / "notes.txt").exists()
     assert medium_risk[1] == 1
     assert (workspace / "by-strict").exists()
+
+
+async def test_a_nul_or_huge_cwd_is_an_invalid_param_quoted_short(
+    tmp_path: Path, workspace: Path
+) -> None:
+    config_dir = write_config(tmp_path / "cfg", echo_config())
+    huge = str(workspace / ("x" * (4 * 1024 * 1024)))
+    with trio.fail_after(30):
+        async with spawn_acp(config_dir) as client:
+            nul = await client.call("session/new", {"cwd": f"{workspace}\0/sub"})
+            long = await client.call("session/new", {"cwd": huge})
+            fine = await client.call("session/new", {"cwd": str(workspace)})
+    assert nul["error"]["code"] == -32602
+    assert "NUL" in nul["error"]["message"]
+    assert long["error"]["code"] == -32602
+    assert len(long["error"]["message"]) < 1024
+    assert fine["result"]["workspaceDir"] == str(workspace)

@@ -6,6 +6,7 @@ in-memory fallback when the store cannot be opened.
 
 from __future__ import annotations
 
+import os
 import random
 import sqlite3
 import subprocess
@@ -29,6 +30,7 @@ from tests.e2e.helpers import (
     unprivileged_prefix,
 )
 from tests.helpers import echo_config, write_config
+from tests.server.test_store import damage_pages
 
 pytestmark = pytest.mark.e2e
 
@@ -387,7 +389,8 @@ async def test_two_processes_share_one_store_without_losing_turns(tmp_path: Path
 # --------------------------------------------------------------------------- fallback
 
 
-async def assert_in_memory_only(config_dir: Path, workspace: Path, prefix: list[str]) -> None:
+async def assert_in_memory_only(config_dir: Path, workspace: Path, prefix: list[str]) -> str:
+    """Serve one in-memory session through a real `zeroclaw acp`; returns its one warning."""
     process = await trio.lowlevel.open_process(
         [*prefix, str(console_script("zeroclaw")), "acp"],
         stdin=subprocess.PIPE,
@@ -418,6 +421,7 @@ async def assert_in_memory_only(config_dir: Path, workspace: Path, prefix: list[
     assert process.returncode == 0
     warnings = [line for line in stderr.decode().splitlines() if "session store" in line]
     assert len(warnings) == 1, stderr.decode()
+    return warnings[0]
 
 
 async def test_read_only_store_directory_falls_back_to_memory(tmp_path: Path) -> None:
@@ -443,6 +447,42 @@ async def test_corrupt_store_falls_back_to_memory_and_is_kept(tmp_path: Path) ->
     with trio.fail_after(30):
         await assert_in_memory_only(config_dir, workspace, [])
     assert path.read_bytes() == garbage
+
+
+async def test_store_failing_quick_check_falls_back_to_memory_and_is_not_written(
+    tmp_path: Path,
+) -> None:
+    config_dir, workspace = config_and_workspace(tmp_path)
+    path = store_file(config_dir)
+    store = SessionStore.open(path)
+    store.create_session("s1", "echo", str(workspace))
+    for n in range(40):
+        store.append_turn("s1", CompletedTurn(messages=(ChatMessage("user", f"turn {n} " * 60),)))
+    store.close()
+    damage_pages(path)
+    damaged = path.read_bytes()
+    with trio.fail_after(30):
+        warning = await assert_in_memory_only(config_dir, workspace, [])
+    assert "damaged" in warning
+    assert path.read_bytes() == damaged
+
+
+async def test_a_store_locked_by_another_process_falls_back_within_seconds(
+    tmp_path: Path,
+) -> None:
+    config_dir, workspace = config_and_workspace(tmp_path)
+    path = store_file(config_dir)
+    SessionStore.open(path).close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # this test process holds the write lock throughout
+    try:
+        with trio.fail_after(15):  # startup, a turn and EOF; the lock used to cost 30 s
+            warning = await assert_in_memory_only(config_dir, workspace, [])
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert "locked by another process" in warning
+    assert f"pid {os.getpid()} " in warning  # the holder is named
 
 
 # --------------------------------------------------------------------------- unwritten turns

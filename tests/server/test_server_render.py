@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from acp_server.cli.render import TurnRenderer, tool_input_summary
+from hypothesis import given
+from hypothesis import strategies as st
+
+from acp_server.cli.render import TurnRenderer, terminal_safe, tool_input_summary
 
 
 def render(*updates: dict[str, Any]) -> tuple[str, TurnRenderer]:
@@ -114,3 +117,69 @@ def test_tool_input_summary() -> None:
     assert tool_input_summary({"path": "a.txt", "content": "x"}) == "a.txt"
     assert tool_input_summary({"x": 1, "approved": True}) == '{"x": 1}'
     assert tool_input_summary("raw") == ""
+
+
+@given(st.text())
+def test_terminal_safe_leaves_no_control_character_but_tab_and_newline(text: str) -> None:
+    cleaned = terminal_safe(text)
+    assert not [c for c in cleaned if (ord(c) < 0x20 and c not in "\t\n") or 0x7F <= ord(c) <= 0x9F]
+
+
+@given(st.text(alphabet=st.characters(exclude_categories=["Cc"])))
+def test_terminal_safe_keeps_printable_text_as_it_is(text: str) -> None:
+    assert terminal_safe(text) == text
+
+
+def test_rendered_updates_and_permission_boxes_carry_no_control_sequences() -> None:
+    written: list[str] = []
+    renderer = TurnRenderer(written.append, color=False)
+    hostile = "a\x1b]0;title\x07b\x1b]52;c;aGk=\x1b\\c\rd"
+    renderer.update(
+        {
+            "update": {
+                "sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": hostile},
+            }
+        }
+    )
+    renderer.update(
+        {
+            "update": {
+                "sessionUpdate": "tool_call",
+                "toolCallId": "t",
+                "title": hostile,
+                "rawInput": {"command": hostile},
+            }
+        }
+    )
+    renderer.update(
+        {
+            "update": {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "t",
+                "status": "completed",
+                "rawOutput": hostile,
+            }
+        }
+    )
+    renderer.update(
+        {
+            "update": {
+                "sessionUpdate": "plan",
+                "entries": [{"content": hostile, "status": "pending"}],
+            }
+        }
+    )
+    renderer.permission_box(
+        {
+            "toolCall": {
+                "title": hostile,
+                "content": [{"type": "content", "content": {"type": "text", "text": hostile}}],
+            },
+            "options": [{"name": hostile}],
+        }
+    )
+    out = "".join(written)
+    assert "abcd" in out
+    for control in ("\x1b", "\x07", "\r", "title", "aGk="):
+        assert control not in out

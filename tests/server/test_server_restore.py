@@ -15,7 +15,8 @@ from acp_server.storage.sqlite import (
     StoreError,
 )
 from tests.helpers import make_config
-from tests.server.server_harness import ScriptedProvider, open_server, text_round
+from tests.jsonrpc_peer import JsonDict
+from tests.server.server_harness import ScriptedProvider, ServerHarness, open_server, text_round
 
 
 class FakeStore(AsyncSessionStore):
@@ -184,3 +185,40 @@ async def test_restore_falls_back_when_the_owner_is_disabled(tmp_path: Path) -> 
     with trio.fail_after(5):
         async with open_server(make_config(tmp_path, agents=agents), store=store) as client:
             assert await client.result("session/resume", {"sessionId": "s-1"}) == {}
+
+
+async def pipelined(client: ServerHarness, *calls: tuple[str, str]) -> list[JsonDict]:
+    """Send every (method, sessionId) call at once, then read each response in order."""
+    ids = [await client.request(method, {"sessionId": sid}) for method, sid in calls]
+    return [await client.wait_response(request_id) for request_id in ids]
+
+
+async def test_a_close_pipelined_behind_a_load_closes_the_loaded_session(tmp_path: Path) -> None:
+    store = FakeStore()
+    store.add("s-1", tmp_path, HISTORY)
+    with trio.fail_after(5):
+        async with open_server(make_config(tmp_path), store=store) as client:
+            loaded, closed = await pipelined(
+                client, ("session/load", "s-1"), ("session/close", "s-1")
+            )
+            prompt = await client.error(
+                "session/prompt", {"sessionId": "s-1", "prompt": [{"type": "text", "text": "hi"}]}
+            )
+            stopped, reloaded = await pipelined(
+                client, ("session/stop", "s-1"), ("session/load", "s-1")
+            )
+    assert loaded["result"] == {}
+    assert closed["result"] == {}
+    assert prompt["code"] == -32000  # closed: no longer live
+    assert stopped["error"]["code"] == -32000  # nothing to stop: the load came after it
+    assert reloaded["result"] == {}  # the close freed the id
+
+
+async def test_a_stop_behind_a_failing_load_is_not_found(tmp_path: Path) -> None:
+    with trio.fail_after(5):
+        async with open_server(make_config(tmp_path), store=FakeStore()) as client:
+            loaded, stopped = await pipelined(
+                client, ("session/load", "s-9"), ("session/stop", "s-9")
+            )
+    assert loaded["error"]["code"] == -32000
+    assert stopped["error"] == {"code": -32000, "message": "Session not found: s-9"}

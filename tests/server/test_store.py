@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 import trio
 
 from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanEntry, ToolCall, Usage
+from acp_server.storage.session_store import DEFAULT_CREATE_LOCK_DEADLINE_SECS
 from acp_server.storage.sqlite import (
     SCHEMA_VERSION,
     AsyncSessionStore,
@@ -18,6 +20,7 @@ from acp_server.storage.sqlite import (
     SessionStore,
     StoreError,
     StoreUnavailable,
+    TurnUnsaved,
     UnknownSession,
 )
 
@@ -364,6 +367,28 @@ def test_corrupt_file_is_refused_and_kept(db_path: Path) -> None:
     assert db_path.read_bytes() == garbage
 
 
+def damage_pages(path: Path) -> None:
+    """Scribble over the start of every page after the first (the header stays valid)."""
+    data = bytearray(path.read_bytes())
+    page_size = 4096
+    for page in range(2, len(data) // page_size):
+        data[page * page_size : page * page_size + 8] = b"\xff" * 8
+    path.write_bytes(bytes(data))
+
+
+def test_a_store_failing_quick_check_is_refused_and_not_written(db_path: Path) -> None:
+    store = SessionStore.open(db_path)
+    store.create_session("s1", "default", "/w")
+    for n in range(40):
+        store.append_turn("s1", tool_turn(f"t{n}"))
+    store.close()
+    damage_pages(db_path)
+    damaged = db_path.read_bytes()
+    with pytest.raises(StoreUnavailable, match="damaged"):
+        SessionStore.open(db_path)
+    assert db_path.read_bytes() == damaged
+
+
 # --------------------------------------------------------------------------- concurrency
 
 
@@ -527,3 +552,87 @@ async def test_closing_the_async_store_ends_its_worker_thread(db_path: Path) -> 
         await trio.to_thread.run_sync(worker.join, 5)
     assert not worker.is_alive()
     assert store._worker._thread is None
+
+
+def test_open_gives_up_on_a_held_lock_within_its_deadline_and_names_the_holder(
+    db_path: Path,
+) -> None:
+    SessionStore.open(db_path).close()
+    blocker = sqlite3.connect(db_path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    started = time.monotonic()
+    try:
+        with pytest.raises(StoreUnavailable, match="locked by another process") as raised:
+            SessionStore.open(db_path, open_lock_deadline_secs=0.3)
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert time.monotonic() - started < 3
+    # The holder is this very process: a process never names itself, so nothing is named.
+    assert "open in" not in str(raised.value)
+
+
+def test_creating_a_session_waits_a_couple_of_seconds_at_most(db_path: Path) -> None:
+    store = SessionStore.open(db_path)  # default busy timeout (5 s) and turn deadline (30 s)
+    blocker = sqlite3.connect(db_path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    started = time.monotonic()
+    try:
+        with pytest.raises(StoreError, match="locked"):
+            store.create_session("s1", "default", "/w")
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert time.monotonic() - started < DEFAULT_CREATE_LOCK_DEADLINE_SECS + 1.5
+    store.create_session("s1", "default", "/w")  # the normal busy timeout is back
+    store.close()
+
+
+async def test_unsaved_turns_are_kept_and_written_in_order_by_the_next_commit(
+    db_path: Path,
+) -> None:
+    sync = SessionStore.open(db_path, busy_timeout_ms=10, lock_retry_deadline_secs=0.05)
+    store = AsyncSessionStore(sync, max_unsaved_turns=3)
+    blocker = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
+    with trio.fail_after(30):
+        await store.create_session("s1", "default", "/w")
+        await store.append_turn("s1", CompletedTurn(messages=(user("saved"),)))
+        blocker.execute("BEGIN IMMEDIATE")  # the store cannot write (as with a full disk)
+        outcomes = []
+        for text in ("kept 1", "kept 2", "kept 3", "lost"):
+            with pytest.raises(TurnUnsaved) as raised:
+                await store.append_turn("s1", CompletedTurn(messages=(user(text),)))
+            outcomes.append((raised.value.kept, raised.value.pending))
+        while_locked = await store.load_session("s1")  # reads still work: the kept turns too
+        blocker.execute("ROLLBACK")
+        await store.append_turn("s1", CompletedTurn(messages=(user("after"),)))
+        await store.aclose()
+    blocker.close()
+    assert outcomes == [(True, 1), (True, 2), (True, 3), (False, 3)]
+    assert while_locked is not None
+    assert [m.content for m in while_locked.messages] == ["saved", "kept 1", "kept 2", "kept 3"]
+    reopened = SessionStore.open(db_path)
+    stored = reopened.load_session("s1")
+    reopened.close()
+    assert stored is not None
+    assert [m.content for m in stored.messages] == ["saved", "kept 1", "kept 2", "kept 3", "after"]
+    assert stored.info.turn_count == 5
+
+
+async def test_closing_the_store_writes_the_turns_still_unsaved(db_path: Path) -> None:
+    sync = SessionStore.open(db_path, busy_timeout_ms=10, lock_retry_deadline_secs=0.05)
+    store = AsyncSessionStore(sync)
+    blocker = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
+    with trio.fail_after(30):
+        await store.create_session("s1", "default", "/w")
+        blocker.execute("BEGIN IMMEDIATE")
+        with pytest.raises(TurnUnsaved):
+            await store.append_turn("s1", CompletedTurn(messages=(user("kept"),)))
+        blocker.execute("ROLLBACK")
+        await store.aclose()
+    blocker.close()
+    reopened = SessionStore.open(db_path)
+    stored = reopened.load_session("s1")
+    reopened.close()
+    assert stored is not None
+    assert [m.content for m in stored.messages] == ["kept"]

@@ -158,3 +158,29 @@ def test_bad_config_exits_2(config_dir: Path) -> None:
     result = run("list", "--config-dir", str(config_dir))
     assert result.exit_code == 2
     assert "config.toml" in result.stderr
+
+
+def test_show_and_list_strip_terminal_control_sequences(config_dir: Path) -> None:
+    store = SessionStore.open(store_path(config_dir))
+    store.create_session("33333333-cccc", "x\x1b]0;agent\x07", "/proj/\x1b[2Jthree")
+    store.append_turn(
+        "33333333-cccc",
+        CompletedTurn(
+            messages=(
+                ChatMessage(role="user", content="hi\x1b]52;c;aGk=\x07"),
+                ChatMessage(role="assistant", content="fine\rFAKE", reasoning="\x9b2Jhm"),
+            ),
+            plan=(PlanEntry(content="\x1bPdcs\x1b\\step", status="pending"),),
+        ),
+    )
+    store.close()
+    shown = run("show", "33333333-cccc", "--config-dir", str(config_dir))
+    listed = run("list", "--config-dir", str(config_dir))
+    for result in (shown, listed):
+        assert result.exit_code == 0
+        for control in ("\x1b", "\x07", "\r", "\x9b"):
+            assert control not in result.output
+    assert "[user] hi" in shown.output
+    assert "[assistant] fineFAKE" in shown.output
+    assert "step" in shown.output
+    assert "/proj/three" in listed.output

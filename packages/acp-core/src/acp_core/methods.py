@@ -40,8 +40,8 @@ Ordering: TypeAlias = Literal["inline", "admitted", "concurrent"]
 * ``inline``: handled whole by the reader, in arrival order, and answered at once; it
   never waits behind anything (``session/cancel`` must reach a running turn).
 * ``admitted``: an admission step runs in arrival order (``session/prompt`` reserves the
-  session's turn, ``session/close`` detaches the session), the rest concurrently; so a call
-  sent right behind it sees its effect.
+  session's turn, ``session/close`` detaches the session, ``session/load`` marks the id as
+  being restored), the rest concurrently; so a call sent right behind it sees its effect.
 * ``concurrent``: runs in its own task; the reader goes on to the next message.
 """
 
@@ -111,6 +111,7 @@ METHODS: Final[dict[str, MethodSpec]] = {
             kind="request",
             inbound_params=schema.SessionIdParams,
             result=schema.EmptyResult,
+            ordering="admitted",
         ),
         MethodSpec(
             name=SESSION_RESUME,
@@ -118,6 +119,7 @@ METHODS: Final[dict[str, MethodSpec]] = {
             kind="request",
             inbound_params=schema.SessionIdParams,
             result=schema.EmptyResult,
+            ordering="admitted",
         ),
         MethodSpec(
             name=SESSION_CLOSE,

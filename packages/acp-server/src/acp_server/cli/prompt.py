@@ -28,7 +28,7 @@ from acp_server.cli.agent_client import (
     open_agent,
     zeroclaw_acp_command,
 )
-from acp_server.cli.render import TurnRenderer
+from acp_server.cli.render import TurnRenderer, terminal_safe
 
 Answer = Literal["yes", "deny", "ask"]
 EXIT_OK: Final = 0
@@ -135,7 +135,7 @@ async def run_prompt_turn(
             renderer.terminal_line_ended()  # click.prompt ended the line itself
         else:
             choice = None
-        name = str(choice.get("name")) if choice else "dismissed"
+        name = terminal_safe(str(choice.get("name"))) if choice else "dismissed"
         report.permissions.append(name)
         if renderer is not None and answer != "ask":
             renderer.line(renderer.style(f"  → {name}{auto_note}", fg="yellow"))
@@ -294,7 +294,7 @@ def prompt_command(
         if report.stop_reason == "cancelled":
             renderer.line(renderer.style("(turn cancelled)", fg="yellow"))
     if report.error:
-        click.echo(f"zeroclaw: error: {report.error}", err=True)
+        click.echo(f"zeroclaw: error: {terminal_safe(report.error)}", err=True)
     sys.exit(report.exit_code)
 
 
@@ -366,7 +366,7 @@ def demo_command(fast: bool, as_json: bool) -> None:
             )
         )
     if report.error:
-        click.echo(f"zeroclaw: error: {report.error}", err=True)
+        click.echo(f"zeroclaw: error: {terminal_safe(report.error)}", err=True)
         sys.exit(report.exit_code)
     if renderer is not None:
         renderer.newline()

@@ -3,6 +3,11 @@
 Text streams as it arrives; reasoning is dimmed; each tool call gets a line with its kind
 and input, then its status and the first lines of its output; plans are shown as
 checklists; permission questions are drawn as a small box with the options.
+
+Everything the agent sends (model text, tool titles and output, plans) and everything a
+store holds is passed through ``terminal_safe`` before it is printed: a model must not be
+able to retitle the terminal, write the clipboard (OSC 52), move the cursor or overwrite
+what was printed (a bare CR) through text it produces.
 """
 
 from __future__ import annotations
@@ -18,6 +23,38 @@ DEFAULT_MAX_OUTPUT_LINES: Final = 8
 DEFAULT_MAX_LINE_CHARS: Final = 160
 _STATUS_MARK: Final = {"completed": "✓", "failed": "✗", "pending": "…", "in_progress": "…"}
 _PLAN_MARK: Final = {"completed": "[x]", "in_progress": "[~]", "pending": "[ ]"}
+
+_CONTROL_SEQUENCE: Final = re.compile(
+    r"""
+    (?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]                    # CSI: cursor moves, colours, erase
+    | (?:\x1b[]PX^_]|[\x90\x98\x9d\x9e\x9f]).*?(?:\x07|\x1b\\|\x9c)
+                                        # OSC, DCS, SOS, PM, APC up to ST/BEL (unended:
+                                        # only the introducer goes, the text stays seen)
+    | \x1b[ -/]*[0-~]?                                 # any other escape
+    """,
+    re.VERBOSE | re.DOTALL,
+)
+_CONTROL_CHARACTER: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""C0 controls but tab and newline (CR included), DEL, and the C1 controls."""
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every terminal control sequence and control character removed
+    (ECMA-48: CSI, OSC such as 0 "set title" and 52 "clipboard", DCS, bare ESC, C1), and
+    CRLF read as a newline; tabs and newlines stay."""
+    text = text.replace("\r\n", "\n")
+    return _CONTROL_CHARACTER.sub("", _CONTROL_SEQUENCE.sub("", text))
+
+
+def terminal_safe_value(value: Any) -> Any:
+    """``value`` (parsed JSON) with ``terminal_safe`` applied to every string in it."""
+    if isinstance(value, str):
+        return terminal_safe(value)
+    if isinstance(value, dict):
+        return {key: terminal_safe_value(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [terminal_safe_value(item) for item in value]
+    return value
 
 
 DEFAULT_MIN_SHOWN_PADDING: Final = 8
@@ -91,7 +128,7 @@ class TurnRenderer:
         self._after_block = True
 
     def update(self, params: dict[str, Any]) -> None:
-        update = params.get("update")
+        update = terminal_safe_value(params.get("update"))
         if not isinstance(update, dict):
             return
         kind = update.get("sessionUpdate")
@@ -167,7 +204,9 @@ class TurnRenderer:
         """Draw the question; returns the options in display order.
 
         The question's text is drawn whole, every line of it (what is approved is never
-        cut short here), with long runs of blanks counted rather than drawn."""
+        cut short here), with long runs of blanks counted rather than drawn, and terminal
+        control sequences removed."""
+        params = terminal_safe_value(params)
         tool_call = params.get("toolCall") or {}
         options = [o for o in params.get("options") or [] if isinstance(o, dict)]
         title = str(tool_call.get("title") or "Permission requested")

@@ -19,6 +19,7 @@ import click
 
 from acp_server.agent.conversation import ChatMessage
 from acp_server.cli.main import EXIT_CONFIG_ERROR, fail
+from acp_server.cli.render import terminal_safe
 from acp_server.config import ConfigError, load_config, resolve_config_dir
 from acp_server.storage.sqlite import (
     SessionStore,
@@ -151,7 +152,7 @@ def list_command(config_dir: Path | None, as_json: bool) -> None:
         for info in infos
     ]
     headers = ("ID", "AGENT", "WORKSPACE", "CREATED", "LAST ACTIVITY", "MESSAGES")
-    click.echo(_table(headers, rows))
+    click.echo(terminal_safe(_table(headers, rows)))
 
 
 def _load(path: Path, session_id: str) -> StoredSession:
@@ -170,6 +171,11 @@ def _load(path: Path, session_id: str) -> StoredSession:
             code=EXIT_NOT_FOUND,
         )
     return stored
+
+
+def _say(line: str) -> None:
+    """Print stored text for a person: control sequences removed (``terminal_safe``)."""
+    click.echo(terminal_safe(line))
 
 
 def _render_message(message: ChatMessage) -> list[str]:
@@ -202,24 +208,24 @@ def show_command(session_id: str, config_dir: Path | None, as_json: bool) -> Non
         _print_json(document)
         return
     info = stored.info
-    click.echo(f"Session        {info.session_id}")
-    click.echo(f"Agent          {info.agent_alias}")
-    click.echo(f"Workspace      {info.workspace_dir}")
-    click.echo(f"Created        {_time(info.created_at)}")
-    click.echo(f"Last activity  {_time(info.last_activity)}")
-    click.echo(f"Messages       {info.message_count} in {info.turn_count} turns")
-    click.echo(f"Tokens         {info.token_count}")
+    _say(f"Session        {info.session_id}")
+    _say(f"Agent          {info.agent_alias}")
+    _say(f"Workspace      {info.workspace_dir}")
+    _say(f"Created        {_time(info.created_at)}")
+    _say(f"Last activity  {_time(info.last_activity)}")
+    _say(f"Messages       {info.message_count} in {info.turn_count} turns")
+    _say(f"Tokens         {info.token_count}")
     if stored.plan:
-        click.echo("Plan")
+        _say("Plan")
         for entry in stored.plan:
-            click.echo(f"  [{entry.status}] {entry.content}")
+            _say(f"  [{entry.status}] {entry.content}")
     if stored.messages:
-        click.echo("")
+        _say("")
         if stored.dropped_messages:
-            click.echo(f"({stored.dropped_messages} older messages not shown)")
+            _say(f"({stored.dropped_messages} older messages not shown)")
         for message in stored.messages:
             for line in _render_message(message):
-                click.echo(line)
+                _say(line)
 
 
 @sessions_command.command("delete")

@@ -11,7 +11,9 @@ logic lives behind it:
 * each call's params are decoded once, straight from the frame's raw JSON into the
   method's params type (``schema.decode_inbound``);
 * one writer task owns the transport and drains a bounded outbox in FIFO order, so every
-  ``session/update`` of a turn is written before that turn's result;
+  ``session/update`` of a turn is written before that turn's result; the outbox and the
+  requests in flight are bounded by bytes as well as by count (``ByteBudget``), so a peer
+  that never reads, or sends a few huge requests, holds a bounded amount of memory;
 * a failed call is answered through ``acp_server.errors.rpc_error_for``, the one mapping
   from exceptions to JSON-RPC errors; notifications are never answered, not even with an
   error.
@@ -19,7 +21,6 @@ logic lives behind it:
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from functools import partial
@@ -35,6 +36,7 @@ from acp_core.jsonrpc import ErrorResponse, Frame, Payload, RequestId, Response,
 from acp_server.app import AcpApp
 from acp_server.errors import rpc_error_for
 from acp_server.protocol.handlers import AcpHandlers, Job, Route
+from acp_server.protocol.limits import ByteBudget, shortened
 from acp_server.protocol.transport import MessageTransport, TransportClosed
 
 if TYPE_CHECKING:
@@ -44,6 +46,18 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_OUTBOX_MESSAGES: Final = 1024
 """Frames queued for the writer; a full outbox slows the agent down (backpressure)."""
+DEFAULT_MAX_OUTBOX_BYTES: Final = 16 * 1024 * 1024
+"""Bytes queued for the writer (and being written); beyond it producers wait, like a full
+outbox. One frame larger than this still goes out alone."""
+DEFAULT_MAX_IN_FLIGHT_REQUEST_BYTES: Final = 64 * 1024 * 1024
+"""Bytes of the requests being served at once (their raw params); beyond it the read loop
+waits. A request of up to ``SMALL_REQUEST_BYTES`` is not counted: the count limit
+(``DEFAULT_MAX_CONCURRENT_REQUESTS``) bounds those, and a permission answer queued behind
+them is never held up by big requests."""
+SMALL_REQUEST_BYTES: Final = 64 * 1024
+MAX_ERROR_MESSAGE_CHARS: Final = 1024
+"""Longest error message sent back; longer ones (a message quoting a huge value the client
+sent) are cut, and say by how much."""
 DEFAULT_MAX_WRITE_BATCH: Final = 256
 """Most frames the writer joins into one write when the outbox is busy."""
 DEFAULT_MAX_CONCURRENT_REQUESTS: Final = 256
@@ -95,6 +109,8 @@ class AcpConnection:
         *,
         connection_default_agent: str | None = None,
         max_outbox_messages: int = DEFAULT_MAX_OUTBOX_MESSAGES,
+        max_outbox_bytes: int = DEFAULT_MAX_OUTBOX_BYTES,
+        max_in_flight_request_bytes: int = DEFAULT_MAX_IN_FLIGHT_REQUEST_BYTES,
     ) -> None:
         self.app = app
         self.config = app.config
@@ -104,6 +120,8 @@ class AcpConnection:
         self._outbox_send, self._outbox_receive = trio.open_memory_channel[bytes](
             max_outbox_messages
         )
+        self.outbox_bytes = ByteBudget(max_outbox_bytes)
+        self.request_bytes = ByteBudget(max_in_flight_request_bytes)
         self._calls: dict[str, _PendingCall] = {}
         self._active_requests = 0
         self._request_slots = trio.Semaphore(
@@ -176,6 +194,7 @@ class AcpConnection:
             async for payload in receive:
                 if send_many is None:
                     await self.transport.send_message(payload)
+                    self.outbox_bytes.give_back(len(payload))
                     continue
                 batch = [payload]
                 self._drain_into(batch)
@@ -186,6 +205,7 @@ class AcpConnection:
                     await trio.lowlevel.cancel_shielded_checkpoint()
                     self._drain_into(batch)
                 await send_many(batch)
+                self.outbox_bytes.give_back(sum(len(frame) for frame in batch))
         except TransportClosed:
             logger.info("the client went away; closing the connection")
             connection_scope.cancel()
@@ -235,12 +255,12 @@ class AcpConnection:
         if reply and self._refusal is not None:
             # Draining: requests already accepted finish; new ones are refused (a cancel, a
             # notification, still gets through).
-            await self._send(self.rpc.send_error(request_id, InternalError(self._refusal)))
+            await self._send_error(request_id, InternalError(self._refusal))
             return
         route = self._routes.get(method)
         if route is None:
             if reply:
-                await self._send(self.rpc.send_error(request_id, MethodNotFoundError(method)))
+                await self._send_error(request_id, MethodNotFoundError(method))
             else:
                 logger.debug("ignoring notification %s", method)
             return
@@ -264,7 +284,14 @@ class AcpConnection:
             self._request_slots.acquire_nowait()  # the usual case: no scheduler round trip
         except trio.WouldBlock:
             await self._request_slots.acquire()
-        self._spawn(self._serve_request, method, job, request_id, reply)
+        size = len(frame.payload) if len(frame.payload) > SMALL_REQUEST_BYTES else 0
+        if size:
+            try:
+                await self.request_bytes.take(size)
+            except BaseException:
+                self._request_slots.release()
+                raise
+        self._spawn(size, self._serve_request, method, job, request_id, reply)
 
     @staticmethod
     def _decode(route: Route, raw: msgspec.Raw) -> Any:
@@ -275,18 +302,21 @@ class AcpConnection:
                 route.precedence(raw)
             raise
 
-    def _spawn(self, fn: Callable[..., Awaitable[None]], *args: object) -> None:
-        """Start a request task; the caller holds one of ``_request_slots`` for it."""
+    def _spawn(self, size: int, fn: Callable[..., Awaitable[None]], *args: object) -> None:
+        """Start a request task; the caller holds one of ``_request_slots`` for it, and
+        ``size`` bytes of ``request_bytes``."""
         assert self._nursery is not None
         self._active_requests += 1
         if self._idle.is_set():
             self._idle = trio.Event()
-        self._nursery.start_soon(self._tracked, fn, *args)
+        self._nursery.start_soon(self._tracked, size, fn, *args)
 
-    async def _tracked(self, fn: Callable[..., Awaitable[None]], *args: object) -> None:
+    async def _tracked(self, size: int, fn: Callable[..., Awaitable[None]], *args: object) -> None:
         try:
             await fn(*args)
         finally:
+            if size:
+                self.request_bytes.give_back(size)
             self._request_slots.release()
             self._active_requests -= 1
             if self._active_requests == 0:
@@ -308,8 +338,13 @@ class AcpConnection:
     ) -> None:
         error = rpc_error_for(exc, method=method)
         if not reply:
-            logger.info("notification %s failed: %s", method, error.message)
+            logger.info("notification %s failed: %s", shortened(method, 80), error.message[:200])
             return
+        await self._send_error(request_id, error)
+
+    async def _send_error(self, request_id: RequestId, error: RpcError) -> None:
+        if len(error.message) > MAX_ERROR_MESSAGE_CHARS:
+            error = RpcError(shortened(error.message, MAX_ERROR_MESSAGE_CHARS), code=error.code)
         await self._send(self.rpc.send_error(request_id, error))
 
     # ------------------------------------------------------------------ writing
@@ -322,15 +357,22 @@ class AcpConnection:
         ``DEFAULT_SENDS_PER_YIELD`` frames: a streaming turn then hands the writer frames in
         batches (one write each) and still lets the read loop in, so a cancel gets through.
         """
+        size = len(payload)
+        await self.outbox_bytes.take(size)
         try:
             self._outbox_send.send_nowait(payload)
         except trio.WouldBlock:
             try:
                 await self._outbox_send.send(payload)
             except (trio.ClosedResourceError, trio.BrokenResourceError):
+                self.outbox_bytes.give_back(size)
                 logger.debug("outbox closed; dropping a frame")
+            except BaseException:
+                self.outbox_bytes.give_back(size)
+                raise
             return
         except (trio.ClosedResourceError, trio.BrokenResourceError):
+            self.outbox_bytes.give_back(size)
             logger.debug("outbox closed; dropping a frame")
         self._sends_since_yield += 1
         if self._sends_since_yield >= DEFAULT_SENDS_PER_YIELD:
@@ -363,9 +405,11 @@ class AcpConnection:
                 notice = self.rpc.send_notification(
                     methods.CANCEL_REQUEST, schema.CancelRequestParams(request_id=request_id)
                 )
-                with contextlib.suppress(
-                    trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError
-                ):
+                # A small notice, taken past the byte budget rather than dropped.
+                self.outbox_bytes.take_now(len(notice))
+                try:
                     self._outbox_send.send_nowait(notice)
+                except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
+                    self.outbox_bytes.give_back(len(notice))
         assert pending.response is not None
         return pending.response

@@ -35,9 +35,10 @@ from acp_server.agent.tools.mcp import select_mcp_servers, start_mcp_tools
 from acp_server.agent.turn import embed_delivered_file, run_turn
 from acp_server.config import McpServerConfig, RiskProfileConfig, RuntimeProfileConfig
 from acp_server.errors import AgentUnavailable, OperationFailed
+from acp_server.protocol.limits import shortened
 from acp_server.protocol.sessions import SessionTable
 from acp_server.protocol.turn_channel import TurnChannel
-from acp_server.storage.sqlite import StoredSession
+from acp_server.storage.sqlite import AsyncSessionStore, StoredSession, TurnUnsaved
 from acp_server.storage.uploads import write_blobs
 
 if TYPE_CHECKING:
@@ -46,6 +47,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 CANCEL_MARKER: Final = "[turn cancelled via client]"
+UNSAVED_TURN_WARNING: Final = "[warning: this turn is not saved"
+MAX_SHOWN_PATH_CHARS: Final = 256
+"""Most characters of a client's path an error message quotes back."""
 
 Job: TypeAlias = Callable[[], Awaitable[Payload]]
 """The concurrent part of a call, started in its own task once admitted."""
@@ -87,16 +91,21 @@ def canonical_workspace(raw: str | None, launch_dir: Path) -> Path:
     """
     if raw is None:
         return launch_dir.resolve()
-    path = Path(raw).expanduser()
-    if not path.is_absolute():
-        path = launch_dir / path
+    shown = shortened(repr(raw)[1:-1], MAX_SHOWN_PATH_CHARS)  # escaped: NUL, newlines
+    if "\0" in raw:
+        # No path holds a NUL byte (the OS would refuse it as ValueError, not OSError).
+        raise InvalidParamsError(f"cwd is not a usable directory ({shown}): contains a NUL byte")
     try:
+        path = Path(raw).expanduser()
+        if not path.is_absolute():
+            path = launch_dir / path
         resolved = path.resolve(strict=True)
+        is_dir = resolved.is_dir()
     except (OSError, RuntimeError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
-        raise InvalidParamsError(f"cwd is not a usable directory ({raw}): {reason}") from None
-    if not resolved.is_dir():
-        raise InvalidParamsError(f"cwd is not a usable directory ({raw}): Not a directory")
+        raise InvalidParamsError(f"cwd is not a usable directory ({shown}): {reason}") from None
+    if not is_dir:
+        raise InvalidParamsError(f"cwd is not a usable directory ({shown}): Not a directory")
     return resolved
 
 
@@ -119,8 +128,8 @@ class AcpHandlers:
             methods.SESSION_PROMPT: (self.admit_prompt, self._prompt_precedence),
             methods.SESSION_CANCEL: (self.cancel, None),
             methods.SESSION_STOP: (self.admit_stop, None),
-            methods.SESSION_LOAD: (partial(self.restore, replay=True), None),
-            methods.SESSION_RESUME: (partial(self.restore, replay=False), None),
+            methods.SESSION_LOAD: (partial(self.admit_restore, replay=True), None),
+            methods.SESSION_RESUME: (partial(self.admit_restore, replay=False), None),
             methods.SESSION_CLOSE: (self.admit_close, None),
             methods.SESSION_UPDATE: (self.inbound_update, None),
             methods.SESSION_EVENT: (self.inbound_update, None),
@@ -185,13 +194,29 @@ class AcpHandlers:
     def admit_close(self, params: schema.SessionIdParams, request_key: str) -> Job:
         # The session leaves the table now, in arrival order (as a prompt's turn is
         # reserved): a prompt sent right behind a close is refused with -32000, never
-        # started (and persisted) after the client closed the session.
+        # started (and persisted) after the client closed the session. A close right
+        # behind a load of the same id waits for the load, then closes what it opened.
+        restoring = self.table.restore_in_progress(params.session_id)
+        if restoring is not None:
+            return partial(self._after_restore, restoring, params.session_id, self._close)
         session = self.table.detach(params.session_id)
         return partial(self._close, session)
 
     def admit_stop(self, params: schema.SessionIdParams, request_key: str) -> Job:
+        restoring = self.table.restore_in_progress(params.session_id)
+        if restoring is not None:
+            return partial(self._after_restore, restoring, params.session_id, self._stop)
         session = self.table.detach(params.session_id)
         return partial(self._stop, session)
+
+    async def _after_restore(
+        self,
+        restoring: trio.Event,
+        session_id: str,
+        finish: Callable[[Session], Awaitable[Payload]],
+    ) -> Payload:
+        await restoring.wait()
+        return await finish(self.table.detach(session_id))  # -32000 if the restore failed
 
     async def _close(self, session: Session) -> Payload:
         if session.turn is not None:
@@ -334,25 +359,60 @@ class AcpHandlers:
             )
             try:
                 await store.append_turn(session_id, turn_record)
-            except Exception as exc:  # a store failure never fails the answered turn
-                logger.warning("could not persist a turn of session %s: %s", session_id, exc)
+            except Exception as exc:
+                await self._turn_not_saved(session_id, exc)
         return schema.PromptResult(
             session_id=session_id, stop_reason="end_turn", content=outcome.content
         )
+
+    async def _turn_not_saved(self, session_id: str, exc: Exception) -> None:
+        """Tell the client its turn is not on disk: a warning streamed in the turn while the
+        store keeps it for the next commit; an error when the store could not keep it."""
+        if isinstance(exc, TurnUnsaved) and not exc.kept:
+            raise OperationFailed("The turn could not be saved and is lost") from exc
+        logger.warning("could not persist a turn of session %s: %s", session_id, exc)
+        if isinstance(exc, TurnUnsaved):
+            warning = (
+                f"{UNSAVED_TURN_WARNING}: the session store could not write it; it is kept"
+                f" ({exc.pending} unsaved) and written with the next turn that can be saved"
+                " (lost if the server stops before the store can write again)]"
+            )
+        else:
+            warning = f"{UNSAVED_TURN_WARNING}: the session store could not write it]"
+        chunk = schema.AgentMessageChunk(content=schema.text_block(f"\n\n{warning}"))
+        await self.connection.send_update(session_id, chunk)
 
     async def inbound_update(self, request: schema.InboundUpdateParams) -> Payload:
         session = self.table.live(request.session_id)
         session.touch()
         return schema.InboundUpdateResult(session_id=request.session_id, type=request.event_type)
 
-    async def restore(self, params: schema.SessionIdParams, *, replay: bool) -> Payload:
-        """session/load (replay) and session/resume, in the reference's error order."""
+    def admit_restore(
+        self, params: schema.SessionIdParams, request_key: str, *, replay: bool
+    ) -> Job:
+        """session/load (replay) and session/resume, in the reference's error order. The id
+        is marked as being restored in arrival order, so a close sent right behind it
+        waits for the restore and then closes the session."""
         session_id = params.session_id
         store = self.app.store
         if store is None:
             raise SessionNotFoundError(session_id)
         self.table.check_capacity()
         self.table.check_not_active(session_id)
+        opening = self.table.begin_opening(session_id)
+        return partial(self._restore, session_id, store, opening, replay=replay)
+
+    async def _restore(
+        self, session_id: str, store: AsyncSessionStore, opening: trio.Event, *, replay: bool
+    ) -> Payload:
+        try:
+            return await self._restore_and_replay(session_id, store, replay=replay)
+        finally:
+            self.table.end_opening(session_id, opening)
+
+    async def _restore_and_replay(
+        self, session_id: str, store: AsyncSessionStore, *, replay: bool
+    ) -> Payload:
         with self.table.reserving(session_id):
             await self.table.wait_closed(session_id)  # the closed copy's last turn is saved
             try:

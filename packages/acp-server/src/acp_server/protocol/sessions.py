@@ -7,6 +7,10 @@ A session id is in at most one of three states here:
   reference, and a second ``session/load`` of it is refused as already active);
 * ``closing``: detached by ``session/close`` or ``session/stop`` while its last turn is
   still ending; a ``session/load`` of it waits for that turn to be saved first.
+
+Separately, an id is ``opening`` for the whole of a ``session/load`` or ``session/resume``
+(restore and replay): a close or stop of it that arrives meanwhile waits for the restore to
+end, then closes what it opened, so a close pipelined right behind a load is not lost.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ class SessionTable:
         self.sessions: dict[str, Session] = {}
         self._reserved: set[str] = set()
         self._closing: dict[str, trio.Event] = {}
+        self._opening: dict[str, trio.Event] = {}
 
     def __iter__(self) -> Iterator[Session]:
         return iter(list(self.sessions.values()))
@@ -48,7 +53,11 @@ class SessionTable:
             raise SessionLimitError(self.max_sessions)
 
     def check_not_active(self, session_id: str) -> None:
-        if session_id in self.sessions or session_id in self._reserved:
+        if (
+            session_id in self.sessions
+            or session_id in self._reserved
+            or session_id in self._opening
+        ):
             raise InvalidParamsError(
                 f"Session already active: {session_id}. Call session/close first."
             )
@@ -62,6 +71,24 @@ class SessionTable:
             yield
         finally:
             self._reserved.discard(session_id)
+
+    def begin_opening(self, session_id: str) -> trio.Event:
+        """Mark ``session_id`` as being restored (see the module doc) until ``end_opening``."""
+        done = trio.Event()
+        self._opening[session_id] = done
+        return done
+
+    def end_opening(self, session_id: str, done: trio.Event) -> None:
+        if self._opening.get(session_id) is done:
+            del self._opening[session_id]
+        done.set()
+
+    def restore_in_progress(self, session_id: str) -> trio.Event | None:
+        """The event set when the restore of ``session_id`` ends, if one is running and the
+        session is not live yet."""
+        if session_id in self.sessions:
+            return None
+        return self._opening.get(session_id)
 
     def add(self, session: Session) -> None:
         self.sessions[session.session_id] = session

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import functools
+import dataclasses
+import logging
 import queue
 import threading
 from collections.abc import Callable
@@ -12,14 +13,26 @@ from typing import Any, Final, TypeVar
 import trio
 
 from acp_server.agent.conversation import CompletedTurn
-from acp_server.storage.records import StoredSession, StoredSessionInfo
+from acp_server.storage.records import (
+    StoredSession,
+    StoredSessionInfo,
+    StoreError,
+    TurnUnsaved,
+    UnknownSession,
+)
 from acp_server.storage.session_store import DEFAULT_MAX_RESTORED_MESSAGES, SessionStore
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_STORE_THREAD_IDLE_SECS: Final = 30.0
 """How long ``AsyncSessionStore``'s worker thread waits for work before it exits (it is
 started again by the next call). Its queue needs no limit of its own: each queued call is a
 task awaiting it, and the server bounds its tasks (``DEFAULT_MAX_CONCURRENT_REQUESTS``)."""
 
+
+DEFAULT_MAX_UNSAVED_TURNS: Final = 64
+"""Completed turns of one session held in memory while the store cannot write them (a full
+disk, a lock held too long); beyond it a turn is refused as lost (``TurnUnsaved``)."""
 
 T = TypeVar("T")
 
@@ -98,11 +111,21 @@ class AsyncSessionStore:
 
     Calls are not abandoned when the caller is cancelled: a commit that has started finishes
     (or rolls back) before the cancellation is delivered, so a turn is never half written.
+
+    A turn that cannot be written is kept (``DEFAULT_MAX_UNSAVED_TURNS`` per session) and
+    written, before the session's next turn and in the same transaction, by the next
+    ``append_turn`` that succeeds; a load of the session writes them first, or returns them
+    with the stored history when it still cannot. The unsaved turns are only ever touched on
+    the worker thread, so they need no lock.
     """
 
-    def __init__(self, store: SessionStore) -> None:
+    def __init__(
+        self, store: SessionStore, *, max_unsaved_turns: int = DEFAULT_MAX_UNSAVED_TURNS
+    ) -> None:
         self.sync = store
         self._worker = _StoreThread()
+        self._unsaved: dict[str, list[CompletedTurn]] = {}
+        self._max_unsaved_turns = max_unsaved_turns
 
     @classmethod
     async def open(cls, path: Path) -> AsyncSessionStore:
@@ -128,14 +151,69 @@ class AsyncSessionStore:
         await self._call(self.sync.create_session, session_id, agent_alias, workspace_dir)
 
     async def append_turn(self, session_id: str, turn: CompletedTurn) -> None:
-        await self._call(self.sync.append_turn, session_id, turn)
+        """Write ``turn`` after the session's unsaved turns. Raises ``TurnUnsaved`` when it
+        could not be written (kept or lost: see ``TurnUnsaved``)."""
+        await self._call(self._append_in_order, session_id, turn)
+
+    def _append_in_order(self, session_id: str, turn: CompletedTurn) -> None:
+        waiting = self._unsaved.get(session_id, [])
+        turns = [*waiting, turn]
+        try:
+            if waiting:
+                self.sync.append_turns(session_id, turns)
+            else:
+                self.sync.append_turn(session_id, turn)
+        except UnknownSession as exc:
+            self._unsaved.pop(session_id, None)
+            raise TurnUnsaved(str(exc), kept=False, pending=0) from exc
+        except StoreError as exc:
+            if len(turns) > self._max_unsaved_turns:
+                raise TurnUnsaved(
+                    f"{exc}; {len(waiting)} earlier turns are already waiting to be saved",
+                    kept=False,
+                    pending=len(waiting),
+                ) from exc
+            self._unsaved[session_id] = turns
+            raise TurnUnsaved(str(exc), kept=True, pending=len(turns)) from exc
+        if waiting:
+            del self._unsaved[session_id]
+            logger.info("session %s: %d unsaved turns written", session_id, len(waiting))
+
+    def _write_unsaved(self, session_id: str) -> bool:
+        """Try to write the session's unsaved turns; True when none is left."""
+        waiting = self._unsaved.get(session_id)
+        if not waiting:
+            return True
+        try:
+            self.sync.append_turns(session_id, waiting)
+        except UnknownSession:
+            del self._unsaved[session_id]
+            return True
+        except StoreError as exc:
+            logger.warning("session %s: %d turns still unsaved: %s", session_id, len(waiting), exc)
+            return False
+        del self._unsaved[session_id]
+        return True
+
+    def _load_with_unsaved(self, session_id: str, max_messages: int | None) -> StoredSession | None:
+        self._write_unsaved(session_id)
+        stored = self.sync.load_session(session_id, max_messages=max_messages)
+        waiting = self._unsaved.get(session_id)
+        if stored is None or not waiting:
+            return stored
+        messages = tuple(message for turn in waiting for message in turn.messages)
+        plans = [turn.plan for turn in waiting if turn.plan is not None]
+        return dataclasses.replace(
+            stored,
+            messages=stored.messages + messages,
+            plan=plans[-1] if plans else stored.plan,
+        )
 
     async def load_session(
         self, session_id: str, *, max_messages: int | None = DEFAULT_MAX_RESTORED_MESSAGES
     ) -> StoredSession | None:
-        return await self._call(
-            functools.partial(self.sync.load_session, max_messages=max_messages), session_id
-        )
+        """The stored session, with any turns still waiting to be saved after its history."""
+        return await self._call(self._load_with_unsaved, session_id, max_messages)
 
     async def touch(self, session_id: str) -> None:
         await self._call(self.sync.touch, session_id)
@@ -144,10 +222,25 @@ class AsyncSessionStore:
         return await self._call(self.sync.list_sessions)
 
     async def delete_session(self, session_id: str) -> bool:
-        return await self._call(self.sync.delete_session, session_id)
+        return await self._call(self._delete, session_id)
+
+    def _delete(self, session_id: str) -> bool:
+        self._unsaved.pop(session_id, None)
+        return self.sync.delete_session(session_id)
 
     async def aclose(self) -> None:
+        """Write what is still unsaved (one last try), then close."""
         try:
-            await self._call(self.sync.close)
+            await self._call(self._close)
         finally:
             self._worker.stop()
+
+    def _close(self) -> None:
+        for session_id in list(self._unsaved):
+            if not self._write_unsaved(session_id):
+                logger.error(
+                    "session %s: %d completed turns could not be saved and are lost",
+                    session_id,
+                    len(self._unsaved[session_id]),
+                )
+        self.sync.close()

@@ -25,6 +25,21 @@ class DuplicateSession(StoreError):
     """``create_session`` was given an id that is already stored."""
 
 
+class TurnUnsaved(StoreError):
+    """A completed turn could not be written.
+
+    ``kept``: the turn is held in memory and is written, after the session's earlier unsaved
+    turns and in order, with the next commit that succeeds (``pending`` turns of the session
+    are waiting now); otherwise it is lost (too many unsaved turns, or the session is no
+    longer in the store).
+    """
+
+    def __init__(self, message: str, *, kept: bool, pending: int) -> None:
+        super().__init__(message)
+        self.kept = kept
+        self.pending = pending
+
+
 @dataclass(frozen=True, slots=True)
 class StoredSessionInfo:
     session_id: str

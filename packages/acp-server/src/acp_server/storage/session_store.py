@@ -12,7 +12,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final, TypeVar
 
@@ -25,6 +25,7 @@ from acp_server.storage.codec import (
     plan_from_json,
     plan_to_json,
 )
+from acp_server.storage.lock_holders import lock_holder_note
 from acp_server.storage.migrations import MIGRATIONS, SCHEMA_VERSION
 from acp_server.storage.records import (
     DuplicateSession,
@@ -42,6 +43,14 @@ DEFAULT_BUSY_TIMEOUT_MS: Final = 5_000
 
 DEFAULT_LOCK_RETRY_DEADLINE_SECS: Final = 30.0
 """Total time a transaction is retried on SQLITE_BUSY before it is reported as a failure."""
+
+DEFAULT_OPEN_LOCK_DEADLINE_SECS: Final = 2.0
+"""How long opening waits for a lock another process holds before giving up (the server then
+runs with in-memory sessions rather than keep a client's ``initialize`` waiting)."""
+
+DEFAULT_CREATE_LOCK_DEADLINE_SECS: Final = 2.0
+"""How long ``create_session`` waits for a lock (a client's ``session/new`` waits on it).
+Turns keep ``DEFAULT_LOCK_RETRY_DEADLINE_SECS``: a completed turn is worth waiting for."""
 
 DEFAULT_MAX_RESTORED_MESSAGES: Final = 20_000
 """Most messages ``load_session`` returns. Older whole turns beyond it stay in the store but
@@ -80,6 +89,7 @@ class SessionStore:
         self.path = path
         self._lock = threading.Lock()
         self._lock_retry_deadline = lock_retry_deadline_secs
+        self._busy_timeout_ms = DEFAULT_BUSY_TIMEOUT_MS
 
     @classmethod
     def open(
@@ -88,12 +98,16 @@ class SessionStore:
         *,
         busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
         lock_retry_deadline_secs: float = DEFAULT_LOCK_RETRY_DEADLINE_SECS,
+        open_lock_deadline_secs: float = DEFAULT_OPEN_LOCK_DEADLINE_SECS,
     ) -> SessionStore:
         """Open (creating if needed) and migrate the database at ``path``.
 
         Raises ``StoreUnavailable`` when the directory or file cannot be created, opened or
-        written, is not a SQLite database, or was created by a newer schema. The file itself
-        is never deleted, truncated or replaced.
+        written, is not a SQLite database, fails SQLite's ``quick_check``, was created by a
+        newer schema, or stays locked by another process for ``open_lock_deadline_secs``
+        (the message names the processes that have it open, when they can be known). The
+        file itself is never deleted, truncated or replaced, and a file that fails the
+        check is not written to at all.
         """
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -115,16 +129,25 @@ class SessionStore:
             )
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"Cannot open the session store {path}: {exc}") from exc
-        store = cls(conn, path, lock_retry_deadline_secs=lock_retry_deadline_secs)
+        store = cls(conn, path, lock_retry_deadline_secs=open_lock_deadline_secs)
+        store._busy_timeout_ms = busy_timeout_ms
         try:
-            store._configure(busy_timeout_ms)
+            # Opening waits for another process's lock no longer than its own deadline.
+            store._configure(min(busy_timeout_ms, int(open_lock_deadline_secs * 1000)))
             store._write(store._migrate)
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
         except StoreUnavailable:
             conn.close()
             raise
         except (StoreError, sqlite3.Error) as exc:
             conn.close()
+            cause = exc.__cause__ if isinstance(exc, StoreError) else exc
+            if isinstance(cause, sqlite3.OperationalError) and _is_busy(cause):
+                raise StoreUnavailable(
+                    f"The session store {path} is locked by another process{lock_holder_note(path)}"
+                ) from exc
             raise StoreUnavailable(f"Cannot use the session store {path}: {exc}") from exc
+        store._lock_retry_deadline = lock_retry_deadline_secs
         return store
 
     # -- setup
@@ -137,6 +160,7 @@ class SessionStore:
         # newer schema, or one that is not a database at all, must stay byte-for-byte intact.
         version = self._retry_busy(lambda: int(conn.execute("PRAGMA user_version").fetchone()[0]))
         self._check_version(version)
+        self._check_integrity()
 
         def set_wal() -> str:
             row = conn.execute("PRAGMA journal_mode = WAL").fetchone()
@@ -156,6 +180,25 @@ class SessionStore:
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA temp_store = MEMORY")
+
+    def _check_integrity(self) -> None:
+        """``PRAGMA quick_check`` before anything is written: writing to a damaged file can
+        spread the damage, so such a store is refused and left as it is."""
+        conn = self._connection()
+        try:
+            rows = self._retry_busy(lambda: conn.execute("PRAGMA quick_check(1)").fetchall())
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
+                raise
+            raise StoreUnavailable(
+                f"The session store {self.path} is damaged ({exc}); it is left untouched"
+            ) from exc
+        verdict = str(rows[0][0]) if rows else "no answer"
+        if verdict.lower() != "ok":
+            raise StoreUnavailable(
+                f"The session store {self.path} is damaged (quick_check: {verdict});"
+                " it is left untouched"
+            )
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
@@ -181,8 +224,8 @@ class SessionStore:
             raise StoreError("The session store is closed")
         return self._conn
 
-    def _retry_busy(self, operation: Callable[[], T]) -> T:
-        deadline = time.monotonic() + self._lock_retry_deadline
+    def _retry_busy(self, operation: Callable[[], T], within: float | None = None) -> T:
+        deadline = time.monotonic() + (self._lock_retry_deadline if within is None else within)
         delay = _RETRY_INITIAL_DELAY_SECS
         while True:
             try:
@@ -194,7 +237,12 @@ class SessionStore:
                 time.sleep(delay)  # on a worker thread: never the event loop
                 delay = min(delay * 2, _RETRY_MAX_DELAY_SECS)
 
-    def _transaction(self, body: Callable[[sqlite3.Connection], T], begin: str) -> T:
+    def _transaction(
+        self, body: Callable[[sqlite3.Connection], T], begin: str, within: float | None = None
+    ) -> T:
+        """Run ``body`` in one transaction, retried on SQLITE_BUSY for ``within`` seconds
+        (default: the store's lock deadline; a shorter one also shortens SQLite's own
+        busy wait for this call)."""
         conn = self._connection()
 
         def attempt() -> T:
@@ -212,18 +260,31 @@ class SessionStore:
                 raise
             return result
 
+        short_wait = within is not None and within * 1000 < self._busy_timeout_ms
         with self._lock:
             try:
-                return self._retry_busy(attempt)
+                if short_wait:
+                    assert within is not None
+                    conn.execute(f"PRAGMA busy_timeout = {int(within * 1000)}")
+                try:
+                    return self._retry_busy(attempt, within)
+                finally:
+                    if short_wait:
+                        conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
             except StoreError:
                 raise
             except sqlite3.Error as exc:
-                raise StoreError(f"Session store error: {exc}") from exc
+                note = (
+                    lock_holder_note(self.path)
+                    if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc)
+                    else ""
+                )
+                raise StoreError(f"Session store error: {exc}{note}") from exc
 
-    def _write(self, body: Callable[[sqlite3.Connection], T]) -> T:
+    def _write(self, body: Callable[[sqlite3.Connection], T], within: float | None = None) -> T:
         # IMMEDIATE takes the write lock at BEGIN, so a writer waits (busy timeout + retry)
         # up front instead of failing at its first INSERT with SQLITE_BUSY_SNAPSHOT.
-        return self._transaction(body, "BEGIN IMMEDIATE")
+        return self._transaction(body, "BEGIN IMMEDIATE", within)
 
     def _read(self, body: Callable[[sqlite3.Connection], T]) -> T:
         # One deferred read transaction: every SELECT of a load sees the same snapshot.
@@ -245,7 +306,7 @@ class SessionStore:
             except sqlite3.IntegrityError as exc:
                 raise DuplicateSession(f"Session {session_id} is already stored") from exc
 
-        self._write(insert)
+        self._write(insert, within=DEFAULT_CREATE_LOCK_DEADLINE_SECS)
 
     def append_turn(self, session_id: str, turn: CompletedTurn) -> None:
         """Write one completed turn in one transaction (all or nothing).
@@ -254,6 +315,22 @@ class SessionStore:
         first. Raises ``UnknownSession`` (nothing written) or ``StoreError``; after any
         failure the database holds exactly what it held before the call.
         """
+        self.append_turns(session_id, (turn,))
+
+    def append_turns(self, session_id: str, turns: Sequence[CompletedTurn]) -> None:
+        """Write ``turns`` in order, in one transaction (all or nothing), as ``append_turn``."""
+        writes = [self._turn_writer(session_id, turn) for turn in turns]
+
+        def write_all(conn: sqlite3.Connection) -> None:
+            for write in writes:
+                write(conn)
+
+        self._write(write_all)
+
+    def _turn_writer(
+        self, session_id: str, turn: CompletedTurn
+    ) -> Callable[[sqlite3.Connection], None]:
+        """The statements that write ``turn`` (encoded now, before any transaction)."""
         encoded = [encode_message(message) for message in turn.messages]
         plan_json = plan_to_json(turn.plan) if turn.plan is not None else None
         tokens = turn.usage.total_tokens
@@ -294,7 +371,7 @@ class SessionStore:
                         [(message_id, *tool_row, now) for tool_row in message.tool_rows],
                     )
 
-        self._write(write)
+        return write
 
     def load_session(
         self, session_id: str, *, max_messages: int | None = DEFAULT_MAX_RESTORED_MESSAGES

@@ -2,7 +2,9 @@
 
 Seed, "Session persistence": every completed turn is written in one atomic transaction, a
 session survives process restarts, and when the file cannot be created or opened the server
-falls back to in-memory sessions (``StoreUnavailable``) without ever deleting that file.
+falls back to in-memory sessions (``StoreUnavailable``) without ever deleting that file. A
+turn that cannot be written is kept in memory and written with the next commit that
+succeeds (``AsyncSessionStore``, ``TurnUnsaved``).
 
 ``SessionStore`` is plain synchronous code (testable without trio, safe to call from several
 threads); ``AsyncSessionStore`` runs every call on its own worker thread, one at a time, so
@@ -41,6 +43,7 @@ from acp_server.storage.records import (
     StoredSessionInfo,
     StoreError,
     StoreUnavailable,
+    TurnUnsaved,
     UnknownSession,
 )
 from acp_server.storage.session_store import (
@@ -65,6 +68,7 @@ __all__ = [
     "StoreUnavailable",
     "StoredSession",
     "StoredSessionInfo",
+    "TurnUnsaved",
     "UnknownSession",
     "plan_entries_json",
 ]

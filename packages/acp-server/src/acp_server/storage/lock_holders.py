@@ -1,0 +1,68 @@
+"""Which other processes have a session database open: named when its lock is held.
+
+On Linux every process's open files are listed under ``/proc/<pid>/fd``; a process of the
+same user that holds the database (or its ``-wal`` / ``-shm`` file) open is one that may
+hold its lock. Elsewhere, or for other users' processes, nothing can be known and the list
+is empty.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Final
+
+MAX_NAMED_HOLDERS: Final = 3
+MAX_COMMAND_CHARS: Final = 120
+_PROC: Final = Path("/proc")
+
+
+def _command_line(pid: int) -> str:
+    try:
+        raw = (_PROC / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return "?"
+    words = raw.rstrip(b"\0").split(b"\0")
+    text = " ".join(word.decode("utf-8", "replace") for word in words) or "?"
+    return text if len(text) <= MAX_COMMAND_CHARS else text[: MAX_COMMAND_CHARS - 3] + "..."
+
+
+def _has_open(pid_dir: Path, targets: set[str]) -> bool:
+    try:
+        descriptors = list((pid_dir / "fd").iterdir())
+    except OSError:
+        return False
+    for descriptor in descriptors:
+        try:
+            if os.readlink(descriptor) in targets:
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def processes_holding(path: Path) -> list[str]:
+    """``"pid 123 (command line)"`` for each other process with ``path`` open (at most
+    ``MAX_NAMED_HOLDERS``); empty when it cannot be known."""
+    resolved = str(path.resolve())
+    targets = {resolved, f"{resolved}-wal", f"{resolved}-shm", f"{resolved}-journal"}
+    own = os.getpid()
+    holders: list[str] = []
+    try:
+        entries = list(_PROC.iterdir())
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.name.isdigit() or int(entry.name) == own:
+            continue
+        if _has_open(entry, targets):
+            holders.append(f"pid {entry.name} ({_command_line(int(entry.name))})")
+            if len(holders) >= MAX_NAMED_HOLDERS:
+                break
+    return holders
+
+
+def lock_holder_note(path: Path) -> str:
+    """A clause naming the processes that may hold ``path``'s lock, or "" when unknown."""
+    holders = processes_holding(path)
+    return f": open in {', '.join(holders)}" if holders else ""
