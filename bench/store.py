@@ -33,7 +33,7 @@ from typing import IO, Any, Final
 import msgspec
 import trio
 
-from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanEntry, ToolCall, Usage
+from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanStep, ToolCall, Usage
 from acp_server.agent.replay import history_updates
 from acp_server.storage.sqlite import AsyncSessionStore, SessionStore
 
@@ -72,7 +72,7 @@ def make_turn(index: int) -> CompletedTurn:
     assert len(messages) == MESSAGES_PER_TURN
     return CompletedTurn(
         messages=tuple(messages),
-        plan=(PlanEntry(content=f"turn {index}", status="completed"),),
+        plan=(PlanStep(content=f"turn {index}", status="completed"),),
         usage=Usage(input_tokens=1000, output_tokens=200),
     )
 

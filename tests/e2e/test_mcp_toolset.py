@@ -15,7 +15,7 @@ import trio
 from acp_core import schema
 from acp_core.errors import InvalidParamsError
 from acp_core.tools import tool_kind
-from acp_server.agent.conversation import PlanEntry
+from acp_server.agent.conversation import PlanStep
 from acp_server.agent.tools.base import ToolContext, ToolOutput
 from acp_server.agent.tools.mcp import (
     MAX_TOOL_NAME_CHARS,
@@ -48,7 +48,7 @@ async def _ignore_text(text: str) -> None:
     return None
 
 
-async def _ignore_plan(entries: Sequence[PlanEntry]) -> None:
+async def _ignore_plan(entries: Sequence[PlanStep]) -> None:
     return None
 
 

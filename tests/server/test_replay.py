@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 
 from acp_core import schema
-from acp_server.agent.conversation import ChatMessage, PlanEntry, ToolCall
+from acp_server.agent.conversation import ChatMessage, PlanStep, ToolCall
 from acp_server.agent.replay import history_updates, plan_update
 
 
@@ -151,8 +151,8 @@ PLAN_WIRE: dict[str, Any] = {
 
 def test_plan_update() -> None:
     plan = (
-        PlanEntry(content="read", status="completed", priority="high"),
-        PlanEntry(content="edit", status="in_progress", active_form="Editing"),
+        PlanStep(content="read", status="completed", priority="high"),
+        PlanStep(content="edit", status="in_progress", active_form="Editing"),
     )
     assert wire([plan_update(plan)]) == [PLAN_WIRE]
     assert wire([plan_update(())]) == [{"sessionUpdate": "plan", "entries": []}]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import trio
 
-from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanEntry, ToolCall
+from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanStep, ToolCall
 from acp_server.storage.sqlite import (
     AsyncSessionStore,
     StoredSession,
@@ -35,7 +35,7 @@ class FakeStore(AsyncSessionStore):
         messages: list[ChatMessage],
         *,
         agent: str = "echo",
-        plan: tuple[PlanEntry, ...] | None = None,
+        plan: tuple[PlanStep, ...] | None = None,
     ) -> None:
         now = datetime.now(UTC)
         info = StoredSessionInfo(session_id, agent, str(workspace), now, now, len(messages))
@@ -123,7 +123,7 @@ async def test_load_replays_history_then_answers(tmp_path: Path) -> None:
 
 async def test_resume_sends_only_the_plan(tmp_path: Path) -> None:
     store = FakeStore()
-    store.add("s-1", tmp_path, HISTORY, plan=(PlanEntry("ship it"),))
+    store.add("s-1", tmp_path, HISTORY, plan=(PlanStep("ship it"),))
     store.add("s-2", tmp_path, HISTORY)
     with trio.fail_after(5):
         async with open_server(make_config(tmp_path), store=store) as client:

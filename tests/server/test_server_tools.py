@@ -12,7 +12,7 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from acp_server.agent.conversation import PlanEntry
+from acp_server.agent.conversation import PlanStep
 from acp_server.agent.tools.base import DeliveredFile, ToolContext, ToolOutput
 from tests.helpers import make_config
 from tests.server.server_harness import (
@@ -295,7 +295,7 @@ async def test_tool_callbacks_ask_user_escalate_and_plan(tmp_path: Path) -> None
     async def interactive(arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         picked.append(await ctx.ask_choice("Which colour?", ["red", "blue"]))
         await ctx.send_text("Escalated to a human.")
-        await ctx.set_plan([PlanEntry("step one", "in_progress", "high")])
+        await ctx.set_plan([PlanStep("step one", "in_progress", "high")])
         return ToolOutput("ok")
 
     tool = StubTool(name="todo_write", side_effects=False, action=interactive)

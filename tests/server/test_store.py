@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanEntry, ToolCall, Usage
+from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanStep, ToolCall, Usage
 from acp_server.storage.session_store import DEFAULT_CREATE_LOCK_DEADLINE_SECS
 from acp_server.storage.sqlite import (
     SCHEMA_VERSION,
@@ -68,8 +68,8 @@ def tool_turn(prefix: str) -> CompletedTurn:
             ChatMessage(role="assistant", content=f"{prefix}: done ✓", reasoning="All good."),
         ),
         plan=(
-            PlanEntry(content="read", status="completed", priority="high"),
-            PlanEntry(content="edit", status="in_progress", active_form="Editing"),
+            PlanStep(content="read", status="completed", priority="high"),
+            PlanStep(content="edit", status="in_progress", active_form="Editing"),
         ),
         usage=Usage(input_tokens=10, output_tokens=5, reasoning_tokens=2),
     )

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanEntry, ToolCall
+from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanStep, ToolCall
 from acp_server.cli.sessions import sessions_command
 from acp_server.storage.sqlite import SessionStore
 from tests.helpers import write_config
@@ -43,7 +43,7 @@ def populated(config_dir: Path) -> Path:
                 ChatMessage(role="tool", content="a.txt", tool_call_id="c1", tool_name="shell"),
                 ChatMessage(role="assistant", content="One file: a.txt"),
             ),
-            plan=(PlanEntry(content="look around", status="completed"),),
+            plan=(PlanStep(content="look around", status="completed"),),
         ),
     )
     store.close()
@@ -170,7 +170,7 @@ def test_show_and_list_strip_terminal_control_sequences(config_dir: Path) -> Non
                 ChatMessage(role="user", content="hi\x1b]52;c;aGk=\x07"),
                 ChatMessage(role="assistant", content="fine\rFAKE", reasoning="\x9b2Jhm"),
             ),
-            plan=(PlanEntry(content="\x1bPdcs\x1b\\step", status="pending"),),
+            plan=(PlanStep(content="\x1bPdcs\x1b\\step", status="pending"),),
         ),
     )
     store.close()

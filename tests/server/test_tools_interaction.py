@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from acp_server.agent.conversation import PlanEntry
+from acp_server.agent.conversation import PlanStep
 from acp_server.agent.tools.base import ToolContext, ToolError, ToolOutput
 from acp_server.agent.tools.interaction import AskUserTool, EscalateToHumanTool, TodoWriteTool
 from acp_server.agent.tools.registry import build_tools, tool_specs
@@ -74,9 +74,9 @@ async def test_todo_write_sets_the_plan(tmp_path: Path) -> None:
     result = await TodoWriteTool().run({"todos": todos}, ctx)
     assert recorder.plans == [
         [
-            PlanEntry("Write tests", "completed", "high"),
-            PlanEntry("Fix bug", "in_progress", "medium", "Fixing bug"),
-            PlanEntry("Ship", "pending", "low"),
+            PlanStep("Write tests", "completed", "high"),
+            PlanStep("Fix bug", "in_progress", "medium", "Fixing bug"),
+            PlanStep("Ship", "pending", "low"),
         ]
     ]
     assert result.text == "Plan updated: 3 item(s) (1 completed, 1 in progress, 1 pending)"

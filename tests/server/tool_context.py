@@ -9,7 +9,7 @@ from pathlib import Path
 
 import psutil
 
-from acp_server.agent.conversation import PlanEntry
+from acp_server.agent.conversation import PlanStep
 from acp_server.agent.tools.base import ToolContext
 from acp_server.config import RiskProfileConfig
 from acp_server.security import SecurityPolicy
@@ -22,7 +22,7 @@ class Recorder:
     answer: int | None = 0
     questions: list[tuple[str, list[str]]] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
-    plans: list[list[PlanEntry]] = field(default_factory=list)
+    plans: list[list[PlanStep]] = field(default_factory=list)
 
     async def ask_choice(self, question: str, choices: Sequence[str]) -> int | None:
         self.questions.append((question, list(choices)))
@@ -31,7 +31,7 @@ class Recorder:
     async def send_text(self, text: str) -> None:
         self.texts.append(text)
 
-    async def set_plan(self, entries: Sequence[PlanEntry]) -> None:
+    async def set_plan(self, entries: Sequence[PlanStep]) -> None:
         self.plans.append(list(entries))
 
 

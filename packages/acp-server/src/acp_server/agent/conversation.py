@@ -23,7 +23,10 @@ class ToolCall:
 
 
 @dataclass(frozen=True, slots=True)
-class PlanEntry:
+class PlanStep:
+    """One step of the agent's plan as the session keeps and stores it (todo_write); sent
+    to the client as an ACP ``PlanEntry`` (acp_server/agent/tool_updates.py)."""
+
     content: str
     status: Literal["pending", "in_progress", "completed"] = "pending"
     priority: Literal["high", "medium", "low"] = "medium"
@@ -41,7 +44,7 @@ class StreamedText:
 class StreamedPlan:
     """A plan a tool set while it ran (todo_write)."""
 
-    entries: tuple[PlanEntry, ...]
+    entries: tuple[PlanStep, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,5 +113,5 @@ class CompletedTurn:
     """What one successful prompt turn adds to the history (persisted atomically)."""
 
     messages: tuple[ChatMessage, ...]
-    plan: tuple[PlanEntry, ...] | None = None
+    plan: tuple[PlanStep, ...] | None = None
     usage: Usage = field(default_factory=Usage)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from acp_server.agent.conversation import ChatMessage, PlanEntry
+from acp_server.agent.conversation import ChatMessage, PlanStep
 from acp_server.agent.providers.base import Provider, ToolSpec
 from acp_server.agent.tools.base import Tool
 from acp_server.config import AgentConfig, RuntimeProfileConfig
@@ -64,7 +64,7 @@ class Session:
     policy: SecurityPolicy
     runtime_profile: RuntimeProfileConfig
     history: list[ChatMessage] = field(default_factory=list)
-    plan: tuple[PlanEntry, ...] | None = None
+    plan: tuple[PlanStep, ...] | None = None
     # Tools the client answered "allow-always" for, each with the highest command risk
     # class approved (security.remember_allow_always); remembered for this session only.
     allow_always: dict[str, CommandRisk] = field(default_factory=dict)

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from acp_core import schema
-from acp_server.agent.conversation import PlanEntry, StreamedPlan, StreamedText
+from acp_server.agent.conversation import PlanStep, StreamedPlan, StreamedText
 from acp_server.agent.tools.base import ToolDefinition
 
 
@@ -75,7 +75,7 @@ def streamed_update(item: StreamedText | StreamedPlan) -> schema.SessionUpdate:
     return schema.AgentMessageChunk(content=schema.text_block(item.text))
 
 
-def plan_update(plan: Sequence[PlanEntry]) -> schema.PlanUpdate:
+def plan_update(plan: Sequence[PlanStep]) -> schema.PlanUpdate:
     """The ``plan`` update for a plan (todo_write live and replayed; ``session/resume``)."""
     return schema.PlanUpdate(
         entries=[

@@ -33,7 +33,7 @@ from acp_core.blobs import (
 from acp_server.agent.conversation import (
     ChatMessage,
     DeliveredRecord,
-    PlanEntry,
+    PlanStep,
     StreamedPlan,
     StreamedText,
     ToolCall,
@@ -111,7 +111,7 @@ class TurnOutcome:
 
     messages: list[ChatMessage]
     content: str
-    plan: tuple[PlanEntry, ...] | None = None
+    plan: tuple[PlanStep, ...] | None = None
     usage: Usage = field(default_factory=Usage)
 
 
@@ -134,7 +134,7 @@ class _TurnRunner:
         self.io = io
         self.new_messages: list[ChatMessage] = []
         self.usage = Usage()
-        self.plan: tuple[PlanEntry, ...] | None = None
+        self.plan: tuple[PlanStep, ...] | None = None
         # All visible text of the turn, as the client saw it, recorded once: in the
         # session's Turn when there is one, so a cancelled turn answers with it too.
         self.streamed: list[str] = session.turn.streamed if session.turn is not None else []
@@ -323,7 +323,7 @@ class _TurnRunner:
             tool_streamed.append(StreamedText(text))
             await self._send_text(text)
 
-        async def set_plan(entries: Sequence[PlanEntry]) -> None:
+        async def set_plan(entries: Sequence[PlanStep]) -> None:
             tool_streamed.append(StreamedPlan(tuple(entries)))
             await self._set_plan(entries)
 
@@ -407,7 +407,7 @@ class _TurnRunner:
         self.streamed.append(text)
         await self.io.send_text(text)
 
-    async def _set_plan(self, entries: Sequence[PlanEntry]) -> None:
+    async def _set_plan(self, entries: Sequence[PlanStep]) -> None:
         self.plan = tuple(entries)
         self.session.plan = self.plan
         await self.io.send_update(plan_update(self.plan))

@@ -27,7 +27,7 @@ from acp_core.errors import InvalidParamsError, SessionBusyError, SessionNotFoun
 from acp_core.jsonrpc import Payload
 from acp_core.methods import METHODS, MethodSpec
 from acp_server import __version__
-from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanEntry
+from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanStep
 from acp_server.agent.providers.base import ProviderError
 from acp_server.agent.replay import history_updates, plan_update
 from acp_server.agent.session import Session, Turn
@@ -278,7 +278,7 @@ class AcpHandlers:
         alias: str,
         workspace: Path,
         history: Iterable[ChatMessage] = (),
-        plan: tuple[PlanEntry, ...] | None = None,
+        plan: tuple[PlanStep, ...] | None = None,
         *,
         mcp_servers: Sequence[McpServerConfig] = (),
     ) -> Session:

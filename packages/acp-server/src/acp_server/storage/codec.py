@@ -16,7 +16,7 @@ from typing import Any, Final
 from acp_server.agent.conversation import (
     ChatMessage,
     DeliveredRecord,
-    PlanEntry,
+    PlanStep,
     Role,
     StreamedPlan,
     StreamedText,
@@ -47,7 +47,7 @@ def parse_time(value: str) -> datetime:
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
-def plan_entries_json(plan: Sequence[PlanEntry]) -> list[dict[str, str]]:
+def plan_entries_json(plan: Sequence[PlanStep]) -> list[dict[str, str]]:
     """A plan as stored: the ``plan`` update's ``entries`` objects (``activeForm`` optional)."""
     entries: list[dict[str, str]] = []
     for entry in plan:
@@ -58,14 +58,14 @@ def plan_entries_json(plan: Sequence[PlanEntry]) -> list[dict[str, str]]:
     return entries
 
 
-def plan_to_json(plan: Sequence[PlanEntry]) -> str:
+def plan_to_json(plan: Sequence[PlanStep]) -> str:
     return json.dumps(plan_entries_json(plan), ensure_ascii=False, separators=(",", ":"))
 
 
-def _plan_entries(items: Any) -> tuple[PlanEntry, ...]:
+def _plan_entries(items: Any) -> tuple[PlanStep, ...]:
     """Raises ValueError, TypeError, KeyError or AttributeError on a damaged plan."""
     return tuple(
-        PlanEntry(
+        PlanStep(
             content=str(item["content"]),
             status=item.get("status", "pending"),
             priority=item.get("priority", "medium"),
@@ -75,7 +75,7 @@ def _plan_entries(items: Any) -> tuple[PlanEntry, ...]:
     )
 
 
-def plan_from_json(raw: str, session_id: str) -> tuple[PlanEntry, ...] | None:
+def plan_from_json(raw: str, session_id: str) -> tuple[PlanStep, ...] | None:
     try:
         return _plan_entries(json.loads(raw))
     except (ValueError, TypeError, KeyError, AttributeError):

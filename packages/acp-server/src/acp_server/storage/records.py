@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from acp_server.agent.conversation import ChatMessage, PlanEntry
+from acp_server.agent.conversation import ChatMessage, PlanStep
 from acp_server.errors import ZeroclawError
 
 
@@ -56,7 +56,7 @@ class StoredSessionInfo:
 class StoredSession:
     info: StoredSessionInfo
     messages: tuple[ChatMessage, ...]
-    plan: tuple[PlanEntry, ...] | None
+    plan: tuple[PlanStep, ...] | None
     dropped_messages: int = 0
     """Stored messages left out by ``load_session``'s ``max_messages`` (oldest whole turns)."""
 

@@ -21,7 +21,7 @@ from typing import Any, Final, Protocol, TypeAlias
 
 from acp_core import schema
 from acp_core.tools import ApprovalKind, ToolKindName, tool_kind
-from acp_server.agent.conversation import PlanEntry, ToolRecord
+from acp_server.agent.conversation import PlanStep, ToolRecord
 from acp_server.agent.tools._text import encodable
 from acp_server.errors import ZeroclawError
 from acp_server.security import NO_RULES, SecurityPolicy, ToolRules
@@ -62,7 +62,7 @@ class ToolContext:
     # Stream text to the client as an agent_message_chunk (escalate_to_human).
     send_text: Callable[[str], Awaitable[None]]
     # Replace the session plan (todo tool): emits a `plan` update.
-    set_plan: Callable[[Sequence[PlanEntry]], Awaitable[None]]
+    set_plan: Callable[[Sequence[PlanStep]], Awaitable[None]]
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

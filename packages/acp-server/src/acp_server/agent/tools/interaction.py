@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final, Literal, cast
 
-from acp_server.agent.conversation import PlanEntry, StreamedPlan, StreamedText, ToolRecord
+from acp_server.agent.conversation import PlanStep, StreamedPlan, StreamedText, ToolRecord
 from acp_server.agent.tools._args import optional_bool, optional_str, required_str
 from acp_server.agent.tools.base import ToolContext, ToolDefinition, ToolError, ToolOutput
 from acp_server.security import ToolRules
@@ -172,7 +172,7 @@ def escalation_message(arguments: Mapping[str, Any]) -> str:
     return message
 
 
-def _plan_entry(index: int, raw: object) -> PlanEntry:
+def _plan_entry(index: int, raw: object) -> PlanStep:
     where = f"todos[{index}]"
     if not isinstance(raw, dict):
         raise ToolError(f"Invalid {where}: expected an object with content and status")
@@ -190,7 +190,7 @@ def _plan_entry(index: int, raw: object) -> PlanEntry:
     active_form = raw.get("activeForm")
     if active_form is not None and not isinstance(active_form, str):
         raise ToolError(f"Invalid {where}.activeForm: expected a string")
-    return PlanEntry(
+    return PlanStep(
         content=content.strip(),
         status=cast(Literal["pending", "in_progress", "completed"], status),
         priority=cast(Literal["high", "medium", "low"], priority),
@@ -198,7 +198,7 @@ def _plan_entry(index: int, raw: object) -> PlanEntry:
     )
 
 
-def plan_from_todos(arguments: Mapping[str, Any]) -> tuple[PlanEntry, ...] | None:
+def plan_from_todos(arguments: Mapping[str, Any]) -> tuple[PlanStep, ...] | None:
     """The plan a successful ``todo_write`` call set, or None if its arguments do not say
     (read back the way the tool read them: content trimmed, defaults filled in)."""
     todos = arguments.get("todos")
