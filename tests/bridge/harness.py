@@ -1,8 +1,8 @@
 """Test helpers for the bridge: a scriptable fake gateway and a handle on a bridge process.
 
 The fake gateway is built with the ``websockets`` library (not our server), so the bridge is
-also tested against "a gateway built with another WebSocket library" (issue 7 §3). It serves
-``/acp`` (bearer-checked like the reference, research notes §5), ``/pair/code`` and ``/pair``.
+also tested against "a gateway built with another WebSocket library". It serves
+``/acp`` (bearer-checked like the reference), ``/pair/code`` and ``/pair``.
 
 Its behaviour is driven by the requests the test sends through the bridge:
 
@@ -400,7 +400,7 @@ async def run_bridge(
 
 class RestartableGateway:
     """A fake gateway that can be stopped and started again on the same port, while the
-    bridge under test keeps running (the "gateway restart" of issue 8)."""
+    bridge under test keeps running (a gateway restart)."""
 
     def __init__(
         self, nursery: trio.Nursery, gateway: FakeGateway | None = None, close_code: int = 1012

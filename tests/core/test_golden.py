@@ -1,7 +1,7 @@
 """Every example in the seed, parsed into its acp-core type and re-emitted identically.
 
 Fixtures live in ``golden/*.json``; ``reference_*.json`` add shapes the seed leaves out but
-the reference server emits (zeroclaw.md §2), with ``seed`` saying which. In each, ``wire`` is the seed's example (placeholders such as
+the reference server emits, with ``seed`` saying which. In each, ``wire`` is the seed's example (placeholders such as
 ``{...}`` filled in), ``canonical`` (only where present) is what we emit after lenient
 intake normalised it, e.g. a plain-string prompt becomes one typed text part. Comparison
 is on parsed JSON *and* key order, which is the seed's.

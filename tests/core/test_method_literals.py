@@ -1,4 +1,4 @@
-"""Issue 2: every ACP method string lives in acp_core.methods; package code names methods
+"""Every ACP method string lives in acp_core.methods; package code names methods
 through its constants, so a renamed or added method is one edit, not a search."""
 
 from __future__ import annotations

@@ -397,7 +397,7 @@ async def test_agent_flag_is_the_default_alias(tmp_path: Path, workspace: Path) 
 
 
 async def test_requests_are_served_while_a_turn_runs(tmp_path: Path, workspace: Path) -> None:
-    """Issue 3 §2 over a real process: a second prompt is -32002, other requests are
+    """Over a real process: a second prompt is -32002, other requests are
     answered during the turn, cancel of an unknown session is a no-op, session/stop waits
     for the turn (it does not cancel it), every update precedes the turn's result, `../`
     in a cwd alias is canonicalized, and --max-sessions overrides the config."""

@@ -1,4 +1,4 @@
-"""The real bridge process against a real `zeroclaw gateway` process (issue 7 §3)."""
+"""The real bridge process against a real `zeroclaw gateway` process."""
 
 from __future__ import annotations
 

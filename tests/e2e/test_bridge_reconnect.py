@@ -1,4 +1,4 @@
-"""Issue 8 with a scriptable gateway: the bridge survives drops without the IDE noticing."""
+"""With a scriptable gateway: the bridge survives drops without the IDE noticing."""
 
 from __future__ import annotations
 
@@ -95,7 +95,7 @@ async def test_after_a_1012_close_the_bridge_resumes_sessions_before_anything_el
 async def test_loaded_and_resumed_sessions_are_resumed_too_and_closed_ones_are_not(
     server: RestartableGateway, tmp_path: Path
 ) -> None:
-    """Issue 8: every session seen created, loaded or resumed is resumed on the new
+    """Every session seen created, loaded or resumed is resumed on the new
     connection, with the cwd and MCP servers it was opened with; a closed one is forgotten."""
     gateway = server.gateway
     with trio.fail_after(TIMEOUT):

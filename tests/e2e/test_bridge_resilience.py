@@ -1,4 +1,4 @@
-"""Issue 8 against the real `zeroclaw gateway`: killed, restarted and drained under a live
+"""Against the real `zeroclaw gateway`: killed, restarted and drained under a live
 bridge while the IDE keeps using its session."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Each gateway connection is its own ACP server (issue 6 §1): own session map, own
+"""Each gateway connection is its own ACP server: own session map, own
 `max_sessions` budget, own `zc-out-N` counter, over one shared store."""
 
 from __future__ import annotations

@@ -100,7 +100,7 @@ async def test_drain_deadline_cancels_the_turn_and_still_answers_it(tmp_path: Pa
                 assert reply["result"]["stopReason"] == "cancelled"
                 await _expect_restart_close(rpc)
             assert await gateway.wait_exit() == 0
-    # The session is stored; the cancelled turn is not (issue 5: only completed turns).
+    # The session is stored; the cancelled turn is not (only completed turns).
     stored = _stored(config_dir, session_id)
     assert stored is not None
     assert stored.messages == ()

@@ -1,4 +1,4 @@
-"""MCP tools in a real `zeroclaw acp` session (issue 4 §2), driven by the echo provider.
+"""MCP tools in a real `zeroclaw acp` session, driven by the echo provider.
 
 Servers come from config.toml (``[agents.x] acp_enable_mcp = true`` + ``mcp_servers``) and
 from ``session/new``'s ``mcpServers``; both run tests/e2e/mcp_fixture_server.py.

@@ -1,6 +1,6 @@
 """One store file, several real processes: the gateway, `zeroclaw acp`, `zeroclaw sessions`.
 
-Issue 5 §1 and issue 6 §1: the gateway and `zeroclaw acp` open the same
+The gateway and `zeroclaw acp` open the same
 ``<workspace_dir>/sessions/acp-sessions.db``; editors (stdio) and remote clients (WebSocket) must
 be able to write it at the same time and read each other's sessions, and the administrator's
 `zeroclaw sessions` command must work against it while both servers hold it open.
@@ -169,7 +169,7 @@ async def test_gateway_with_an_unusable_store_serves_from_memory_and_keeps_the_f
 
 
 async def test_the_token_never_reaches_a_log_a_command_line_or_the_config(tmp_path: Path) -> None:
-    """Issue 7 §1: the token travels as a bearer header only; issue 6 §2: hashes are stored."""
+    """The token travels as a bearer header only; only its hash is stored."""
     config_dir = _config(tmp_path)  # pairing required (the default)
     home = tmp_path / "home"
     home.mkdir()

@@ -489,7 +489,7 @@ async def test_a_store_locked_by_another_process_falls_back_within_seconds(
 
 
 async def test_cancelled_and_failed_turns_are_not_written(tmp_path: Path) -> None:
-    """Issue 5 §1: only completed turns are persisted; a cancelled or failed one leaves no
+    """Only completed turns are persisted; a cancelled or failed one leaves no
     trace in the store, so a later load replays exactly the turns that ended normally."""
     config_dir, workspace = config_and_workspace(tmp_path, chunk_delay_ms=20)
     long_prompt = " ".join(f"word{n}" for n in range(200))
