@@ -41,16 +41,18 @@ logger = logging.getLogger(__name__)
 DEFAULT_BUSY_TIMEOUT_MS: Final = 5_000
 """How long SQLite itself waits for another connection's lock (the reference uses 5 s)."""
 
-DEFAULT_LOCK_RETRY_DEADLINE_SECS: Final = 30.0
-"""Total time a transaction is retried on SQLITE_BUSY before it is reported as a failure."""
+DEFAULT_LOCK_RETRY_DEADLINE_SECS: Final = 5.0
+"""Total time a transaction is retried on SQLITE_BUSY before it is reported as a failure.
+Store calls run one at a time, so this also bounds how long a ``session/new`` queued behind
+a turn's commit can wait; a turn that still cannot be written is kept and written with the
+session's next commit (acp_server/storage/async_store.py), so nothing is lost by giving up."""
 
 DEFAULT_OPEN_LOCK_DEADLINE_SECS: Final = 2.0
 """How long opening waits for a lock another process holds before giving up (the server then
 runs with in-memory sessions rather than keep a client's ``initialize`` waiting)."""
 
 DEFAULT_CREATE_LOCK_DEADLINE_SECS: Final = 2.0
-"""How long ``create_session`` waits for a lock (a client's ``session/new`` waits on it).
-Turns keep ``DEFAULT_LOCK_RETRY_DEADLINE_SECS``: a completed turn is worth waiting for."""
+"""How long ``create_session`` waits for a lock (a client's ``session/new`` waits on it)."""
 
 DEFAULT_MAX_RESTORED_MESSAGES: Final = 20_000
 """Most messages ``load_session`` returns. Older whole turns beyond it stay in the store but
