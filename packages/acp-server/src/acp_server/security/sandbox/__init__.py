@@ -12,6 +12,7 @@ from acp_server.security.sandbox.posture import (
     BackendProbe,
     BackendStatus,
     SandboxPosture,
+    agent_posture,
     resolve_posture,
     system_probe,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "SandboxPosture",
     "SandboxRefused",
     "SpawnPlan",
+    "agent_posture",
     "plan_spawn",
     "resolve_posture",
     "session_temp_dir",

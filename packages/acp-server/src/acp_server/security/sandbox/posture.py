@@ -9,6 +9,7 @@ makes the sandbox required: when it cannot be had the shell tool refuses to run 
 
 from __future__ import annotations
 
+import logging
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -16,8 +17,16 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import Final, Literal
 
-from acp_server.config.model import RiskProfileConfig
+from acp_core.jsonrpc import JsonValue
+from acp_server.config.model import (
+    DEFAULT_AGENT_ALIAS,
+    DEFAULT_PROFILE_ALIAS,
+    Config,
+    RiskProfileConfig,
+)
 from acp_server.security.sandbox import bubblewrap, landlock
+
+logger = logging.getLogger(__name__)
 
 Backend = Literal["landlock", "bubblewrap", "firejail", "none"]
 BACKENDS: Final[tuple[Backend, ...]] = ("landlock", "bubblewrap", "firejail", "none")
@@ -134,9 +143,9 @@ class SandboxPosture:
         network = "allowed" if self.network else "denied"
         return f"{name} (workspace {workspace}, system ro, network {network})"
 
-    def meta(self) -> dict[str, str | bool]:
+    def meta(self) -> dict[str, JsonValue]:
         """``_meta.zeroclaw.sandbox`` in ``initialize`` and ``session/new`` results."""
-        body: dict[str, str | bool] = {
+        body: dict[str, JsonValue] = {
             "requested": self.requested,
             "required": self.required,
             "active": self.active,
@@ -185,3 +194,31 @@ def resolve_posture(
         reasons.append(f"{name}: {status.detail}")
     fallback = posture("auto", profile.sandbox_enabled is True, off)
     return replace(fallback, reason="; ".join(reasons))
+
+
+def agent_posture(
+    config: Config, alias: str | None, probe: BackendProbe | None = None
+) -> SandboxPosture:
+    """The posture of ``alias``'s risk profile (the configured default agent when None)."""
+    alias = alias or config.acp.default_agent or DEFAULT_AGENT_ALIAS
+    agent = config.agents.get(alias)
+    name = agent.risk_profile if agent is not None else DEFAULT_PROFILE_ALIAS
+    return resolve_posture(config.risk_profiles.get(name, RiskProfileConfig()), probe)
+
+
+def log_startup_posture(config: Config, default_agent: str | None) -> SandboxPosture:
+    """One line for the default agent's posture (``sandbox: landlock ABI 7 (...)``), and
+    one warning per risk profile whose best-effort sandbox fell back to none."""
+    posture = agent_posture(config, default_agent)
+    logger.info("sandbox: %s", posture.describe())
+    for name in sorted(config.risk_profiles):
+        other = resolve_posture(config.risk_profiles[name])
+        if other.active == "none" and other.requested != "off" and not other.required:
+            logger.warning(
+                "risk profile %s: no OS sandbox available (%s); shell commands run unconfined",
+                name,
+                other.reason,
+            )
+        elif other.refuses:
+            logger.warning("risk profile %s: sandbox %s", name, other.describe())
+    return posture
