@@ -4,7 +4,7 @@ the forked child before exec).
 
 Every backend sees the same file-system shape: the system read-only, the session
 workspace read-write (read-only for ``readonly`` profiles), and a per-session temporary
-directory that ``TMPDIR`` points at. Nothing else is writable.
+directory that ``TMPDIR`` and ``HOME`` point at. Nothing else is writable.
 """
 
 from __future__ import annotations
@@ -140,7 +140,9 @@ def plan_spawn(
     if posture.active == "none":
         return SpawnPlan(list(command_argv), child_env, _limits_preexec(limits, None))
     temp_dir = session_temp_dir(session_id)
-    child_env["TMPDIR"] = str(temp_dir)
+    # The user's home is not readable in the sandbox (keys, tokens, shell history); the
+    # session's temp dir stands in, so tools that read ~/.gitconfig and the like still run.
+    child_env["TMPDIR"] = child_env["HOME"] = str(temp_dir)
     program_dirs = _program_dirs(child_env)
     if posture.active == "landlock":
         rules = landlock.LandlockRules(
