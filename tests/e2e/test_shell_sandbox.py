@@ -21,9 +21,22 @@ import psutil
 import pytest
 import trio
 
-from acp_server.security.sandbox import system_probe
+from acp_server.agent.tools.shell import ShellTool
+from acp_server.config import RiskProfileConfig
+from acp_server.security.sandbox import (
+    BACKENDS,
+    BackendProbe,
+    BackendStatus,
+    plan_spawn,
+    resolve_posture,
+    spawned,
+    system_probe,
+)
+from acp_server.security.sandbox import posture as posture_module
+from acp_server.security.sandbox.spawn import DEFAULT_CPU_LIMIT_SECS, DEFAULT_FILE_SIZE_LIMIT_BYTES
 from tests.e2e.helpers import RpcPipeClient, child_env, console_script, open_session, spawn_acp
 from tests.helpers import JsonDict, echo_config, poll_until, write_config
+from tests.server.tool_context import make_context
 
 pytestmark = pytest.mark.e2e
 
@@ -312,3 +325,51 @@ async def test_sandbox_off_runs_unconfined(tmp_path: Path, workspace: Path, outs
             output = await run_shell(client, session_id, f"echo written > {outside}/off.txt")
     assert output == "(no output)"
     assert (outside / "off.txt").read_text() == "written\n"
+
+
+async def test_best_effort_without_any_backend_still_runs_the_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    simulated = BackendProbe.known(
+        {name: BackendStatus(name, name == "none", "simulated as missing") for name in BACKENDS}
+    )
+    monkeypatch.setattr(posture_module, "system_probe", lambda: simulated)
+    profile = RiskProfileConfig(level="full", allowed_commands=("*",))
+    ctx, _ = make_context(tmp_path, profile=profile)
+    with trio.fail_after(10):
+        output = await ShellTool().run({"command": "echo ran > made.txt && cat made.txt"}, ctx)
+    assert output.text == "ran"
+
+
+async def test_readonly_profile_gets_a_read_only_workspace_and_the_limits(
+    tmp_path: Path, backend: str, workspace: Path
+) -> None:
+    (workspace / "notes.txt").write_text("readable\n")
+    profile = RiskProfileConfig(level="readonly", sandbox_backend=backend)  # type: ignore[arg-type]
+    posture = resolve_posture(profile)
+    plan = plan_spawn(
+        ["/bin/bash", "-c", "cat notes.txt; ulimit -t; ulimit -f; echo x > new.txt"],
+        posture=posture,
+        profile=profile,
+        workspace=workspace,
+        session_id="readonly-test",
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+    )
+    with spawned(plan):
+        completed = await trio.run_process(
+            plan.argv,
+            cwd=workspace,
+            env=plan.env,
+            preexec_fn=plan.preexec_fn,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    lines = completed.stdout.decode().splitlines()
+    assert lines == [
+        "readable",
+        str(DEFAULT_CPU_LIMIT_SECS),
+        str(DEFAULT_FILE_SIZE_LIMIT_BYTES // 1024),
+    ]
+    assert completed.returncode != 0
+    assert not (workspace / "new.txt").exists()

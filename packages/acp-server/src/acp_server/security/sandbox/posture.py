@@ -97,6 +97,13 @@ class BackendProbe:
         }
         self._known: dict[Backend, BackendStatus] = {}
 
+    @classmethod
+    def known(cls, statuses: dict[Backend, BackendStatus]) -> BackendProbe:
+        """A probe that reports ``statuses`` without measuring (simulated machines)."""
+        probe = cls()
+        probe._known = dict(statuses)
+        return probe
+
     def status(self, name: Backend) -> BackendStatus:
         known = self._known.get(name)
         if known is None:
