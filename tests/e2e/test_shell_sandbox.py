@@ -115,6 +115,7 @@ async def test_writes_and_reads_are_confined_to_the_workspace(
     attempts = {
         "plain": f"echo pwned > {outside}/plain.txt",
         "system dir": f"echo pwned > {system_target}",
+        "remount": f"mount -o remount,bind,rw / && echo pwned > {system_target}",
         "backslash-newline": f"echo pwned > {outside}/bs\\\nnl.txt",
         "tilde-plus": f"cd {outside} && echo pwned > ~+/tilde.txt",
         "workspace symlink": "echo pwned > link/symlink.txt",
