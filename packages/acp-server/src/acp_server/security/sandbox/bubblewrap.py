@@ -56,7 +56,9 @@ def bwrap_argv(
     for hidden in HIDDEN_DIRS:
         argv += ["--tmpfs", hidden]
     for path in extra_read_only:
-        argv += ["--ro-bind-try", str(path), str(path)]
+        # Only what a tmpfs hides needs its own mount; the rest is in the read-only "/".
+        if any(path.is_relative_to(hidden) for hidden in HIDDEN_DIRS):
+            argv += ["--ro-bind-try", str(path), str(path)]
     argv += ["--bind", str(temp_dir), str(temp_dir)]
     argv += ["--bind" if writable_workspace else "--ro-bind", str(workspace), str(workspace)]
     argv += ["--chdir", str(workspace), "--"]
