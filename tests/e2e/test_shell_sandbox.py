@@ -233,27 +233,44 @@ def _marker_processes(marker: str) -> list[psutil.Process]:
     return found
 
 
-async def test_cancel_leaves_no_process_behind(
-    tmp_path: Path, backend: str, workspace: Path
-) -> None:
-    marker = f"zc-sandbox-{os.getpid()}-{backend}-cancel"
+def _sleeping_tree(marker: str) -> str:
+    """A ``/tool shell`` directive: a process with a child, both sleeping, tagged ``marker``."""
     script = (
         "import subprocess, sys, time; "
         f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', '{marker}']); "
         "time.sleep(300)"
     )
-    command = json.dumps({"command": f'python3 -c "{script}" {marker}'})
+    return "/tool shell " + json.dumps({"command": f'python3 -c "{script}" {marker}'})
+
+
+@pytest.mark.parametrize("ending", ["cancel", "close", "timeout"])
+async def test_no_process_is_left_behind(
+    tmp_path: Path, backend: str, workspace: Path, ending: str
+) -> None:
+    marker = f"zc-sandbox-{os.getpid()}-{backend}-{ending}"
+    document = echo_config(
+        level="full",
+        risk={**EVERYTHING_ALLOWED, "sandbox_backend": backend},
+        runtime={"shell_timeout_secs": 2} if ending == "timeout" else None,
+    )
     with trio.fail_after(60):
-        async with spawn_acp(sandbox_config(tmp_path, backend)) as client:
+        async with spawn_acp(write_config(tmp_path / "cfg", document)) as client:
             session_id = await open_session(client, workspace)
             request_id = await client.request(
-                "session/prompt", {"sessionId": session_id, "prompt": f"/tool shell {command}"}
+                "session/prompt", {"sessionId": session_id, "prompt": _sleeping_tree(marker)}
             )
             await poll_until(lambda: len(_marker_processes(marker)) >= 2, within=20)
-            await client.notify("session/cancel", {"sessionId": session_id})
+            if ending == "cancel":
+                await client.notify("session/cancel", {"sessionId": session_id})
+            elif ending == "close":
+                await client.call("session/close", {"sessionId": session_id})
             response = await client.wait_response(request_id)
             await poll_until(lambda: not _marker_processes(marker), within=10)
-    assert response["result"]["stopReason"] == "cancelled"
+    if ending == "timeout":
+        outputs = [u.get("rawOutput", "") for u in client.updates(session_id)]
+        assert any("Command timed out after 2 s" in str(output) for output in outputs)
+    else:
+        assert response["result"]["stopReason"] == "cancelled"
 
 
 async def test_posture_is_reported_at_start_up_and_in_results(
