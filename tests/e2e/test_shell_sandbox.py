@@ -136,6 +136,7 @@ async def test_writes_and_reads_are_confined_to_the_workspace(
                 client, session_id, 'echo scratch > "$TMPDIR/t" && cat "$TMPDIR/t" && echo $TMPDIR'
             )
             read_outside = await run_shell(client, session_id, f"cat {secret}")
+            signal_server = await run_shell(client, session_id, f"kill -0 {client.process.pid}")
             refused = {
                 name: await run_shell(client, session_id, cmd) for name, cmd in attempts.items()
             }
@@ -147,6 +148,7 @@ async def test_writes_and_reads_are_confined_to_the_workspace(
     assert not Path(temp_dir).is_relative_to(workspace)
     assert read_outside.startswith("Error: Command exited with code 1.")
     assert "SECRET" not in read_outside
+    assert signal_server.startswith("Error: Command exited with code 1."), signal_server
     for name, output in refused.items():
         assert output.startswith("Error: Command exited"), (name, output)
     assert sorted(os.listdir(outside)) == ["secret.txt"]
