@@ -13,6 +13,7 @@ import json
 import os
 import shlex
 import socket
+import sys
 import uuid
 from pathlib import Path
 from typing import Any, Final
@@ -393,3 +394,16 @@ async def test_readonly_profile_gets_a_read_only_workspace_and_the_limits(
     ]
     assert completed.returncode != 0
     assert not (workspace / "new.txt").exists()
+
+
+def test_a_missing_backend_skips_or_fails_when_required(monkeypatch: pytest.MonkeyPatch) -> None:
+    simulated = BackendProbe.known(
+        {name: BackendStatus(name, name == "none", "simulated as missing") for name in BACKENDS}
+    )
+    monkeypatch.setattr(sys.modules[__name__], "system_probe", lambda: simulated)
+    monkeypatch.delenv(REQUIRE_ENV, raising=False)
+    with pytest.raises(pytest.skip.Exception, match="landlock unavailable here: simulated"):
+        require_backend("landlock")
+    monkeypatch.setenv(REQUIRE_ENV, "1")
+    with pytest.raises(pytest.fail.Exception, match="ZEROCLAW_REQUIRE_SANDBOX_TESTS=1 requires"):
+        require_backend("landlock")
