@@ -264,9 +264,7 @@ class ShellTool:
                 session_id=ctx.session_id,
                 env=env,
             )
-        except SandboxRefused as exc:
-            raise ToolError(f"Sandbox error: {exc}") from None
-        except OSError as exc:
+        except (SandboxRefused, OSError) as exc:  # required but unavailable; ruleset failed
             raise ToolError(f"Sandbox error: {exc}") from None
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
