@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,7 @@ from acp_server.security.sandbox import (
 )
 from acp_server.security.sandbox import posture as posture_module
 from acp_server.security.sandbox.posture import Backend, log_startup_posture
+from acp_server.security.sandbox.spawn import program_dirs
 from tests.helpers import echo_config, make_config, write_config
 from tests.server.tool_context import make_context
 
@@ -192,3 +195,14 @@ def test_security_status_lists_backends_and_profiles(tmp_path: Path) -> None:
     assert [b["name"] for b in document_out["backends"]] == list(posture_module.BACKENDS)
     assert all(b["available"] or b["detail"] for b in document_out["backends"])
     assert document_out["riskProfiles"]["default"]["requested"] == "off"
+
+
+def test_program_dirs_never_grant_the_root_the_home_or_the_cwd(tmp_path: Path) -> None:
+    tools = tmp_path / "tools" / "bin"
+    tools.mkdir(parents=True)
+    path = os.pathsep.join(["/", str(Path.home()), ".", "", "relative/bin", str(tools)])
+    granted = program_dirs({"PATH": path})
+    assert tools in granted
+    assert Path("/") not in granted
+    assert not any(Path.home().is_relative_to(p) for p in granted)
+    assert Path.cwd() not in granted or Path.cwd() == Path(sys.base_prefix)

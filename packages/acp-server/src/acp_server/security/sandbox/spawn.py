@@ -91,16 +91,20 @@ def session_temp_dir(session_id: str) -> Path:
     return path
 
 
-def _program_dirs(env: Mapping[str, str]) -> tuple[Path, ...]:
+def program_dirs(env: Mapping[str, str]) -> tuple[Path, ...]:
     """Directories of the command's PATH and the server's Python installation, so that
     ``python3`` and tools installed outside the system directories still run."""
-    dirs = [Path(entry) for entry in env.get("PATH", "").split(os.pathsep) if entry]
+    dirs = [Path(entry) for entry in env.get("PATH", "").split(os.pathsep)]
+    dirs = [path for path in dirs if path.is_absolute()]  # "" and "." mean the cwd: no
     dirs.append(Path(sys.base_prefix))
+    home = Path.home()
     resolved: list[Path] = []
     for path in dirs:
         # A virtual environment's interpreter reads pyvenv.cfg beside its bin directory.
         for candidate in (path, path.resolve(), path.parent / "pyvenv.cfg"):
-            if candidate.is_absolute() and candidate not in resolved and candidate.exists():
+            # "/" or the home directory itself on PATH would grant everything beneath.
+            too_wide = candidate == Path("/") or home.is_relative_to(candidate)
+            if not too_wide and candidate not in resolved and candidate.exists():
                 resolved.append(candidate)
     return tuple(resolved)
 
@@ -143,12 +147,12 @@ def plan_spawn(
     # The user's home is not readable in the sandbox (keys, tokens, shell history); the
     # session's temp dir stands in, so tools that read ~/.gitconfig and the like still run.
     child_env["TMPDIR"] = child_env["HOME"] = str(temp_dir)
-    program_dirs = _program_dirs(child_env)
+    programs = program_dirs(child_env)
     if posture.active == "landlock":
         rules = landlock.LandlockRules(
             read_only=landlock.existing(
                 [Path(p) for p in SYSTEM_READ_DIRS]
-                + list(program_dirs)
+                + list(programs)
                 + ([] if posture.writable_workspace else [workspace])
             ),
             read_write=(temp_dir, *((workspace,) if posture.writable_workspace else ())),
@@ -166,7 +170,7 @@ def plan_spawn(
             workspace=workspace,
             writable_workspace=posture.writable_workspace,
             temp_dir=temp_dir,
-            extra_read_only=program_dirs,
+            extra_read_only=programs,
             network=posture.network,
         )
     else:  # firejail
