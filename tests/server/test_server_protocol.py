@@ -27,11 +27,14 @@ async def test_initialize_without_store_reports_no_persistence(tmp_path: Path) -
     assert caps["promptCapabilities"] == {"image": False, "audio": False, "embeddedContext": True}
     assert result["agentInfo"]["name"] == "zeroclaw-acp"
     assert result["authMethods"] == []
-    assert result["_meta"]["zeroclaw"] == {
+    zeroclaw = dict(result["_meta"]["zeroclaw"])
+    sandbox = zeroclaw.pop("sandbox")
+    assert zeroclaw == {
         "defaultModel": "echo",
         "maxSessions": 10,
         "sessionTimeoutSecs": 3600,
     }
+    assert sandbox["requested"] == "auto"
 
 
 @pytest.fixture

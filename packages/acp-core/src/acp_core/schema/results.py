@@ -58,6 +58,8 @@ class ZeroclawMeta(WireStruct, kw_only=True):
     default_model: str | None = None
     max_sessions: int
     session_timeout_secs: int
+    sandbox: dict[str, Json] | None = None
+    """The default agent's OS sandbox for shell commands (requested, active, reason)."""
 
 
 class InitializeMeta(WireStruct, kw_only=True):
@@ -79,6 +81,7 @@ def initialize_result(
     default_model: str | None,
     max_sessions: int,
     session_timeout_secs: int,
+    sandbox: dict[str, Json] | None = None,
 ) -> InitializeResult:
     """The ``initialize`` result exactly as the seed shows it.
 
@@ -105,14 +108,25 @@ def initialize_result(
                 default_model=default_model,
                 max_sessions=max_sessions,
                 session_timeout_secs=session_timeout_secs,
+                sandbox=sandbox,
             )
         ),
     )
 
 
+class SessionZeroclawMeta(WireStruct, kw_only=True):
+    sandbox: dict[str, Json] | None = None
+    """The session's own OS sandbox for shell commands (from its agent's risk profile)."""
+
+
+class NewSessionMeta(WireStruct, kw_only=True):
+    zeroclaw: SessionZeroclawMeta
+
+
 class NewSessionResult(WireStruct, kw_only=True):
     session_id: str
     workspace_dir: str
+    meta: NewSessionMeta | None = msgspec.field(default=None, name="_meta")
 
 
 class PromptResult(WireStruct, kw_only=True):

@@ -24,6 +24,7 @@ from acp_server.config import Config
 from acp_server.gateway.admin import ADMIN_HEADER, ADMIN_SECRET_FILE, read_admin_secret
 from acp_server.gateway.auth import is_loopback_host
 from acp_server.gateway.service import DEFAULT_DRAIN_TIMEOUT_SECS, Gateway, GatewayError
+from acp_server.security.sandbox.posture import log_startup_posture
 
 ADMIN_TIMEOUT_SECS: Final = 5.0
 
@@ -89,6 +90,7 @@ def gateway_command(
     if state is None:  # invoked outside the zeroclaw group (tests)
         state = CliState(config_dir_flag=None)
     config = state.load(runs_agents=True)
+    log_startup_posture(config, None)
     try:
         trio.run(_run, config, host, port, drain_timeout)
     except GatewayError as exc:

@@ -39,6 +39,7 @@ LAZY_COMMANDS: Final = {
     "demo": "acp_server.cli.prompt:demo_command",
     "gateway": "acp_server.cli.gateway:gateway_command",
     "prompt": "acp_server.cli.prompt:prompt_command",
+    "security": "acp_server.cli.security:security_command",
     "sessions": "acp_server.cli.sessions:sessions_command",
 }
 
@@ -173,6 +174,7 @@ def acp_command(
 
     from acp_server.app import open_app
     from acp_server.protocol.stdio import serve_stdio
+    from acp_server.security.sandbox.posture import log_startup_posture
 
     async def serve(config: Config) -> None:
         async with open_app(config) as app:
@@ -183,6 +185,7 @@ def acp_command(
         max_sessions=max_sessions,
         session_timeout_secs=session_timeout,
     )
+    log_startup_posture(config, agent)
     try:
         trio.run(serve, config)
     except KeyboardInterrupt:

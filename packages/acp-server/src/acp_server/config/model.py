@@ -16,6 +16,10 @@ from acp_core.gateway_contract import DEFAULT_GATEWAY_PORT as DEFAULT_GATEWAY_PO
 from acp_server.errors import ZeroclawError
 
 RiskLevel = Literal["readonly", "supervised", "full"]
+SandboxBackendName = Literal["auto", "landlock", "bubblewrap", "firejail", "none"]
+SandboxNetwork = Literal["allow", "deny"]
+SANDBOX_BACKEND_NAMES: Final = ("auto", "landlock", "bubblewrap", "firejail", "none")
+SANDBOX_NETWORK_MODES: Final = ("allow", "deny")
 
 DEFAULT_MAX_SESSIONS: Final = 10
 DEFAULT_SESSION_TIMEOUT_SECS: Final = 3600
@@ -146,6 +150,12 @@ class RiskProfileConfig:
     auto_approve: tuple[str, ...] = DEFAULT_AUTO_APPROVE
     block_high_risk_commands: bool = True
     require_approval_for_medium_risk: bool = True
+    sandbox_enabled: bool | None = None
+    """OS sandbox for the shell tool: None = best effort, False = off, True = required."""
+    sandbox_backend: SandboxBackendName = "auto"
+    """``auto`` tries landlock, then bubblewrap; naming a backend makes it required."""
+    firejail_args: tuple[str, ...] = ()
+    sandbox_network: SandboxNetwork = "allow"
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,8 @@ from acp_server.config.model import (
     DEFAULT_SESSION_TIMEOUT_SECS,
     DEFAULT_SHELL_TIMEOUT_SECS,
     PROVIDER_KEY_ENV,
+    SANDBOX_BACKEND_NAMES,
+    SANDBOX_NETWORK_MODES,
     AcpConfig,
     AgentConfig,
     Config,
@@ -295,6 +297,22 @@ class ConfigParser:
         self, t: Mapping[str, Any], prefix: str, base: RiskProfileConfig
     ) -> RiskProfileConfig:
         level = self.get(t, "level", f"{prefix}.level", str, base.level, _risk_level)
+        backend: str = self.get(
+            t,
+            "sandbox_backend",
+            f"{prefix}.sandbox_backend",
+            str,
+            base.sandbox_backend,
+            _one_of(SANDBOX_BACKEND_NAMES),
+        )
+        network: str = self.get(
+            t,
+            "sandbox_network",
+            f"{prefix}.sandbox_network",
+            str,
+            base.sandbox_network,
+            _one_of(SANDBOX_NETWORK_MODES),
+        )
         return RiskProfileConfig(
             level=level,  # type: ignore[arg-type]  # checked by _risk_level
             workspace_only=self.get(
@@ -326,6 +344,16 @@ class ConfigParser:
                 bool,
                 base.require_approval_for_medium_risk,
             ),
+            sandbox_enabled=(
+                self.get(t, "sandbox_enabled", f"{prefix}.sandbox_enabled", bool, False)
+                if "sandbox_enabled" in t
+                else base.sandbox_enabled
+            ),
+            sandbox_backend=backend,  # type: ignore[arg-type]  # checked by _one_of
+            firejail_args=self.strings(
+                t, "firejail_args", f"{prefix}.firejail_args", base.firejail_args
+            ),
+            sandbox_network=network,  # type: ignore[arg-type]  # checked by _one_of
         )
 
     def parse_risk_profiles(self, doc: Mapping[str, Any]) -> dict[str, RiskProfileConfig]:
@@ -504,6 +532,15 @@ def _listen_port(value: int) -> str | None:
 
 def _non_blank(value: str) -> str | None:
     return None if value.strip() else "must not be blank"
+
+
+def _one_of(choices: tuple[str, ...]) -> Callable[[str], str | None]:
+    def check(value: str) -> str | None:
+        if value in choices:
+            return None
+        return f"must be one of {', '.join(choices)}; got {value!r}"
+
+    return check
 
 
 def _risk_level(value: str) -> str | None:

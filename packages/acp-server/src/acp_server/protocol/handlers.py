@@ -38,6 +38,7 @@ from acp_server.errors import AgentUnavailable, OperationFailed
 from acp_server.protocol.limits import shortened
 from acp_server.protocol.sessions import SessionTable
 from acp_server.protocol.turn_channel import TurnChannel
+from acp_server.security.sandbox import agent_posture
 from acp_server.storage.sqlite import AsyncSessionStore, StoredSession, TurnUnsaved
 from acp_server.storage.uploads import write_blobs
 
@@ -237,6 +238,7 @@ class AcpHandlers:
             default_model=self.config.default_model,
             max_sessions=self.config.acp.max_sessions,
             session_timeout_secs=self.config.acp.session_timeout_secs,
+            sandbox=agent_posture(self.config, self.connection.connection_default_agent).meta(),
         )
 
     def _agent_table(self) -> dict[str, bool]:
@@ -270,7 +272,12 @@ class AcpHandlers:
                 raise
             self.table.add(session)
         logger.info("session %s opened (agent %s, cwd %s)", session_id, alias, workspace)
-        return schema.NewSessionResult(session_id=session_id, workspace_dir=str(workspace))
+        sandbox = schema.SessionZeroclawMeta(sandbox=agent_posture(self.config, alias).meta())
+        return schema.NewSessionResult(
+            session_id=session_id,
+            workspace_dir=str(workspace),
+            meta=schema.NewSessionMeta(zeroclaw=sandbox),
+        )
 
     def _build_session(
         self,

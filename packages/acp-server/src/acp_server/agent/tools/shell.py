@@ -10,6 +10,10 @@ running behind the user's back. Only processes that deliberately leave the group
 stdin is /dev/null and stdout+stderr go to a pipe we read, never to our own stdout, which
 is the protocol channel in stdio mode. The environment is reduced to
 ``security.SHELL_ENV_PASSTHROUGH`` so API keys never reach a command's output.
+
+The child starts under the session's OS sandbox (``acp_server.security.sandbox``): the
+profile's posture decides the backend, resource limits are set in the child before exec,
+and a profile that requires a sandbox this machine cannot provide refuses the command.
 """
 
 from __future__ import annotations
@@ -34,6 +38,14 @@ from acp_server.agent.tools.base import (
     ToolOutput,
 )
 from acp_server.security import ToolRules, shell_environment
+from acp_server.security.sandbox import (
+    SandboxPosture,
+    SandboxRefused,
+    SpawnPlan,
+    plan_spawn,
+    resolve_posture,
+    spawned,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -153,22 +165,32 @@ async def run_shell_command(
     env: dict[str, str],
     max_output_bytes: int = DEFAULT_MAX_TOOL_OUTPUT_BYTES,
     kill_grace_secs: float = DEFAULT_KILL_GRACE_SECS,
+    sandbox: SpawnPlan | None = None,
 ) -> ShellResult:
-    """Run ``command`` with the shell; see the module docstring for the guarantees."""
+    """Run ``command`` with the shell; see the module docstring for the guarantees.
+
+    ``sandbox``: the argv, environment and child set-up ``plan_spawn`` made for the shell
+    command line (``[shell, "-c", command]``); unconfined when None."""
     env = dict(env)
     env.setdefault("PATH", _FALLBACK_PATH)
+    argv = [_shell_program(), "-c", command]
+    preexec_fn = None
+    if sandbox is not None:
+        argv, env, preexec_fn = sandbox.argv, sandbox.env, sandbox.preexec_fn
     try:
         process = await trio.lowlevel.open_process(
-            [_shell_program(), "-c", command],
+            argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             cwd=cwd,
             env=env,
             start_new_session=True,
+            preexec_fn=preexec_fn,
         )
-    except OSError as exc:  # workspace deleted, no shell, fork limits
-        raise ToolError(f"Cannot start the shell in {cwd}: {exc.strerror or exc}") from None
+    except (OSError, subprocess.SubprocessError) as exc:  # no shell, fork limits, sandbox
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise ToolError(f"Cannot start the shell in {cwd}: {reason}") from None
     assert process.stdout is not None  # stdout=PIPE
     collector = _OutputCollector(max_output_bytes)
     try:
@@ -226,6 +248,25 @@ class ShellTool:
             "additionalProperties": False,
         }
 
+    @staticmethod
+    def _plan(command: str, ctx: ToolContext) -> SpawnPlan:
+        """The sandboxed spawn (blocking: availability probes once, then a few syscalls)."""
+        profile = ctx.policy.profile
+        posture: SandboxPosture = resolve_posture(profile)
+        env = shell_environment()
+        env.setdefault("PATH", _FALLBACK_PATH)
+        try:
+            return plan_spawn(
+                [_shell_program(), "-c", command],
+                posture=posture,
+                profile=profile,
+                workspace=ctx.workspace,
+                session_id=ctx.session_id,
+                env=env,
+            )
+        except (SandboxRefused, OSError) as exc:  # required but unavailable; ruleset failed
+            raise ToolError(f"Sandbox error: {exc}") from None
+
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         command = required_str(arguments, "command")
         # Re-checked here, not only in the runtime's decide(): an approval never turns a
@@ -238,12 +279,15 @@ class ShellTool:
                 "High-risk command blocked by security policy: "
                 + "; ".join(assessment.blocked_high_risk)
             )
-        result = await run_shell_command(
-            command,
-            cwd=ctx.workspace,
-            timeout_secs=ctx.shell_timeout_secs,
-            env=shell_environment(),
-        )
+        plan = await trio.to_thread.run_sync(self._plan, command, ctx)
+        with spawned(plan):
+            result = await run_shell_command(
+                command,
+                cwd=ctx.workspace,
+                timeout_secs=ctx.shell_timeout_secs,
+                env=plan.env,
+                sandbox=plan,
+            )
         output = _format_output(result)
         if result.timed_out:
             return ToolOutput(

@@ -1,0 +1,50 @@
+"""``zeroclaw security status [--json]``: the OS sandbox posture of each risk profile and
+the availability of each backend on this machine (with the reason when unavailable)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from acp_core.jsonrpc import JsonValue
+from acp_server.cli.main import CliState
+from acp_server.security.sandbox import resolve_posture, system_probe
+
+
+@click.group("security")
+def security_command() -> None:
+    """The security posture of this configuration on this machine."""
+
+
+@security_command.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@click.pass_obj
+def status_command(state: CliState, as_json: bool) -> None:
+    """Each risk profile's shell sandbox (requested, active, why it fell back) and which
+    sandbox backends work here. Exits 0; a profile that requires an unavailable sandbox
+    is shown as refusing shell commands."""
+    config = state.load()
+    probe = system_probe()
+    backends = probe.all()
+    profiles = {
+        name: resolve_posture(config.risk_profiles[name], probe)
+        for name in sorted(config.risk_profiles)
+    }
+    if as_json:
+        document: dict[str, JsonValue] = {
+            "backends": [
+                {"name": status.name, "available": status.available, "detail": status.detail}
+                for status in backends
+            ],
+            "riskProfiles": {name: posture.meta() for name, posture in profiles.items()},
+        }
+        click.echo(json.dumps(document, indent=2))
+        return
+    click.echo("sandbox backends:")
+    for status in backends:
+        mark = "available" if status.available else "unavailable"
+        click.echo(f"  {status.name:<11} {mark}: {status.detail}")
+    click.echo("risk profiles:")
+    for name, posture in profiles.items():
+        click.echo(f"  {name}: {posture.describe()}")

@@ -1,0 +1,98 @@
+"""bubblewrap (``bwrap``): the command in fresh mount, pid (and optionally network)
+namespaces with a read-only view of the system.
+
+``--cap-drop ALL`` is not optional: run as root, bubblewrap keeps its capabilities inside
+the sandbox, and a ``mount -o remount,bind,rw /`` there would make ``/`` writable again.
+``--unshare-pid --die-with-parent`` keeps the command's processes inside one pid namespace
+that dies with bubblewrap, so killing the process group leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+HIDDEN_DIRS: Final = ("/tmp", "/run", "/root", "/home")
+"""Mounted as empty tmpfs: other users' files, the server's sockets and temp files."""
+_PROBE_TIMEOUT_SECS: Final = 10.0
+
+
+def bwrap_program() -> str | None:
+    return shutil.which("bwrap")
+
+
+def bwrap_argv(
+    program: str,
+    *,
+    workspace: Path,
+    writable_workspace: bool,
+    temp_dir: Path,
+    extra_read_only: Sequence[Path],
+    network: bool,
+) -> list[str]:
+    """bubblewrap's command line up to and including ``--``; the command follows."""
+    argv = [
+        program,
+        "--die-with-parent",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--cap-drop",
+        "ALL",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+    ]
+    if not network:
+        argv.append("--unshare-net")
+    for hidden in HIDDEN_DIRS:
+        argv += ["--tmpfs", hidden]
+    for path in extra_read_only:
+        # Only what a tmpfs hides needs its own mount; the rest is in the read-only "/".
+        if any(path.is_relative_to(hidden) for hidden in HIDDEN_DIRS):
+            argv += ["--ro-bind-try", str(path), str(path)]
+    argv += ["--bind", str(temp_dir), str(temp_dir)]
+    argv += ["--bind" if writable_workspace else "--ro-bind", str(workspace), str(workspace)]
+    argv += ["--chdir", str(workspace), "--"]
+    return argv
+
+
+def probe(program: str | None) -> str | None:
+    """None when bubblewrap really runs a command with our options, else the reason.
+
+    A real run, not ``--version``: a bwrap binary without the user namespaces or
+    privileges it needs is installed but unusable."""
+    if program is None:
+        return "bwrap not found on PATH"
+    with tempfile.TemporaryDirectory(prefix="zeroclaw-bwrap-probe-") as scratch:
+        workspace = Path(scratch)
+        argv = bwrap_argv(
+            program,
+            workspace=workspace,
+            writable_workspace=True,
+            temp_dir=workspace,
+            extra_read_only=(),
+            network=False,
+        )
+        try:
+            completed = subprocess.run(
+                [*argv, "/bin/sh", "-c", "true"],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=_PROBE_TIMEOUT_SECS,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"bwrap failed to run: {exc}"
+    if completed.returncode != 0:
+        detail = completed.stderr.decode(errors="replace").strip().splitlines()
+        return "bwrap failed: " + (detail[-1] if detail else f"exit {completed.returncode}")
+    return None

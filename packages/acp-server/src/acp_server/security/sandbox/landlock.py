@@ -1,0 +1,187 @@
+"""Landlock (Linux ≥ 5.13) through its three system calls, with ctypes.
+
+The ruleset is built in the parent (``build_ruleset``): creating a ruleset and adding rules
+affects no thread. Only ``landlock_restrict_self`` confines, and it confines the calling
+thread and what it execs, so it runs in the forked child before exec (``restrict_child``,
+a ``preexec_fn``), never in a server thread (trio reuses its worker threads).
+
+Rights follow the kernel's ABI version (the ``LANDLOCK_ACCESS_*`` and ``LANDLOCK_SCOPE_*``
+constants of the kernel's ``include/uapi/linux/landlock.h``): file-system rights from ABI 1
+(refer 2, truncate 3, device ioctl 5), TCP bind/connect from ABI 4, signal and
+abstract-Unix-socket scopes from ABI 6. UDP and named Unix sockets are not confined by
+any ABI so far.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Final
+
+# System call numbers: 444-446 on every architecture with the unified table.
+_SYS_CREATE_RULESET: Final = 444
+_SYS_ADD_RULE: Final = 445
+_SYS_RESTRICT_SELF: Final = 446
+_CREATE_RULESET_VERSION: Final = 1 << 0
+_RULE_PATH_BENEATH: Final = 1
+_PR_SET_NO_NEW_PRIVS: Final = 38
+
+EXECUTE: Final = 1 << 0
+WRITE_FILE: Final = 1 << 1
+READ_FILE: Final = 1 << 2
+READ_DIR: Final = 1 << 3
+REMOVE_DIR: Final = 1 << 4
+REMOVE_FILE: Final = 1 << 5
+MAKE_CHAR: Final = 1 << 6
+MAKE_DIR: Final = 1 << 7
+MAKE_REG: Final = 1 << 8
+MAKE_SOCK: Final = 1 << 9
+MAKE_FIFO: Final = 1 << 10
+MAKE_BLOCK: Final = 1 << 11
+MAKE_SYM: Final = 1 << 12
+REFER: Final = 1 << 13  # ABI 2
+TRUNCATE: Final = 1 << 14  # ABI 3
+IOCTL_DEV: Final = 1 << 15  # ABI 5
+NET_BIND_TCP: Final = 1 << 0  # ABI 4
+NET_CONNECT_TCP: Final = 1 << 1  # ABI 4
+SCOPE_ABSTRACT_UNIX_SOCKET: Final = 1 << 0  # ABI 6
+SCOPE_SIGNAL: Final = 1 << 1  # ABI 6
+
+_ABI1_FS: Final = (1 << 13) - 1
+FILE_RIGHTS: Final = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV
+"""The only rights a rule on a non-directory may carry."""
+READ_RIGHTS: Final = EXECUTE | READ_FILE | READ_DIR
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = (
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    )
+
+
+class _PathBeneathAttr(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = (("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32))
+
+
+@cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _syscall(number: int, *args: object) -> int:
+    result: int = _libc().syscall(number, *args)
+    return result
+
+
+def abi_version() -> int:
+    """The kernel's Landlock ABI version; 0 when Landlock is absent or disabled.
+
+    Asked of the kernel itself (``landlock_create_ruleset`` with the version flag), not
+    read from ``/sys``: securityfs is often not mounted."""
+    if platform.system() != "Linux":
+        return 0
+    try:
+        version = _syscall(_SYS_CREATE_RULESET, None, ctypes.c_size_t(0), _CREATE_RULESET_VERSION)
+    except (OSError, AttributeError):  # pragma: no cover - no libc syscall()
+        return 0
+    return max(version, 0)
+
+
+def handled_fs_rights(abi: int) -> int:
+    rights = _ABI1_FS
+    if abi >= 2:
+        rights |= REFER
+    if abi >= 3:
+        rights |= TRUNCATE
+    if abi >= 5:
+        rights |= IOCTL_DEV
+    return rights
+
+
+@dataclass(frozen=True, slots=True)
+class LandlockRules:
+    """What one command may touch: paths read-only (read and execute), paths read-write,
+    single device files read-write, and whether TCP is allowed."""
+
+    read_only: tuple[Path, ...]
+    read_write: tuple[Path, ...]
+    devices: tuple[Path, ...]
+    network: bool
+
+
+def _add_path_rule(ruleset_fd: int, path: Path, access: int) -> bool:
+    """Grant ``access`` beneath ``path``; False when the path does not exist."""
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        if not os.path.isdir(path):
+            access &= FILE_RIGHTS
+        attr = _PathBeneathAttr(allowed_access=access, parent_fd=fd)
+        if _syscall(_SYS_ADD_RULE, ruleset_fd, _RULE_PATH_BENEATH, ctypes.byref(attr), 0) != 0:
+            errno = ctypes.get_errno()
+            raise OSError(errno, f"landlock_add_rule({path}): {os.strerror(errno)}")
+    finally:
+        os.close(fd)
+    return True
+
+
+def build_ruleset(rules: LandlockRules, abi: int) -> int:
+    """A Landlock ruleset fd (close-on-exec) with ``rules``; the caller closes it."""
+    fs = handled_fs_rights(abi)
+    attr = _RulesetAttr(handled_access_fs=fs, handled_access_net=0, scoped=0)
+    size = 8
+    if abi >= 4:
+        size = 16
+        if not rules.network:
+            attr.handled_access_net = NET_BIND_TCP | NET_CONNECT_TCP
+    if abi >= 6:
+        size = 24
+        attr.scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL
+    fd = _syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), 0)
+    if fd < 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"landlock_create_ruleset: {os.strerror(errno)}")
+    try:
+        os.set_inheritable(fd, False)
+        read = READ_RIGHTS & fs
+        for path in rules.read_only:
+            _add_path_rule(fd, path, read)
+        for path in rules.read_write:
+            _add_path_rule(fd, path, fs)
+        for path in rules.devices:
+            _add_path_rule(fd, path, (READ_FILE | WRITE_FILE | TRUNCATE | IOCTL_DEV) & fs)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def restrict_child(ruleset_fd: int) -> Callable[[], None]:
+    """A ``preexec_fn`` that confines the forked child with the ruleset, or raises.
+
+    ``no_new_privs`` first (Landlock requires it without CAP_SYS_ADMIN, and it keeps a
+    setuid program from shedding the sandbox). A failure raises in the child, so the spawn
+    fails and the command never runs unconfined."""
+    libc = _libc()
+
+    def apply() -> None:
+        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+        if libc.syscall(_SYS_RESTRICT_SELF, ruleset_fd, 0) != 0:
+            raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
+
+    return apply
+
+
+def existing(paths: Iterable[Path]) -> tuple[Path, ...]:
+    return tuple(path for path in paths if path.exists())

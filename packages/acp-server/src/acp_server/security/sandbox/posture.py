@@ -1,0 +1,231 @@
+"""Which OS sandbox a risk profile gets: each backend's availability on this machine, the
+choice for ``sandbox_enabled`` / ``sandbox_backend``, and how that posture is reported.
+
+``sandbox_enabled`` unset is best effort: ``auto`` tries landlock, then bubblewrap, and
+falls back to running unconfined with a warning. ``true``, or a backend named explicitly,
+makes the sandbox required: when it cannot be had the shell tool refuses to run commands
+(it never silently runs them unconfined). ``false`` or backend ``none`` turns it off.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import cache
+from typing import Final, Literal
+
+from acp_core.jsonrpc import JsonValue
+from acp_server.config.model import (
+    DEFAULT_AGENT_ALIAS,
+    DEFAULT_PROFILE_ALIAS,
+    Config,
+    RiskProfileConfig,
+)
+from acp_server.security.sandbox import bubblewrap, landlock
+
+logger = logging.getLogger(__name__)
+
+Backend = Literal["landlock", "bubblewrap", "firejail", "none"]
+BACKENDS: Final[tuple[Backend, ...]] = ("landlock", "bubblewrap", "firejail", "none")
+AUTO_ORDER: Final[tuple[Backend, ...]] = ("landlock", "bubblewrap")
+_FIREJAIL_PROBE_TIMEOUT_SECS: Final = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class BackendStatus:
+    name: Backend
+    available: bool
+    detail: str
+    """``ABI 7`` or the program's path when available; the reason when not."""
+
+
+def landlock_status() -> BackendStatus:
+    abi = landlock.abi_version()
+    if abi <= 0:
+        return BackendStatus("landlock", False, "the kernel has no Landlock (or it is disabled)")
+    return BackendStatus("landlock", True, f"ABI {abi}")
+
+
+def bubblewrap_status() -> BackendStatus:
+    program = bubblewrap.bwrap_program()
+    problem = bubblewrap.probe(program)
+    if problem is not None or program is None:
+        return BackendStatus("bubblewrap", False, problem or "bwrap not found on PATH")
+    return BackendStatus("bubblewrap", True, program)
+
+
+def firejail_argv(program: str, extra: tuple[str, ...], *, network: bool) -> list[str]:
+    argv = [program, "--quiet", "--noprofile", "--caps.drop=all", "--nonewprivs", "--noroot"]
+    if not network:
+        argv.append("--net=none")
+    return [*argv, *extra, "--"]
+
+
+def firejail_status() -> BackendStatus:
+    program = shutil.which("firejail")
+    if program is None:
+        return BackendStatus("firejail", False, "firejail not found on PATH")
+    try:
+        completed = subprocess.run(
+            [*firejail_argv(program, (), network=True), "/bin/sh", "-c", "true"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=_FIREJAIL_PROBE_TIMEOUT_SECS,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return BackendStatus("firejail", False, f"firejail failed to run: {exc}")
+    if completed.returncode != 0:
+        lines = completed.stderr.decode(errors="replace").strip().splitlines()
+        return BackendStatus("firejail", False, "firejail failed: " + (lines[-1] if lines else ""))
+    return BackendStatus("firejail", True, program)
+
+
+class BackendProbe:
+    """Each backend's availability, measured once per process (a real run for the
+    programs, the system call for Landlock)."""
+
+    def __init__(self, probes: dict[Backend, Callable[[], BackendStatus]] | None = None) -> None:
+        self._probes: dict[Backend, Callable[[], BackendStatus]] = probes or {
+            "landlock": landlock_status,
+            "bubblewrap": bubblewrap_status,
+            "firejail": firejail_status,
+            "none": lambda: BackendStatus("none", True, "no OS confinement"),
+        }
+        self._known: dict[Backend, BackendStatus] = {}
+
+    @classmethod
+    def known(cls, statuses: dict[Backend, BackendStatus]) -> BackendProbe:
+        """A probe that reports ``statuses`` without measuring (simulated machines)."""
+        probe = cls()
+        probe._known = dict(statuses)
+        return probe
+
+    def status(self, name: Backend) -> BackendStatus:
+        known = self._known.get(name)
+        if known is None:
+            known = self._known[name] = self._probes[name]()
+        return known
+
+    def all(self) -> tuple[BackendStatus, ...]:
+        return tuple(self.status(name) for name in BACKENDS)
+
+
+@cache
+def system_probe() -> BackendProbe:
+    return BackendProbe()
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxPosture:
+    """What a risk profile's shell commands run under."""
+
+    requested: str
+    """``off``, ``auto`` or the backend the profile names."""
+    required: bool
+    active: Backend
+    detail: str  # e.g. "ABI 7" for landlock
+    network: bool
+    writable_workspace: bool
+    reason: str | None = None
+    """Why the active backend is not the requested one (fallback or refusal)."""
+
+    @property
+    def refuses(self) -> bool:
+        """Required but unavailable: the shell tool refuses every command."""
+        return self.required and self.active == "none"
+
+    def describe(self) -> str:
+        """One line, e.g. ``landlock ABI 7 (workspace rw, system ro, network allowed)``."""
+        if self.refuses:
+            return f"{self.requested} required but unavailable: {self.reason}; shell refused"
+        if self.active == "none":
+            why = "off" if self.requested == "off" else f"unavailable: {self.reason}"
+            return f"none (shell commands run unconfined; sandbox {why})"
+        name = f"landlock {self.detail}" if self.active == "landlock" else self.active
+        workspace = "rw" if self.writable_workspace else "ro"
+        network = "allowed" if self.network else "denied"
+        return f"{name} (workspace {workspace}, system ro, network {network})"
+
+    def meta(self) -> dict[str, JsonValue]:
+        """``_meta.zeroclaw.sandbox`` in ``initialize`` and ``session/new`` results."""
+        body: dict[str, JsonValue] = {
+            "requested": self.requested,
+            "required": self.required,
+            "active": self.active,
+            "network": "allow" if self.network else "deny",
+            "description": self.describe(),
+        }
+        if self.active == "landlock":
+            body["landlockAbi"] = self.detail.removeprefix("ABI ")
+        if self.reason is not None:
+            body["reason"] = self.reason
+        return body
+
+
+def resolve_posture(
+    profile: RiskProfileConfig, probe: BackendProbe | None = None
+) -> SandboxPosture:
+    """The posture ``profile`` gets on this machine (see the module docstring)."""
+    probe = probe or system_probe()
+    network = profile.sandbox_network != "deny"
+    writable = profile.level != "readonly"
+
+    def posture(requested: str, required: bool, status: BackendStatus) -> SandboxPosture:
+        return SandboxPosture(
+            requested=requested,
+            required=required,
+            active=status.name,
+            detail=status.detail,
+            network=network,
+            writable_workspace=writable,
+        )
+
+    off = BackendStatus("none", True, "no OS confinement")
+    if profile.sandbox_enabled is False or profile.sandbox_backend == "none":
+        return posture("off", False, off)
+    if profile.sandbox_backend != "auto":
+        status = probe.status(profile.sandbox_backend)
+        if status.available:
+            return posture(profile.sandbox_backend, True, status)
+        refused = posture(profile.sandbox_backend, True, off)
+        return replace(refused, reason=f"{status.name}: {status.detail}")
+    reasons: list[str] = []
+    for name in AUTO_ORDER:
+        status = probe.status(name)
+        if status.available:
+            return posture("auto", profile.sandbox_enabled is True, status)
+        reasons.append(f"{name}: {status.detail}")
+    fallback = posture("auto", profile.sandbox_enabled is True, off)
+    return replace(fallback, reason="; ".join(reasons))
+
+
+def agent_posture(
+    config: Config, alias: str | None, probe: BackendProbe | None = None
+) -> SandboxPosture:
+    """The posture of ``alias``'s risk profile (the configured default agent when None)."""
+    alias = alias or config.acp.default_agent or DEFAULT_AGENT_ALIAS
+    agent = config.agents.get(alias)
+    name = agent.risk_profile if agent is not None else DEFAULT_PROFILE_ALIAS
+    return resolve_posture(config.risk_profiles.get(name, RiskProfileConfig()), probe)
+
+
+def log_startup_posture(config: Config, default_agent: str | None) -> SandboxPosture:
+    """One line for the default agent's posture (``sandbox: landlock ABI 7 (...)``), and
+    one warning per risk profile whose best-effort sandbox fell back to none."""
+    posture = agent_posture(config, default_agent)
+    logger.info("sandbox: %s", posture.describe())
+    for name in sorted(config.risk_profiles):
+        other = resolve_posture(config.risk_profiles[name])
+        if other.active == "none" and other.requested != "off" and not other.required:
+            logger.warning(
+                "risk profile %s: no OS sandbox available (%s); shell commands run unconfined",
+                name,
+                other.reason,
+            )
+        elif other.refuses:
+            logger.warning("risk profile %s: sandbox %s", name, other.describe())
+    return posture

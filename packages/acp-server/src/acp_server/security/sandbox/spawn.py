@@ -1,0 +1,188 @@
+"""How one shell command is started under its session's sandbox: the wrapped argv, the
+environment, and the ``preexec_fn`` that sets resource limits (and, for Landlock, confines
+the forked child before exec).
+
+Every backend sees the same file-system shape: the system read-only, the session
+workspace read-write (read-only for ``readonly`` profiles), and a per-session temporary
+directory that ``TMPDIR`` and ``HOME`` point at. Nothing else is writable.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import resource
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Final
+
+from acp_server.config.model import RiskProfileConfig
+from acp_server.security.sandbox import bubblewrap, landlock
+from acp_server.security.sandbox.posture import SandboxPosture, firejail_argv
+
+DEFAULT_CPU_LIMIT_SECS: Final = 600
+DEFAULT_FILE_SIZE_LIMIT_BYTES: Final = 1 << 30  # 1 GiB: the largest file a command may write
+DEFAULT_ADDRESS_SPACE_LIMIT_BYTES: Final = 16 << 30  # 16 GiB of virtual memory
+
+SYSTEM_READ_DIRS: Final = (
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
+)  # fmt: skip
+"""Readable (and executable) under Landlock; everything else is not granted."""
+DEVICE_FILES: Final = (
+    "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty",
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceLimits:
+    """setrlimit values for every shell command (soft and hard; never above the
+    server's own hard limit, which cannot be raised without CAP_SYS_RESOURCE)."""
+
+    cpu_secs: int = DEFAULT_CPU_LIMIT_SECS
+    file_size_bytes: int = DEFAULT_FILE_SIZE_LIMIT_BYTES
+    address_space_bytes: int = DEFAULT_ADDRESS_SPACE_LIMIT_BYTES
+
+    def pairs(self) -> tuple[tuple[int, int], ...]:
+        wanted = (
+            (resource.RLIMIT_CPU, self.cpu_secs),
+            (resource.RLIMIT_FSIZE, self.file_size_bytes),
+            (resource.RLIMIT_AS, self.address_space_bytes),
+        )
+        pairs = []
+        for which, value in wanted:
+            _soft, hard = resource.getrlimit(which)
+            pairs.append((which, value if hard == resource.RLIM_INFINITY else min(value, hard)))
+        return tuple(pairs)
+
+
+@dataclass(slots=True)
+class SpawnPlan:
+    argv: list[str]
+    env: dict[str, str]
+    preexec_fn: Callable[[], None]
+    close_fds_after_spawn: list[int] = field(default_factory=list)
+
+
+class SandboxRefused(Exception):
+    """The profile requires a sandbox this machine cannot provide."""
+
+
+_SESSION_NAME: Final = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+@cache
+def _temp_root() -> Path:
+    root = Path(tempfile.mkdtemp(prefix=f"zeroclaw-shell-{os.getpid()}-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    return root
+
+
+def session_temp_dir(session_id: str) -> Path:
+    """The session's own temporary directory (created on first use, removed at exit)."""
+    path = _temp_root() / (_SESSION_NAME.sub("_", session_id) or "session")
+    path.mkdir(mode=0o700, exist_ok=True)
+    return path
+
+
+def program_dirs(env: Mapping[str, str]) -> tuple[Path, ...]:
+    """Directories of the command's PATH and the server's Python installation, so that
+    ``python3`` and tools installed outside the system directories still run."""
+    dirs = [Path(entry) for entry in env.get("PATH", "").split(os.pathsep)]
+    dirs = [path for path in dirs if path.is_absolute()]  # "" and "." mean the cwd: no
+    dirs.append(Path(sys.base_prefix))
+    home = Path.home()
+    resolved: list[Path] = []
+    for path in dirs:
+        # A virtual environment's interpreter reads pyvenv.cfg beside its bin directory.
+        for candidate in (path, path.resolve(), path.parent / "pyvenv.cfg"):
+            # "/" or the home directory itself on PATH would grant everything beneath.
+            too_wide = candidate == Path("/") or home.is_relative_to(candidate)
+            if not too_wide and candidate not in resolved and candidate.exists():
+                resolved.append(candidate)
+    return tuple(resolved)
+
+
+def _limits_preexec(limits: ResourceLimits, then: Callable[[], None] | None) -> Callable[[], None]:
+    pairs = limits.pairs()
+
+    def apply() -> None:
+        for which, value in pairs:
+            resource.setrlimit(which, (value, value))
+        if then is not None:
+            then()
+
+    return apply
+
+
+def plan_spawn(
+    command_argv: Sequence[str],
+    *,
+    posture: SandboxPosture,
+    profile: RiskProfileConfig,
+    workspace: Path,
+    session_id: str,
+    env: Mapping[str, str],
+    limits: ResourceLimits | None = None,
+) -> SpawnPlan:
+    """How to start ``command_argv`` under ``posture``; ``SandboxRefused`` when the
+    profile requires a sandbox that is not available. Blocking (a few system calls):
+    run it on a worker thread."""
+    limits = limits or ResourceLimits()
+    if posture.refuses:
+        raise SandboxRefused(
+            f"the risk profile requires an OS sandbox ({posture.requested}) and none is "
+            f"available: {posture.reason}"
+        )
+    child_env = dict(env)
+    if posture.active == "none":
+        return SpawnPlan(list(command_argv), child_env, _limits_preexec(limits, None))
+    temp_dir = session_temp_dir(session_id)
+    # The user's home is not readable in the sandbox (keys, tokens, shell history); the
+    # session's temp dir stands in, so tools that read ~/.gitconfig and the like still run.
+    child_env["TMPDIR"] = child_env["HOME"] = str(temp_dir)
+    programs = program_dirs(child_env)
+    if posture.active == "landlock":
+        rules = landlock.LandlockRules(
+            read_only=landlock.existing(
+                [Path(p) for p in SYSTEM_READ_DIRS]
+                + list(programs)
+                + ([] if posture.writable_workspace else [workspace])
+            ),
+            read_write=(temp_dir, *((workspace,) if posture.writable_workspace else ())),
+            devices=landlock.existing(Path(p) for p in DEVICE_FILES),
+            network=posture.network,
+        )
+        abi = int(posture.detail.removeprefix("ABI "))
+        ruleset_fd = landlock.build_ruleset(rules, abi)
+        preexec = _limits_preexec(limits, landlock.restrict_child(ruleset_fd))
+        return SpawnPlan(list(command_argv), child_env, preexec, [ruleset_fd])
+    if posture.active == "bubblewrap":
+        program = posture.detail
+        prefix = bubblewrap.bwrap_argv(
+            program,
+            workspace=workspace,
+            writable_workspace=posture.writable_workspace,
+            temp_dir=temp_dir,
+            extra_read_only=programs,
+            network=posture.network,
+        )
+    else:  # firejail
+        prefix = firejail_argv(posture.detail, profile.firejail_args, network=posture.network)
+    return SpawnPlan([*prefix, *command_argv], child_env, _limits_preexec(limits, None))
+
+
+@contextmanager
+def spawned(plan: SpawnPlan) -> Iterator[SpawnPlan]:
+    """Closes the plan's descriptors (the Landlock ruleset) once the child is started."""
+    try:
+        yield plan
+    finally:
+        for fd in plan.close_fds_after_spawn:
+            os.close(fd)
