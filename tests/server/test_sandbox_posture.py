@@ -27,8 +27,10 @@ from acp_server.security.sandbox import (
     BackendProbe,
     BackendStatus,
     SandboxRefused,
+    discard_session_temp_dir,
     plan_spawn,
     resolve_posture,
+    session_temp_dir,
 )
 from acp_server.security.sandbox import posture as posture_module
 from acp_server.security.sandbox.posture import Backend, log_startup_posture
@@ -206,3 +208,16 @@ def test_program_dirs_never_grant_the_root_the_home_or_the_cwd(tmp_path: Path) -
     assert Path("/") not in granted
     assert not any(Path.home().is_relative_to(p) for p in granted)
     assert Path.cwd() not in granted or Path.cwd() == Path(sys.base_prefix)
+
+
+def test_a_session_temp_dir_is_removed_when_the_session_leaves() -> None:
+    path = session_temp_dir("leaving-session")
+    (path / "left-behind").mkdir()
+    (path / "left-behind" / "file").write_text("x")
+    cleanup = discard_session_temp_dir("leaving-session")
+    assert cleanup is not None
+    cleanup.join(timeout=10)
+    assert not path.exists()
+    # Nothing to remove the second time, and a session that never had one is fine too.
+    assert discard_session_temp_dir("leaving-session") is None
+    assert discard_session_temp_dir("never-had-one") is None

@@ -20,6 +20,7 @@ from acp_server.agent.providers.base import Provider, ToolSpec
 from acp_server.agent.tools.base import Tool
 from acp_server.config import AgentConfig, RuntimeProfileConfig
 from acp_server.security import CommandRisk, SecurityPolicy
+from acp_server.security.sandbox import discard_session_temp_dir
 from acp_server.storage.uploads import uploads_dir
 
 if TYPE_CHECKING:
@@ -108,9 +109,11 @@ class Session:
             logger.warning("session %s: %s", self.session_id, problem)
 
     def close(self) -> None:
-        """The session is leaving memory: stop what it started (MCP servers)."""
+        """The session is leaving memory: stop what it started (MCP servers) and remove
+        its sandbox temporary directory."""
         if self.mcp is not None:
             self.mcp.close()
+        discard_session_temp_dir(self.session_id)
 
     def touch(self) -> None:
         self.last_activity = trio.current_time()

@@ -16,6 +16,7 @@ import resource
 import shutil
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Final
 
 from acp_server.config.model import RiskProfileConfig
+from acp_server.errors import ZeroclawError
 from acp_server.security.sandbox import bubblewrap, landlock
 from acp_server.security.sandbox.posture import SandboxPosture, firejail_argv
 
@@ -70,7 +72,7 @@ class SpawnPlan:
     close_fds_after_spawn: list[int] = field(default_factory=list)
 
 
-class SandboxRefused(Exception):
+class SandboxRefused(ZeroclawError):
     """The profile requires a sandbox this machine cannot provide."""
 
 
@@ -84,11 +86,36 @@ def _temp_root() -> Path:
     return root
 
 
+def _session_temp_path(session_id: str) -> Path:
+    return _temp_root() / (_SESSION_NAME.sub("_", session_id) or "session")
+
+
 def session_temp_dir(session_id: str) -> Path:
-    """The session's own temporary directory (created on first use, removed at exit)."""
-    path = _temp_root() / (_SESSION_NAME.sub("_", session_id) or "session")
+    """The session's own temporary directory (created on first use, removed when the
+    session leaves memory, ``discard_session_temp_dir``, and at exit)."""
+    path = _session_temp_path(session_id)
     path.mkdir(mode=0o700, exist_ok=True)
     return path
+
+
+def discard_session_temp_dir(session_id: str) -> threading.Thread | None:
+    """Remove the session's temporary directory, if it has one, on a short-lived thread
+    (a command may have left a large tree there; the event loop never walks it). Returns
+    the thread doing it (tests join it), or None when there was nothing to remove."""
+    if _temp_root.cache_info().currsize == 0:
+        return None  # no session of this process ever had one
+    path = _session_temp_path(session_id)
+    if not path.exists():
+        return None
+    thread = threading.Thread(
+        target=shutil.rmtree,
+        args=(path,),
+        kwargs={"ignore_errors": True},
+        name="zeroclaw-session-temp-cleanup",
+        daemon=True,
+    )
+    thread.start()
+    return thread
 
 
 def program_dirs(env: Mapping[str, str]) -> tuple[Path, ...]:
