@@ -23,7 +23,11 @@ import pytest
 import trio
 
 from acp_server.agent.tools.shell import ShellTool
-from acp_server.config import RiskProfileConfig
+from acp_server.config import (
+    DEFAULT_SHELL_CPU_LIMIT_SECS,
+    DEFAULT_SHELL_FILE_SIZE_LIMIT_BYTES,
+    RiskProfileConfig,
+)
 from acp_server.security.sandbox import (
     BACKENDS,
     BackendProbe,
@@ -34,7 +38,6 @@ from acp_server.security.sandbox import (
     system_probe,
 )
 from acp_server.security.sandbox import posture as posture_module
-from acp_server.security.sandbox.spawn import DEFAULT_CPU_LIMIT_SECS, DEFAULT_FILE_SIZE_LIMIT_BYTES
 from tests.e2e.helpers import RpcPipeClient, child_env, console_script, open_session, spawn_acp
 from tests.helpers import JsonDict, echo_config, poll_until, write_config
 from tests.server.tool_context import make_context
@@ -389,8 +392,8 @@ async def test_readonly_profile_gets_a_read_only_workspace_and_the_limits(
     lines = completed.stdout.decode().splitlines()
     assert lines == [
         "readable",
-        str(DEFAULT_CPU_LIMIT_SECS),
-        str(DEFAULT_FILE_SIZE_LIMIT_BYTES // 1024),
+        str(DEFAULT_SHELL_CPU_LIMIT_SECS),
+        str(DEFAULT_SHELL_FILE_SIZE_LIMIT_BYTES // 1024),
     ]
     assert completed.returncode != 0
     assert not (workspace / "new.txt").exists()
@@ -407,3 +410,25 @@ def test_a_missing_backend_skips_or_fails_when_required(monkeypatch: pytest.Monk
     monkeypatch.setenv(REQUIRE_ENV, "1")
     with pytest.raises(pytest.fail.Exception, match="ZEROCLAW_REQUIRE_SANDBOX_TESTS=1 requires"):
         require_backend("landlock")
+
+
+async def test_the_runtime_profile_sets_the_shell_commands_resource_limits(tmp_path: Path) -> None:
+    document = echo_config(
+        level="full",
+        risk={**EVERYTHING_ALLOWED, "allowed_commands": ["ulimit"]},
+        runtime={"shell_cpu_limit_secs": 7, "shell_file_size_limit_bytes": 1 << 20},
+    )
+    config_dir = write_config(tmp_path / "cfg", document)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with trio.fail_after(60):
+        async with spawn_acp(config_dir) as client:
+            session_id = await open_session(client, workspace)
+            prompt = '/tool shell {"command": "ulimit -t; ulimit -f"}'
+            response = await client.prompt(session_id, prompt)
+            assert response["result"]["stopReason"] == "end_turn"
+            [done] = [
+                u for u in client.updates(session_id) if u["sessionUpdate"] == "tool_call_update"
+            ]
+    assert done["status"] == "completed", done
+    assert done["rawOutput"].split()[:2] == ["7", "1024"]

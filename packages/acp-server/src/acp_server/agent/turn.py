@@ -72,6 +72,7 @@ from acp_server.agent.tools.mcp import MCP_TOOL_PREFIX
 from acp_server.agent.tools.registry import definition_for
 from acp_server.errors import ClientFacingError
 from acp_server.security import Approval, PolicyViolation, remember_allow_always
+from acp_server.security.sandbox.spawn import ResourceLimits
 from acp_server.storage.uploads import read_verified
 
 logger = logging.getLogger(__name__)
@@ -332,6 +333,7 @@ class _TurnRunner:
             workspace=self.session.workspace,
             policy=self.session.policy,
             shell_timeout_secs=float(self.session.runtime_profile.shell_timeout_secs),
+            shell_limits=ResourceLimits.of_profile(self.session.runtime_profile),
             ask_choice=self._ask_choice,
             send_text=send_text,
             set_plan=set_plan,

@@ -26,6 +26,9 @@ DEFAULT_SESSION_TIMEOUT_SECS: Final = 3600
 DEFAULT_SHELL_TIMEOUT_SECS: Final = 60
 DEFAULT_MAX_TOOL_ITERATIONS: Final = 20
 DEFAULT_PROVIDER_TIMEOUT_SECS: Final = 120
+DEFAULT_SHELL_CPU_LIMIT_SECS: Final = 600
+DEFAULT_SHELL_FILE_SIZE_LIMIT_BYTES: Final = 1 << 30  # 1 GiB: the largest file a command may write
+DEFAULT_SHELL_ADDRESS_SPACE_LIMIT_BYTES: Final = 16 << 30  # 16 GiB of virtual memory
 
 # Reference defaults (RiskProfileConfig's Default impl).
 DEFAULT_ALLOWED_COMMANDS: Final = (
@@ -162,6 +165,10 @@ class RiskProfileConfig:
 class RuntimeProfileConfig:
     shell_timeout_secs: int = DEFAULT_SHELL_TIMEOUT_SECS
     max_tool_iterations: int = DEFAULT_MAX_TOOL_ITERATIONS
+    # setrlimit of every shell command, under any sandbox backend (none included).
+    shell_cpu_limit_secs: int = DEFAULT_SHELL_CPU_LIMIT_SECS
+    shell_file_size_limit_bytes: int = DEFAULT_SHELL_FILE_SIZE_LIMIT_BYTES
+    shell_address_space_limit_bytes: int = DEFAULT_SHELL_ADDRESS_SPACE_LIMIT_BYTES
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from acp_server.agent.conversation import PlanStep, ToolRecord
 from acp_server.agent.tools._text import encodable
 from acp_server.errors import ZeroclawError
 from acp_server.security import NO_RULES, SecurityPolicy, ToolRules
+from acp_server.security.sandbox.spawn import ResourceLimits
 
 DEFAULT_MAX_TOOL_OUTPUT_BYTES: Final = 64 * 1024
 
@@ -64,6 +65,8 @@ class ToolContext:
     # Replace the session plan (todo tool): emits a `plan` update.
     set_plan: Callable[[Sequence[PlanStep]], Awaitable[None]]
     extra: dict[str, Any] = field(default_factory=dict)
+    # setrlimit of the shell tool's child (the runtime profile's shell_*_limit_* keys).
+    shell_limits: ResourceLimits = field(default_factory=ResourceLimits)
 
     @property
     def uploads_dir(self) -> Path:

@@ -263,6 +263,7 @@ class ShellTool:
                 workspace=ctx.workspace,
                 session_id=ctx.session_id,
                 env=env,
+                limits=ctx.shell_limits,
             )
         except (SandboxRefused, OSError) as exc:  # required but unavailable; ruleset failed
             raise ToolError(f"Sandbox error: {exc}") from None

@@ -24,14 +24,16 @@ from functools import cache
 from pathlib import Path
 from typing import Final
 
-from acp_server.config.model import RiskProfileConfig
+from acp_server.config.model import (
+    DEFAULT_SHELL_ADDRESS_SPACE_LIMIT_BYTES,
+    DEFAULT_SHELL_CPU_LIMIT_SECS,
+    DEFAULT_SHELL_FILE_SIZE_LIMIT_BYTES,
+    RiskProfileConfig,
+    RuntimeProfileConfig,
+)
 from acp_server.errors import ZeroclawError
 from acp_server.security.sandbox import bubblewrap, landlock
 from acp_server.security.sandbox.posture import SandboxPosture, firejail_argv
-
-DEFAULT_CPU_LIMIT_SECS: Final = 600
-DEFAULT_FILE_SIZE_LIMIT_BYTES: Final = 1 << 30  # 1 GiB: the largest file a command may write
-DEFAULT_ADDRESS_SPACE_LIMIT_BYTES: Final = 16 << 30  # 16 GiB of virtual memory
 
 SYSTEM_READ_DIRS: Final = (
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
@@ -47,9 +49,18 @@ class ResourceLimits:
     """setrlimit values for every shell command (soft and hard; never above the
     server's own hard limit, which cannot be raised without CAP_SYS_RESOURCE)."""
 
-    cpu_secs: int = DEFAULT_CPU_LIMIT_SECS
-    file_size_bytes: int = DEFAULT_FILE_SIZE_LIMIT_BYTES
-    address_space_bytes: int = DEFAULT_ADDRESS_SPACE_LIMIT_BYTES
+    cpu_secs: int = DEFAULT_SHELL_CPU_LIMIT_SECS
+    file_size_bytes: int = DEFAULT_SHELL_FILE_SIZE_LIMIT_BYTES
+    address_space_bytes: int = DEFAULT_SHELL_ADDRESS_SPACE_LIMIT_BYTES
+
+    @classmethod
+    def of_profile(cls, profile: RuntimeProfileConfig) -> ResourceLimits:
+        """The limits a runtime profile sets (``[runtime_profiles.<alias>] shell_*_limit_*``)."""
+        return cls(
+            cpu_secs=profile.shell_cpu_limit_secs,
+            file_size_bytes=profile.shell_file_size_limit_bytes,
+            address_space_bytes=profile.shell_address_space_limit_bytes,
+        )
 
     def pairs(self) -> tuple[tuple[int, int], ...]:
         wanted = (
