@@ -151,3 +151,32 @@ async def test_calls_cut_off_by_cancel_end_failed_and_each_marker_is_its_own_car
     assert all("cancelled" in card.fields["rawOutput"].lower() for card in shells)
     markers = [card for card in cards.values() if card.fields.get("name") == "turn-cancelled"]
     assert len(markers) == 2  # two cards: each marker has its own toolCallId
+
+
+async def test_edit_cards_keep_their_diff_when_they_complete(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "notes.txt").write_text("one\ntwo\n")
+    config_dir = write_config(tmp_path / "cfg", echo_config())
+    prompt = "\n".join(
+        [
+            _tool_line("file_edit", {"path": "notes.txt", "old_string": "two", "new_string": "2"}),
+            _tool_line("file_write", {"path": "new.txt", "content": "fresh\n"}),
+        ]
+    )
+    with trio.fail_after(60):
+        async with spawn_acp(config_dir) as client:
+            session_id = await open_session(client, workspace)
+            response = await client.prompt(
+                session_id, prompt, on_request=answer_by_tool(rejected=set())
+            )
+    assert response["result"]["stopReason"] == "end_turn"
+    cards = cards_of(client, session_id)
+    assert_all_closed(cards)
+    edit, write = cards.values()
+    assert edit.statuses[-1] == write.statuses[-1] == "completed"
+    [edit_diff] = [block for block in edit.fields["content"] if block["type"] == "diff"]
+    assert (edit_diff["oldText"], edit_diff["newText"]) == ("two", "2")
+    [write_diff] = [block for block in write.fields["content"] if block["type"] == "diff"]
+    assert write_diff["newText"] == "fresh\n"
+    assert (workspace / "notes.txt").read_text() == "one\n2\n"

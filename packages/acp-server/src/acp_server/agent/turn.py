@@ -59,7 +59,12 @@ from acp_server.agent.providers.base import (
     UsageReported,
 )
 from acp_server.agent.session import Session
-from acp_server.agent.tool_updates import plan_update, tool_call_finished, tool_call_started
+from acp_server.agent.tool_updates import (
+    completed_diff,
+    plan_update,
+    tool_call_finished,
+    tool_call_started,
+)
 from acp_server.agent.tools.base import (
     DeliveredFile,
     Tool,
@@ -292,7 +297,7 @@ class _TurnRunner:
                     schema.ToolCallUpdate(tool_call_id=call_id, status="in_progress")
                 )
                 output = await self._execute(tool, arguments, tool_streamed, approved=verdict)
-        return await self._report(call_id, definition, output, tool_streamed)
+        return await self._report(call_id, definition, output, tool_streamed, arguments)
 
     async def _authorise(
         self,
@@ -383,6 +388,7 @@ class _TurnRunner:
         definition: ToolDefinition,
         output: ToolOutput,
         tool_streamed: Sequence[StreamedText | StreamedPlan] = (),
+        arguments: Mapping[str, Any] | None = None,
     ) -> ChatMessage:
         """Send the tool_call_update; returns the tool result (and its record) for the
         history."""
@@ -408,6 +414,7 @@ class _TurnRunner:
                 title=title,
                 resource=resource,
                 failed=not output.ok or (delivered is not None and resource is None),
+                diff=completed_diff(definition, arguments or {}, ok=output.ok),
             )
         )
         return ChatMessage(
