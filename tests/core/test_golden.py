@@ -146,8 +146,16 @@ def test_deliver_file_resource_is_narrowed_to_a_blob() -> None:
 
 def test_reference_builders_match_their_fixtures() -> None:
     cancelled = golden_payload("reference_update_turn_cancelled", "params")
-    built = schema.turn_cancelled_update(cancelled["sessionId"], "[turn cancelled via client]")
-    assert ordered(schema.to_builtins(built)) == ordered(cancelled["update"])
+    built = schema.turn_cancelled_update(
+        cancelled["sessionId"], "[turn cancelled via client]", marker_id="1"
+    )
+    # The reference reuses one id per session; ours adds a suffix so each marker is its own
+    # tool call (ACP: ids are unique within a session). Everything else is the reference's.
+    reference_id = cancelled["update"]["toolCallId"]
+    assert built.tool_call_id == f"{reference_id}-1"
+    built_wire = schema.to_builtins(built)
+    assert isinstance(built_wire, dict)
+    assert ordered({**built_wire, "toolCallId": reference_id}) == ordered(cancelled["update"])
     edit = golden_payload("reference_request_permission_edit", "params")
     assert schema.to_builtins(schema.permission_options(edit=True)) == edit["options"]
     outcome = schema.parse_permission_outcome(

@@ -368,10 +368,10 @@ def test_plan_update_shape() -> None:
 
 
 def test_turn_cancelled_update_is_a_styled_think_tool_call() -> None:
-    update = wire(schema.turn_cancelled_update("s-1", "[turn cancelled via client]"))
+    update = wire(schema.turn_cancelled_update("s-1", "[turn cancelled via client]", marker_id="7"))
     assert update == {
         "sessionUpdate": "tool_call",
-        "toolCallId": "turn-cancelled-s-1",
+        "toolCallId": "turn-cancelled-s-1-7",
         "title": "turn-cancelled",
         "kind": "think",
         "status": "completed",
@@ -380,6 +380,13 @@ def test_turn_cancelled_update_is_a_styled_think_tool_call() -> None:
             {"type": "content", "content": {"type": "text", "text": "[turn cancelled via client]"}}
         ],
     }
+
+
+def test_each_turn_cancelled_marker_has_its_own_id() -> None:
+    first = schema.turn_cancelled_update("s-1", "[turn cancelled via client]")
+    second = schema.turn_cancelled_update("s-1", "[turn cancelled via client]")
+    assert first.tool_call_id.startswith("turn-cancelled-s-1-")
+    assert first.tool_call_id != second.tool_call_id
 
 
 def test_strict_decode_rejects_unknown_update_kind() -> None:

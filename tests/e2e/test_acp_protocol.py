@@ -258,7 +258,7 @@ async def test_jail_escapes_are_refused(tmp_path: Path, workspace: Path) -> None
     outputs = [
         u["rawOutput"]
         for u in client.updates(session_id)
-        if u["sessionUpdate"] == "tool_call_update"
+        if u["sessionUpdate"] == "tool_call_update" and u["status"] != "in_progress"
     ]
     assert len(outputs) == 1 + len(attempts)
     for output in outputs[1:]:
@@ -478,7 +478,11 @@ async def test_allow_always_is_remembered_and_edits_can_be_rejected_with_an_edit
         "reject-once",
     ]
     assert (workspace / "notes.txt").read_text() == "inside the jail\n"
-    finished = [u for u in client.updates(session_id) if u["sessionUpdate"] == "tool_call_update"]
+    finished = [
+        u
+        for u in client.updates(session_id)
+        if u["sessionUpdate"] == "tool_call_update" and u["status"] != "in_progress"
+    ]
     assert finished[-1]["rawOutput"] == "Use a heading instead."  # the operator's text
     assert "Use a heading instead." in edited["result"]["content"]
 
@@ -601,7 +605,9 @@ async def test_risk_profiles_from_config_decide_over_a_real_process(
         asked = len(client.server_requests)
         await client.prompt(session_id, prompt, on_request=allow_once)
         [finished] = [
-            u for u in client.updates(session_id) if u["sessionUpdate"] == "tool_call_update"
+            u
+            for u in client.updates(session_id)
+            if u["sessionUpdate"] == "tool_call_update" and u["status"] != "in_progress"
         ]
         return finished["rawOutput"], len(client.server_requests) - asked
 

@@ -94,8 +94,9 @@ def test_official_sdk_client_runs_a_turn_with_a_permission_request(tmp_path: Pat
     kinds = [type(update).__name__ for update in client.updates]
     assert "AgentMessageChunk" in kinds
     start = next(u for u in client.updates if type(u).__name__ == "ToolCallStart")
-    progress = next(u for u in client.updates if type(u).__name__ == "ToolCallProgress")
-    assert start.tool_call_id == progress.tool_call_id
+    running, progress = [u for u in client.updates if type(u).__name__ == "ToolCallProgress"]
+    assert start.tool_call_id == running.tool_call_id == progress.tool_call_id
+    assert running.status == "in_progress"
     assert progress.status == "completed"
     assert "from-the-sdk.txt" in str(progress.raw_output)
     assert returncode == 0

@@ -34,7 +34,11 @@ async def test_acp_streams_a_turn_with_a_permission_request_and_exits_on_eof(
             kinds = [update["sessionUpdate"] for update in updates]
             assert kinds[:4] == ["agent_message_chunk"] * 4
             call = next(u for u in updates if u["sessionUpdate"] == "tool_call")
-            done = next(u for u in updates if u["sessionUpdate"] == "tool_call_update")
+            done = next(
+                u
+                for u in updates
+                if u["sessionUpdate"] == "tool_call_update" and u["status"] != "in_progress"
+            )
             assert call["toolCallId"] == done["toolCallId"]
             assert call["kind"] == "execute"
             # Approved by the operator, yet rawInput is the model's arguments verbatim:

@@ -47,7 +47,11 @@ async def test_interaction_tools_reach_the_client(tmp_path: Path) -> None:
     assert question["params"]["toolCall"]["title"] == "Which colour?"
     assert [o["name"] for o in question["params"]["options"]] == ["red", "blue"]
     updates = client.updates(session_id)
-    outputs = [u["rawOutput"] for u in updates if u["sessionUpdate"] == "tool_call_update"]
+    outputs = [
+        u["rawOutput"]
+        for u in updates
+        if u["sessionUpdate"] == "tool_call_update" and u["status"] != "in_progress"
+    ]
     assert "blue" in outputs[0]
     assert outputs[1].startswith("Error")
     assert "choices" in outputs[1]
@@ -90,7 +94,11 @@ async def test_deliver_file_and_prompt_blobs(tmp_path: Path) -> None:
     assert response["result"]["stopReason"] == "end_turn"
     stored_blob = workspace / "uploads" / f"{hashlib.sha256(b'# notes').hexdigest()}.md"
     assert stored_blob.read_bytes() == b"# notes"
-    [update] = [u for u in client.updates(session_id) if u["sessionUpdate"] == "tool_call_update"]
+    [update] = [
+        u
+        for u in client.updates(session_id)
+        if u["sessionUpdate"] == "tool_call_update" and u["status"] != "in_progress"
+    ]
     assert update["status"] == "completed"
     assert update["title"] == "Q3"
     resource = update["content"][1]["content"]["resource"]

@@ -61,7 +61,11 @@ async def run_tool(client: RpcPipeClient, session_id: str, line: str) -> tuple[J
     response = await client.prompt(session_id, line, on_request=allow_once)
     assert "result" in response, response
     updates = client.updates(session_id)[seen:]
-    [finished] = [u for u in updates if u["sessionUpdate"] == "tool_call_update"]
+    [finished] = [
+        u
+        for u in updates
+        if u["sessionUpdate"] == "tool_call_update" and u["status"] != "in_progress"
+    ]
     return response["result"], finished
 
 

@@ -122,7 +122,11 @@ async def test_whole_turn_with_reasoning_and_a_tool_call(
     )
     assert thoughts == "I should read the notes."
     started = next(u for u in updates if u["sessionUpdate"] == "tool_call")
-    finished = next(u for u in updates if u["sessionUpdate"] == "tool_call_update")
+    finished = next(
+        u
+        for u in updates
+        if u["sessionUpdate"] == "tool_call_update" and u["status"] != "in_progress"
+    )
     assert started["name"] == "file_read"
     assert started["rawInput"] == {"path": "notes.txt"}
     assert finished["toolCallId"] == started["toolCallId"]

@@ -47,7 +47,7 @@ def tool_results(client: Any, session_id: str) -> list[str]:
     return [
         update["rawOutput"]
         for update in client.updates(session_id)
-        if update["sessionUpdate"] == "tool_call_update"
+        if update["sessionUpdate"] == "tool_call_update" and update["status"] != "in_progress"
     ]
 
 

@@ -36,7 +36,11 @@ async def _run_turn(
             response = await client.prompt(session_id, prompt, on_request=allow_once)
     assert response["result"]["stopReason"] == "end_turn"
     updates = client.updates(session_id)
-    return client, [update for update in updates if update["sessionUpdate"] == "tool_call_update"]
+    return client, [
+        update
+        for update in updates
+        if update["sessionUpdate"] == "tool_call_update" and update["status"] != "in_progress"
+    ]
 
 
 async def test_jail_escapes_are_refused_without_asking(tmp_path: Path) -> None:

@@ -63,13 +63,19 @@ async def test_allow_once_runs_the_tool_and_pairs_the_updates(tmp_path: Path) ->
         "reject-once",
     ]
     assert params["toolCall"]["title"] == "Approve stub?"
-    assert params["toolCall"]["toolCallId"].startswith("approval-")
+    # One card per call: the prompt carries the call's own id, announced first.
+    assert params["toolCall"]["toolCallId"] == "call-1"
     assert params["toolCall"]["rawInput"] == {"tool": "stub"}
     assert params["toolCall"]["content"][0]["content"]["text"] == "x: 1"
     assert tool.calls == [{"x": 1}]
-    start, finish, *_ = [
+    start, running, finish, *_ = [
         u for u in client.updates(session_id) if u["sessionUpdate"].startswith("tool_call")
     ]
+    assert running == {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": "call-1",
+        "status": "in_progress",
+    }
     assert start == {
         "sessionUpdate": "tool_call",
         "toolCallId": "call-1",
@@ -262,7 +268,11 @@ async def test_unknown_tools_and_the_iteration_bound(tmp_path: Path) -> None:
     assert len(provider.requests) == 4  # 3 tool rounds, then the bound stops the turn
     assert provider.requests[1].messages[-1].content.startswith("Error: Unknown tool: nope")
     assert "max_tool_iterations (3)" in result["content"]
-    finishes = [u for u in client.updates(session_id) if u["sessionUpdate"] == "tool_call_update"]
+    finishes = [
+        u
+        for u in client.updates(session_id)
+        if u["sessionUpdate"] == "tool_call_update" and u["status"] != "in_progress"
+    ]
     assert len(finishes) == 4  # the last round's call is reported as not executed
     assert finishes[-1]["rawOutput"].startswith("Tool call not executed")
 
@@ -359,7 +369,9 @@ async def test_delivered_files_are_embedded_only_if_unchanged(tmp_path: Path) ->
         ) as client:
             session_id, _ = await run_prompt(tmp_path, client)
     good, swapped = [
-        u for u in client.updates(session_id) if u["sessionUpdate"] == "tool_call_update"
+        u
+        for u in client.updates(session_id)
+        if u["sessionUpdate"] == "tool_call_update" and u["status"] != "in_progress"
     ]
     assert good["status"] == "completed"
     assert good["title"] == "Quarterly report"
@@ -379,10 +391,10 @@ async def test_calls_without_a_provider_id_get_one_stable_id(tmp_path: Path) -> 
             make_config(tmp_path, level="full"), provider=provider, tools=[tool]
         ) as client:
             session_id, _ = await run_prompt(tmp_path, client)
-    start, finish = [
+    start, running, finish = [
         u for u in client.updates(session_id) if u["sessionUpdate"].startswith("tool_call")
     ]
-    assert start["toolCallId"] == finish["toolCallId"]
+    assert start["toolCallId"] == running["toolCallId"] == finish["toolCallId"]
     assert len(start["toolCallId"]) == 36
     history = provider.requests[-1].messages
     assert history[-2].tool_calls[0].id == start["toolCallId"]

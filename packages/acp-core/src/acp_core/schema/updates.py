@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from msgspec import UNSET, UnsetType
@@ -118,10 +119,17 @@ class HistoryTrimmedParams(WireStruct, kw_only=True):
     reason: str
 
 
-def turn_cancelled_update(session_id: str, marker: str) -> ToolCallStart:
-    """The reference's styled notice that a turn was cancelled (the ZeroClaw ACP docs: cancellation)."""
+def turn_cancelled_update(
+    session_id: str, marker: str, *, marker_id: str | None = None
+) -> ToolCallStart:
+    """The reference's styled notice that a turn was cancelled (the ZeroClaw ACP docs: cancellation).
+
+    Its ``toolCallId`` is ``turn-cancelled-<sessionId>-<marker_id>``, a fresh random
+    ``marker_id`` unless one is given: ACP tool call ids are unique within a session, and
+    an editor that keeps one card per id would otherwise fold every cancel into one."""
+    suffix = marker_id if marker_id is not None else uuid.uuid4().hex
     return ToolCallStart(
-        tool_call_id=f"turn-cancelled-{session_id}",
+        tool_call_id=f"turn-cancelled-{session_id}-{suffix}",
         title="turn-cancelled",
         kind="think",
         status="completed",

@@ -116,7 +116,11 @@ def _json_scalar(value: object) -> str:
 
 
 def approval_request(
-    session_id: str, definition: ToolDefinition, arguments: Mapping[str, Any]
+    session_id: str,
+    definition: ToolDefinition,
+    arguments: Mapping[str, Any],
+    *,
+    tool_call_id: str | None = None,
 ) -> schema.RequestPermissionParams:
     """Params of the approval request for one tool call (the reference server's shape), as the tool's
     definition presents it: an ``edit`` prompt shows the diff and offers the new text for
@@ -124,7 +128,8 @@ def approval_request(
     ``{"tool": name}`` plus the whole ``command`` of a shell-like tool (the argument its
     ``ToolRules.command_argument`` names, shown in full in the text as well). Unpaired
     surrogates in the arguments are shown as ``\\udXXX`` escapes (the tool itself refuses
-    such arguments)."""
+    such arguments). ``tool_call_id`` is the call's own id (its ``tool_call`` announced it),
+    so the prompt and the call are one card; without it the prompt gets an ``approval-`` id."""
     arguments = encodable(arguments)
     presentation = definition.presentation
     edit = presentation.approval_kind == "edit"
@@ -146,7 +151,7 @@ def approval_request(
         session_id=session_id,
         options=schema.permission_options(edit=edit),
         tool_call=schema.PermissionToolCall(
-            tool_call_id=f"approval-{uuid.uuid4()}",
+            tool_call_id=tool_call_id or f"approval-{uuid.uuid4()}",
             title=f"Approve {definition.name}?",
             kind=presentation.approval_kind,
             status="pending",

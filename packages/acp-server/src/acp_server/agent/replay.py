@@ -39,6 +39,7 @@ from typing import Final, TypeAlias
 from acp_core import schema
 from acp_server.agent.conversation import ChatMessage, ToolCall, ToolRecord
 from acp_server.agent.tool_updates import (
+    completed_diff,
     plan_update,
     streamed_update,
     tool_call_finished,
@@ -102,7 +103,7 @@ def history_updates(
                 updates.append(_started(call))
                 if record is not None:
                     updates.extend(streamed_update(item) for item in record.streamed)
-            updates.append(_finished(message, record, budget))
+            updates.append(_finished(message, record, budget, call))
             continue
         announce_pending()
         if message.role == "user":
@@ -153,7 +154,7 @@ class _EmbedBudget:
 
 
 def _finished(
-    result: ChatMessage, record: ToolRecord | None, embed: _EmbedBudget
+    result: ChatMessage, record: ToolRecord | None, embed: _EmbedBudget, call: ToolCall | None
 ) -> schema.ToolCallUpdate:
     """The replayed completion of a call: its stored output (a ``tool`` message).
 
@@ -179,4 +180,5 @@ def _finished(
         title=title,
         resource=resource,
         failed=failed,
+        diff=None if call is None else completed_diff(definition, call.arguments, ok=result.ok),
     )

@@ -46,13 +46,17 @@ def tool_call_finished(
     title: str | None = None,
     resource: schema.EmbeddedResource | None = None,
     failed: bool = False,
+    diff: Sequence[schema.ToolCallContent] | None = None,
 ) -> schema.ToolCallUpdate:
     """A call's ``tool_call_update``: ``text`` as ``rawOutput``, ``body`` and a text block,
     then ``resource`` (a delivered file) when given. ``status`` is ``failed`` when the
     tool failed (``ToolOutput.ok`` false: an error, a denial, a refusal; or a delivered file
     that could not be embedded), else ``completed``. ``definition`` is None for a result
-    whose tool name was not stored: it then carries no name, title or kind."""
-    content: list[schema.ToolCallContent] = [schema.text_tool_content(text)]
+    whose tool name was not stored: it then carries no name, title or kind. ``diff`` (an
+    edit's diff, as its ``tool_call`` showed it) comes first in ``content``: ACP clients
+    replace a card's content with the completing update's, so an edit that leaves it out
+    loses its diff when it finishes."""
+    content: list[schema.ToolCallContent] = [*(diff or ()), schema.text_tool_content(text)]
     if resource is not None:
         content.append(schema.ToolCallContentBlock(content=resource))
     name = definition.name if definition is not None else None
@@ -66,6 +70,16 @@ def tool_call_finished(
         body=text,
         content=content,
     )
+
+
+def completed_diff(
+    definition: ToolDefinition | None, arguments: Mapping[str, Any], *, ok: bool
+) -> list[schema.ToolCallContent] | None:
+    """The diff a finished call's ``tool_call_update`` keeps: its announced diff when the
+    call succeeded (a failed edit changed nothing, so its card shows only the error)."""
+    if definition is None or not ok:
+        return None
+    return definition.presentation.diff(arguments)
 
 
 def streamed_update(item: StreamedText | StreamedPlan) -> schema.SessionUpdate:

@@ -59,7 +59,12 @@ from acp_server.agent.providers.base import (
     UsageReported,
 )
 from acp_server.agent.session import Session
-from acp_server.agent.tool_updates import plan_update, tool_call_finished, tool_call_started
+from acp_server.agent.tool_updates import (
+    completed_diff,
+    plan_update,
+    tool_call_finished,
+    tool_call_started,
+)
 from acp_server.agent.tools.base import (
     DeliveredFile,
     Tool,
@@ -79,6 +84,9 @@ logger = logging.getLogger(__name__)
 
 EMPTY_OUTPUT_TEXT: Final = "(no output)"
 EMPTY_COMPLETION_MESSAGE: Final = "The model provider returned an invalid semantic completion."
+CANCELLED_CALL_TEXT: Final = "Cancelled: the turn was cancelled before this call finished."
+CLOSE_ON_CANCEL_SECS: Final = 5.0
+"""How long a cancelled call's closing update may wait for the connection's writer."""
 BLANK_PROMPT_MESSAGE: Final = (
     "Agent turn failed: empty user message: refusing to dispatch a blank turn"
 )
@@ -241,7 +249,22 @@ class _TurnRunner:
     # -- tools ----------------------------------------------------------------------
 
     async def _run_tool_call(self, call: ToolCall) -> ChatMessage:
-        """Decide, approve, announce, execute and report one call; returns the tool result."""
+        """Decide, approve, announce, execute and report one call; returns the tool result.
+
+        A call cut off by a cancelled turn still gets its closing ``failed`` update, sent
+        shielded before the cancellation goes on, so no card is left pending or running."""
+        try:
+            return await self._decide_and_run(call)
+        except BaseException:  # trio.Cancelled, possibly inside a tool's exception group
+            with trio.CancelScope(shield=True), trio.move_on_after(CLOSE_ON_CANCEL_SECS):
+                await self.io.send_update(
+                    tool_call_finished(
+                        call.id, definition_for(call.name), CANCELLED_CALL_TEXT, failed=True
+                    )
+                )
+            raise
+
+    async def _decide_and_run(self, call: ToolCall) -> ChatMessage:
         session = self.session
         call_id = call.id
         arguments = dict(call.arguments)
@@ -249,6 +272,11 @@ class _TurnRunner:
         tool = session.tools.get(call.name)
         output: ToolOutput
         tool_streamed: list[StreamedText | StreamedPlan] = []
+        # The call's card comes first: its permission request carries the same toolCallId,
+        # so an editor that upserts cards by id shows one card the answer moves on.
+        # rawInput is the model's arguments verbatim, live and on replay alike (as the
+        # reference server does); the approval travels in ToolContext.extra, not there.
+        await self._announce(call_id, definition, arguments)
         if tool is None:
             available = ", ".join(sorted(session.tools)) or "none"
             text = f"Error: Unknown tool: {call.name} (available: {available})"
@@ -259,25 +287,26 @@ class _TurnRunner:
                 if problems:
                     text += ". " + " ".join(problems)
             output = ToolOutput(text, ok=False)
-            await self._announce(call_id, definition, arguments)
         else:
-            verdict = await self._authorise(definition, arguments, side_effects=tool.side_effects)
+            verdict = await self._authorise(
+                call_id, definition, arguments, side_effects=tool.side_effects
+            )
             if isinstance(verdict, str):
                 output = ToolOutput(verdict, ok=False)
-                await self._announce(call_id, definition, arguments)
             else:
-                # rawInput is the model's arguments verbatim, live and on replay alike
-                # (as the reference server does). The reference also shows a runtime-set `approved`
-                # there because its shell tool takes that parameter; ours does not (the
-                # approval travels in ToolContext.extra), the client saw the approval in
-                # its own session/request_permission answer, and a flag that exists only
-                # live would make session/load differ from what the client saw.
-                await self._announce(call_id, definition, arguments)
+                await self.io.send_update(
+                    schema.ToolCallUpdate(tool_call_id=call_id, status="in_progress")
+                )
                 output = await self._execute(tool, arguments, tool_streamed, approved=verdict)
-        return await self._report(call_id, definition, output, tool_streamed)
+        return await self._report(call_id, definition, output, tool_streamed, arguments)
 
     async def _authorise(
-        self, definition: ToolDefinition, arguments: dict[str, Any], *, side_effects: bool
+        self,
+        call_id: str,
+        definition: ToolDefinition,
+        arguments: dict[str, Any],
+        *,
+        side_effects: bool,
     ) -> bool | str:
         """Whether the call may run: a bool (True when an operator approved it) or the
         model-facing denial text."""
@@ -295,7 +324,7 @@ class _TurnRunner:
         if decision.approval is Approval.DENY:
             return decision.reason or f"Tool call not executed: '{name}' is not allowed by policy."
         outcome = await self.io.request_permission(
-            approval_request(session.session_id, definition, arguments)
+            approval_request(session.session_id, definition, arguments, tool_call_id=call_id)
         )
         verdict = verdict_from_outcome(outcome)
         if verdict.kind is VerdictKind.ALLOW_ALWAYS:
@@ -361,6 +390,7 @@ class _TurnRunner:
         definition: ToolDefinition,
         output: ToolOutput,
         tool_streamed: Sequence[StreamedText | StreamedPlan] = (),
+        arguments: Mapping[str, Any] | None = None,
     ) -> ChatMessage:
         """Send the tool_call_update; returns the tool result (and its record) for the
         history."""
@@ -386,6 +416,7 @@ class _TurnRunner:
                 title=title,
                 resource=resource,
                 failed=not output.ok or (delivered is not None and resource is None),
+                diff=completed_diff(definition, arguments or {}, ok=output.ok),
             )
         )
         return ChatMessage(

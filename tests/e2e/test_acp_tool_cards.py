@@ -1,0 +1,182 @@
+"""Tool cards as an editor shows them, through a real `zeroclaw acp`.
+
+Zed keeps one card per ``toolCallId`` and upserts every ``tool_call`` /
+``tool_call_update`` (and a permission request's ``toolCall``) into it; a card is
+closed only by ``completed`` or ``failed``. These tests keep that model and check what
+it shows at the end of each turn, cancelled turns included."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from tests.e2e.helpers import JsonDict, RpcPipeClient, open_session, spawn_acp
+from tests.helpers import echo_config, write_config
+
+pytestmark = pytest.mark.e2e
+
+
+def _tool_line(name: str, arguments: dict[str, Any]) -> str:
+    return f"/tool {name} {json.dumps(arguments)}"
+
+
+@dataclass
+class Card:
+    """One tool card: its fields as last upserted and every status it went through."""
+
+    fields: JsonDict = field(default_factory=dict)
+    statuses: list[str] = field(default_factory=list)
+
+
+def cards_of(client: RpcPipeClient, session_id: str) -> dict[str, Card]:
+    """Zed's card model: every tool frame of the session upserted by ``toolCallId``, in
+    the order the frames arrived (permission requests included)."""
+    cards: dict[str, Card] = {}
+    for line in client.raw_lines:
+        message = json.loads(line)
+        if message.get("method") == "session/update":
+            params = message["params"]
+            if params.get("sessionId") != session_id:
+                continue
+            update = params["update"]
+            if update["sessionUpdate"] not in ("tool_call", "tool_call_update"):
+                continue
+        elif message.get("method") == "session/request_permission":
+            update = message["params"]["toolCall"]
+        else:
+            continue
+        card = cards.setdefault(update["toolCallId"], Card())
+        card.fields.update({k: v for k, v in update.items() if k != "sessionUpdate"})
+        if "status" in update and (not card.statuses or card.statuses[-1] != update["status"]):
+            card.statuses.append(update["status"])
+    return cards
+
+
+def assert_all_closed(cards: dict[str, Card]) -> None:
+    for call_id, card in cards.items():
+        assert card.statuses[-1] in ("completed", "failed"), (call_id, card.statuses)
+
+
+def answer_by_tool(rejected: set[str]) -> Any:
+    """Reject the approval of the tools named in ``rejected``, allow the others."""
+
+    def answer(request: JsonDict) -> JsonDict:
+        title = request["params"]["toolCall"]["title"]
+        no = any(title == f"Approve {name}?" for name in rejected)
+        return {
+            "outcome": {"outcome": "selected", "optionId": "reject-once" if no else "allow-once"}
+        }
+
+    return answer
+
+
+async def test_every_card_ends_completed_or_failed(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    (workspace / ".secrets").mkdir(parents=True)
+    (workspace / ".secrets" / "key").write_text("secret")
+    (workspace / "notes.txt").write_text("one\ntwo\n")
+    risk = {"forbidden_paths": [str(workspace / ".secrets")]}
+    config_dir = write_config(tmp_path / "cfg", echo_config(risk=risk))
+    prompt = "\n".join(
+        [
+            _tool_line("file_read", {"path": "notes.txt"}),
+            _tool_line("file_write", {"path": "new.txt", "content": "x"}),
+            _tool_line("file_read", {"path": ".secrets/key"}),
+            _tool_line("file_read", {}),
+            _tool_line("file_read", {"path": "missing.txt"}),
+        ]
+    )
+    with trio.fail_after(60):
+        async with spawn_acp(config_dir) as client:
+            session_id = await open_session(client, workspace)
+            response = await client.prompt(
+                session_id, prompt, on_request=answer_by_tool({"file_write"})
+            )
+    assert response["result"]["stopReason"] == "end_turn"
+    cards = cards_of(client, session_id)
+    assert_all_closed(cards)
+    read_ok, denied, refused, invalid, missing = (
+        card for card in cards.values() if card.fields.get("name") in ("file_read", "file_write")
+    )
+    assert read_ok.statuses == ["pending", "in_progress", "completed"]
+    assert denied.statuses[-1] == "failed"
+    assert "in_progress" not in denied.statuses
+    assert denied.fields["rawOutput"] == "Denied by user."
+    assert refused.statuses[-1] == "failed"
+    assert "forbidden" in refused.fields["rawOutput"]
+    assert invalid.statuses[-1] == "failed"
+    assert missing.statuses[-1] == "failed"
+    assert not (workspace / "new.txt").exists()
+
+
+async def _cancel_a_running_shell(client: RpcPipeClient, session_id: str) -> JsonDict:
+    """Start a shell call that never ends, cancel the turn once it runs; the response."""
+    request_id = await client.request(
+        "session/prompt",
+        {"sessionId": session_id, "prompt": _tool_line("shell", {"command": "sleep 1000"})},
+    )
+    running = len([c for c in cards_of(client, session_id).values() if "in_progress" in c.statuses])
+    while (
+        len([c for c in cards_of(client, session_id).values() if "in_progress" in c.statuses])
+        == running
+    ):
+        await client.receive()  # kept in client.raw_lines
+    await client.notify("session/cancel", {"sessionId": session_id})
+    response: JsonDict = await client.wait_response(request_id)
+    return response
+
+
+async def test_calls_cut_off_by_cancel_end_failed_and_each_marker_is_its_own_card(
+    tmp_path: Path,
+) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    risk = {"allowed_commands": ["*"], "block_high_risk_commands": False}
+    config_dir = write_config(tmp_path / "cfg", echo_config(level="full", risk=risk))
+    with trio.fail_after(60):
+        async with spawn_acp(config_dir) as client:
+            session_id = await open_session(client, workspace)
+            first = await _cancel_a_running_shell(client, session_id)
+            second = await _cancel_a_running_shell(client, session_id)
+    assert first["result"]["stopReason"] == second["result"]["stopReason"] == "cancelled"
+    cards = cards_of(client, session_id)
+    assert_all_closed(cards)
+    shells = [card for card in cards.values() if card.fields.get("name") == "shell"]
+    assert [card.statuses for card in shells] == [["pending", "in_progress", "failed"]] * 2
+    assert all("cancelled" in card.fields["rawOutput"].lower() for card in shells)
+    markers = [card for card in cards.values() if card.fields.get("name") == "turn-cancelled"]
+    assert len(markers) == 2  # two cards: each marker has its own toolCallId
+
+
+async def test_edit_cards_keep_their_diff_when_they_complete(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "notes.txt").write_text("one\ntwo\n")
+    config_dir = write_config(tmp_path / "cfg", echo_config())
+    prompt = "\n".join(
+        [
+            _tool_line("file_edit", {"path": "notes.txt", "old_string": "two", "new_string": "2"}),
+            _tool_line("file_write", {"path": "new.txt", "content": "fresh\n"}),
+        ]
+    )
+    with trio.fail_after(60):
+        async with spawn_acp(config_dir) as client:
+            session_id = await open_session(client, workspace)
+            response = await client.prompt(
+                session_id, prompt, on_request=answer_by_tool(rejected=set())
+            )
+    assert response["result"]["stopReason"] == "end_turn"
+    cards = cards_of(client, session_id)
+    assert_all_closed(cards)
+    edit, write = cards.values()
+    assert edit.statuses[-1] == write.statuses[-1] == "completed"
+    [edit_diff] = [block for block in edit.fields["content"] if block["type"] == "diff"]
+    assert (edit_diff["oldText"], edit_diff["newText"]) == ("two", "2")
+    [write_diff] = [block for block in write.fields["content"] if block["type"] == "diff"]
+    assert write_diff["newText"] == "fresh\n"
+    assert (workspace / "notes.txt").read_text() == "one\n2\n"
