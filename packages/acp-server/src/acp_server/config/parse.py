@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -20,6 +20,7 @@ from acp_server.config.model import (
     DEFAULT_MAX_SESSIONS,
     DEFAULT_MAX_TOOL_ITERATIONS,
     DEFAULT_PROFILE_ALIAS,
+    DEFAULT_PROJECT_INSTRUCTIONS,
     DEFAULT_PROVIDER_TIMEOUT_SECS,
     DEFAULT_SESSION_TIMEOUT_SECS,
     DEFAULT_SHELL_ADDRESS_SPACE_LIMIT_BYTES,
@@ -142,6 +143,8 @@ class ConfigParser:
         agents = self.parse_agents(
             self.table(doc, "agents", "agents"), providers, risk_profiles, runtime_profiles
         )
+        for alias, agent in agents.items():
+            agents[alias] = self.agent_files(agent, acp, workspace_dir, doc["agents"][alias])
         if acp.default_agent is not None and acp.default_agent not in agents:
             raise self.error(
                 "acp.default_agent",
@@ -158,6 +161,18 @@ class ConfigParser:
             risk_profiles=risk_profiles,
             runtime_profiles=runtime_profiles,
         )
+
+    def agent_files(
+        self, agent: AgentConfig, acp: AcpConfig, workspace_dir: Path, body: Mapping[str, Any]
+    ) -> AgentConfig:
+        """``[agents.<alias>.workspace] path``, and ``[acp] project_instructions``."""
+        prefix = f"agents.{agent.alias}"
+        table = self.table(body, "workspace", f"{prefix}.workspace")
+        self.warn_unknown(table, frozenset({"path"}), f"{prefix}.workspace")
+        raw = self.get(table, "path", f"{prefix}.workspace.path", str, "").strip()
+        default = Config.default_agent_workspace(workspace_dir, agent.alias)
+        workspace = self.resolve_path(raw) if raw else default
+        return replace(agent, workspace=workspace, project_instructions=acp.project_instructions)
 
     def resolve_path(self, raw: str) -> Path:
         path = Path(raw).expanduser()
@@ -184,7 +199,14 @@ class ConfigParser:
             session_persistence=self.get(
                 t, "session_persistence", "acp.session_persistence", bool, True
             ),
+            project_instructions=self.file_names(t, "project_instructions", "acp"),
         )
+
+    def file_names(self, t: Mapping[str, Any], key: str, prefix: str) -> tuple[str, ...]:
+        names = self.strings(t, key, f"{prefix}.{key}", DEFAULT_PROJECT_INSTRUCTIONS)
+        for bad in (n for n in names if not n.strip() or "/" in n or n in (".", "..")):
+            raise self.error(f"{prefix}.{key}", f"{bad!r} is not a plain file name")
+        return names
 
     def optional_positive(self, t: dict[str, Any], key: str, table: str) -> int | None:
         """A positive integer setting whose absence means "use the related default"."""
@@ -443,7 +465,7 @@ class ConfigParser:
         runtime_profiles: Mapping[str, RuntimeProfileConfig],
     ) -> dict[str, AgentConfig]:
         agents: dict[str, AgentConfig] = {}
-        known = _field_names(AgentConfig) - {"alias"}
+        known = _field_names(AgentConfig) - {"alias", "project_instructions"}
         for alias, body in t.items():
             prefix = f"agents.{alias}"
             if not isinstance(body, dict):
