@@ -119,7 +119,8 @@ def read_project_instructions(
     cwd: Path, policy: SecurityPolicy, names: Iterable[str]
 ) -> tuple[list[ProjectFile], bool]:
     """The project instruction files, farthest directory first, and whether the total
-    was cut at ``MAX_PROJECT_INSTRUCTION_BYTES``. The budget is spent nearest first, so
+    was cut at ``MAX_PROJECT_INSTRUCTION_BYTES``; in one directory, in ``names`` order.
+    The budget is spent nearest directory first, so
     the instructions closest to the cwd always survive. Every path goes through the
     session's jail, as ``file_read`` does: a refused or unreadable file is absent."""
     names = tuple(names)
@@ -127,6 +128,7 @@ def read_project_instructions(
     budget = MAX_PROJECT_INSTRUCTION_BYTES
     truncated = False
     for directory in reversed(project_directories(cwd, policy)):
+        in_directory: list[ProjectFile] = []
         for name in names:
             if budget <= 0:
                 truncated = True
@@ -143,8 +145,8 @@ def read_project_instructions(
             text = data.decode("utf-8", errors="ignore").strip()
             if text:
                 budget -= len(data)
-                found.append(ProjectFile(directory / name, text))
-    found.reverse()
+                in_directory.append(ProjectFile(directory / name, text))
+        found[:0] = in_directory
     return found, truncated
 
 
