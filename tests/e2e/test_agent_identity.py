@@ -218,3 +218,23 @@ async def test_show_system_prompt_prints_what_a_session_sends(tmp_path: Path) ->
     assert shown == sent + "\n"
     assert "project-rule" in shown
     assert "### SOUL.md" in shown
+
+
+async def test_aieos_identity_comes_first_then_the_files(tmp_path: Path) -> None:
+    agent_ws = tmp_path / "agent-ws"
+    project = tmp_path / "project"
+    project.mkdir()
+
+    def config(url: str) -> JsonDict:
+        document = identity_config(url, agent_ws)
+        document["agents"][AGENT]["identity"] = {
+            "format": "aieos",
+            "aieos_inline": '{"identity": {"names": {"first": "Ada", "last": "Quill"}}}',
+        }
+        return document
+
+    [system] = await system_messages(tmp_path, project, config)
+    context = system.index("## Project Context")
+    identity = system.index("## Identity\n\n**Name:** Ada\n**Full Name:** Ada Quill")
+    assert context < identity < system.index("### SOUL.md")
+    assert "The following workspace files define your identity" not in system

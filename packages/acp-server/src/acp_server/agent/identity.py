@@ -116,11 +116,12 @@ def seed_persona_files(agent_workspace: Path, alias: str) -> list[str]:
     return written
 
 
-def render_persona(files: list[PersonaFile]) -> str:
-    """The personality part of ``## Project Context`` (empty without files)."""
-    if not files:
+def render_persona(files: list[PersonaFile], aieos: str = "") -> str:
+    """The personality part of ``## Project Context``: the AIEOS identity text when there
+    is one, else a sentence introducing the files; then the files (empty: neither)."""
+    if not files and not aieos:
         return ""
-    parts = ["The following workspace files define your identity, behavior, and context."]
+    parts = [aieos or "The following workspace files define your identity, behavior, and context."]
     for file in files:
         parts.append(f"### {file.name}\n\n{file.text}")
         if file.truncated:

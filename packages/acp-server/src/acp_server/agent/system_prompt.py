@@ -21,6 +21,7 @@ whether anything changed since its last read without leaving the event loop.
 
 from __future__ import annotations
 
+import logging
 import os
 import platform
 from collections.abc import Iterable, Sequence
@@ -29,6 +30,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Final
 
+from acp_server.agent.aieos import AieosError, parse_aieos, render_aieos
 from acp_server.agent.identity import (
     PERSONA_FILES,
     PersonaFile,
@@ -38,6 +40,8 @@ from acp_server.agent.identity import (
 from acp_server.config import AgentConfig
 from acp_server.security import PolicyViolation, SecurityPolicy
 from acp_server.security.sandbox.posture import resolve_posture
+
+logger = logging.getLogger(__name__)
 
 MAX_PROJECT_INSTRUCTION_BYTES: Final = 32 * 1024
 PROJECT_TRUNCATION_NOTICE: Final = (
@@ -71,6 +75,7 @@ class PromptFiles:
     persona: list[PersonaFile]
     project: list[ProjectFile]
     project_truncated: bool
+    aieos: str = ""
 
 
 def read_prompt_files(inputs: PromptInputs) -> PromptFiles:
@@ -80,13 +85,33 @@ def read_prompt_files(inputs: PromptInputs) -> PromptFiles:
     project, truncated = read_project_instructions(
         inputs.cwd, inputs.policy, inputs.agent.project_instructions
     )
-    return PromptFiles(persona, project, truncated)
+    return PromptFiles(persona, project, truncated, read_aieos(inputs.agent))
+
+
+def read_aieos(agent: AgentConfig) -> str:
+    """The agent's AIEOS identity as prompt text (blocking); empty when not configured.
+    A document that cannot be read or parsed is a warning, and the files stand alone."""
+    identity = agent.identity
+    if not identity.aieos_configured:
+        return ""
+    source = str(identity.aieos_path) if identity.aieos_path else "aieos_inline"
+    try:
+        if identity.aieos_path is not None:
+            raw = identity.aieos_path.read_text(encoding="utf-8")
+        else:
+            raw = identity.aieos_inline or ""
+        return render_aieos(parse_aieos(raw))
+    except (OSError, UnicodeDecodeError, AieosError) as exc:
+        logger.warning("agent %s: AIEOS identity %s ignored: %s", agent.alias, source, exc)
+        return ""
 
 
 def prompt_file_signature(inputs: PromptInputs) -> tuple[object, ...]:
     """Size, modification time and inode of every file the prompt may read (``None`` for
     an absent or refused one): equal signatures mean nothing needs reading again."""
     candidates: list[Path] = []
+    if inputs.agent.identity.aieos_path is not None:
+        candidates.append(inputs.agent.identity.aieos_path)
     if inputs.agent.workspace is not None:
         candidates.extend(inputs.agent.workspace / name for name in PERSONA_FILES)
     for directory in project_directories(inputs.cwd, inputs.policy):
@@ -225,7 +250,7 @@ def build_system_prompt(
     agent = inputs.agent
     moment = now if now is not None else datetime.now().astimezone()
     sections = [date_section(moment)]
-    persona = render_persona(files.persona)
+    persona = render_persona(files.persona, files.aieos)
     sections.append(f"## Project Context\n\n{persona}" if persona else "")
     sections.append(render_project_instructions(files.project, files.project_truncated))
     if agent.system_prompt and agent.system_prompt.strip():

@@ -129,6 +129,21 @@ class McpServerConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class IdentityConfig:
+    """``[agents.<alias>.identity]``: ``openclaw`` (the markdown files only) or ``aieos``
+    (an AIEOS JSON document first; ``aieos_path``, relative to the agent workspace, wins
+    over ``aieos_inline``)."""
+
+    format: Literal["openclaw", "aieos"] = "openclaw"
+    aieos_path: Path | None = None
+    aieos_inline: str | None = None
+
+    @property
+    def aieos_configured(self) -> bool:
+        return self.format == "aieos" and (self.aieos_path or self.aieos_inline) is not None
+
+
+@dataclass(frozen=True, slots=True)
 class AgentConfig:
     alias: str
     enabled: bool = True
@@ -143,6 +158,7 @@ class AgentConfig:
     path``, default ``<workspace_dir>/agents/<alias>/workspace``); None: no personality."""
     project_instructions: tuple[str, ...] = DEFAULT_PROJECT_INSTRUCTIONS
     """``[acp] project_instructions``, copied onto each agent by the parser."""
+    identity: IdentityConfig = field(default_factory=IdentityConfig)
 
     @property
     def dispatchable(self) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import fields, replace
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -14,6 +14,7 @@ from acp_core.gateway_contract import (
     path_prefix_problem,
     port_problem,
 )
+from acp_server.config.identity import agent_files
 from acp_server.config.model import (
     CURRENT_SCHEMA_VERSION,
     DEFAULT_AUTO_APPROVE,
@@ -144,7 +145,7 @@ class ConfigParser:
             self.table(doc, "agents", "agents"), providers, risk_profiles, runtime_profiles
         )
         for alias, agent in agents.items():
-            agents[alias] = self.agent_files(agent, acp, workspace_dir, doc["agents"][alias])
+            agents[alias] = agent_files(self, agent, acp, workspace_dir, doc["agents"][alias])
         if acp.default_agent is not None and acp.default_agent not in agents:
             raise self.error(
                 "acp.default_agent",
@@ -161,18 +162,6 @@ class ConfigParser:
             risk_profiles=risk_profiles,
             runtime_profiles=runtime_profiles,
         )
-
-    def agent_files(
-        self, agent: AgentConfig, acp: AcpConfig, workspace_dir: Path, body: Mapping[str, Any]
-    ) -> AgentConfig:
-        """``[agents.<alias>.workspace] path``, and ``[acp] project_instructions``."""
-        prefix = f"agents.{agent.alias}"
-        table = self.table(body, "workspace", f"{prefix}.workspace")
-        self.warn_unknown(table, frozenset({"path"}), f"{prefix}.workspace")
-        raw = self.get(table, "path", f"{prefix}.workspace.path", str, "").strip()
-        default = Config.default_agent_workspace(workspace_dir, agent.alias)
-        workspace = self.resolve_path(raw) if raw else default
-        return replace(agent, workspace=workspace, project_instructions=acp.project_instructions)
 
     def resolve_path(self, raw: str) -> Path:
         path = Path(raw).expanduser()
