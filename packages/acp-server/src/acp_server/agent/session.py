@@ -11,13 +11,22 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 import trio
 
 from acp_server.agent.conversation import ChatMessage, PlanStep
+from acp_server.agent.identity import seed_persona_files
 from acp_server.agent.providers.base import Provider, ToolSpec
+from acp_server.agent.system_prompt import (
+    PromptFiles,
+    PromptInputs,
+    build_system_prompt,
+    prompt_file_signature,
+    read_prompt_files,
+)
 from acp_server.agent.tools.base import Tool
+from acp_server.agent.tools.shell import _shell_program
 from acp_server.config import AgentConfig, RuntimeProfileConfig
 from acp_server.security import CommandRisk, SecurityPolicy
 from acp_server.security.sandbox import discard_session_temp_dir
@@ -27,12 +36,6 @@ if TYPE_CHECKING:
     from acp_server.agent.tools.mcp import McpToolset
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_SYSTEM_PROMPT: Final = (
-    "You are ZeroClaw, a coding agent driven by an editor over the Agent Client Protocol. "
-    "Your working directory is {workspace}; every file and shell tool is confined to it. "
-    "Use the tools to inspect and change files, keep answers short, and say what you did."
-)
 
 
 @dataclass(eq=False)
@@ -79,13 +82,42 @@ class Session:
     _mcp_merged: bool = field(default=False, init=False, repr=False)
     # Strings every turn needs, computed once in __post_init__.
     uploads_path: str = field(default="", init=False)
+    # Rebuilt before every turn (refresh_system_prompt): the date is recomputed and the
+    # persona and project files re-read when any changed, so an edit applies next turn.
     system_prompt: str = field(default="", init=False, repr=False)
+    _prompt_files: PromptFiles | None = field(default=None, init=False, repr=False)
+    _prompt_signature: tuple[object, ...] = field(default=(), init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._build_specs()
         self.uploads_path = str(uploads_dir(self.workspace))
-        template = self.agent.system_prompt or DEFAULT_SYSTEM_PROMPT
-        self.system_prompt = template.replace("{workspace}", str(self.workspace))
+        # Once per session, like the cwd checks of session/new: seed the missing persona
+        # templates and take the first reading of a few small capped files.
+        if self.agent.workspace is not None:
+            seed_persona_files(self.agent.workspace, self.agent.alias)
+        inputs = self.prompt_inputs()
+        self._prompt_signature = prompt_file_signature(inputs)
+        self._prompt_files = read_prompt_files(inputs)
+
+    def prompt_inputs(self) -> PromptInputs:
+        return PromptInputs(
+            agent=self.agent,
+            cwd=self.workspace,
+            policy=self.policy,
+            tool_names=tuple(self.tools),
+            model=self.provider.model,
+            shell=_shell_program(),
+        )
+
+    async def refresh_system_prompt(self) -> None:
+        """Rebuild ``system_prompt`` for the next model call; the files are read again (in
+        a worker thread) only when their sizes, times or inodes changed."""
+        inputs = self.prompt_inputs()
+        signature = prompt_file_signature(inputs)
+        if self._prompt_files is None or signature != self._prompt_signature:
+            self._prompt_files = await trio.to_thread.run_sync(read_prompt_files, inputs)
+            self._prompt_signature = signature
+        self.system_prompt = build_system_prompt(inputs, self._prompt_files)
 
     def _build_specs(self) -> None:
         self.tool_specs = [

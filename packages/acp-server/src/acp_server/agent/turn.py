@@ -133,6 +133,7 @@ async def run_turn(session: Session, user_text: str, io: TurnIO) -> TurnOutcome:
     if not user_text.strip():
         raise TurnFailed(BLANK_PROMPT_MESSAGE)
     await session.prepare_tools()
+    await session.refresh_system_prompt()
     runner = _TurnRunner(session, io)
     return await runner.run(user_text)
 

@@ -21,6 +21,8 @@ import tomli_w
 import trio
 
 from acp_core import methods
+from acp_core.errors import RpcError
+from acp_server.agent.providers import create_provider
 from acp_server.cli.agent_client import (
     AgentConnection,
     AgentError,
@@ -29,6 +31,8 @@ from acp_server.cli.agent_client import (
     zeroclaw_acp_command,
 )
 from acp_server.cli.render import TurnRenderer, terminal_safe
+from acp_server.config import Config, RiskProfileConfig, RuntimeProfileConfig
+from acp_server.errors import ZeroclawError
 
 Answer = Literal["yes", "deny", "ask"]
 EXIT_OK: Final = 0
@@ -231,8 +235,49 @@ def _color() -> bool:
     return sys.stdout.isatty() and "NO_COLOR" not in os.environ
 
 
+def session_system_prompt(config: Config, alias: str | None, cwd: Path) -> str:
+    """The system prompt a session of ``alias`` opened in ``cwd`` sends with its next
+    turn, built by the same code (``Session.refresh_system_prompt``) without a model
+    call. Like ``session/new`` it seeds the agent workspace's missing persona files.
+
+    Raises:
+        RpcError: no usable agent (as ``session/new`` answers).
+        ZeroclawError: its provider cannot be built.
+    """
+    from acp_core.aliases import resolve_session_alias
+    from acp_server.agent.session import Session
+    from acp_server.app import default_tools_factory
+    from acp_server.security import SecurityPolicy
+
+    chosen = resolve_session_alias(
+        explicit=alias,
+        connection_default=None,
+        config_default=config.acp.default_agent,
+        agents={name: agent.dispatchable for name, agent in config.agents.items()},
+    )
+    agent = config.agents[chosen]
+    provider_config = config.providers.get(agent.model_provider)
+    if provider_config is None:
+        raise ZeroclawError(f"model provider `{agent.model_provider}` is not configured")
+    risk = config.risk_profiles.get(agent.risk_profile, RiskProfileConfig())
+    session = Session(
+        session_id="system-prompt",
+        agent=agent,
+        workspace=cwd,
+        provider=create_provider(provider_config),
+        tools=default_tools_factory(agent, cwd, config),
+        policy=SecurityPolicy(risk, cwd),
+        runtime_profile=config.runtime_profiles.get(agent.runtime_profile, RuntimeProfileConfig()),
+    )
+    try:
+        trio.run(session.refresh_system_prompt)
+    finally:
+        session.close()
+    return session.system_prompt
+
+
 @click.command("prompt")
-@click.argument("text")
+@click.argument("text", required=False)
 @click.option(
     "--agent",
     default=None,
@@ -249,14 +294,20 @@ def _color() -> bool:
 @click.option("--yes", "answer", flag_value="yes", help="Allow every permission request once.")
 @click.option("--deny", "answer", flag_value="deny", help="Reject every permission request.")
 @click.option("--json", "as_json", is_flag=True, help="Print the agent's raw JSON-RPC frames.")
+@click.option(
+    "--show-system-prompt",
+    is_flag=True,
+    help="Print the system prompt a session in --cwd would send (no TEXT, no model call).",
+)
 @click.pass_context
 def prompt_command(
     ctx: click.Context,
-    text: str,
+    text: str | None,
     agent: str | None,
     cwd: Path | None,
     answer: str | None,
     as_json: bool,
+    show_system_prompt: bool,
 ) -> None:
     """Run one prompt TEXT through `zeroclaw acp` and show the turn (TEXT "-": read it
     from stdin).
@@ -264,6 +315,17 @@ def prompt_command(
     Permission requests are asked on the terminal, or answered by --yes / --deny; without
     a terminal and without either flag they are rejected, as with --deny.
     """
+    if show_system_prompt:
+        config = ctx.obj.load()
+        try:
+            shown = session_system_prompt(config, agent, (cwd or Path.cwd()).resolve())
+        except (ZeroclawError, RpcError) as exc:
+            click.echo(f"zeroclaw: error: {terminal_safe(str(exc))}", err=True)
+            sys.exit(EXIT_FAILED)
+        click.echo(shown)
+        return
+    if text is None:
+        raise click.UsageError("missing argument TEXT (or use --show-system-prompt)")
     if text == "-":
         text = sys.stdin.read(DEFAULT_MAX_PROMPT_CHARS + 1)
         if len(text) > DEFAULT_MAX_PROMPT_CHARS:

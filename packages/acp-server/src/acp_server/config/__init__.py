@@ -185,6 +185,7 @@ def default_config(
         model_provider=provider.ref,
         risk_profile=DEFAULT_PROFILE_ALIAS,
         runtime_profile=DEFAULT_PROFILE_ALIAS,
+        workspace=Config.default_agent_workspace(config_dir / "data", DEFAULT_AGENT_ALIAS),
     )
     return Config(
         config_dir=config_dir,

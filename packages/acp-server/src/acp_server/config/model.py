@@ -39,6 +39,8 @@ DEFAULT_FORBIDDEN_PATHS: Final = (
     "/etc", "/root", "/home", "/usr", "/bin", "/sbin", "/lib", "/opt", "/boot", "/dev",
     "/proc", "/sys", "/var", "/tmp", "~/.ssh", "~/.gnupg", "~/.aws", "~/.config",
 )  # fmt: skip
+DEFAULT_PROJECT_INSTRUCTIONS: Final = ("AGENTS.md",)
+"""File names read from the session cwd and its parents into the system prompt."""
 DEFAULT_AUTO_APPROVE: Final = (
     "file_read", "glob_search", "content_search", "todo_write", "calculator",
 )  # fmt: skip
@@ -57,6 +59,8 @@ class AcpConfig:
     (it can still be loaded from the store)."""
     # false: never open the SQLite store (throwaway CI runs); sessions live in memory only.
     session_persistence: bool = True
+    project_instructions: tuple[str, ...] = DEFAULT_PROJECT_INSTRUCTIONS
+    """File names looked up in the session cwd and its parents (``[]``: none)."""
 
     @property
     def permission_timeout(self) -> int:
@@ -125,6 +129,21 @@ class McpServerConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class IdentityConfig:
+    """``[agents.<alias>.identity]``: ``openclaw`` (the markdown files only) or ``aieos``
+    (an AIEOS JSON document first; ``aieos_path``, relative to the agent workspace, wins
+    over ``aieos_inline``)."""
+
+    format: Literal["openclaw", "aieos"] = "openclaw"
+    aieos_path: Path | None = None
+    aieos_inline: str | None = None
+
+    @property
+    def aieos_configured(self) -> bool:
+        return self.format == "aieos" and (self.aieos_path or self.aieos_inline) is not None
+
+
+@dataclass(frozen=True, slots=True)
 class AgentConfig:
     alias: str
     enabled: bool = True
@@ -134,6 +153,12 @@ class AgentConfig:
     system_prompt: str | None = None
     acp_enable_mcp: bool = False
     mcp_servers: tuple[McpServerConfig, ...] = ()
+    workspace: Path | None = None
+    """The agent workspace holding the personality files (``[agents.<alias>.workspace]
+    path``, default ``<workspace_dir>/agents/<alias>/workspace``); None: no personality."""
+    project_instructions: tuple[str, ...] = DEFAULT_PROJECT_INSTRUCTIONS
+    """``[acp] project_instructions``, copied onto each agent by the parser."""
+    identity: IdentityConfig = field(default_factory=IdentityConfig)
 
     @property
     def dispatchable(self) -> bool:
@@ -182,6 +207,10 @@ class Config:
     agents: Mapping[str, AgentConfig] = field(default_factory=dict)  # by alias
     risk_profiles: Mapping[str, RiskProfileConfig] = field(default_factory=dict)
     runtime_profiles: Mapping[str, RuntimeProfileConfig] = field(default_factory=dict)
+
+    @staticmethod
+    def default_agent_workspace(workspace_dir: Path, alias: str) -> Path:
+        return workspace_dir / "agents" / alias / "workspace"
 
     @property
     def store_path(self) -> Path:

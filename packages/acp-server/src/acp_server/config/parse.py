@@ -14,12 +14,14 @@ from acp_core.gateway_contract import (
     path_prefix_problem,
     port_problem,
 )
+from acp_server.config.identity import agent_files
 from acp_server.config.model import (
     CURRENT_SCHEMA_VERSION,
     DEFAULT_AUTO_APPROVE,
     DEFAULT_MAX_SESSIONS,
     DEFAULT_MAX_TOOL_ITERATIONS,
     DEFAULT_PROFILE_ALIAS,
+    DEFAULT_PROJECT_INSTRUCTIONS,
     DEFAULT_PROVIDER_TIMEOUT_SECS,
     DEFAULT_SESSION_TIMEOUT_SECS,
     DEFAULT_SHELL_ADDRESS_SPACE_LIMIT_BYTES,
@@ -142,6 +144,8 @@ class ConfigParser:
         agents = self.parse_agents(
             self.table(doc, "agents", "agents"), providers, risk_profiles, runtime_profiles
         )
+        for alias, agent in agents.items():
+            agents[alias] = agent_files(self, agent, acp, workspace_dir, doc["agents"][alias])
         if acp.default_agent is not None and acp.default_agent not in agents:
             raise self.error(
                 "acp.default_agent",
@@ -184,7 +188,14 @@ class ConfigParser:
             session_persistence=self.get(
                 t, "session_persistence", "acp.session_persistence", bool, True
             ),
+            project_instructions=self.file_names(t, "project_instructions", "acp"),
         )
+
+    def file_names(self, t: Mapping[str, Any], key: str, prefix: str) -> tuple[str, ...]:
+        names = self.strings(t, key, f"{prefix}.{key}", DEFAULT_PROJECT_INSTRUCTIONS)
+        for bad in (n for n in names if not n.strip() or "/" in n or n in (".", "..")):
+            raise self.error(f"{prefix}.{key}", f"{bad!r} is not a plain file name")
+        return names
 
     def optional_positive(self, t: dict[str, Any], key: str, table: str) -> int | None:
         """A positive integer setting whose absence means "use the related default"."""
@@ -443,7 +454,7 @@ class ConfigParser:
         runtime_profiles: Mapping[str, RuntimeProfileConfig],
     ) -> dict[str, AgentConfig]:
         agents: dict[str, AgentConfig] = {}
-        known = _field_names(AgentConfig) - {"alias"}
+        known = _field_names(AgentConfig) - {"alias", "project_instructions"}
         for alias, body in t.items():
             prefix = f"agents.{alias}"
             if not isinstance(body, dict):
