@@ -256,3 +256,46 @@ async def test_resume_sends_no_session_update_before_answering(
             before_answer = again.updates(session_id) + again.titles(session_id)
     assert resumed["result"] == {}
     assert before_answer == []
+
+
+@pytest.mark.parametrize(
+    ("style", "expected"), [(None, -32000), ("zeroclaw", -32000), ("acp", -32002)]
+)
+async def test_error_codes_setting_picks_the_session_not_found_code(
+    tmp_path: Path, style: str | None, expected: int
+) -> None:
+    document = echo_config()
+    if style is not None:
+        document["acp"] = {"error_codes": style}
+    config_dir = write_config(tmp_path / "cfg", document)
+    ws = workspace(tmp_path, "ws")
+    with trio.fail_after(60):
+        async with spawn_acp(config_dir) as client:
+            session_id = await open_session(client, ws)
+            errors = [
+                await client.call("session/prompt", {"sessionId": "nope", "prompt": "x"}),
+                await client.call("session/load", {"sessionId": "nope"}),
+                await client.call("session/resume", {"sessionId": "nope"}),
+                await client.call("session/close", {"sessionId": "nope"}),
+                await client.call("session/delete", {"sessionId": "nope"}),
+            ]
+            busy_free = await client.call("session/close", {"sessionId": session_id})
+    assert [e["error"]["code"] for e in errors] == [expected] * 5
+    assert all(e["error"]["message"] == "Session not found: nope" for e in errors)
+    assert busy_free["result"] == {}
+
+
+def test_an_unknown_error_codes_style_is_a_config_error(tmp_path: Path) -> None:
+    document = echo_config()
+    document["acp"] = {"error_codes": "jsonrpc"}
+    config_dir = write_config(tmp_path / "cfg", document)
+    completed = subprocess.run(
+        [str(console_script("zeroclaw")), "acp"],
+        capture_output=True,
+        input=b"",
+        env=child_env(config_dir),
+        timeout=30,
+        check=False,
+    )
+    assert completed.returncode == 2
+    assert b"acp.error_codes" in completed.stderr

@@ -54,6 +54,9 @@ class AcpConfig:
     (it can still be loaded from the store)."""
     # false: never open the SQLite store (throwaway CI runs); sessions live in memory only.
     session_persistence: bool = True
+    error_codes: Literal["zeroclaw", "acp"] = "zeroclaw"
+    """"zeroclaw": an unknown session is -32000 (the ZeroClaw seed); "acp": -32002, the ACP
+    spec's "resource not found", for clients that read -32000 as "authentication required"."""
 
     @property
     def permission_timeout(self) -> int:
