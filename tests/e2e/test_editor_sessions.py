@@ -28,7 +28,7 @@ from tests.e2e.helpers import (
     spawn_acp,
 )
 from tests.e2e.test_store_e2e import store_file
-from tests.helpers import echo_config, write_config
+from tests.helpers import echo_config, poll_until, write_config
 
 pytestmark = pytest.mark.e2e
 
@@ -299,3 +299,32 @@ def test_an_unknown_error_codes_style_is_a_config_error(tmp_path: Path) -> None:
     )
     assert completed.returncode == 2
     assert b"acp.error_codes" in completed.stderr
+
+
+async def test_a_prompt_for_a_session_the_idle_reaper_dropped_restores_it(
+    tmp_path: Path,
+) -> None:
+    document = echo_config()
+    document["acp"] = {"idle_session_timeout_secs": 1}
+    config_dir = write_config(tmp_path / "cfg", document)
+    ws = workspace(tmp_path, "ws")
+    with trio.fail_after(60):
+        async with spawn_acp(config_dir) as client:
+            reaped = await open_session(client, ws)
+            await prompt(client, reaped, "before the night")
+            probe = (await client.call("session/new", {"cwd": str(ws)}))["result"]["sessionId"]
+
+            async def probe_was_reaped() -> bool:
+                # While live, a load is refused as already active; once reaped it loads.
+                loaded = await client.call("session/load", {"sessionId": probe})
+                return "result" in loaded
+
+            await poll_until(probe_was_reaped, within=30)
+            # The older session went in the same sweep; its prompt brings it back.
+            answer = await client.call(
+                "session/prompt", {"sessionId": reaped, "prompt": "good morning"}
+            )
+            replayed = client.updates(reaped)
+    assert answer["result"]["stopReason"] == "end_turn", answer
+    assert answer["result"]["content"] == "good morning"
+    assert not [u for u in replayed if u["sessionUpdate"] == "user_message_chunk"]  # no replay

@@ -182,6 +182,9 @@ class AcpHandlers:
     def admit_prompt(self, params: schema.PromptParams, request_key: str) -> Job:
         # Reserve the turn now, so a cancel or a second prompt that arrives right after
         # this one sees it (-32002 is decided in arrival order, before any blob write).
+        store = self.app.store
+        if params.session_id in self.table.reaped and store is not None:
+            return self._admit_reaped_prompt(params, request_key, store)
         session = self.table.live(params.session_id)
         if session.busy:
             raise SessionBusyError(session.session_id)
@@ -189,6 +192,28 @@ class AcpHandlers:
         if request_key:
             self._prompt_turns[request_key] = turn
         return partial(self._prompt, session, turn, request_key, params)
+
+    def _admit_reaped_prompt(
+        self, params: schema.PromptParams, request_key: str, store: AsyncSessionStore
+    ) -> Job:
+        """A prompt for a session the idle reaper dropped: restored as session/resume
+        would (nothing replayed), then prompted, so an editor left open keeps working."""
+        session_id = params.session_id
+        self.table.check_capacity()
+        self.table.check_not_active(session_id)
+        opening = self.table.begin_opening(session_id)
+
+        async def restore_then_prompt() -> Payload:
+            await self._restore(session_id, store, opening, replay=False)
+            session = self.table.live(session_id)
+            if session.busy:
+                raise SessionBusyError(session_id)
+            turn = session.start_turn()
+            if request_key:
+                self._prompt_turns[request_key] = turn
+            return await self._prompt(session, turn, request_key, params)
+
+        return restore_then_prompt
 
     def _prompt_precedence(self, raw: msgspec.Raw) -> None:
         """An unknown or busy session outranks a malformed prompt (the reference's order)."""
@@ -242,6 +267,7 @@ class AcpHandlers:
             deleted = await store.delete_session(session_id)
         except Exception as exc:
             raise OperationFailed("Failed to delete session") from exc
+        self.table.reaped.discard(session_id)
         if not deleted:
             raise SessionNotFoundError(session_id)
         logger.info("session %s deleted", session_id)
