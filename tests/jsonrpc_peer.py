@@ -23,8 +23,15 @@ RequestHandler = Callable[[JsonDict], Awaitable[JsonDict | None] | JsonDict | No
 class JsonRpcPeer:
     """Request ids, the stash of early responses, and server requests; subclasses move bytes."""
 
+    keep_session_info_apart = False
+    """When true, ``session_info_update`` notifications (a session's title, sent by its first
+    prompt and after a load's history) go to ``session_info`` and are never returned by
+    ``receive`` nor kept in ``notifications``: what most end-to-end tests read is what a turn
+    streamed."""
+
     def __init__(self) -> None:
         self._ids = itertools.count(1)
+        self.session_info: list[JsonDict] = []
         self.notifications: list[JsonDict] = []
         self.server_requests: list[JsonDict] = []
         self._stashed: list[JsonDict] = []
@@ -64,7 +71,11 @@ class JsonRpcPeer:
     async def _stashed_or_next(self) -> JsonDict:
         if self._stashed:
             return self._stashed.pop(0)
-        return await self._next_message()
+        while True:
+            message = await self._next_message()
+            if not (self.keep_session_info_apart and is_session_info(message)):
+                return message
+            self.session_info.append(message)
 
     async def wait_response(
         self, request_id: Any, *, on_request: RequestHandler | None = None
@@ -121,3 +132,13 @@ class JsonRpcPeer:
         return await self.call(
             "session/prompt", {"sessionId": session_id, "prompt": prompt}, **options
         )
+
+
+def is_session_info(message: JsonDict) -> bool:
+    params = message.get("params")
+    return (
+        message.get("method") == "session/update"
+        and isinstance(params, dict)
+        and isinstance(params.get("update"), dict)
+        and params["update"].get("sessionUpdate") == "session_info_update"
+    )

@@ -82,7 +82,13 @@ def reemit(fixture: dict[str, Any]) -> Any:
 
 def test_there_is_a_fixture_for_every_seed_method() -> None:
     covered = {load(path)["method"] for path in FIXTURES} - {None}
-    not_in_the_seed = {"session/event", "_zeroclaw/history_trimmed", "$/cancel_request"}
+    not_in_the_seed = {
+        "session/event",
+        "_zeroclaw/history_trimmed",
+        "$/cancel_request",
+        "session/list",
+        "session/delete",
+    }
     assert covered >= set(METHODS) - not_in_the_seed
 
 
@@ -105,9 +111,10 @@ def test_initialize_builder_reproduces_the_seed() -> None:
         max_sessions=10,
         session_timeout_secs=3600,
     )
-    assert ordered(schema.to_builtins(built)) == ordered(
-        golden_payload("initialize_result", "result")
-    )
+    expected = golden_payload("initialize_result", "result")
+    # The seed's markers, plus ACP's list and delete (the store serves both).
+    expected["agentCapabilities"]["sessionCapabilities"].update({"list": {}, "delete": {}})
+    assert ordered(schema.to_builtins(built)) == ordered(expected)
 
 
 def test_permission_builders_reproduce_the_seed() -> None:

@@ -15,6 +15,8 @@ def test_every_seed_method_is_in_the_table() -> None:
         "session/load",
         "session/resume",
         "session/close",
+        "session/list",
+        "session/delete",
         "session/request_permission",
         "_zeroclaw/history_trimmed",
         "$/cancel_request",

@@ -29,7 +29,7 @@ from wsproto.events import Event, TextMessage
 
 from tests.e2e.helpers import child_env, console_script
 from tests.helpers import poll_until
-from tests.jsonrpc_peer import JsonDict, JsonRpcPeer
+from tests.jsonrpc_peer import JsonDict, JsonRpcPeer, is_session_info
 
 STARTUP_TIMEOUT: Final = 20.0
 EXIT_TIMEOUT: Final = 20.0
@@ -221,6 +221,8 @@ def ws_connect(
 class WsRpc(JsonRpcPeer):
     """A JSON-RPC peer over a `websockets` connection."""
 
+    keep_session_info_apart = True
+
     def __init__(self, ws: ClientConnection) -> None:
         super().__init__()
         self.ws = ws
@@ -236,10 +238,13 @@ class WsRpc(JsonRpcPeer):
         """The next frame off the socket: responses that ``wait_response`` kept for their
         own ``wait_response`` are not given again."""
         with trio.fail_after(within):
-            raw = await self.ws.recv()
-        message: JsonDict = json.loads(raw)
-        self.frames.append(message)
-        return message
+            while True:
+                raw = await self.ws.recv()
+                message: JsonDict = json.loads(raw)
+                self.frames.append(message)
+                if not is_session_info(message):
+                    return message
+                self.session_info.append(message)
 
     async def new_session(self, cwd: Path, **params: Any) -> str:
         init = await self.call("initialize", {"protocolVersion": 1})
@@ -296,6 +301,7 @@ class RawWsClient:
             self.ws.receive_data(bytes(data) if data else None)
 
     async def next_json(self) -> JsonDict:
+        """The next JSON message, a session's title (``session_info_update``) skipped."""
         parts: list[str] = []
         while True:
             event = await self.next_event()
@@ -303,7 +309,9 @@ class RawWsClient:
                 parts.append(event.data)
                 if event.message_finished:
                     parsed: JsonDict = json.loads("".join(parts))
-                    return parsed
+                    parts = []
+                    if not is_session_info(parsed):
+                        return parsed
 
     async def vanish(self) -> None:
         """Drop the TCP connection without a close frame (a crashed IDE, a pulled cable)."""

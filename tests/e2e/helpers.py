@@ -92,6 +92,8 @@ def child_env(config_dir: Path | None, extra: Mapping[str, str] | None = None) -
 class RpcPipeClient(JsonRpcPeer):
     """A line-based JSON-RPC peer over a child's stdin/stdout."""
 
+    keep_session_info_apart = True
+
     def __init__(self, process: trio.Process) -> None:
         super().__init__()
         assert process.stdin is not None
@@ -146,6 +148,14 @@ class RpcPipeClient(JsonRpcPeer):
 
     async def close_stdin(self) -> None:
         await self._stdin.aclose()
+
+    def titles(self, session_id: str) -> list[JsonDict]:
+        """The ``session_info_update`` objects received for ``session_id`` so far."""
+        return [
+            note["params"]["update"]
+            for note in self.session_info
+            if note["params"].get("sessionId") == session_id
+        ]
 
     def updates(self, session_id: str | None = None) -> list[JsonDict]:
         """The ``update`` objects of the session/update notifications received so far."""

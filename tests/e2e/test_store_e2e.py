@@ -70,17 +70,27 @@ def coalesce(updates: Sequence[JsonDict]) -> list[JsonDict]:
 def as_replayed(prompt: str, live: Sequence[JsonDict]) -> list[JsonDict]:
     """What session/load must send for a turn the client saw live: its prompt as a
     user_message_chunk, then the same updates; an announced call replays as completed
-    (a call that already ran has no in_progress step)."""
+    (a call that already ran has no in_progress step). The session's title is not part of a
+    turn's replay (``titles_of``)."""
     expected: list[JsonDict] = [
         {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": prompt}}
     ]
     for update in coalesce(live):
-        if update.get("status") == "in_progress":
+        if (
+            update.get("status") == "in_progress"
+            or update["sessionUpdate"] == "session_info_update"
+        ):
             continue
         if update["sessionUpdate"] == "tool_call":
             update = {**update, "status": "completed"}
         expected.append(update)
     return expected
+
+
+def titles_of(live: Sequence[JsonDict]) -> list[JsonDict]:
+    """The session_info_update a turn streamed (the first prompt names the session):
+    session/load sends it once, after the whole history."""
+    return [update for update in live if update["sessionUpdate"] == "session_info_update"]
 
 
 async def prompt_turn(client: RpcPipeClient, session_id: str, prompt: str) -> list[JsonDict]:
@@ -122,7 +132,12 @@ async def test_session_survives_a_restart_and_replays_what_the_client_saw(
             init = await second.call("initialize", {"protocolVersion": 1})
             capabilities = init["result"]["agentCapabilities"]
             assert capabilities["loadSession"] is True
-            assert capabilities["sessionCapabilities"] == {"resume": {}, "close": {}}
+            assert capabilities["sessionCapabilities"] == {
+                "resume": {},
+                "close": {},
+                "list": {},
+                "delete": {},
+            }
             loaded = await second.call("session/load", {"sessionId": session_id})
             assert loaded["result"] == {}
             assert second.updates(session_id) == expected
@@ -146,9 +161,9 @@ async def test_session_survives_a_restart_and_replays_what_the_client_saw(
             await third.call("initialize", {"protocolVersion": 1})
             resumed = await third.call("session/resume", {"sessionId": session_id})
             assert resumed["result"] == {}
-            # Resume replays no history, only the latest stored plan.
-            [latest_plan] = [u for u in expected if u["sessionUpdate"] == "plan"]
-            assert third.updates(session_id) == [latest_plan]
+            # Resume replays nothing (ACP), not even the latest stored plan.
+            assert third.updates(session_id) == []
+            assert third.titles(session_id) == []
             missing = await third.call("session/load", {"sessionId": "no-such-session"})
             assert missing["error"]["code"] == SESSION_NOT_FOUND
 

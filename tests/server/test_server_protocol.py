@@ -127,7 +127,13 @@ async def test_prompt_streams_chunks_before_its_result(tmp_path: Path) -> None:
         "content": "Hello world",
     }
     kinds = [u["sessionUpdate"] for u in client.updates(session_id)]
-    assert kinds == ["agent_thought_chunk", "agent_message_chunk", "agent_message_chunk"]
+    # The first prompt names the session before the turn streams.
+    assert kinds == [
+        "session_info_update",
+        "agent_thought_chunk",
+        "agent_message_chunk",
+        "agent_message_chunk",
+    ]
     # The result is the last frame of the turn: every update came first.
     assert client.frames[-1]["id"] == request_id
     assert provider.requests[0].messages[-1].content == "hi"
@@ -257,7 +263,7 @@ async def test_cancel_mid_stream_returns_partial_text(
         async with open_server(make_config(tmp_path), provider=provider) as client:
             session_id = await client.new_session(tmp_path)
             request_id = await client.prompt_request(session_id, "go")
-            while len(client.updates(session_id)) < 3:
+            while len(client.updates(session_id)) < 4:  # the title, then three chunks
                 client.notifications.append(await client.receive())
             await client.notify("session/cancel", {"session_id": session_id})
             response = await client.wait_response(request_id)

@@ -79,7 +79,12 @@ async def test_initialize_with_a_store_advertises_persistence(tmp_path: Path) ->
         async with open_server(make_config(tmp_path), store=FakeStore()) as client:
             caps = (await client.result("initialize", {}))["agentCapabilities"]
     assert caps["loadSession"] is True
-    assert caps["sessionCapabilities"] == {"resume": {}, "close": {}}
+    assert caps["sessionCapabilities"] == {
+        "resume": {},
+        "close": {},
+        "list": {},
+        "delete": {},
+    }
 
 
 async def test_new_sessions_and_completed_turns_are_persisted(tmp_path: Path) -> None:
@@ -121,7 +126,8 @@ async def test_load_replays_history_then_answers(tmp_path: Path) -> None:
     assert [m.content for m in provider.requests[0].messages][:2] == ["hello", "hi there"]
 
 
-async def test_resume_sends_only_the_plan(tmp_path: Path) -> None:
+async def test_resume_sends_no_update_before_answering(tmp_path: Path) -> None:
+    """ACP: session/resume does not replay; not even the plan goes out."""
     store = FakeStore()
     store.add("s-1", tmp_path, HISTORY, plan=(PlanStep("ship it"),))
     store.add("s-2", tmp_path, HISTORY)
@@ -129,12 +135,7 @@ async def test_resume_sends_only_the_plan(tmp_path: Path) -> None:
         async with open_server(make_config(tmp_path), store=store) as client:
             assert await client.result("session/resume", {"sessionId": "s-1"}) == {}
             assert await client.result("session/resume", {"sessionId": "s-2"}) == {}
-    assert client.updates() == [
-        {
-            "sessionUpdate": "plan",
-            "entries": [{"content": "ship it", "status": "pending", "priority": "medium"}],
-        }
-    ]
+    assert client.updates() == []
 
 
 async def test_restore_errors_in_reference_order(tmp_path: Path) -> None:

@@ -66,6 +66,7 @@ def test_list_table(populated: Path) -> None:
         "LAST",
         "ACTIVITY",
         "MESSAGES",
+        "TITLE",
     ]
     assert lines[1].split()[:3] == ["22222222-bbbb", "coder", "/proj/two"]
     assert lines[1].split()[-1] == "4"

@@ -16,7 +16,7 @@ from acp_server.agent.replay import history_updates
 from acp_server.agent.tools.registry import builtin_tools
 from acp_server.storage.migrations import MIGRATIONS
 from acp_server.storage.sqlite import AsyncSessionStore, SessionStore
-from tests.e2e.test_store_e2e import as_replayed, coalesce
+from tests.e2e.test_store_e2e import as_replayed, coalesce, titles_of
 from tests.helpers import make_config
 from tests.server.server_harness import (
     ScriptedProvider,
@@ -73,6 +73,7 @@ async def test_plan_escalation_and_delivery_replay_from_the_store_as_seen_live(
 
         kinds = [u["sessionUpdate"] for u in coalesce(live)]
         assert kinds == [
+            "session_info_update",
             *("tool_call", "plan", "tool_call_update"),
             *("tool_call", "agent_message_chunk", "tool_call_update"),
             *("tool_call", "tool_call_update"),
@@ -82,7 +83,7 @@ async def test_plan_escalation_and_delivery_replay_from_the_store_as_seen_live(
         finished = [u for u in coalesce(live) if u["sessionUpdate"] == "tool_call_update"]
         # The failed read ends "failed": the status comes from ToolOutput.ok, not its text.
         assert [u["status"] for u in finished] == ["completed", "completed", "completed", "failed"]
-        delivered = coalesce(live)[7]
+        delivered = coalesce(live)[8]
         assert delivered["title"] == "Quarterly"
         assert delivered["content"][1]["content"]["resource"]["blob"] == "IyBRMwo="  # "# Q3\n"
 
@@ -94,7 +95,7 @@ async def test_plan_escalation_and_delivery_replay_from_the_store_as_seen_live(
             replayed = second.updates(session_id)
         await reopened.aclose()
     assert loaded == {}
-    assert replayed == as_replayed(PROMPT, live)
+    assert replayed == as_replayed(PROMPT, live) + titles_of(live)
 
     # Each result was stored with its structured record and outcome.
     with sqlite3.connect(db) as conn:

@@ -34,6 +34,8 @@ class ErrorCode(IntEnum):
     SESSION_NOT_FOUND = -32000
     SESSION_LIMIT_REACHED = -32001
     SESSION_BUSY = -32002
+    # ACP's "resource not found" (sessions included); the same number as SESSION_BUSY.
+    RESOURCE_NOT_FOUND = -32002
 
 
 class AcpError(Exception):
@@ -110,6 +112,11 @@ class SessionNotFoundError(RpcError):
     def __init__(self, session_id: str) -> None:
         super().__init__(f"Session not found: {session_id}")
         self.session_id = session_id
+
+    def with_acp_code(self) -> RpcError:
+        """The same error with ACP's code for a missing resource (-32002) instead of the
+        seed's -32000, which ACP clients read as "authentication required"."""
+        return RpcError(self.message, code=ErrorCode.RESOURCE_NOT_FOUND)
 
 
 class SessionLimitError(RpcError):

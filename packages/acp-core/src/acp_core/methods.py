@@ -25,6 +25,8 @@ SESSION_STOP: Final = "session/stop"
 SESSION_LOAD: Final = "session/load"
 SESSION_RESUME: Final = "session/resume"
 SESSION_CLOSE: Final = "session/close"
+SESSION_LIST: Final = "session/list"
+SESSION_DELETE: Final = "session/delete"
 SESSION_REQUEST_PERMISSION: Final = "session/request_permission"
 HISTORY_TRIMMED: Final = "_zeroclaw/history_trimmed"
 CANCEL_REQUEST: Final = "$/cancel_request"
@@ -40,8 +42,8 @@ Ordering: TypeAlias = Literal["inline", "admitted", "concurrent"]
 * ``inline``: handled whole by the reader, in arrival order, and answered at once; it
   never waits behind anything (``session/cancel`` must reach a running turn).
 * ``admitted``: an admission step runs in arrival order (``session/prompt`` reserves the
-  session's turn, ``session/close`` detaches the session, ``session/load`` marks the id as
-  being restored), the rest concurrently; so a call sent right behind it sees its effect.
+  session's turn, ``session/close`` and ``session/delete`` detach the session,
+  ``session/load`` marks the id as being restored), the rest concurrently; so a call sent right behind it sees its effect.
 * ``concurrent``: runs in its own task; the reader goes on to the next message.
 """
 
@@ -123,6 +125,21 @@ METHODS: Final[dict[str, MethodSpec]] = {
         ),
         MethodSpec(
             name=SESSION_CLOSE,
+            direction="client_to_agent",
+            kind="request",
+            inbound_params=schema.SessionIdParams,
+            result=schema.EmptyResult,
+            ordering="admitted",
+        ),
+        MethodSpec(
+            name=SESSION_LIST,
+            direction="client_to_agent",
+            kind="request",
+            inbound_params=schema.ListSessionsParams,
+            result=schema.ListSessionsResult,
+        ),
+        MethodSpec(
+            name=SESSION_DELETE,
             direction="client_to_agent",
             kind="request",
             inbound_params=schema.SessionIdParams,

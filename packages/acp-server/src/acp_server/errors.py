@@ -43,7 +43,7 @@ import logging
 import secrets
 from typing import Final
 
-from acp_core.errors import InternalError, RpcError
+from acp_core.errors import InternalError, RpcError, SessionNotFoundError
 
 logger = logging.getLogger(__name__)
 
@@ -83,12 +83,17 @@ def new_ref() -> str:
     return secrets.token_hex(REF_BYTES)
 
 
-def rpc_error_for(exc: BaseException, *, method: str) -> RpcError:
+def rpc_error_for(exc: BaseException, *, method: str, acp_codes: bool = False) -> RpcError:
     """The JSON-RPC error a client sees for ``exc``, which failed a ``method`` call.
+
+    ``acp_codes`` (``[acp] error_codes = "acp"``): an unknown session is ACP's -32002, not
+    the ZeroClaw seed's -32000.
 
     Logs what the client does not see: the cause and its traceback, under the same
     ``ref`` the error message gives.
     """
+    if isinstance(exc, SessionNotFoundError) and acp_codes:
+        return exc.with_acp_code()
     if isinstance(exc, RpcError):
         return exc
     if isinstance(exc, ClientFacingError):

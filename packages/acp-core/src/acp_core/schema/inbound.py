@@ -431,6 +431,27 @@ class SessionIdParams(InboundParams, kw_only=True):
         return cls(session_id=_session_id(params))
 
 
+class ListSessionsParams(InboundParams, kw_only=True):
+    """``session/list`` (ACP): an optional ``cwd`` filter and the opaque ``cursor`` of the
+    previous page's ``nextCursor``."""
+
+    strict_fast_path: ClassVar[bool] = True
+
+    cwd: str | None = None
+    cursor: str | None = None
+
+    @classmethod
+    def from_object(cls, params: JsonObject) -> ListSessionsParams:
+        return cls(cwd=_optional_text(params, "cwd"), cursor=_optional_text(params, "cursor"))
+
+
+def _optional_text(params: JsonObject, name: str) -> str | None:
+    value = params.get(name)
+    if value is not None and not isinstance(value, str):
+        raise _wrong_type(name, "a string")
+    return value
+
+
 class InboundUpdateParams(InboundParams, kw_only=True):
     """Inbound ``session/update`` / ``session/event`` (ZeroClaw extension, event injection).
 

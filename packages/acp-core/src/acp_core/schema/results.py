@@ -39,6 +39,8 @@ class McpCapabilities(WireStruct, kw_only=True):
 class SessionCapabilities(WireStruct, kw_only=True):
     resume: EmptyObject | None = None
     close: EmptyObject | None = None
+    list: EmptyObject | None = None
+    delete: EmptyObject | None = None
 
 
 class AgentCapabilities(WireStruct, kw_only=True):
@@ -85,7 +87,8 @@ def initialize_result(
 ) -> InitializeResult:
     """The ``initialize`` result exactly as the seed shows it.
 
-    With a session store: ``loadSession: true`` and ``sessionCapabilities {resume, close}``.
+    With a session store: ``loadSession: true`` and ``sessionCapabilities {resume, close}``,
+    plus ACP's ``list`` and ``delete`` markers (the store serves both).
     Without one the seed says "all three are absent or false": ``loadSession: false`` and no
     ``sessionCapabilities``. ``defaultModel`` is omitted when no model is configured.
     """
@@ -96,7 +99,12 @@ def initialize_result(
             prompt_capabilities=PromptCapabilities(image=False, audio=False, embedded_context=True),
             mcp_capabilities=McpCapabilities(http=False, sse=False),
             session_capabilities=(
-                SessionCapabilities(resume=EmptyObject(), close=EmptyObject())
+                SessionCapabilities(
+                    resume=EmptyObject(),
+                    close=EmptyObject(),
+                    list=EmptyObject(),
+                    delete=EmptyObject(),
+                )
                 if store_available
                 else None
             ),
@@ -150,3 +158,20 @@ class InboundUpdateResult(WireStruct, omit_defaults=False, kw_only=True):
     session_id: str
     type: str
     status: str = "processed"
+
+
+class SessionInfo(WireStruct, omit_defaults=False, kw_only=True):
+    """One entry of ``session/list`` (ACP ``SessionInfo``): ``title`` is null until the
+    session's first prompt names it; ``updatedAt`` is ISO 8601."""
+
+    session_id: str
+    cwd: str
+    title: str | None = None
+    updated_at: str
+
+
+class ListSessionsResult(WireStruct, kw_only=True):
+    """``session/list``: one page, newest first; ``nextCursor`` is absent on the last."""
+
+    sessions: list[SessionInfo]
+    next_cursor: str | None = None

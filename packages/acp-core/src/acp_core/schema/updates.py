@@ -93,6 +93,15 @@ class PlanUpdate(WireStruct, tag_field="sessionUpdate", tag="plan", kw_only=True
     entries: list[PlanEntry]
 
 
+class SessionInfoUpdate(
+    WireStruct, tag_field="sessionUpdate", tag="session_info_update", kw_only=True
+):
+    """ACP ``session_info_update``: what a client lists the session as (its title)."""
+
+    title: str | None = None
+    updated_at: str | None = None
+
+
 SessionUpdate: TypeAlias = (
     AgentMessageChunk
     | AgentThoughtChunk
@@ -100,6 +109,7 @@ SessionUpdate: TypeAlias = (
     | ToolCallStart
     | ToolCallUpdate
     | PlanUpdate
+    | SessionInfoUpdate
 )
 
 

@@ -69,6 +69,8 @@ class Session:
     runtime_profile: RuntimeProfileConfig
     history: list[ChatMessage] = field(default_factory=list)
     plan: tuple[PlanStep, ...] | None = None
+    # What the client lists the session as (protocol/titles.py); None until named.
+    title: str | None = None
     # Tools the client answered "allow-always" for, each with the highest command risk
     # class approved (security.remember_allow_always); remembered for this session only.
     allow_always: dict[str, CommandRisk] = field(default_factory=dict)

@@ -79,6 +79,7 @@ def _info_json(info: StoredSessionInfo) -> dict[str, Any]:
         "messageCount": info.message_count,
         "turnCount": info.turn_count,
         "tokenCount": info.token_count,
+        "title": info.title,
     }
 
 
@@ -148,10 +149,11 @@ def list_command(config_dir: Path | None, as_json: bool) -> None:
             _time(info.created_at),
             _time(info.last_activity),
             str(info.message_count),
+            info.title or "",
         )
         for info in infos
     ]
-    headers = ("ID", "AGENT", "WORKSPACE", "CREATED", "LAST ACTIVITY", "MESSAGES")
+    headers = ("ID", "AGENT", "WORKSPACE", "CREATED", "LAST ACTIVITY", "MESSAGES", "TITLE")
     click.echo(terminal_safe(_table(headers, rows)))
 
 

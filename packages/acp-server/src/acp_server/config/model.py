@@ -61,6 +61,9 @@ class AcpConfig:
     session_persistence: bool = True
     project_instructions: tuple[str, ...] = DEFAULT_PROJECT_INSTRUCTIONS
     """File names looked up in the session cwd and its parents (``[]``: none)."""
+    error_codes: Literal["zeroclaw", "acp"] = "zeroclaw"
+    """"zeroclaw": an unknown session is -32000 (the ZeroClaw seed); "acp": -32002, the ACP
+    spec's "resource not found", for clients that read -32000 as "authentication required"."""
 
     @property
     def permission_timeout(self) -> int:

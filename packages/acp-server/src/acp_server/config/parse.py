@@ -170,6 +170,9 @@ class ConfigParser:
     def parse_acp(self, t: dict[str, Any]) -> AcpConfig:
         self.warn_unknown(t, _field_names(AcpConfig), "acp")
         default_agent = self.get(t, "default_agent", "acp.default_agent", str, "").strip()
+        error_codes: str = self.get(
+            t, "error_codes", "acp.error_codes", str, "zeroclaw", _one_of(ERROR_CODE_STYLES)
+        )
         return AcpConfig(
             default_agent=default_agent or None,
             max_sessions=self.get(
@@ -189,6 +192,7 @@ class ConfigParser:
                 t, "session_persistence", "acp.session_persistence", bool, True
             ),
             project_instructions=self.file_names(t, "project_instructions", "acp"),
+            error_codes=error_codes,  # type: ignore[arg-type]  # checked by _one_of
         )
 
     def file_names(self, t: Mapping[str, Any], key: str, prefix: str) -> tuple[str, ...]:
@@ -570,6 +574,9 @@ def _listen_port(value: int) -> str | None:
 
 def _non_blank(value: str) -> str | None:
     return None if value.strip() else "must not be blank"
+
+
+ERROR_CODE_STYLES: Final = ("zeroclaw", "acp")
 
 
 def _one_of(choices: tuple[str, ...]) -> Callable[[str], str | None]:

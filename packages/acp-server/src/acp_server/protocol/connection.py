@@ -336,7 +336,7 @@ class AcpConnection:
     async def _answer_failure(
         self, method: str, exc: Exception, request_id: RequestId, reply: bool
     ) -> None:
-        error = rpc_error_for(exc, method=method)
+        error = rpc_error_for(exc, method=method, acp_codes=self.config.acp.error_codes == "acp")
         if not reply:
             logger.info("notification %s failed: %s", shortened(method, 80), error.message[:200])
             return

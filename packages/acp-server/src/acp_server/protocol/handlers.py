@@ -29,14 +29,16 @@ from acp_core.methods import METHODS, MethodSpec
 from acp_server import __version__
 from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanStep
 from acp_server.agent.providers.base import ProviderError
-from acp_server.agent.replay import history_updates, plan_update
+from acp_server.agent.replay import history_updates
 from acp_server.agent.session import Session, Turn
 from acp_server.agent.tools.mcp import select_mcp_servers, start_mcp_tools
 from acp_server.agent.turn import embed_delivered_file, run_turn
 from acp_server.config import McpServerConfig, RiskProfileConfig, RuntimeProfileConfig
 from acp_server.errors import AgentUnavailable, OperationFailed
 from acp_server.protocol.limits import shortened
+from acp_server.protocol.listing import list_stored_sessions
 from acp_server.protocol.sessions import SessionTable
+from acp_server.protocol.titles import title_from_prompt
 from acp_server.protocol.turn_channel import TurnChannel
 from acp_server.security.sandbox import agent_posture
 from acp_server.storage.sqlite import AsyncSessionStore, StoredSession, TurnUnsaved
@@ -132,6 +134,8 @@ class AcpHandlers:
             methods.SESSION_LOAD: (partial(self.admit_restore, replay=True), None),
             methods.SESSION_RESUME: (partial(self.admit_restore, replay=False), None),
             methods.SESSION_CLOSE: (self.admit_close, None),
+            methods.SESSION_LIST: (self.list_sessions, None),
+            methods.SESSION_DELETE: (self.admit_delete, None),
             methods.SESSION_UPDATE: (self.inbound_update, None),
             methods.SESSION_EVENT: (self.inbound_update, None),
             methods.CANCEL_REQUEST: (self.cancel_request, None),
@@ -178,6 +182,9 @@ class AcpHandlers:
     def admit_prompt(self, params: schema.PromptParams, request_key: str) -> Job:
         # Reserve the turn now, so a cancel or a second prompt that arrives right after
         # this one sees it (-32002 is decided in arrival order, before any blob write).
+        store = self.app.store
+        if params.session_id in self.table.reaped and store is not None:
+            return self._admit_reaped_prompt(params, request_key, store)
         session = self.table.live(params.session_id)
         if session.busy:
             raise SessionBusyError(session.session_id)
@@ -185,6 +192,28 @@ class AcpHandlers:
         if request_key:
             self._prompt_turns[request_key] = turn
         return partial(self._prompt, session, turn, request_key, params)
+
+    def _admit_reaped_prompt(
+        self, params: schema.PromptParams, request_key: str, store: AsyncSessionStore
+    ) -> Job:
+        """A prompt for a session the idle reaper dropped: restored as session/resume
+        would (nothing replayed), then prompted, so an editor left open keeps working."""
+        session_id = params.session_id
+        self.table.check_capacity()
+        self.table.check_not_active(session_id)
+        opening = self.table.begin_opening(session_id)
+
+        async def restore_then_prompt() -> Payload:
+            await self._restore(session_id, store, opening, replay=False)
+            session = self.table.live(session_id)
+            if session.busy:
+                raise SessionBusyError(session_id)
+            turn = session.start_turn()
+            if request_key:
+                self._prompt_turns[request_key] = turn
+            return await self._prompt(session, turn, request_key, params)
+
+        return restore_then_prompt
 
     def _prompt_precedence(self, raw: msgspec.Raw) -> None:
         """An unknown or busy session outranks a malformed prompt (the reference's order)."""
@@ -209,6 +238,40 @@ class AcpHandlers:
             return partial(self._after_restore, restoring, params.session_id, self._stop)
         session = self.table.detach(params.session_id)
         return partial(self._stop, session)
+
+    def admit_delete(self, params: schema.SessionIdParams, request_key: str) -> Job:
+        """ACP ``session/delete``: a live copy is closed first (as ``session/close``, in
+        arrival order), then the session and its history leave the store. Uploads stay:
+        they are content-addressed and other sessions may share them."""
+        session_id = params.session_id
+        restoring = self.table.restore_in_progress(session_id)
+        if restoring is not None:
+            return partial(self._after_restore, restoring, session_id, self._close_and_delete)
+        session = self.table.get(session_id)
+        if session is not None:
+            return partial(self._close_and_delete, self.table.detach(session_id))
+        return partial(self._delete_stored, session_id)
+
+    async def _close_and_delete(self, session: Session) -> Payload:
+        closed = await self._close(session)
+        if self.app.store is None:
+            return closed  # an in-memory session: closing it is all there is to delete
+        return await self._delete_stored(session.session_id)
+
+    async def _delete_stored(self, session_id: str) -> Payload:
+        store = self.app.store
+        if store is None:
+            raise SessionNotFoundError(session_id)
+        await self.table.wait_closed(session_id)  # a closing copy's last turn is saved first
+        try:
+            deleted = await store.delete_session(session_id)
+        except Exception as exc:
+            raise OperationFailed("Failed to delete session") from exc
+        self.table.reaped.discard(session_id)
+        if not deleted:
+            raise SessionNotFoundError(session_id)
+        logger.info("session %s deleted", session_id)
+        return schema.EmptyResult()
 
     async def _after_restore(
         self,
@@ -240,6 +303,11 @@ class AcpHandlers:
             session_timeout_secs=self.config.acp.session_timeout_secs,
             sandbox=agent_posture(self.config, self.connection.connection_default_agent).meta(),
         )
+
+    async def list_sessions(self, params: schema.ListSessionsParams) -> Payload:
+        """ACP ``session/list``: the store's sessions, newest first, one page at a time
+        (storage/session_list.py); without a store there is nothing to list."""
+        return await list_stored_sessions(self.app.store, params)
 
     def _agent_table(self) -> dict[str, bool]:
         return {alias: agent.dispatchable for alias, agent in self.config.agents.items()}
@@ -342,6 +410,9 @@ class AcpHandlers:
         plan = plan_prompt(request.prompt, uploads_dir=session.uploads_path)
         if plan.writes:
             await trio.to_thread.run_sync(write_blobs, session.workspace, plan.writes)
+        if session.title is None:
+            texts = [part.text for part in request.prompt if isinstance(part, schema.TextContent)]
+            await self._name_session(session, title_from_prompt(texts or [plan.text]))
         io = TurnChannel(
             self.connection, session_id, permission_timeout=self.config.acp.permission_timeout
         )
@@ -371,6 +442,24 @@ class AcpHandlers:
         return schema.PromptResult(
             session_id=session_id, stop_reason="end_turn", content=outcome.content
         )
+
+    async def _name_session(self, session: Session, title: str | None) -> None:
+        """Give an untitled session ``title``: stored (best effort: the turn goes on if the
+        store cannot write it) and announced as ACP ``session_info_update``."""
+        if title is None:
+            return
+        session.title = title
+        await self._store_title(session.session_id, title)
+        await self.connection.send_update(session.session_id, schema.SessionInfoUpdate(title=title))
+
+    async def _store_title(self, session_id: str, title: str) -> None:
+        store = self.app.store
+        if store is None:
+            return
+        try:
+            await store.set_title(session_id, title)
+        except Exception as exc:
+            logger.warning("could not store the title of %s: %s", session_id, exc)
 
     async def _turn_not_saved(self, session_id: str, exc: Exception) -> None:
         """Tell the client its turn is not on disk: a warning streamed in the turn while the
@@ -442,6 +531,8 @@ class AcpHandlers:
                 stored.plan,
                 mcp_servers=select_mcp_servers(self.config.agents[alias], ()),
             )
+            # None for a session stored before sessions had titles: its next prompt names it.
+            session.title = stored.info.title
             self.table.add(session)
         try:
             await self._replay(session, stored, history, replay=replay)
@@ -463,7 +554,8 @@ class AcpHandlers:
         *,
         replay: bool,
     ) -> None:
-        """What session/load (all of it) or session/resume (the plan) sends before answering.
+        """What session/load sends before answering: its history, then its title. A
+        session/resume sends no session/update (ACP: resume does not replay).
 
         A session/close or session/stop served meanwhile (it is in the table already)
         ends the replay: once the close is answered, nothing more of that session follows.
@@ -489,5 +581,5 @@ class AcpHandlers:
                 if not self.table.is_current(session):
                     return
                 await send_update(session_id, update)
-        elif session.plan and self.table.is_current(session):
-            await send_update(session_id, plan_update(session.plan))
+            if session.title is not None and self.table.is_current(session):
+                await send_update(session_id, schema.SessionInfoUpdate(title=session.title))

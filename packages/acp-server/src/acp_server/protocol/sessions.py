@@ -34,6 +34,9 @@ class SessionTable:
         self._reserved: set[str] = set()
         self._closing: dict[str, trio.Event] = {}
         self._opening: dict[str, trio.Event] = {}
+        self.reaped: set[str] = set()
+        """Ids ``reap_idle`` dropped and nothing opened again since: a prompt for one
+        restores it from the store."""
 
     def __iter__(self) -> Iterator[Session]:
         return iter(list(self.sessions.values()))
@@ -92,6 +95,7 @@ class SessionTable:
 
     def add(self, session: Session) -> None:
         self.sessions[session.session_id] = session
+        self.reaped.discard(session.session_id)
 
     def remove_if_current(self, session: Session) -> bool:
         """Drop ``session`` if it is still the live copy of its id."""
@@ -132,5 +136,6 @@ class SessionTable:
         for session_id, session in list(self.sessions.items()):
             if session.turn is None and now - session.last_activity > idle_timeout:
                 del self.sessions[session_id]
+                self.reaped.add(session_id)
                 session.close()
                 logger.info("session %s idle for over %ss; dropped", session_id, idle_timeout)

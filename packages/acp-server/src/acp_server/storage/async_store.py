@@ -7,6 +7,7 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -20,6 +21,7 @@ from acp_server.storage.records import (
     TurnUnsaved,
     UnknownSession,
 )
+from acp_server.storage.session_list import SessionPage
 from acp_server.storage.session_store import DEFAULT_MAX_RESTORED_MESSAGES, SessionStore
 
 logger = logging.getLogger(__name__)
@@ -220,6 +222,14 @@ class AsyncSessionStore:
 
     async def list_sessions(self) -> list[StoredSessionInfo]:
         return await self._call(self.sync.list_sessions)
+
+    async def list_page(self, *, workspace_dir: str | None, cursor: str | None) -> SessionPage:
+        return await self._call(
+            partial(self.sync.list_page, workspace_dir=workspace_dir, cursor=cursor)
+        )
+
+    async def set_title(self, session_id: str, title: str) -> bool:
+        return await self._call(self.sync.set_title, session_id, title)
 
     async def delete_session(self, session_id: str) -> bool:
         return await self._call(self._delete, session_id)

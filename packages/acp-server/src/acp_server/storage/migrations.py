@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Final
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 """``PRAGMA user_version`` after every migration in ``MIGRATIONS`` has run."""
 
 
@@ -97,6 +97,15 @@ _SCHEMA_V3: Final = (
 )
 
 
+_SCHEMA_V4: Final = (
+    # The session's title (ACP ``session_info_update``), from its first prompt; NULL on
+    # sessions written before this step and on sessions not prompted yet.
+    "ALTER TABLE acp_sessions ADD COLUMN title TEXT",
+    # session/list pages newest first, by activity.
+    "CREATE INDEX IF NOT EXISTS idx_acp_sessions_activity ON acp_sessions(last_activity, id)",
+)
+
+
 def _migrate_to_v1(conn: sqlite3.Connection) -> None:
     for statement in _SCHEMA_V1:
         conn.execute(statement)
@@ -122,10 +131,16 @@ def _migrate_to_v3(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+def _migrate_to_v4(conn: sqlite3.Connection) -> None:
+    for statement in _SCHEMA_V4:
+        conn.execute(statement)
+
+
 MIGRATIONS: Final[tuple[Callable[[sqlite3.Connection], None], ...]] = (
     _migrate_to_v1,
     _migrate_to_v2,
     _migrate_to_v3,
+    _migrate_to_v4,
 )
 """``MIGRATIONS[n]`` takes a database from ``user_version`` n to n + 1. Append, never edit."""
 

@@ -50,6 +50,7 @@ class StoredSessionInfo:
     message_count: int
     token_count: int = 0
     turn_count: int = 0
+    title: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ from acp_server.storage.records import (
     StoreUnavailable,
     UnknownSession,
 )
+from acp_server.storage.session_list import SessionPage, read_page
 
 logger = logging.getLogger(__name__)
 
@@ -387,7 +388,7 @@ class SessionStore:
         def read(conn: sqlite3.Connection) -> StoredSession | None:
             row = conn.execute(
                 "SELECT id, agent_alias, workspace_dir, created_at, last_activity, plan_json,"
-                " token_count, turn_count FROM acp_sessions WHERE session_uuid = ?",
+                " token_count, turn_count, title FROM acp_sessions WHERE session_uuid = ?",
                 (session_id,),
             ).fetchone()
             if row is None:
@@ -421,6 +422,7 @@ class SessionStore:
                 message_count=total,
                 token_count=int(row[6]),
                 turn_count=int(row[7]),
+                title=row[8],
             )
             return StoredSession(
                 info=info,
@@ -452,7 +454,7 @@ class SessionStore:
             rows = conn.execute(
                 "SELECT s.session_uuid, s.agent_alias, s.workspace_dir, s.created_at,"
                 " s.last_activity, s.token_count, s.turn_count,"
-                " (SELECT count(*) FROM acp_messages AS m WHERE m.session_id = s.id)"
+                " (SELECT count(*) FROM acp_messages AS m WHERE m.session_id = s.id), s.title"
                 " FROM acp_sessions AS s ORDER BY s.last_activity DESC, s.id DESC"
             ).fetchall()
             return [
@@ -465,11 +467,28 @@ class SessionStore:
                     message_count=int(r[7]),
                     token_count=int(r[5]),
                     turn_count=int(r[6]),
+                    title=r[8],
                 )
                 for r in rows
             ]
 
         return self._read(read)
+
+    def list_page(self, *, workspace_dir: str | None, cursor: str | None) -> SessionPage:
+        """One ``session/list`` page (session_list.py); raises ``BadCursor``."""
+        return self._read(lambda conn: read_page(conn, workspace_dir=workspace_dir, cursor=cursor))
+
+    def set_title(self, session_id: str, title: str) -> bool:
+        """Name a session that has no title yet; False when it had one (or is not stored)."""
+
+        def update(conn: sqlite3.Connection) -> bool:
+            cursor = conn.execute(
+                "UPDATE acp_sessions SET title = ? WHERE session_uuid = ? AND title IS NULL",
+                (title, session_id),
+            )
+            return cursor.rowcount > 0
+
+        return self._write(update)
 
     def delete_session(self, session_id: str) -> bool:
         """Delete a session and its conversation; False when there was no such session."""

@@ -14,7 +14,7 @@ Schema (modelled on the reference server's, so a database the reference
 created is adopted rather than rejected):
 
 * ``acp_sessions``: one row per session (uuid, owner alias, workspace, timestamps,
-  ``token_count``, ``plan_json`` = the latest plan, ``turn_count``).
+  ``token_count``, ``plan_json`` = the latest plan, ``turn_count``, ``title``).
 * ``acp_messages``: one row per ``ChatMessage`` in conversation order (``id`` order),
   ``turn_seq`` = the turn that wrote it.
 * ``acp_tool_calls``: ``'in'`` rows are the tool calls of a message (``payload`` = arguments
@@ -30,7 +30,8 @@ two processes sharing one file (two editor windows) never see "database is locke
 
 Modules: ``storage/migrations.py`` (the schema), ``storage/codec.py`` (messages and plans
 as rows), ``storage/session_store.py`` (``SessionStore``), ``storage/async_store.py``
-(``AsyncSessionStore`` and its worker thread), ``storage/records.py`` (errors and records);
+(``AsyncSessionStore`` and its worker thread), ``storage/records.py`` (errors and records),
+``storage/session_list.py`` (``session/list`` paging);
 this module re-exports their public names.
 """
 
@@ -46,6 +47,7 @@ from acp_server.storage.records import (
     TurnUnsaved,
     UnknownSession,
 )
+from acp_server.storage.session_list import BadCursor, SessionPage
 from acp_server.storage.session_store import (
     DEFAULT_BUSY_TIMEOUT_MS,
     DEFAULT_LOCK_RETRY_DEADLINE_SECS,
@@ -62,7 +64,9 @@ __all__ = [
     "MIGRATIONS",
     "SCHEMA_VERSION",
     "AsyncSessionStore",
+    "BadCursor",
     "DuplicateSession",
+    "SessionPage",
     "SessionStore",
     "StoreError",
     "StoreUnavailable",

@@ -1,0 +1,95 @@
+"""Paging the stored sessions for ACP ``session/list``: newest activity first, optionally
+only one workspace, each page ending in an opaque cursor that names where the next starts.
+
+The cursor is the (last_activity, row id) of the page's last session, so a page never
+repeats or skips a session that stayed put while the client paged (keyset paging: a
+session touched meanwhile moves to the front, where a new listing finds it).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import sqlite3
+from dataclasses import dataclass
+from typing import Final
+
+from acp_server.storage.codec import parse_time
+from acp_server.storage.records import StoredSessionInfo
+
+DEFAULT_PAGE_SIZE: Final = 50
+"""Sessions per ``session/list`` page."""
+
+
+class BadCursor(ValueError):
+    """The cursor is not one a ``session/list`` page handed out."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPage:
+    sessions: tuple[StoredSessionInfo, ...]
+    next_cursor: str | None
+
+
+def encode_cursor(last_activity: str, row_id: int) -> str:
+    text = json.dumps([last_activity, row_id], separators=(",", ":"))
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[str, int]:
+    """Raises ``BadCursor`` for anything ``encode_cursor`` did not make."""
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        value = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
+    except (ValueError, UnicodeError, binascii.Error) as exc:
+        raise BadCursor(cursor) from exc
+    match value:
+        case [str() as last_activity, int() as row_id] if not isinstance(row_id, bool):
+            return last_activity, row_id
+    raise BadCursor(cursor)
+
+
+def read_page(
+    conn: sqlite3.Connection,
+    *,
+    workspace_dir: str | None,
+    cursor: str | None,
+    page_size: int = DEFAULT_PAGE_SIZE,
+) -> SessionPage:
+    """One page of sessions (filtered to ``workspace_dir`` when given) after ``cursor``."""
+    conditions: list[str] = []
+    params: list[object] = []
+    if workspace_dir is not None:
+        conditions.append("s.workspace_dir = ?")
+        params.append(workspace_dir)
+    if cursor is not None:
+        last_activity, row_id = decode_cursor(cursor)
+        conditions.append("(s.last_activity, s.id) < (?, ?)")
+        params.extend((last_activity, row_id))
+    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    rows = conn.execute(
+        "SELECT s.id, s.session_uuid, s.agent_alias, s.workspace_dir, s.created_at,"
+        " s.last_activity, s.token_count, s.turn_count, s.title,"
+        " (SELECT count(*) FROM acp_messages AS m WHERE m.session_id = s.id)"
+        f" FROM acp_sessions AS s{where} ORDER BY s.last_activity DESC, s.id DESC LIMIT ?",
+        (*params, page_size + 1),
+    ).fetchall()
+    more = len(rows) > page_size
+    rows = rows[:page_size]
+    sessions = tuple(
+        StoredSessionInfo(
+            session_id=row[1],
+            agent_alias=row[2],
+            workspace_dir=row[3],
+            created_at=parse_time(row[4]),
+            last_activity=parse_time(row[5]),
+            token_count=int(row[6]),
+            turn_count=int(row[7]),
+            title=row[8],
+            message_count=int(row[9]),
+        )
+        for row in rows
+    )
+    next_cursor = encode_cursor(rows[-1][5], int(rows[-1][0])) if more else None
+    return SessionPage(sessions=sessions, next_cursor=next_cursor)
