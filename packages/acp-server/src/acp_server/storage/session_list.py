@@ -12,14 +12,40 @@ import base64
 import binascii
 import json
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from acp_server.storage.codec import parse_time
 from acp_server.storage.records import StoredSessionInfo
 
 DEFAULT_PAGE_SIZE: Final = 50
 """Sessions per ``session/list`` page."""
+
+
+SESSION_INFO_SELECT: Final = (
+    "SELECT s.id, s.session_uuid, s.agent_alias, s.workspace_dir, s.created_at,"
+    " s.last_activity, s.token_count, s.turn_count, s.title,"
+    " (SELECT count(*) FROM acp_messages AS m WHERE m.session_id = s.id)"
+    " FROM acp_sessions AS s"
+)
+"""The columns ``session_info`` reads, for every listing of sessions."""
+NEWEST_FIRST: Final = "ORDER BY s.last_activity DESC, s.id DESC"
+
+
+def session_info(row: Sequence[Any]) -> StoredSessionInfo:
+    """One row of ``SESSION_INFO_SELECT`` as a ``StoredSessionInfo``."""
+    return StoredSessionInfo(
+        session_id=row[1],
+        agent_alias=row[2],
+        workspace_dir=row[3],
+        created_at=parse_time(row[4]),
+        last_activity=parse_time(row[5]),
+        token_count=int(row[6]),
+        turn_count=int(row[7]),
+        title=row[8],
+        message_count=int(row[9]),
+    )
 
 
 class BadCursor(ValueError):
@@ -69,27 +95,10 @@ def read_page(
         params.extend((last_activity, row_id))
     where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
     rows = conn.execute(
-        "SELECT s.id, s.session_uuid, s.agent_alias, s.workspace_dir, s.created_at,"
-        " s.last_activity, s.token_count, s.turn_count, s.title,"
-        " (SELECT count(*) FROM acp_messages AS m WHERE m.session_id = s.id)"
-        f" FROM acp_sessions AS s{where} ORDER BY s.last_activity DESC, s.id DESC LIMIT ?",
-        (*params, page_size + 1),
+        f"{SESSION_INFO_SELECT}{where} {NEWEST_FIRST} LIMIT ?", (*params, page_size + 1)
     ).fetchall()
     more = len(rows) > page_size
     rows = rows[:page_size]
-    sessions = tuple(
-        StoredSessionInfo(
-            session_id=row[1],
-            agent_alias=row[2],
-            workspace_dir=row[3],
-            created_at=parse_time(row[4]),
-            last_activity=parse_time(row[5]),
-            token_count=int(row[6]),
-            turn_count=int(row[7]),
-            title=row[8],
-            message_count=int(row[9]),
-        )
-        for row in rows
-    )
+    sessions = tuple(session_info(row) for row in rows)
     next_cursor = encode_cursor(rows[-1][5], int(rows[-1][0])) if more else None
     return SessionPage(sessions=sessions, next_cursor=next_cursor)

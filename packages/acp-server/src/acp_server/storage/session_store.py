@@ -35,7 +35,13 @@ from acp_server.storage.records import (
     StoreUnavailable,
     UnknownSession,
 )
-from acp_server.storage.session_list import SessionPage, read_page
+from acp_server.storage.session_list import (
+    NEWEST_FIRST,
+    SESSION_INFO_SELECT,
+    SessionPage,
+    read_page,
+    session_info,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -451,26 +457,8 @@ class SessionStore:
         """Every stored session, most recently active first."""
 
         def read(conn: sqlite3.Connection) -> list[StoredSessionInfo]:
-            rows = conn.execute(
-                "SELECT s.session_uuid, s.agent_alias, s.workspace_dir, s.created_at,"
-                " s.last_activity, s.token_count, s.turn_count,"
-                " (SELECT count(*) FROM acp_messages AS m WHERE m.session_id = s.id), s.title"
-                " FROM acp_sessions AS s ORDER BY s.last_activity DESC, s.id DESC"
-            ).fetchall()
-            return [
-                StoredSessionInfo(
-                    session_id=r[0],
-                    agent_alias=r[1],
-                    workspace_dir=r[2],
-                    created_at=parse_time(r[3]),
-                    last_activity=parse_time(r[4]),
-                    message_count=int(r[7]),
-                    token_count=int(r[5]),
-                    turn_count=int(r[6]),
-                    title=r[8],
-                )
-                for r in rows
-            ]
+            rows = conn.execute(f"{SESSION_INFO_SELECT} {NEWEST_FIRST}").fetchall()
+            return [session_info(row) for row in rows]
 
         return self._read(read)
 
