@@ -55,8 +55,9 @@ class ByteBudget:
     def give_back(self, size: int) -> None:
         self.held -= size
         assert self.held >= 0, "gave back more bytes than were taken"
-        self._freed.set()
-        self._freed = trio.Event()
+        if self._waiting:  # the usual case has nobody waiting: no event to wake or replace
+            self._freed.set()
+            self._freed = trio.Event()
 
 
 def shortened(text: str, limit: int) -> str:
