@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,7 +23,9 @@ from acp_server.agent.system_prompt import (
     PromptFiles,
     PromptInputs,
     build_system_prompt,
-    prompt_file_signature,
+    date_section,
+    file_signature,
+    prompt_file_candidates,
     read_prompt_files,
 )
 from acp_server.agent.tools.base import Tool
@@ -89,6 +92,10 @@ class Session:
     system_prompt: str = field(default="", init=False, repr=False)
     _prompt_files: PromptFiles | None = field(default=None, init=False, repr=False)
     _prompt_signature: tuple[object, ...] = field(default=(), init=False, repr=False)
+    _prompt_candidates: tuple[Path, ...] = field(default=(), init=False, repr=False)
+    # What system_prompt was last built from: rebuilt only when one of these changed.
+    _prompt_key: tuple[object, ...] = field(default=(), init=False, repr=False)
+    _shell: str = field(default="", init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._build_specs()
@@ -97,8 +104,10 @@ class Session:
         # templates and take the first reading of a few small capped files.
         if self.agent.workspace is not None:
             seed_persona_files(self.agent.workspace, self.agent.alias)
+        self._shell = _shell_program()
         inputs = self.prompt_inputs()
-        self._prompt_signature = prompt_file_signature(inputs)
+        self._prompt_candidates = prompt_file_candidates(inputs)
+        self._prompt_signature = file_signature(self._prompt_candidates)
         self._prompt_files = read_prompt_files(inputs)
 
     def prompt_inputs(self) -> PromptInputs:
@@ -108,18 +117,22 @@ class Session:
             policy=self.policy,
             tool_names=tuple(self.tools),
             model=self.provider.model,
-            shell=_shell_program(),
+            shell=self._shell,
         )
 
     async def refresh_system_prompt(self) -> None:
         """Rebuild ``system_prompt`` for the next model call; the files are read again (in
         a worker thread) only when their sizes, times or inodes changed."""
         inputs = self.prompt_inputs()
-        signature = prompt_file_signature(inputs)
+        signature = file_signature(self._prompt_candidates)
         if self._prompt_files is None or signature != self._prompt_signature:
             self._prompt_files = await trio.to_thread.run_sync(read_prompt_files, inputs)
             self._prompt_signature = signature
-        self.system_prompt = build_system_prompt(inputs, self._prompt_files)
+        now = datetime.now().astimezone()
+        key = (signature, date_section(now), tuple(inputs.tool_names))
+        if key != self._prompt_key or not self.system_prompt:
+            self.system_prompt = build_system_prompt(inputs, self._prompt_files, now)
+            self._prompt_key = key
 
     def _build_specs(self) -> None:
         self.tool_specs = [

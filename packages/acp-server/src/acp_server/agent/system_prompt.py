@@ -15,8 +15,9 @@ a blank line and skipped when empty:
 7. ``## Runtime``: OS, shell and model.
 
 ``read_prompt_files`` reads the files (blocking: callers on the event loop run it in a
-worker thread); ``prompt_file_signature`` is only ``stat`` calls, so a session can tell
-whether anything changed since its last read without leaving the event loop.
+worker thread); ``file_signature`` over the ``prompt_file_candidates`` a session resolved
+once is only ``stat`` calls, so a session can tell whether anything changed since its last
+read without leaving the event loop.
 """
 
 from __future__ import annotations
@@ -106,9 +107,10 @@ def read_aieos(agent: AgentConfig) -> str:
         return ""
 
 
-def prompt_file_signature(inputs: PromptInputs) -> tuple[object, ...]:
-    """Size, modification time and inode of every file the prompt may read (``None`` for
-    an absent or refused one): equal signatures mean nothing needs reading again."""
+def prompt_file_candidates(inputs: PromptInputs) -> tuple[Path, ...]:
+    """Every file the prompt may read, resolved through the session's jail (refused ones
+    left out). They depend only on the session's configuration: a session takes them
+    once and ``file_signature`` stats them before each turn."""
     candidates: list[Path] = []
     if inputs.agent.identity.aieos_path is not None:
         candidates.append(inputs.agent.identity.aieos_path)
@@ -120,8 +122,14 @@ def prompt_file_signature(inputs: PromptInputs) -> tuple[object, ...]:
                 candidates.append(inputs.policy.resolve_path(str(directory / name)))
             except PolicyViolation:
                 continue
+    return tuple(candidates)
+
+
+def file_signature(paths: Iterable[Path]) -> tuple[object, ...]:
+    """Size, modification time and inode of each file (``None`` for an absent one): equal
+    signatures mean nothing needs reading again."""
     signature: list[object] = []
-    for path in candidates:
+    for path in paths:
         try:
             stat = os.stat(path)
         except OSError:
