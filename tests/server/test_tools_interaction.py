@@ -109,7 +109,8 @@ def test_registry_has_exactly_the_builtin_tools_and_no_memory_tools() -> None:
     tools = build_tools()
     assert set(tools) == {
         "shell", "file_read", "file_write", "file_edit", "glob_search", "content_search",
-        "deliver_file", "ask_user", "escalate_to_human", "todo_write",
+        "deliver_file", "ask_user", "escalate_to_human", "todo_write", "web_fetch",
+        "http_request",
     }  # fmt: skip
     assert not any(name.startswith("memory_") for name in tools)
     specs = tool_specs(tools)

@@ -41,7 +41,7 @@ def default_tools_factory(
     """
     from acp_server.agent.tools.registry import build_tools
 
-    return build_tools()
+    return build_tools(web=config.web)
 
 
 @dataclass

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from acp_server.agent.budget import ActionBudget
 from acp_server.agent.conversation import ChatMessage, PlanStep
 from acp_server.agent.identity import seed_persona_files
 from acp_server.agent.providers.base import Provider, ToolSpec
@@ -96,8 +97,13 @@ class Session:
     # What system_prompt was last built from: rebuilt only when one of these changed.
     _prompt_key: tuple[object, ...] = field(default=(), init=False, repr=False)
     _shell: str = field(default="", init=False, repr=False)
+    # The runtime profile's max_actions_per_hour, counted on trio's clock (agent/budget.py).
+    action_budget: ActionBudget = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        self.action_budget = ActionBudget(
+            self.runtime_profile.max_actions_per_hour, trio.current_time
+        )
         self._build_specs()
         self.uploads_path = str(uploads_dir(self.workspace))
         # Once per session, like the cwd checks of session/new: seed the missing persona

@@ -30,6 +30,7 @@ from acp_core.blobs import (
     deliver_uri,
     file_extension,
 )
+from acp_server.agent.budget import RATE_LIMIT_ERROR, counts_as_action
 from acp_server.agent.conversation import (
     ChatMessage,
     DeliveredRecord,
@@ -292,13 +293,22 @@ class _TurnRunner:
             verdict = await self._authorise(
                 call_id, definition, arguments, side_effects=tool.side_effects
             )
+            counted = counts_as_action(call.name)
             if isinstance(verdict, str):
                 output = ToolOutput(verdict, ok=False)
+            elif counted and not session.action_budget.reserve():
+                output = ToolOutput(f"Error: {RATE_LIMIT_ERROR}", ok=False)
             else:
-                await self.io.send_update(
-                    schema.ToolCallUpdate(tool_call_id=call_id, status="in_progress")
-                )
-                output = await self._execute(tool, arguments, tool_streamed, approved=verdict)
+                succeeded = False
+                try:
+                    await self.io.send_update(
+                        schema.ToolCallUpdate(tool_call_id=call_id, status="in_progress")
+                    )
+                    output = await self._execute(tool, arguments, tool_streamed, approved=verdict)
+                    succeeded = output.ok
+                finally:
+                    if counted:
+                        session.action_budget.settle(succeeded=succeeded)
         return await self._report(call_id, definition, output, tool_streamed, arguments)
 
     async def _authorise(

@@ -42,7 +42,7 @@ DEFAULT_FORBIDDEN_PATHS: Final = (
 DEFAULT_PROJECT_INSTRUCTIONS: Final = ("AGENTS.md",)
 """File names read from the session cwd and its parents into the system prompt."""
 DEFAULT_AUTO_APPROVE: Final = (
-    "file_read", "glob_search", "content_search", "todo_write", "calculator",
+    "file_read", "glob_search", "content_search", "todo_write", "calculator", "web_fetch",
 )  # fmt: skip
 
 
@@ -197,6 +197,38 @@ class RuntimeProfileConfig:
     shell_cpu_limit_secs: int = DEFAULT_SHELL_CPU_LIMIT_SECS
     shell_file_size_limit_bytes: int = DEFAULT_SHELL_FILE_SIZE_LIMIT_BYTES
     shell_address_space_limit_bytes: int = DEFAULT_SHELL_ADDRESS_SPACE_LIMIT_BYTES
+    max_actions_per_hour: int | None = None
+    """Counted tool calls a session may make in any sliding hour (agent/budget.py); None:
+    no limit (the reference's quick-start preset is unbounded too)."""
+    max_cost_per_day_cents: int | None = None
+    """What one agent may spend per UTC day, in US cents (agent/cost.py); None: no cap."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelPrice:
+    """``[cost.rates.providers.models.<type>."<model>"]``: USD per million tokens."""
+
+    input_per_mtok: float = 0.0
+    output_per_mtok: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class CostConfig:
+    """``[cost]``: spending caps over every agent sharing the session store (UTC days)."""
+
+    enabled: bool = True
+    daily_limit_usd: float = 10.0
+    monthly_limit_usd: float = 100.0
+    rates: Mapping[tuple[str, str], ModelPrice] = field(default_factory=dict)
+    """Prices by (provider type, model id)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WebConfig:
+    """``[web]``: the web_fetch and http_request tools (agent/tools/web.py)."""
+
+    allow_private_hosts: bool = False
+    """Let the web tools reach loopback, private and link-local addresses."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +242,8 @@ class Config:
     agents: Mapping[str, AgentConfig] = field(default_factory=dict)  # by alias
     risk_profiles: Mapping[str, RiskProfileConfig] = field(default_factory=dict)
     runtime_profiles: Mapping[str, RuntimeProfileConfig] = field(default_factory=dict)
+    cost: CostConfig = field(default_factory=CostConfig)
+    web: WebConfig = field(default_factory=WebConfig)
 
     @staticmethod
     def default_agent_workspace(workspace_dir: Path, alias: str) -> Path:

@@ -14,6 +14,7 @@ from acp_core.gateway_contract import (
     path_prefix_problem,
     port_problem,
 )
+from acp_server.config.budget import parse_cost, with_runtime_budget
 from acp_server.config.identity import agent_files
 from acp_server.config.model import (
     CURRENT_SCHEMA_VERSION,
@@ -42,6 +43,7 @@ from acp_server.config.model import (
     RiskProfileConfig,
     RuntimeProfileConfig,
 )
+from acp_server.config.web import parse_web
 
 logger = logging.getLogger(__name__)
 
@@ -58,10 +60,11 @@ _TOP_LEVEL_KEYS: Final = frozenset(
         "risk_profiles",
         "runtime_profiles",
         "autonomy",
+        "cost",
+        "web",
     }
 )
-# Legacy [autonomy] budget keys the reference moved to runtime profiles; we have no budget,
-# so they are accepted and ignored with a warning rather than rejected.
+# Legacy [autonomy] budget keys (runtime profiles hold them now): ignored with a warning.
 _AUTONOMY_IGNORED: Final = frozenset(
     {"max_actions_per_hour", "max_cost_per_day_cents", "shell_env_passthrough"}
 )
@@ -161,6 +164,8 @@ class ConfigParser:
             agents=agents,
             risk_profiles=risk_profiles,
             runtime_profiles=runtime_profiles,
+            cost=parse_cost(self, doc),
+            web=parse_web(self, doc),
         )
 
     def resolve_path(self, raw: str) -> Path:
@@ -447,6 +452,7 @@ class ConfigParser:
                     _positive,
                 ),
             )
+            profiles[alias] = with_runtime_budget(self, body, prefix, profiles[alias])
         profiles.setdefault(DEFAULT_PROFILE_ALIAS, RuntimeProfileConfig())
         return profiles
 

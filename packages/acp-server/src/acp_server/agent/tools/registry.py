@@ -17,6 +17,8 @@ from acp_server.agent.tools.files import FileEditTool, FileReadTool, FileWriteTo
 from acp_server.agent.tools.interaction import AskUserTool, EscalateToHumanTool, TodoWriteTool
 from acp_server.agent.tools.search import ContentSearchTool, GlobSearchTool
 from acp_server.agent.tools.shell import ShellTool
+from acp_server.agent.tools.web import HttpRequestTool, WebFetchTool
+from acp_server.config.model import WebConfig
 
 logger = logging.getLogger(__name__)
 
@@ -32,13 +34,22 @@ BUILTIN_TOOL_CLASSES: Final = (
     AskUserTool,
     EscalateToHumanTool,
     TodoWriteTool,
+    WebFetchTool,
+    HttpRequestTool,
 )
 """Every built-in tool, in the order the model sees them."""
 
 
-def builtin_tools() -> list[Tool]:
+WEB_TOOL_CLASSES: Final = (WebFetchTool, HttpRequestTool)
+"""The built-in tools built with the ``[web]`` settings."""
+
+
+def builtin_tools(web: WebConfig | None = None) -> list[Tool]:
     """Fresh instances of every built-in tool, in the order the model sees them."""
-    return [tool_class() for tool_class in BUILTIN_TOOL_CLASSES]
+    return [
+        tool_class(web) if tool_class in WEB_TOOL_CLASSES else tool_class()
+        for tool_class in BUILTIN_TOOL_CLASSES
+    ]
 
 
 _BUILTIN_DEFINITIONS: Final[dict[str, ToolDefinition]] = {
@@ -54,13 +65,15 @@ def definition_for(name: str) -> ToolDefinition:
     return definition if definition is not None else ToolDefinition.fallback(name)
 
 
-def build_tools(*, include_mcp: Sequence[Tool] = ()) -> dict[str, Tool]:
+def build_tools(
+    *, include_mcp: Sequence[Tool] = (), web: WebConfig | None = None
+) -> dict[str, Tool]:
     """All built-in tools by name, then ``include_mcp``.
 
     An MCP tool whose name collides with a built-in (or an earlier MCP tool) is skipped
     with a warning: the built-in's security checks must not be shadowed.
     """
-    tools: dict[str, Tool] = {tool.name: tool for tool in builtin_tools()}
+    tools: dict[str, Tool] = {tool.name: tool for tool in builtin_tools(web)}
     for tool in include_mcp:
         if tool.name in tools:
             logger.warning("MCP tool %r skipped: a tool with that name already exists", tool.name)

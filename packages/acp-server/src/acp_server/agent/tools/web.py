@@ -1,0 +1,216 @@
+"""``web_fetch`` (a page's text) and ``http_request`` (one HTTP exchange, for APIs).
+
+Both connect only where ``web_guard`` allows (public addresses unless ``[web]
+allow_private_hosts``), through ``httpx`` as the model providers do (under trio, so a
+cancelled turn aborts the request at once). Proxy variables of the environment are not
+used: the address that was checked is the address connected to. Limits are named
+below; a body over its limit is cut with a notice. Approval follows the reference's
+defaults: ``web_fetch`` is in the default ``auto_approve`` list, ``http_request`` asks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+import httpx
+import trio
+
+from acp_server.agent.providers.http import finish_stream
+from acp_server.agent.tools._args import optional_str, required_str
+from acp_server.agent.tools._html import html_to_text
+from acp_server.agent.tools.base import ToolContext, ToolDefinition, ToolError, ToolOutput
+from acp_server.agent.tools.web_guard import WebTarget, parse_web_url, resolve_target
+from acp_server.config.model import WebConfig
+
+DEFAULT_WEB_FETCH_MAX_BYTES: Final = 500_000
+"""Most bytes of a page web_fetch reads (the reference's 500 KB)."""
+DEFAULT_HTTP_REQUEST_MAX_BYTES: Final = 1_000_000
+"""Most bytes of a response body http_request reads (the reference's 1 MB)."""
+DEFAULT_HTTP_REQUEST_MAX_BODY_BYTES: Final = 1_000_000
+"""Largest request body http_request sends."""
+DEFAULT_WEB_TIMEOUT_SECS: Final = 30.0
+"""Longest a web tool call may take, redirects included (the reference's 30 s)."""
+DEFAULT_MAX_REDIRECTS: Final = 5
+"""Redirects web_fetch follows, each checked like the first URL."""
+HTTP_METHODS: Final = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
+REFUSED_HEADERS: Final = frozenset(
+    {"host", "content-length", "transfer-encoding", "connection", "upgrade", "proxy-authorization"}
+)
+"""Headers the model may not set: the client frames the request and names the host."""
+USER_AGENT: Final = "zeroclaw-acp (web tools)"
+_REDIRECTS: Final = frozenset({301, 302, 303, 307, 308})
+_TEXT_TYPES: Final = ("text/", "application/json", "application/xml", "application/xhtml")
+
+
+async def _exchange(
+    target: WebTarget,
+    method: str,
+    headers: Mapping[str, str],
+    body: bytes | None,
+    limit: int,
+) -> tuple[httpx.Response, bytes, bool]:
+    """One request to the checked address: (response, body up to ``limit``, cut short)."""
+    sent = {"User-Agent": USER_AGENT, **headers, "Host": target.host_header}
+    async with (
+        httpx.AsyncClient(
+            timeout=httpx.Timeout(DEFAULT_WEB_TIMEOUT_SECS), follow_redirects=False, trust_env=False
+        ) as client,
+        client.stream(
+            method, target.connect_url, headers=sent, content=body, extensions=target.extensions
+        ) as response,
+    ):
+        data = bytearray()
+        truncated = False
+        chunks = response.aiter_bytes()
+        try:
+            async for chunk in chunks:
+                data += chunk
+                if len(data) > limit:
+                    del data[limit:]
+                    truncated = True
+                    break
+        finally:
+            await finish_stream(chunks)
+        return response, bytes(data), truncated
+
+
+async def _request(
+    web: WebConfig,
+    url: httpx.URL,
+    method: str,
+    headers: Mapping[str, str],
+    body: bytes | None,
+    limit: int,
+    *,
+    follow: bool,
+) -> tuple[httpx.URL, httpx.Response, bytes, bool]:
+    hops = 0
+    with trio.move_on_after(DEFAULT_WEB_TIMEOUT_SECS) as deadline:
+        while True:
+            target = await resolve_target(url, allow_private=web.allow_private_hosts)
+            try:
+                response, data, truncated = await _exchange(target, method, headers, body, limit)
+            except httpx.HTTPError as exc:
+                raise ToolError(f"{method} {url} failed: {exc}") from None
+            location = response.headers.get("location")
+            if not follow or response.status_code not in _REDIRECTS or not location:
+                return url, response, data, truncated
+            hops += 1
+            if hops > DEFAULT_MAX_REDIRECTS:
+                raise ToolError(f"{url}: more than {DEFAULT_MAX_REDIRECTS} redirects")
+            url = parse_web_url(str(url.join(location)))
+    assert deadline.cancelled_caught
+    raise ToolError(f"{method} {url}: no answer within {DEFAULT_WEB_TIMEOUT_SECS:g} s")
+
+
+def _decode(response: httpx.Response, data: bytes) -> str:
+    charset = response.charset_encoding or "utf-8"
+    try:
+        return data.decode(charset, errors="replace")
+    except LookupError:
+        return data.decode("utf-8", errors="replace")
+
+
+def _cut_notice(limit: int) -> str:
+    return f"\n\n[truncated: the body is larger than {limit} bytes]"
+
+
+class WebFetchTool:
+    definition: Final = ToolDefinition(name="web_fetch", kind="other")
+    name = definition.name
+    description = (
+        "Fetch a web page (http or https GET) and return its text; HTML is reduced to plain "
+        "text. For documentation and API reference pages."
+    )
+    side_effects = False
+
+    def __init__(self, web: WebConfig | None = None) -> None:
+        self.web = web or WebConfig()
+        self.parameters: dict[str, Any] = {
+            "type": "object",
+            "properties": {"url": {"type": "string", "description": "The http(s) URL."}},
+            "required": ["url"],
+            "additionalProperties": False,
+        }
+
+    async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        url = parse_web_url(required_str(arguments, "url"))
+        limit = DEFAULT_WEB_FETCH_MAX_BYTES
+        accept = {"Accept": "text/html, text/plain;q=0.9, */*;q=0.5"}
+        final, response, data, truncated = await _request(
+            self.web, url, "GET", accept, None, limit, follow=True
+        )
+        if not response.is_success:
+            raise ToolError(f"GET {final} answered HTTP {response.status_code}")
+        content_type = response.headers.get("content-type", "").lower()
+        if content_type and not content_type.startswith(_TEXT_TYPES):
+            raise ToolError(f"{final} is not text ({content_type.split(';')[0]})")
+        text = _decode(response, data)
+        if "html" in content_type or (not content_type and "<html" in text[:1024].lower()):
+            text = html_to_text(text)
+        if truncated:
+            text += _cut_notice(limit)
+        return ToolOutput(text if text.strip() else f"{final}: the page has no text")
+
+
+class HttpRequestTool:
+    definition: Final = ToolDefinition(name="http_request", kind="other")
+    name = definition.name
+    description = (
+        "Send one HTTP request (for APIs) and return the status, the response headers and "
+        "the body. Redirects are returned as they are, not followed."
+    )
+    side_effects = True
+
+    def __init__(self, web: WebConfig | None = None) -> None:
+        self.web = web or WebConfig()
+        self.parameters: dict[str, Any] = {
+            "type": "object",
+            "properties": {
+                "url": {"type": "string", "description": "The http(s) URL."},
+                "method": {"type": "string", "enum": list(HTTP_METHODS), "default": "GET"},
+                "headers": {
+                    "type": "object",
+                    "additionalProperties": {"type": "string"},
+                    "description": "Request headers.",
+                },
+                "body": {"type": "string", "description": "Request body (text)."},
+            },
+            "required": ["url"],
+            "additionalProperties": False,
+        }
+
+    async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        url = parse_web_url(required_str(arguments, "url"))
+        method = (optional_str(arguments, "method") or "GET").upper()
+        if method not in HTTP_METHODS:
+            raise ToolError(f"Invalid 'method': one of {', '.join(HTTP_METHODS)}")
+        headers = _request_headers(arguments.get("headers"))
+        raw_body = optional_str(arguments, "body")
+        body = raw_body.encode("utf-8") if raw_body is not None else None
+        if body is not None and len(body) > DEFAULT_HTTP_REQUEST_MAX_BODY_BYTES:
+            raise ToolError(f"'body' is larger than {DEFAULT_HTTP_REQUEST_MAX_BODY_BYTES} bytes")
+        limit = DEFAULT_HTTP_REQUEST_MAX_BYTES
+        _, response, data, truncated = await _request(
+            self.web, url, method, headers, body, limit, follow=False
+        )
+        lines = [f"Status: {response.status_code} {response.reason_phrase}".rstrip(), "Headers:"]
+        lines += [f"{name}: {value}" for name, value in response.headers.items()]
+        text = "\n".join(lines) + "\n\nBody:\n" + _decode(response, data)
+        if truncated:
+            text += _cut_notice(limit)
+        return ToolOutput(text, ok=response.status_code < 400)
+
+
+def _request_headers(value: object) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(
+        isinstance(key, str) and isinstance(item, str) for key, item in value.items()
+    ):
+        raise ToolError("Invalid 'headers': expected an object of strings")
+    refused = sorted(key for key in value if key.strip().lower() in REFUSED_HEADERS)
+    if refused:
+        raise ToolError(f"Invalid 'headers': {', '.join(refused)} cannot be set")
+    return dict(value)

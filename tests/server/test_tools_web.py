@@ -1,0 +1,155 @@
+"""web_fetch and http_request: the address checks, the HTML reduction, the limits, against
+a local server (tests/e2e/fake_llm.py serves any scripted reply) on 127.0.0.1."""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+
+import pytest
+import trio
+from hypothesis import given
+from hypothesis import strategies as st
+
+from acp_server.agent.tools._html import html_to_text
+from acp_server.agent.tools.base import ToolError
+from acp_server.agent.tools.web import (
+    DEFAULT_WEB_FETCH_MAX_BYTES,
+    HttpRequestTool,
+    WebFetchTool,
+)
+from acp_server.agent.tools.web_guard import address_problem, parse_web_url
+from acp_server.config.model import WebConfig
+from tests.e2e.fake_llm import Reply, serve_fake_llm
+from tests.server.tool_context import make_context
+
+pytestmark = pytest.mark.e2e  # binds 127.0.0.1
+
+OPEN = WebConfig(allow_private_hosts=True)
+
+
+def page(body: str, *, status: int = 200, content_type: str = "text/html; charset=utf-8") -> Reply:
+    return Reply(status=status, chunks=(body.encode(),), content_type=content_type)
+
+
+def test_html_is_reduced_to_text() -> None:
+    markup = (
+        "<html><head><title>Docs</title><style>p{}</style></head><body><h1>A &amp; B</h1>"
+        "<p>one\n  two</p><ul><li>x</li><li>y</li></ul><script>secret()</script>"
+        "<pre>keep\n  this</pre></body></html>"
+    )
+    assert html_to_text(markup) == "Docs\n\nA & B\n\none two\n\n- x\n- y\n\nkeep\n  this"
+
+
+@given(st.text(alphabet=st.sampled_from(list("<>/ab =\"'&;#x1\n")), max_size=200))
+def test_any_markup_reduces_without_error(markup: str) -> None:
+    text = html_to_text(f"<script>{markup}</script>{markup}")
+    assert "\x00" not in text
+    assert text == text.strip()
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["127.0.0.1", "10.1.2.3", "192.168.0.1", "172.16.5.5", "169.254.169.254", "::1",
+     "fe80::1", "fc00::1", "::ffff:127.0.0.1", "0.0.0.0", "100.64.0.1", "224.0.0.1"],
+)  # fmt: skip
+def test_private_and_local_addresses_are_refused(address: str) -> None:
+    assert address_problem(ipaddress.ip_address(address)) is not None
+
+
+@pytest.mark.parametrize("address", ["93.184.215.14", "2606:4700::6810:84e5", "8.8.8.8"])
+def test_public_addresses_are_allowed(address: str) -> None:
+    assert address_problem(ipaddress.ip_address(address)) is None
+
+
+@given(st.integers(0, 2**32 - 1))
+def test_ipv4_verdict_matches_is_global(value: int) -> None:
+    address = ipaddress.IPv4Address(value)
+    mapped = ipaddress.IPv6Address(f"::ffff:{address}")
+    assert (address_problem(address) is None) == address.is_global
+    assert address_problem(mapped) == address_problem(address)
+
+
+@pytest.mark.parametrize(
+    "raw", ["ftp://example.com/", "file:///etc/passwd", "http://", "not a url", "http://u:p@h/"]
+)
+def test_only_plain_http_urls_are_accepted(raw: str) -> None:
+    with pytest.raises(ToolError):
+        parse_web_url(raw)
+
+
+async def fetch(url: str, web: WebConfig, tmp_path: Path) -> str:
+    ctx, _ = make_context(tmp_path)
+    return (await WebFetchTool(web).run({"url": url}, ctx)).text
+
+
+async def test_loopback_is_refused_by_default_and_reached_when_allowed(tmp_path: Path) -> None:
+    async with serve_fake_llm(page("<p>hello <b>web</b></p>")) as server:
+        with pytest.raises(ToolError, match=r"loopback address.*allow_private_hosts"):
+            await fetch(f"{server.base_url}/doc", WebConfig(), tmp_path)
+        with pytest.raises(ToolError, match="loopback"):
+            await fetch(f"http://localhost:{server.port}/doc", WebConfig(), tmp_path)
+        assert server.requests == []
+        assert await fetch(f"{server.base_url}/doc", OPEN, tmp_path) == "hello web"
+    assert server.requests[0].headers["host"] == f"127.0.0.1:{server.port}"
+
+
+async def test_redirects_are_followed_and_checked(tmp_path: Path) -> None:
+    async with serve_fake_llm() as server:
+        server.add(
+            Reply(status=302, headers=(("Location", "/final"),), content_type="text/plain"),
+            page("arrived", content_type="text/plain"),
+        )
+        assert await fetch(f"{server.base_url}/start", OPEN, tmp_path) == "arrived"
+        assert [r.target for r in server.requests] == ["/start", "/final"]
+
+
+async def test_big_pages_are_cut_and_binary_is_refused(tmp_path: Path) -> None:
+    async with serve_fake_llm() as server:
+        server.add(page("x" * (DEFAULT_WEB_FETCH_MAX_BYTES + 10), content_type="text/plain"))
+        server.add(page("PNG", content_type="image/png"))
+        server.add(page("gone", status=404))
+        text = await fetch(f"{server.base_url}/big", OPEN, tmp_path)
+        assert text.startswith("x" * DEFAULT_WEB_FETCH_MAX_BYTES)
+        assert text.endswith(
+            f"[truncated: the body is larger than {DEFAULT_WEB_FETCH_MAX_BYTES} bytes]"
+        )
+        with pytest.raises(ToolError, match="not text"):
+            await fetch(f"{server.base_url}/img", OPEN, tmp_path)
+        with pytest.raises(ToolError, match="HTTP 404"):
+            await fetch(f"{server.base_url}/gone", OPEN, tmp_path)
+
+
+async def test_http_request_sends_method_headers_and_body(tmp_path: Path) -> None:
+    ctx, _ = make_context(tmp_path)
+    tool = HttpRequestTool(OPEN)
+    async with serve_fake_llm(
+        page('{"ok": true}', status=201, content_type="application/json")
+    ) as server:
+        output = await tool.run(
+            {
+                "url": f"{server.base_url}/api",
+                "method": "post",
+                "headers": {"X-Token": "t1"},
+                "body": '{"a": 1}',
+            },
+            ctx,
+        )
+        with pytest.raises(ToolError, match="Host cannot be set"):
+            await tool.run({"url": server.base_url, "headers": {"Host": "evil"}}, ctx)
+        with pytest.raises(ToolError, match="loopback"):
+            await HttpRequestTool().run({"url": server.base_url}, ctx)
+    assert output.ok
+    assert output.text.startswith("Status: 201\nHeaders:\n")
+    assert output.text.endswith('Body:\n{"ok": true}')
+    request = server.requests[0]
+    assert (request.method, request.target, request.body) == ("POST", "/api", b'{"a": 1}')
+    assert request.headers["x-token"] == "t1"
+
+
+async def test_a_silent_server_is_given_up_on_with_the_turn(tmp_path: Path) -> None:
+    async with serve_fake_llm(Reply(ending="silent")) as server:
+        with trio.move_on_after(0.5) as cancelled:
+            await fetch(server.base_url, OPEN, tmp_path)
+        assert cancelled.cancelled_caught
+        await server.wait_client_gone()
