@@ -8,6 +8,8 @@ from pathlib import Path
 import trio
 
 from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanStep, ToolCall
+from acp_server.agent.cost import MemoryLedger
+from acp_server.storage.spend import SpendEntry, SpendTotals
 from acp_server.storage.sqlite import (
     AsyncSessionStore,
     StoredSession,
@@ -27,6 +29,7 @@ class FakeStore(AsyncSessionStore):
         self.turns: dict[str, list[CompletedTurn]] = {}
         self.fail_load = False
         self.fail_append = False
+        self.spend = MemoryLedger()
 
     def add(
         self,
@@ -61,6 +64,12 @@ class FakeStore(AsyncSessionStore):
 
     async def touch(self, session_id: str) -> None:
         await trio.lowlevel.checkpoint()
+
+    async def record_spend(self, entry: SpendEntry) -> None:
+        await self.spend.record_spend(entry)
+
+    async def spend_totals(self, day: str, agent_alias: str) -> SpendTotals:
+        return await self.spend.spend_totals(day, agent_alias)
 
     async def aclose(self) -> None:
         await trio.lowlevel.checkpoint()

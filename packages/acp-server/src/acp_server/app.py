@@ -14,14 +14,22 @@ import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TypeAlias
 
 import trio
 
+from acp_server.agent.cost import CostMeter, MemoryLedger, SpendLedger, utc_now
 from acp_server.agent.providers import ProviderFactory, create_provider
 from acp_server.agent.tools.base import Tool
-from acp_server.config import AgentConfig, Config, RiskProfileConfig
+from acp_server.config import (
+    AgentConfig,
+    Config,
+    ProviderConfig,
+    RiskProfileConfig,
+    RuntimeProfileConfig,
+)
 from acp_server.security import SecurityPolicy
 from acp_server.storage.sqlite import AsyncSessionStore
 
@@ -57,6 +65,31 @@ class AcpApp:
     tools_factory: ToolsFactory = default_tools_factory
     policy_factory: PolicyFactory = SecurityPolicy
     launch_dir: Path = field(default_factory=Path.cwd)
+    utc_clock: Callable[[], datetime] = utc_now
+    """The time the spending caps' UTC days are read from."""
+    memory_ledger: MemoryLedger = field(default_factory=MemoryLedger)
+    """The spending ledger when there is no session store."""
+
+    @property
+    def spend_ledger(self) -> SpendLedger:
+        return self.store if self.store is not None else self.memory_ledger
+
+    def cost_meter(
+        self, session_id: str, agent: AgentConfig, provider: ProviderConfig, model: str
+    ) -> CostMeter:
+        """The spending caps a session of ``agent`` is held to (agent/cost.py)."""
+        runtime = self.config.runtime_profiles.get(agent.runtime_profile, RuntimeProfileConfig())
+        return CostMeter(
+            cost=self.config.cost,
+            ledger=self.spend_ledger,
+            session_id=session_id,
+            agent_alias=agent.alias,
+            runtime_profile=agent.runtime_profile,
+            agent_cap_cents=runtime.max_cost_per_day_cents,
+            provider_type=provider.type,
+            model=model,
+            now=self.utc_clock,
+        )
 
 
 async def open_session_store(config: Config) -> AsyncSessionStore | None:

@@ -10,7 +10,9 @@
         +-- ClientFacingError                 its text was written for the client: -32603
         |   +-- AgentUnavailable              "Failed to create agent: ..." (config, keys)
         |   +-- TurnFailed                    the model could not finish the turn
-        |                                     (agent/turn.py)
+        |   |                                 (agent/turn.py)
+        |   +-- BudgetExceeded                a [cost] or per-agent spending cap is
+        |                                     reached (agent/cost.py)
         +-- OperationFailed                   a step failed for a reason only the log
         |                                     should tell: -32603 "<step>: see the server
         |                                     log (ref <id>)"
@@ -65,6 +67,11 @@ class AgentUnavailable(ClientFacingError):
 
     def __init__(self, reason: str) -> None:
         super().__init__(f"Failed to create agent: {reason}")
+
+
+class BudgetExceeded(ClientFacingError):
+    """A spending cap is reached: the turn fails before its next model call (-32603). The
+    message names the cap and when it resets."""
 
 
 class OperationFailed(ZeroclawError):

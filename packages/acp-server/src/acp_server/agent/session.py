@@ -18,6 +18,7 @@ import trio
 
 from acp_server.agent.budget import ActionBudget
 from acp_server.agent.conversation import ChatMessage, PlanStep
+from acp_server.agent.cost import CostMeter
 from acp_server.agent.identity import seed_persona_files
 from acp_server.agent.providers.base import Provider, ToolSpec
 from acp_server.agent.system_prompt import (
@@ -86,6 +87,8 @@ class Session:
     # first turn, once the servers are ready (session/new never waits for them).
     mcp: McpToolset | None = None
     _mcp_merged: bool = field(default=False, init=False, repr=False)
+    # The spending caps this session's model calls are checked against (agent/cost.py).
+    cost: CostMeter | None = None
     # Strings every turn needs, computed once in __post_init__.
     uploads_path: str = field(default="", init=False)
     # Rebuilt before every turn (refresh_system_prompt): the date is recomputed and the

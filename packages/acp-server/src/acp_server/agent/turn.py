@@ -200,6 +200,11 @@ class _TurnRunner:
     # -- the model ------------------------------------------------------------------
 
     async def _model_round(self) -> tuple[str, str, list[ToolCall]]:
+        meter = self.session.cost
+        if meter is not None:
+            await meter.check()
+        round_usage = Usage()
+        reported_cost: float | None = None
         request = ModelRequest(
             system_prompt=self.session.system_prompt,
             messages=ChainedMessages(self.session.history, self.new_messages),
@@ -231,6 +236,9 @@ class _TurnRunner:
                     calls.append(call)
                 elif isinstance(event, UsageReported):
                     self.usage.add(event.usage)
+                    round_usage.add(event.usage)
+                    if event.cost_usd is not None:
+                        reported_cost = (reported_cost or 0.0) + event.cost_usd
                 elif isinstance(event, StreamEnd):
                     ended = True
                     break
@@ -246,6 +254,8 @@ class _TurnRunner:
                     # cancelled, so its HTTP response is released now, not by the GC.
                     with trio.CancelScope(shield=True):
                         await aclose()
+        if meter is not None:
+            await meter.record(round_usage, reported_cost)
         return "".join(text), "".join(reasoning), calls
 
     # -- tools ----------------------------------------------------------------------

@@ -36,6 +36,7 @@ logger = logging.getLogger("zeroclaw")
 LOG_LEVEL_ENV: Final = "ZEROCLAW_LOG"
 EXIT_CONFIG_ERROR: Final = 2
 LAZY_COMMANDS: Final = {
+    "cost": "acp_server.cli.cost:cost_command",
     "demo": "acp_server.cli.prompt:demo_command",
     "gateway": "acp_server.cli.gateway:gateway_command",
     "prompt": "acp_server.cli.prompt:prompt_command",

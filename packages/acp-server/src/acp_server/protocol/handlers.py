@@ -384,6 +384,7 @@ class AcpHandlers:
             history=list(history),
             plan=plan,
         )
+        session.cost = self.app.cost_meter(session_id, agent, provider_config, provider.model)
         if mcp_servers:
             # Started in the connection's nursery: they outlive this request and stop
             # when the session leaves memory or the connection ends.

@@ -23,6 +23,7 @@ from acp_server.storage.records import (
 )
 from acp_server.storage.session_list import SessionPage
 from acp_server.storage.session_store import DEFAULT_MAX_RESTORED_MESSAGES, SessionStore
+from acp_server.storage.spend import SpendEntry, SpendRow, SpendTotals
 
 logger = logging.getLogger(__name__)
 
@@ -233,6 +234,15 @@ class AsyncSessionStore:
 
     async def delete_session(self, session_id: str) -> bool:
         return await self._call(self._delete, session_id)
+
+    async def record_spend(self, entry: SpendEntry) -> None:
+        await self._call(self.sync.record_spend, entry)
+
+    async def spend_totals(self, day: str, agent_alias: str) -> SpendTotals:
+        return await self._call(self.sync.spend_totals, day, agent_alias)
+
+    async def spend_summary(self, since_day: str) -> list[SpendRow]:
+        return await self._call(self.sync.spend_summary, since_day)
 
     def _delete(self, session_id: str) -> bool:
         self._unsaved.pop(session_id, None)

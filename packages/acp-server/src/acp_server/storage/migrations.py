@@ -11,7 +11,9 @@ import sqlite3
 from collections.abc import Callable
 from typing import Final
 
-SCHEMA_VERSION: Final = 4
+from acp_server.storage.spend import SPEND_SCHEMA
+
+SCHEMA_VERSION: Final = 5
 """``PRAGMA user_version`` after every migration in ``MIGRATIONS`` has run."""
 
 
@@ -136,11 +138,18 @@ def _migrate_to_v4(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+def _migrate_to_v5(conn: sqlite3.Connection) -> None:
+    # The spending ledger of the [cost] caps (storage/spend.py).
+    for statement in SPEND_SCHEMA:
+        conn.execute(statement)
+
+
 MIGRATIONS: Final[tuple[Callable[[sqlite3.Connection], None], ...]] = (
     _migrate_to_v1,
     _migrate_to_v2,
     _migrate_to_v3,
     _migrate_to_v4,
+    _migrate_to_v5,
 )
 """``MIGRATIONS[n]`` takes a database from ``user_version`` n to n + 1. Append, never edit."""
 

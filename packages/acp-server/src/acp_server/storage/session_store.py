@@ -42,6 +42,14 @@ from acp_server.storage.session_list import (
     read_page,
     session_info,
 )
+from acp_server.storage.spend import (
+    SpendEntry,
+    SpendRow,
+    SpendTotals,
+    insert_spend,
+    read_summary,
+    read_totals,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -486,6 +494,18 @@ class SessionStore:
             return cursor.rowcount > 0
 
         return self._write(delete)
+
+    def record_spend(self, entry: SpendEntry) -> None:
+        """Add one priced model call to the spending ledger (storage/spend.py)."""
+        self._write(lambda conn: insert_spend(conn, entry))
+
+    def spend_totals(self, day: str, agent_alias: str) -> SpendTotals:
+        """What was spent on ``day`` (UTC ``YYYY-MM-DD``), in its month, and by the agent."""
+        return self._read(lambda conn: read_totals(conn, day, agent_alias))
+
+    def spend_summary(self, since_day: str) -> list[SpendRow]:
+        """Spend per UTC day and agent from ``since_day`` on, newest first."""
+        return self._read(lambda conn: read_summary(conn, since_day))
 
     def close(self) -> None:
         with self._lock:

@@ -51,6 +51,7 @@ class ToolCallRequested:
 @dataclass(frozen=True, slots=True)
 class UsageReported:
     usage: Usage
+    cost_usd: float | None = None  # what the call cost, when the provider says (OpenRouter)
 
 
 @dataclass(frozen=True, slots=True)

@@ -179,6 +179,7 @@ class _ChunkAssembler:
         self._endpoint = endpoint
         self._tool_calls: dict[int, _PendingToolCall] = {}
         self.usage: Usage | None = None
+        self.cost_usd: float | None = None
         self.finish_reason: str | None = None
 
     def feed(self, chunk: dict[str, Any]) -> list[ProviderEvent]:
@@ -195,6 +196,9 @@ class _ChunkAssembler:
                     details if isinstance(details, dict) else None, "reasoning_tokens"
                 ),
             )
+            cost = usage.get("cost")  # OpenRouter: the call's price in USD
+            if isinstance(cost, int | float) and not isinstance(cost, bool):
+                self.cost_usd = float(cost)
         events: list[ProviderEvent] = []
         choices = chunk.get("choices")
         if not isinstance(choices, list):
@@ -351,7 +355,7 @@ class OpenAIChatProvider:
         for call_request in assembler.finished_tool_calls():
             yield ToolCallRequested(call_request)
         if assembler.usage is not None:
-            yield UsageReported(assembler.usage)
+            yield UsageReported(assembler.usage, cost_usd=assembler.cost_usd)
         yield StreamEnd(stop_reason=assembler.finish_reason or "stop")
 
 

@@ -1,0 +1,177 @@
+"""Spending caps: the global ``[cost]`` daily and monthly limits and the runtime profile's
+``max_cost_per_day_cents`` per agent, over UTC days and months.
+
+Before every model call the session's ``CostMeter`` reads the ledger (the session store's
+``acp_spend`` table, shared by every process using that store; without a store, this
+process's memory) and fails the turn with ``BudgetExceeded`` once a cap is reached. After
+a call its cost is added: tokens times the ``[cost.rates…]`` price of the model, else the
+cost the provider reported (OpenRouter's ``usage.cost``), else nothing, with one warning
+per model, so an unpriced model never trips a cap. A ledger that cannot be read or written
+is logged and the turn goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from typing import Final, Protocol
+
+from acp_server.agent.conversation import Usage
+from acp_server.config.model import ECHO_PROVIDER_TYPE, CostConfig
+from acp_server.errors import BudgetExceeded
+from acp_server.storage.records import StoreError
+from acp_server.storage.spend import SpendEntry, SpendTotals
+
+logger = logging.getLogger(__name__)
+
+TOKENS_PER_PRICE_UNIT: Final = 1_000_000
+"""Prices are USD per million tokens (the reference's ``*_per_mtok``)."""
+_warned_unpriced: set[tuple[str, str]] = set()
+
+
+class SpendLedger(Protocol):
+    """Where spend is recorded: ``AsyncSessionStore`` or ``MemoryLedger``."""
+
+    async def record_spend(self, entry: SpendEntry) -> None: ...
+
+    async def spend_totals(self, day: str, agent_alias: str) -> SpendTotals: ...
+
+
+@dataclass
+class MemoryLedger:
+    """The ledger of a process without a session store (it ends with the process)."""
+
+    entries: list[SpendEntry] = field(default_factory=list)
+
+    async def record_spend(self, entry: SpendEntry) -> None:
+        self.entries.append(entry)
+
+    async def spend_totals(self, day: str, agent_alias: str) -> SpendTotals:
+        month = [entry for entry in self.entries if entry.day[:7] == day[:7]]
+        today = [entry for entry in month if entry.day == day]
+        return SpendTotals(
+            day_usd=sum(entry.cost_usd for entry in today),
+            month_usd=sum(entry.cost_usd for entry in month),
+            agent_day_usd=sum(e.cost_usd for e in today if e.agent_alias == agent_alias),
+        )
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def next_day(day: date) -> date:
+    return day + timedelta(days=1)
+
+
+def next_month(day: date) -> date:
+    return date(day.year + 1, 1, 1) if day.month == 12 else date(day.year, day.month + 1, 1)
+
+
+def budget_message(spent: float, limit: float, cap: str, resets: date) -> str:
+    """The reference's wording, plus which cap it is and when it resets."""
+    return (
+        f"Agent turn failed: Budget exceeded: ${spent:.4f} of ${limit:.2f} {cap}. Cannot make "
+        f"further API calls until the budget resets at {resets.isoformat()} 00:00 UTC."
+    )
+
+
+@dataclass
+class CostMeter:
+    """One session's view of the caps (``check``) and of what its calls cost (``record``)."""
+
+    cost: CostConfig
+    ledger: SpendLedger
+    session_id: str
+    agent_alias: str
+    runtime_profile: str
+    agent_cap_cents: int | None
+    provider_type: str
+    model: str
+    now: Callable[[], datetime] = utc_now
+
+    @property
+    def active(self) -> bool:
+        return self.cost.enabled or self.agent_cap_cents is not None
+
+    async def check(self) -> None:
+        """Raise ``BudgetExceeded`` when a cap is reached (before a model call)."""
+        if not self.active:
+            return
+        today = self.now().astimezone(UTC).date()
+        try:
+            totals = await self.ledger.spend_totals(today.isoformat(), self.agent_alias)
+        except StoreError as exc:
+            logger.warning("session %s: spend not checked: %s", self.session_id, exc)
+            return
+        cost = self.cost
+        caps: list[tuple[float, float, str, date]] = []
+        if cost.enabled:
+            caps.append(
+                (totals.day_usd, cost.daily_limit_usd, "daily limit ([cost] daily_limit_usd)",
+                 next_day(today))
+            )  # fmt: skip
+            caps.append(
+                (totals.month_usd, cost.monthly_limit_usd,
+                 "monthly limit ([cost] monthly_limit_usd)", next_month(today))
+            )  # fmt: skip
+        cents = self.agent_cap_cents
+        if cents is not None:
+            cap = (
+                f"daily limit of agent `{self.agent_alias}` ([runtime_profiles."
+                f"{self.runtime_profile}] max_cost_per_day_cents = {cents})"
+            )
+            caps.append((totals.agent_day_usd, cents / 100, cap, next_day(today)))
+        for spent, limit, name, resets in caps:
+            if spent >= limit:
+                raise BudgetExceeded(budget_message(spent, limit, name, resets))
+
+    def price(self, usage: Usage, reported_usd: float | None) -> float:
+        """What a call with ``usage`` cost, in USD (see the module docstring)."""
+        rate = self.cost.rates.get((self.provider_type, self.model))
+        if rate is not None:
+            return (
+                usage.input_tokens * rate.input_per_mtok
+                + usage.output_tokens * rate.output_per_mtok
+            ) / TOKENS_PER_PRICE_UNIT
+        if reported_usd is not None:
+            return max(0.0, reported_usd)
+        key = (self.provider_type, self.model)
+        priceable = usage.total_tokens and self.provider_type != ECHO_PROVIDER_TYPE
+        if priceable and key not in _warned_unpriced:
+            _warned_unpriced.add(key)
+            logger.warning(
+                "no price for model %s of provider type %s and the provider reports no "
+                "cost: its calls count as $0 against the spending caps (add "
+                '[cost.rates.providers.models.%s."%s"])',
+                self.model,
+                self.provider_type,
+                self.provider_type,
+                self.model,
+            )
+        return 0.0
+
+    async def record(self, usage: Usage, reported_usd: float | None) -> None:
+        """Add one finished model call to the ledger (priced calls only)."""
+        if not self.active:
+            return
+        usd = self.price(usage, reported_usd)
+        if usd <= 0:
+            return
+        moment = self.now().astimezone(UTC)
+        entry = SpendEntry(
+            day=moment.date().isoformat(),
+            agent_alias=self.agent_alias,
+            session_id=self.session_id,
+            model=self.model,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cost_usd=usd,
+            created_at=moment.isoformat(timespec="seconds"),
+        )
+        try:
+            await self.ledger.record_spend(entry)
+        except StoreError as exc:
+            logger.warning("session %s: spend not recorded: %s", self.session_id, exc)
