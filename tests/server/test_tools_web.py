@@ -19,7 +19,9 @@ from acp_server.agent.tools.web import (
     WebFetchTool,
 )
 from acp_server.agent.tools.web_guard import address_problem, parse_web_url
+from acp_server.config import RiskProfileConfig
 from acp_server.config.model import WebConfig
+from acp_server.security import Approval, SecurityPolicy
 from tests.e2e.fake_llm import Reply, serve_fake_llm
 from tests.server.tool_context import make_context
 
@@ -153,3 +155,17 @@ async def test_a_silent_server_is_given_up_on_with_the_turn(tmp_path: Path) -> N
             await fetch(server.base_url, OPEN, tmp_path)
         assert cancelled.cancelled_caught
         await server.wait_client_gone()
+
+
+def test_approval_defaults_follow_the_reference(tmp_path: Path) -> None:
+    policy = SecurityPolicy(RiskProfileConfig(), tmp_path)
+    fetch_tool, request_tool = WebFetchTool(), HttpRequestTool()
+    fetch = policy.decide("web_fetch", {"url": "https://x"}, side_effects=fetch_tool.side_effects)
+    request = policy.decide(
+        "http_request", {"url": "https://x"}, side_effects=request_tool.side_effects
+    )
+    assert fetch.approval is Approval.ALLOW
+    assert request.approval is Approval.ASK
+    readonly = SecurityPolicy(RiskProfileConfig(level="readonly"), tmp_path)
+    refused = readonly.decide("http_request", {}, side_effects=request_tool.side_effects)
+    assert refused.approval is Approval.DENY
