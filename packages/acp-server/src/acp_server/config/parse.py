@@ -42,6 +42,7 @@ from acp_server.config.model import (
     RiskProfileConfig,
     RuntimeProfileConfig,
 )
+from acp_server.config.proxies import with_proxy_settings
 
 logger = logging.getLogger(__name__)
 
@@ -223,7 +224,7 @@ class ConfigParser:
         if tls.enabled and (tls.cert_path is None or tls.key_path is None):
             raise self.error("gateway.tls", "enabled = true needs both cert_path and key_path")
         prefix = self.get(t, "path_prefix", "gateway.path_prefix", str, "", path_prefix_problem)
-        return GatewayConfig(
+        gateway = GatewayConfig(
             host=normalize_host(self.get(t, "host", "gateway.host", str, d.host)),
             port=self.get(t, "port", "gateway.port", int, d.port, _listen_port),
             path_prefix=normalize_path_prefix(prefix),
@@ -253,6 +254,7 @@ class ConfigParser:
             allowed_origins=self.strings(t, "allowed_origins", "gateway.allowed_origins", ()),
             tls=tls,
         )
+        return with_proxy_settings(self, t, gateway)
 
     def parse_providers(self, t: dict[str, Any]) -> dict[str, ProviderConfig]:
         self.warn_unknown(t, frozenset({"models"}), "providers")
