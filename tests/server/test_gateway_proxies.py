@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -196,3 +197,33 @@ async def test_x_forwarded_for_from_a_trusted_proxy_makes_the_request_proxied(
             status, body = await _exchange(port, b"", "/pair/code")
             assert status == 200
             assert _pair_code(body) is not None
+
+
+async def test_with_tls_the_proxy_header_comes_before_the_handshake(tmp_path: Path) -> None:
+    from tests.e2e.test_bridge_gateway import _self_signed
+
+    cert, key = await _self_signed(tmp_path)
+    tls = {"enabled": True, "cert_path": str(cert), "key_path": str(key)}
+    config_dir = _config_dir(tmp_path, trusted_proxies=["127.0.0.1"], proxy_protocol=True, tls=tls)
+    context = ssl.create_default_context(cafile=str(cert))
+
+    async def over_tls(prelude: bytes) -> bytes:
+        raw = await trio.open_tcp_stream("127.0.0.1", port)
+        await raw.send_all(prelude)
+        stream = trio.SSLStream(raw, context, server_hostname="127.0.0.1", https_compatible=True)
+        async with stream:
+            await stream.send_all(b"GET /pair/code HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            answer = b""
+            with trio.fail_after(10):
+                while chunk := await stream.receive_some(65536):
+                    answer += chunk
+        return answer
+
+    with trio.fail_after(30):
+        async with _serving(config_dir) as port:
+            answer = await over_tls(_v2_from("127.0.0.1"))
+            assert answer.startswith(b"HTTP/1.1 200 ")
+            assert _pair_code(answer.partition(b"\r\n\r\n")[2].decode()) is None
+            # No header: the connection is closed before any TLS is spoken.
+            with pytest.raises(trio.BrokenResourceError):
+                await over_tls(b"")
