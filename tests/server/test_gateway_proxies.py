@@ -107,9 +107,12 @@ def _config_dir(tmp_path: Path, **gateway: Any) -> Path:
 
 
 @asynccontextmanager
-async def _serving(config_dir: Path) -> AsyncIterator[int]:
+async def _serving(config_dir: Path, handshake_timeout_secs: float = 5.0) -> AsyncIterator[int]:
     gateway = Gateway(
-        AcpApp(config=load_config(config_dir), store=None), port=0, announce=lambda _: None
+        AcpApp(config=load_config(config_dir), store=None),
+        port=0,
+        announce=lambda _: None,
+        handshake_timeout_secs=handshake_timeout_secs,
     )
     async with trio.open_nursery() as nursery:
         port: int = await nursery.start(lambda task_status: gateway.serve(
@@ -227,3 +230,13 @@ async def test_with_tls_the_proxy_header_comes_before_the_handshake(tmp_path: Pa
             # No header: the connection is closed before any TLS is spoken.
             with pytest.raises(trio.BrokenResourceError):
                 await over_tls(b"")
+
+
+async def test_a_trusted_peer_that_sends_no_header_in_time_is_closed(tmp_path: Path) -> None:
+    config_dir = _config_dir(tmp_path, trusted_proxies=["127.0.0.1"], proxy_protocol=True)
+    with trio.fail_after(30):
+        async with _serving(config_dir, handshake_timeout_secs=0.2) as port:
+            stream = await trio.open_tcp_stream("127.0.0.1", port)
+            async with stream:
+                await stream.send_all(encode_proxy_v2(ProxyCommand.PROXY)[:10])  # and stalls
+                assert await stream.receive_some(65536) == b""

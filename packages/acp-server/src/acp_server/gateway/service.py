@@ -396,7 +396,11 @@ class Gateway:
         try:
             with trio.move_on_at(deadline):
                 return await read_proxy_prelude(stream, peer, self.trusted_proxies)
-            logger.warning("refused a connection from %s: no PROXY protocol header in time", peer)
+            if self.trusted_proxies.trusts(peer):
+                logger.warning(
+                    "refused a connection from %s: no PROXY protocol header in time", peer
+                )
+            # else: an idle direct client, closed as it would be without proxy_protocol
         except ProxyHeaderRefused as exc:
             logger.warning("refused a connection from %s: %s", peer, exc)
             if self._tls is None:
