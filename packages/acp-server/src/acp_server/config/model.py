@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from ipaddress import IPv4Network, IPv6Network
 from pathlib import Path
 from typing import Final, Literal
 
@@ -100,6 +101,9 @@ class GatewayConfig:
     websocket_ping_interval_secs: int = 30
     allowed_origins: tuple[str, ...] = ()
     tls: GatewayTlsConfig = field(default_factory=GatewayTlsConfig)
+    # Load balancers whose word on the client address is taken (config/proxies.py).
+    trusted_proxies: tuple[IPv4Network | IPv6Network, ...] = ()
+    proxy_protocol: bool = False
 
 
 @dataclass(frozen=True, slots=True)

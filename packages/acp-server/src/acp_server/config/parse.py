@@ -12,9 +12,10 @@ from acp_core.gateway_contract import (
     normalize_host,
     normalize_path_prefix,
     path_prefix_problem,
-    port_problem,
 )
+from acp_server.config import checks
 from acp_server.config.budget import parse_cost, with_runtime_budget
+from acp_server.config.checks import ERROR_CODE_STYLES
 from acp_server.config.identity import agent_files
 from acp_server.config.model import (
     CURRENT_SCHEMA_VERSION,
@@ -43,6 +44,7 @@ from acp_server.config.model import (
     RiskProfileConfig,
     RuntimeProfileConfig,
 )
+from acp_server.config.proxies import with_proxy_settings
 from acp_server.config.web import parse_web
 
 logger = logging.getLogger(__name__)
@@ -92,7 +94,7 @@ class ConfigParser:
     def table(self, parent: Mapping[str, Any], key: str, dotted: str) -> dict[str, Any]:
         value = parent.get(key, {})
         if not isinstance(value, dict):
-            raise self.error(dotted, f"expected a table, got {_type_name(value)}")
+            raise self.error(dotted, f"expected a table, got {checks.type_name(value)}")
         return value
 
     def get(
@@ -111,7 +113,9 @@ class ConfigParser:
             value = float(value)
         ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
         if not ok:
-            raise self.error(dotted, f"expected {_kind_name(kind)}, got {_type_name(value)}")
+            raise self.error(
+                dotted, f"expected {checks.kind_name(kind)}, got {checks.type_name(value)}"
+            )
         if check is not None:
             problem = check(value)
             if problem:
@@ -125,7 +129,7 @@ class ConfigParser:
             return default
         value = table[key]
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-            raise self.error(dotted, f"expected an array of strings, got {_type_name(value)}")
+            raise self.error(dotted, f"expected an array of strings, got {checks.type_name(value)}")
         return tuple(value)
 
     # -- sections ----------------------------------------------------------------------
@@ -176,12 +180,12 @@ class ConfigParser:
         self.warn_unknown(t, _field_names(AcpConfig), "acp")
         default_agent = self.get(t, "default_agent", "acp.default_agent", str, "").strip()
         error_codes: str = self.get(
-            t, "error_codes", "acp.error_codes", str, "zeroclaw", _one_of(ERROR_CODE_STYLES)
+            t, "error_codes", "acp.error_codes", str, "zeroclaw", checks.one_of(ERROR_CODE_STYLES)
         )
         return AcpConfig(
             default_agent=default_agent or None,
             max_sessions=self.get(
-                t, "max_sessions", "acp.max_sessions", int, DEFAULT_MAX_SESSIONS, _positive
+                t, "max_sessions", "acp.max_sessions", int, DEFAULT_MAX_SESSIONS, checks.positive
             ),
             session_timeout_secs=self.get(
                 t,
@@ -189,7 +193,7 @@ class ConfigParser:
                 "acp.session_timeout_secs",
                 int,
                 DEFAULT_SESSION_TIMEOUT_SECS,
-                _positive,
+                checks.positive,
             ),
             permission_timeout_secs=self.optional_positive(t, "permission_timeout_secs", "acp"),
             idle_session_timeout_secs=self.optional_positive(t, "idle_session_timeout_secs", "acp"),
@@ -197,7 +201,7 @@ class ConfigParser:
                 t, "session_persistence", "acp.session_persistence", bool, True
             ),
             project_instructions=self.file_names(t, "project_instructions", "acp"),
-            error_codes=error_codes,  # type: ignore[arg-type]  # checked by _one_of
+            error_codes=error_codes,  # type: ignore[arg-type]  # checked by checks.one_of
         )
 
     def file_names(self, t: Mapping[str, Any], key: str, prefix: str) -> tuple[str, ...]:
@@ -210,7 +214,7 @@ class ConfigParser:
         """A positive integer setting whose absence means "use the related default"."""
         if key not in t:
             return None
-        value: int = self.get(t, key, f"{table}.{key}", int, 1, _positive)
+        value: int = self.get(t, key, f"{table}.{key}", int, 1, checks.positive)
         return value
 
     def parse_gateway(self, t: dict[str, Any]) -> GatewayConfig:
@@ -228,9 +232,9 @@ class ConfigParser:
         if tls.enabled and (tls.cert_path is None or tls.key_path is None):
             raise self.error("gateway.tls", "enabled = true needs both cert_path and key_path")
         prefix = self.get(t, "path_prefix", "gateway.path_prefix", str, "", path_prefix_problem)
-        return GatewayConfig(
+        gateway = GatewayConfig(
             host=normalize_host(self.get(t, "host", "gateway.host", str, d.host)),
-            port=self.get(t, "port", "gateway.port", int, d.port, _listen_port),
+            port=self.get(t, "port", "gateway.port", int, d.port, checks.listen_port),
             path_prefix=normalize_path_prefix(prefix),
             require_pairing=self.get(
                 t, "require_pairing", "gateway.require_pairing", bool, d.require_pairing
@@ -245,7 +249,7 @@ class ConfigParser:
                 "gateway.pair_rate_limit_per_minute",
                 int,
                 d.pair_rate_limit_per_minute,
-                _positive,
+                checks.positive,
             ),
             websocket_ping_interval_secs=self.get(
                 t,
@@ -253,11 +257,12 @@ class ConfigParser:
                 "gateway.websocket_ping_interval_secs",
                 int,
                 d.websocket_ping_interval_secs,
-                _non_negative,
+                checks.non_negative,
             ),
             allowed_origins=self.strings(t, "allowed_origins", "gateway.allowed_origins", ()),
             tls=tls,
         )
+        return with_proxy_settings(self, t, gateway)
 
     def parse_providers(self, t: dict[str, Any]) -> dict[str, ProviderConfig]:
         self.warn_unknown(t, frozenset({"models"}), "providers")
@@ -270,7 +275,7 @@ class ConfigParser:
             for alias, body in aliases.items():
                 prefix = f"providers.models.{ptype}.{alias}"
                 if not isinstance(body, dict):
-                    raise self.error(prefix, f"expected a table, got {_type_name(body)}")
+                    raise self.error(prefix, f"expected a table, got {checks.type_name(body)}")
                 self.warn_unknown(body, known, prefix)
                 api_key = self.get(body, "api_key", f"{prefix}.api_key", str, "").strip()
                 if not api_key:
@@ -289,10 +294,15 @@ class ConfigParser:
                         f"{prefix}.timeout_secs",
                         float,
                         float(DEFAULT_PROVIDER_TIMEOUT_SECS),
-                        _positive,
+                        checks.positive,
                     ),
                     chunk_delay_ms=self.get(
-                        body, "chunk_delay_ms", f"{prefix}.chunk_delay_ms", int, 0, _non_negative
+                        body,
+                        "chunk_delay_ms",
+                        f"{prefix}.chunk_delay_ms",
+                        int,
+                        0,
+                        checks.non_negative,
                     ),
                 )
                 result[provider.ref] = provider
@@ -309,24 +319,24 @@ class ConfigParser:
     def optional_float(self, body: Mapping[str, Any], key: str, prefix: str) -> float | None:
         if key not in body:
             return None
-        return self.get(body, key, f"{prefix}.{key}", float, 0.0, _non_negative)
+        return self.get(body, key, f"{prefix}.{key}", float, 0.0, checks.non_negative)
 
     def optional_int(self, body: Mapping[str, Any], key: str, prefix: str) -> int | None:
         if key not in body:
             return None
-        return self.get(body, key, f"{prefix}.{key}", int, 0, _positive)
+        return self.get(body, key, f"{prefix}.{key}", int, 0, checks.positive)
 
     def parse_risk_profile(
         self, t: Mapping[str, Any], prefix: str, base: RiskProfileConfig
     ) -> RiskProfileConfig:
-        level = self.get(t, "level", f"{prefix}.level", str, base.level, _risk_level)
+        level = self.get(t, "level", f"{prefix}.level", str, base.level, checks.risk_level)
         backend: str = self.get(
             t,
             "sandbox_backend",
             f"{prefix}.sandbox_backend",
             str,
             base.sandbox_backend,
-            _one_of(SANDBOX_BACKEND_NAMES),
+            checks.one_of(SANDBOX_BACKEND_NAMES),
         )
         network: str = self.get(
             t,
@@ -334,10 +344,10 @@ class ConfigParser:
             f"{prefix}.sandbox_network",
             str,
             base.sandbox_network,
-            _one_of(SANDBOX_NETWORK_MODES),
+            checks.one_of(SANDBOX_NETWORK_MODES),
         )
         return RiskProfileConfig(
-            level=level,  # type: ignore[arg-type]  # checked by _risk_level
+            level=level,  # type: ignore[arg-type]  # checked by checks.risk_level
             workspace_only=self.get(
                 t, "workspace_only", f"{prefix}.workspace_only", bool, base.workspace_only
             ),
@@ -372,11 +382,11 @@ class ConfigParser:
                 if "sandbox_enabled" in t
                 else base.sandbox_enabled
             ),
-            sandbox_backend=backend,  # type: ignore[arg-type]  # checked by _one_of
+            sandbox_backend=backend,  # type: ignore[arg-type]  # checked by checks.one_of
             firejail_args=self.strings(
                 t, "firejail_args", f"{prefix}.firejail_args", base.firejail_args
             ),
-            sandbox_network=network,  # type: ignore[arg-type]  # checked by _one_of
+            sandbox_network=network,  # type: ignore[arg-type]  # checked by checks.one_of
         )
 
     def parse_risk_profiles(self, doc: Mapping[str, Any]) -> dict[str, RiskProfileConfig]:
@@ -395,7 +405,7 @@ class ConfigParser:
         for alias, body in table.items():
             prefix = f"risk_profiles.{alias}"
             if not isinstance(body, dict):
-                raise self.error(prefix, f"expected a table, got {_type_name(body)}")
+                raise self.error(prefix, f"expected a table, got {checks.type_name(body)}")
             self.warn_unknown(body, known, prefix)
             base = default_base if alias == DEFAULT_PROFILE_ALIAS else RiskProfileConfig()
             profiles[alias] = self.parse_risk_profile(body, prefix, base)
@@ -408,7 +418,7 @@ class ConfigParser:
         for alias, body in t.items():
             prefix = f"runtime_profiles.{alias}"
             if not isinstance(body, dict):
-                raise self.error(prefix, f"expected a table, got {_type_name(body)}")
+                raise self.error(prefix, f"expected a table, got {checks.type_name(body)}")
             self.warn_unknown(body, known, prefix)
             profiles[alias] = RuntimeProfileConfig(
                 shell_timeout_secs=self.get(
@@ -417,7 +427,7 @@ class ConfigParser:
                     f"{prefix}.shell_timeout_secs",
                     int,
                     DEFAULT_SHELL_TIMEOUT_SECS,
-                    _positive,
+                    checks.positive,
                 ),
                 max_tool_iterations=self.get(
                     body,
@@ -425,7 +435,7 @@ class ConfigParser:
                     f"{prefix}.max_tool_iterations",
                     int,
                     DEFAULT_MAX_TOOL_ITERATIONS,
-                    _positive,
+                    checks.positive,
                 ),
                 shell_cpu_limit_secs=self.get(
                     body,
@@ -433,7 +443,7 @@ class ConfigParser:
                     f"{prefix}.shell_cpu_limit_secs",
                     int,
                     DEFAULT_SHELL_CPU_LIMIT_SECS,
-                    _positive,
+                    checks.positive,
                 ),
                 shell_file_size_limit_bytes=self.get(
                     body,
@@ -441,7 +451,7 @@ class ConfigParser:
                     f"{prefix}.shell_file_size_limit_bytes",
                     int,
                     DEFAULT_SHELL_FILE_SIZE_LIMIT_BYTES,
-                    _positive,
+                    checks.positive,
                 ),
                 shell_address_space_limit_bytes=self.get(
                     body,
@@ -449,7 +459,7 @@ class ConfigParser:
                     f"{prefix}.shell_address_space_limit_bytes",
                     int,
                     DEFAULT_SHELL_ADDRESS_SPACE_LIMIT_BYTES,
-                    _positive,
+                    checks.positive,
                 ),
             )
             profiles[alias] = with_runtime_budget(self, body, prefix, profiles[alias])
@@ -468,7 +478,7 @@ class ConfigParser:
         for alias, body in t.items():
             prefix = f"agents.{alias}"
             if not isinstance(body, dict):
-                raise self.error(prefix, f"expected a table, got {_type_name(body)}")
+                raise self.error(prefix, f"expected a table, got {checks.type_name(body)}")
             if not alias.strip():
                 raise self.error(prefix, "agent aliases must not be blank")
             self.warn_unknown(body, known, prefix)
@@ -517,20 +527,22 @@ class ConfigParser:
         raw = body.get("mcp_servers", [])
         key = f"{prefix}.mcp_servers"
         if not isinstance(raw, list):
-            raise self.error(key, f"expected an array of tables, got {_type_name(raw)}")
+            raise self.error(key, f"expected an array of tables, got {checks.type_name(raw)}")
         servers: list[McpServerConfig] = []
         for index, item in enumerate(raw):
             item_key = f"{key}[{index}]"
             if not isinstance(item, dict):
-                raise self.error(item_key, f"expected a table, got {_type_name(item)}")
+                raise self.error(item_key, f"expected a table, got {checks.type_name(item)}")
             self.warn_unknown(item, _field_names(McpServerConfig), item_key)
             env = self.table(item, "env", f"{item_key}.env")
             if not all(isinstance(v, str) for v in env.values()):
                 raise self.error(f"{item_key}.env", "values must be strings")
             servers.append(
                 McpServerConfig(
-                    name=self.get(item, "name", f"{item_key}.name", str, "", _non_blank),
-                    command=self.get(item, "command", f"{item_key}.command", str, "", _non_blank),
+                    name=self.get(item, "name", f"{item_key}.name", str, "", checks.non_blank),
+                    command=self.get(
+                        item, "command", f"{item_key}.command", str, "", checks.non_blank
+                    ),
                     args=self.strings(item, "args", f"{item_key}.args", ()),
                     env=dict(env),
                 )
@@ -544,57 +556,3 @@ def _field_names(cls: type) -> frozenset[str]:
 
 def _merged(first: tuple[str, ...], second: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys((*first, *second)))
-
-
-def _type_name(value: object) -> str:
-    if isinstance(value, bool):
-        return f"a boolean ({str(value).lower()})"
-    if isinstance(value, int | float):
-        return f"a number ({value})"
-    if isinstance(value, str):
-        return f"a string ({value!r})"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "a table"
-    return type(value).__name__
-
-
-def _kind_name(kind: type) -> str:
-    return {bool: "true or false", int: "an integer", float: "a number", str: "a string"}.get(
-        kind, kind.__name__
-    )
-
-
-def _positive(value: float) -> str | None:
-    return None if value > 0 else f"must be greater than 0, got {value}"
-
-
-def _non_negative(value: float) -> str | None:
-    return None if value >= 0 else f"must not be negative, got {value}"
-
-
-def _listen_port(value: int) -> str | None:
-    return port_problem(value, "listen")
-
-
-def _non_blank(value: str) -> str | None:
-    return None if value.strip() else "must not be blank"
-
-
-ERROR_CODE_STYLES: Final = ("zeroclaw", "acp")
-
-
-def _one_of(choices: tuple[str, ...]) -> Callable[[str], str | None]:
-    def check(value: str) -> str | None:
-        if value in choices:
-            return None
-        return f"must be one of {', '.join(choices)}; got {value!r}"
-
-    return check
-
-
-def _risk_level(value: str) -> str | None:
-    if value in ("readonly", "supervised", "full"):
-        return None
-    return f"must be one of readonly, supervised, full; got {value!r}"

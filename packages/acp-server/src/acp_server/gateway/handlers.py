@@ -3,11 +3,12 @@
 Routes (all under ``[gateway] path_prefix``; the table is ``build_routes``):
 
 * ``GET /health``: 200 with a small JSON status, no auth.
-* ``GET /pair/code``: the start-up pairing code while unpaired, to loopback peers only.
+* ``GET /pair/code``: the start-up pairing code while unpaired, to loopback peers only
+  (never through a trusted proxy).
 * ``POST /pair`` (``X-Pairing-Code``): a new bearer token, its digest persisted.
 * ``GET /admin/paircode``, ``POST /admin/paircode/new``, ``POST /admin/paircode/rotate``:
   used by ``zeroclaw gateway get-paircode``; loopback peers with the admin secret only,
-  never from a browser.
+  never from a browser or through a proxy.
 * ``/acp``: the WebSocket upgrade (gateway/upgrade.py).
 """
 
@@ -127,10 +128,13 @@ async def _pair_code(state: GatewayState, exchange: Exchange) -> None:
     # operator issued with `get-paircode --new`/`--rotate` stays behind the admin secret.
     # A remote client gets it from the operator, who sees it on the gateway's stderr or
     # from `zeroclaw gateway get-paircode`.
+    # Behind a load balancer every client may look local: a request that came through a
+    # trusted proxy (gateway/client_address.py) never gets the code.
     code = state.pairing.discoverable_code
-    if state.unpaired and is_loopback_address(exchange.peer) and code is not None:
+    on_this_host = is_loopback_address(exchange.peer) and not exchange.proxied
+    if state.unpaired and on_this_host and code is not None:
         body["pairing_code"] = code
-    elif state.unpaired and is_loopback_address(exchange.peer):
+    elif state.unpaired and on_this_host:
         body["message"] = (
             "no pairing code is shown here: the operator issued it with "
             "`zeroclaw gateway get-paircode`, which prints it"
@@ -193,6 +197,7 @@ async def _admin_allowed(state: GatewayState, exchange: Exchange) -> bool:
     secret = state.admin_secret
     if (
         is_loopback_address(exchange.peer)
+        and not exchange.proxied
         and request.header("origin") is None
         and secret is not None
         and secret.matches(request.header(ADMIN_HEADER))

@@ -59,11 +59,14 @@ class PendingConnections:
     def __len__(self) -> int:
         return len(self._all)
 
-    def enter(self, peer: str) -> PendingConnection:
-        """Register a freshly accepted socket, cutting the oldest pending one past a cap."""
-        same_peer = self._by_peer.get(peer)
-        if same_peer is not None and len(same_peer) >= self.max_per_peer:
-            self._evict(next(iter(same_peer)), f"{self.max_per_peer} from {peer}")
+    def enter(self, peer: str, *, cap_per_peer: bool = True) -> PendingConnection:
+        """Register a freshly accepted socket, cutting the oldest pending one past a cap.
+
+        ``cap_per_peer=False`` for a trusted proxy's socket: many clients share its address
+        until the PROXY header names each (``rekey``); the total cap still holds.
+        """
+        if cap_per_peer:
+            self._make_room_for(peer)
         if len(self._all) >= self.max_total:
             self._evict(next(iter(self._all)), f"{self.max_total} in all")
         pending = PendingConnection(peer)
@@ -71,11 +74,28 @@ class PendingConnections:
         self._by_peer.setdefault(peer, OrderedDict())[pending] = None
         return pending
 
+    def rekey(self, pending: PendingConnection, peer: str) -> None:
+        """Count ``pending`` under ``peer`` (the real client a proxy named) from now on."""
+        if pending not in self._all or pending.peer == peer:
+            return
+        self._remove_from_peer(pending)
+        self._make_room_for(peer)
+        pending.peer = peer
+        self._by_peer.setdefault(peer, OrderedDict())[pending] = None
+
+    def _make_room_for(self, peer: str) -> None:
+        same_peer = self._by_peer.get(peer)
+        if same_peer is not None and len(same_peer) >= self.max_per_peer:
+            self._evict(next(iter(same_peer)), f"{self.max_per_peer} from {peer}")
+
     def leave(self, pending: PendingConnection) -> None:
         """The socket was authenticated, answered or closed: no longer pending (idempotent)."""
         if pending not in self._all:
             return
         del self._all[pending]
+        self._remove_from_peer(pending)
+
+    def _remove_from_peer(self, pending: PendingConnection) -> None:
         same_peer = self._by_peer[pending.peer]
         del same_peer[pending]
         if not same_peer:

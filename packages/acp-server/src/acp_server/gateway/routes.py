@@ -24,7 +24,8 @@ def _no_op() -> None:
 
 @dataclass(frozen=True, slots=True)
 class Exchange:
-    """One HTTP request being answered: ``route`` is its path without the prefix.
+    """One HTTP request being answered: ``route`` is its path without the prefix, ``peer``
+    the real client's address.
 
     ``authenticated`` is called once the request has earned a long-lived connection (an
     admitted WebSocket upgrade): the socket is no longer counted as pending
@@ -36,6 +37,12 @@ class Exchange:
     peer: str
     route: str
     authenticated: Callable[[], None] = field(default=_no_op)
+    proxy: str | None = None
+    """The trusted proxy the request came through (gateway/client_address.py), if any."""
+
+    @property
+    def proxied(self) -> bool:
+        return self.proxy is not None
 
 
 Handler = Callable[[Exchange], Awaitable[None]]
@@ -79,12 +86,13 @@ class RouteTable:
         peer: str,
         *,
         authenticated: Callable[[], None] = _no_op,
+        proxy: str | None = None,
     ) -> None:
         route = self.route_of(request.path)
         if route is None:
             await send_response(stream, 404, "Not found\n")
             return
-        exchange = Exchange(stream, request, peer, route, authenticated)
+        exchange = Exchange(stream, request, peer, route, authenticated, proxy)
         for path_prefix, guard in self._guards:
             if route.startswith(path_prefix) and not await guard(exchange):
                 return

@@ -34,6 +34,14 @@ from acp_server.app import AcpApp
 from acp_server.config import GatewayConfig
 from acp_server.errors import ZeroclawError
 from acp_server.gateway.admin import ADMIN_SECRET_FILE, AdminSecret
+from acp_server.gateway.client_address import (
+    ClientAddress,
+    ProxyHeaderRefused,
+    TrustedProxies,
+    forwarded_client,
+    normalized_ip,
+    read_proxy_prelude,
+)
 from acp_server.gateway.handlers import build_routes, screen_request
 from acp_server.gateway.http import BadRequest, HttpRequest, read_request, send_response
 from acp_server.gateway.pairing import PairingGuard
@@ -60,6 +68,8 @@ ACCEPT_CAPACITY_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENO
 """Accept failures that mean "out of resources for now": retried after a pause, as
 trio.serve_listeners does; any other accept error ends the gateway."""
 ACCEPT_RETRY_SECS: Final = 0.1
+REFUSAL_LINGER_SECS: Final = 1.0
+REFUSAL_LINGER_BYTES: Final = 64 * 1024
 
 Announce = Callable[[str], None]
 
@@ -77,17 +87,30 @@ class GatewayError(ZeroclawError):
 
 
 def _peer_address(stream: trio.abc.Stream) -> str:
-    inner: object = stream
-    while isinstance(inner, trio.SSLStream):
-        inner = inner.transport_stream
-    if isinstance(inner, trio.SocketStream):
+    if isinstance(stream, trio.SocketStream):
         try:
-            address = inner.socket.getpeername()
+            address = stream.socket.getpeername()
         except OSError:
             return "?"
         if isinstance(address, tuple) and address:
-            return str(address[0])
+            ip = normalized_ip(str(address[0]))
+            return str(address[0]) if ip is None else str(ip)
     return "?"
+
+
+async def _linger(stream: trio.abc.Stream) -> None:
+    """Half-close, then read briefly what the client still sends: closing over unread bytes
+    would reset the connection and could lose the answer just sent."""
+    if not isinstance(stream, trio.abc.HalfCloseableStream):
+        return
+    await stream.send_eof()
+    received = 0
+    with trio.move_on_after(REFUSAL_LINGER_SECS):
+        while received < REFUSAL_LINGER_BYTES:
+            chunk = await stream.receive_some(REFUSAL_LINGER_BYTES)
+            if not chunk:
+                return
+            received += len(chunk)
 
 
 class Gateway:
@@ -136,6 +159,8 @@ class Gateway:
         self._announce = announce or (lambda line: logger.warning("%s", line))
         self._drain_requested = trio.Event()
         self.bound_port: int | None = None
+        self._tls: ssl.SSLContext | None = None
+        self.trusted_proxies = TrustedProxies(self.settings.trusted_proxies)
 
         async def upgrade(exchange: Exchange) -> None:
             await serve_websocket(self.state, exchange)
@@ -208,12 +233,9 @@ class Gateway:
             ) from None
         self.bound_port = int(tcp_listeners[0].socket.getsockname()[1])
         self.state.address = dataclasses.replace(self.state.address, port=self.bound_port)
-        listeners: list[trio.abc.Listener[trio.abc.Stream]] = []
-        for tcp_listener in tcp_listeners:
-            if ssl_context is not None:
-                listeners.append(trio.SSLListener(tcp_listener, ssl_context))
-            else:
-                listeners.append(tcp_listener)
+        # TLS starts per connection (_handle_stream): a PROXY protocol header comes first.
+        self._tls = ssl_context
+        listeners: list[trio.abc.Listener[trio.abc.Stream]] = list(tcp_listeners)
         # Signals are caught from here on: a supervisor may send SIGTERM as soon as it has
         # read the "listening" line, and that must drain, not kill.
         signal_context = (
@@ -341,23 +363,65 @@ class Gateway:
 
     async def _handle_stream(self, stream: trio.abc.Stream) -> None:
         peer = _peer_address(stream)
+        expects_header = self.settings.proxy_protocol and self.trusted_proxies.trusts(peer)
         pending_connections = self.state.pending
-        pending = pending_connections.enter(peer)
+        pending = pending_connections.enter(peer, cap_per_peer=not expects_header)
+        outermost = stream
         try:
             with pending.scope:  # cancelled if it is cut while still pending
+                deadline = trio.current_time() + self.handshake_timeout_secs
+                client = ClientAddress(peer)
+                if self.settings.proxy_protocol:
+                    opened = await self._read_proxy_prelude(stream, peer, deadline)
+                    if opened is None:
+                        return
+                    client, stream = opened
+                    pending_connections.rekey(pending, client.address)
+                if self._tls is not None:
+                    stream = outermost = trio.SSLStream(stream, self._tls, server_side=True)
                 await self._serve_stream(
-                    stream, peer, authenticated=lambda: pending_connections.leave(pending)
+                    stream,
+                    client,
+                    deadline,
+                    authenticated=lambda: pending_connections.leave(pending),
                 )
         finally:
             pending_connections.leave(pending)
-            await trio.aclose_forcefully(stream)
+            await trio.aclose_forcefully(outermost)
+
+    async def _read_proxy_prelude(
+        self, stream: trio.abc.Stream, peer: str, deadline: float
+    ) -> tuple[ClientAddress, trio.abc.Stream] | None:
+        """The client a PROXY header names; None when the connection was refused."""
+        try:
+            with trio.move_on_at(deadline):
+                return await read_proxy_prelude(stream, peer, self.trusted_proxies)
+            if self.trusted_proxies.trusts(peer):
+                logger.warning(
+                    "refused a connection from %s: no PROXY protocol header in time", peer
+                )
+            # else: an idle direct client, closed as it would be without proxy_protocol
+        except ProxyHeaderRefused as exc:
+            logger.warning("refused a connection from %s: %s", peer, exc)
+            if self._tls is None:
+                with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                    await send_response(stream, 400, f"Bad request - {exc}\n")
+                    await _linger(stream)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        return None
 
     async def _serve_stream(
-        self, stream: trio.abc.Stream, peer: str, *, authenticated: Callable[[], None]
+        self,
+        stream: trio.abc.Stream,
+        client: ClientAddress,
+        deadline: float,
+        *,
+        authenticated: Callable[[], None],
     ) -> None:
         try:
             request: HttpRequest | None = None
-            with trio.move_on_after(self.handshake_timeout_secs):
+            with trio.move_on_at(deadline):
                 try:
                     request = await read_request(stream)
                 except BadRequest as exc:
@@ -365,13 +429,17 @@ class Gateway:
                     return
             if request is None:
                 return
+            client = forwarded_client(client, request.headers, self.trusted_proxies)
+            peer = client.address
             try:
                 if await screen_request(self.state, stream, request, peer):
-                    await self.routes.dispatch(stream, request, peer, authenticated=authenticated)
+                    await self.routes.dispatch(
+                        stream, request, peer, authenticated=authenticated, proxy=client.proxy
+                    )
             except BadRequest as exc:  # a request body that could not be read
                 await send_response(stream, exc.status, f"Bad request: {exc}\n")
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass  # the client went away (or the TLS handshake failed)
         except Exception:
             # One broken exchange must never take the daemon (and every other client) down.
-            logger.exception("unexpected error while serving %s", peer)
+            logger.exception("unexpected error while serving %s", client)

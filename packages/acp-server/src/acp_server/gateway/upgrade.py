@@ -45,6 +45,8 @@ class Admission:
 async def serve_websocket(state: GatewayState, exchange: Exchange) -> None:
     """Answer ``/acp``: refuse with an HTTP status, or upgrade and serve ACP until it ends."""
     stream, request, peer = exchange.stream, exchange.request, exchange.peer
+    if exchange.proxy is not None:
+        peer = f"{peer} via {exchange.proxy}"
     admission = await _admit(state, stream, request, peer)
     if admission is None:
         return
