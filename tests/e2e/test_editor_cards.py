@@ -77,6 +77,16 @@ class Editor:
         self.settle()
         return session_id
 
+    async def load(self, session_id: str, cwd: Path) -> None:
+        """initialize + ``session/load``: the replay builds the session's cards anew."""
+        init = await self.client.call("initialize", {"protocolVersion": 1})
+        assert "result" in init, init
+        self.cards[session_id] = ToolCards(session_id)
+        params = {"sessionId": session_id, "cwd": str(cwd), "mcpServers": []}
+        loaded = await self.client.call("session/load", params)
+        assert "result" in loaded, loaded
+        self.settle()
+
     def settle(self) -> list[JsonDict]:
         """Check and apply what arrived since the last call; the new messages."""
         lines = self.client.raw_lines[self._read :]
@@ -160,7 +170,20 @@ async def test_cards_close_keep_their_diffs_and_point_at_absolute_paths(
                 ],
             )  # fmt: skip
             refusals_asked = editor.asked
+        async with spawn_acp(config_dir) as restarted:
+            reloaded = Editor(restarted, acp_schema)
+            await reloaded.load(session_id, workspace)
     assert allowed == denied == refused == "end_turn"
+    # session/load shows every card as it was when its turn ended (the files changed since).
+    replayed = reloaded.cards[session_id]
+    assert list(replayed.cards) == list(cards.cards)
+    for call_id, card in cards.cards.items():
+        again = replayed.cards[call_id]
+        assert (again.status, again.diffs, again.locations) == (
+            card.status,
+            card.diffs,
+            card.locations,
+        ), call_id
 
     [read] = cards.named("file_read")[:1]
     assert read.statuses == ["pending", "in_progress", "completed"]
