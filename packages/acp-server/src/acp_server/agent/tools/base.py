@@ -127,13 +127,14 @@ class ToolPresentation:
         return CallView(locations=(location,))
 
     def raw_input(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """``rawInput`` of the call's ``tool_call`` (and of an ``edit`` approval prompt):
-        the arguments as given, an unpaired surrogate shown as its ``\\udXXX`` escape."""
+        """``rawInput`` of the call's ``tool_call``: the arguments as given, an unpaired
+        surrogate shown as its ``\\udXXX`` escape."""
         shown: dict[str, Any] = encodable(arguments)
         return shown
 
     def diff(self, arguments: Mapping[str, Any]) -> list[schema.ToolCallContent] | None:
-        """``content`` of the call's ``tool_call`` (and of an ``edit`` approval prompt)."""
+        """The diff the arguments alone give: what a call replayed from a record stored
+        before records kept the call's ``view`` shows (live calls show their view's)."""
         return None
 
     def proposed_edit(self, arguments: Mapping[str, Any]) -> str | None:
