@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+from hypothesis import given
+from hypothesis import strategies as st
 
 from acp_core import schema
 from acp_server.agent.conversation import (
@@ -343,3 +345,25 @@ def test_a_call_replays_the_diffs_and_locations_its_cards_showed() -> None:
     assert started["locations"] == [{"path": "/ws/a.py", "line": 1}]
     assert finished["content"][0] == diff
     assert finished["locations"] == [{"path": "/ws/b.py", "line": 7}]
+
+
+_paths = st.text(min_size=1, max_size=20).map(lambda tail: "/ws/" + tail)
+_locations = st.builds(FileLocation, _paths, st.none() | st.integers(min_value=1, max_value=10**6))
+_records = st.builds(
+    ToolRecord,
+    view=st.none()
+    | st.builds(
+        CallView,
+        diffs=st.lists(
+            st.builds(FileDiff, _paths, st.none() | st.text(max_size=30), st.text(max_size=30)),
+            max_size=2,
+        ).map(tuple),
+        locations=st.lists(_locations, max_size=3).map(tuple),
+    ),
+    found=st.lists(_locations, max_size=3).map(tuple),
+)
+
+
+@given(_records)
+def test_a_record_with_its_view_survives_the_store_codec(record: ToolRecord) -> None:
+    assert record_from_json(record_to_json(record)) == record
