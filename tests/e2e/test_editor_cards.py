@@ -347,3 +347,44 @@ def test_the_card_model_reports_what_an_editor_would_show_wrong() -> None:
         "approval-1: left None ([])",
     ]
     assert cards.cards["approval-1"].from_permission
+
+
+async def test_questions_and_plans_stay_on_their_cards(
+    tmp_path: Path, acp_schema: AcpSchema
+) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    config_dir = write_config(tmp_path / "cfg", echo_config())
+    todos = [{"content": "Fix it", "status": "in_progress", "activeForm": "Fixing it"}]
+    question = {"question": "Which colour?", "choices": ["red", "blue"]}
+
+    def pick_blue(request: JsonDict) -> JsonDict:
+        return {"outcome": {"outcome": "selected", "optionId": "choice-1"}}
+
+    with trio.fail_after(60):
+        async with spawn_acp(config_dir) as client:
+            editor = Editor(client, acp_schema)
+            session_id = await editor.open(workspace)
+            stop_reason = await editor.turn(
+                session_id,
+                [tool_line("ask_user", question), tool_line("todo_write", {"todos": todos})],
+                pick_blue,
+            )
+            asked = editor.asked
+            plans = [u for u in client.updates(session_id) if u["sessionUpdate"] == "plan"]
+    assert stop_reason == "end_turn"
+    cards = editor.cards[session_id]
+    [ask] = cards.named("ask_user")
+    # The question went out on the call's own card, which its update then closed.
+    assert [request["params"]["toolCall"]["toolCallId"] for request in asked] == [ask.tool_call_id]
+    assert ask.status == "completed"
+    assert not any(card.from_permission for card in cards.cards.values())
+    [plan] = plans
+    assert plan["entries"] == [
+        {
+            "content": "Fix it",
+            "status": "in_progress",
+            "priority": "medium",
+            "_meta": {"zeroclaw": {"activeForm": "Fixing it"}},
+        }
+    ]
