@@ -114,3 +114,9 @@ def make_config(config_dir: Path, **options: Any) -> Config:
     """``echo_config(**options)`` written to ``config_dir`` and read by the real loader
     (no environment: a developer's API keys or overrides never change a test)."""
     return load_config(write_config(config_dir, echo_config(**options)), environ={})
+
+
+def rpc_error(code: int, message: str) -> dict[str, Any]:
+    """A JSON-RPC error object as the server sends it: ``data.details`` repeats the message
+    (ACP clients such as Toad show only that)."""
+    return {"code": code, "message": message, "data": {"details": message}}

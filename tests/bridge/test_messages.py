@@ -247,7 +247,11 @@ def test_error_line_is_one_compact_json_rpc_error() -> None:
     assert json.loads(line) == {
         "jsonrpc": "2.0",
         "id": 7,
-        "error": {"code": -32603, "message": "lost", "data": {"bridge": "connection_lost"}},
+        "error": {
+            "code": -32603,
+            "message": "lost",
+            "data": {"bridge": "connection_lost", "details": "lost"},
+        },
     }
 
 

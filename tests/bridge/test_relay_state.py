@@ -195,11 +195,13 @@ class TestInFlight:
             "method": "session/prompt",
             "sessionId": SESSION,
             "reconnecting": True,
+            "details": prompt["error"]["message"],
         }
         assert other["error"]["data"] == {
             "bridge": "connection_lost",
             "method": "authenticate",
             "reconnecting": True,
+            "details": other["error"]["message"],
         }
         assert not state.owes_replies
         # A late reply to an id already answered is still passed on, but settles nothing.
@@ -214,7 +216,7 @@ class TestInFlight:
         state.client_message(_client({"method": "session/cancel", "params": {}}))
         lines = [_written(line) for line in state.abandon("bye", "stdin_closed")]
         assert [(line["id"], line["error"]["data"]) for line in lines] == [
-            (2, {"bridge": "stdin_closed", "method": "session/new"})
+            (2, {"bridge": "stdin_closed", "method": "session/new", "details": "bye"})
         ]
         assert not state.owes_replies
         assert state.held_bytes == 0
@@ -248,7 +250,11 @@ class TestHolding:
         assert isinstance(refused, WriteToClient)
         reply = _written(refused.line)
         assert reply["id"] == 2
-        assert reply["error"]["data"] == {"bridge": "reconnecting", "method": "session/new"}
+        assert reply["error"]["data"] == {
+            "bridge": "reconnecting",
+            "method": "session/new",
+            "details": reply["error"]["message"],
+        }
         assert "already holds 1 messages" in reply["error"]["message"]
         assert state.client_message(_client({"method": "note", "params": {}})) is None
         assert len(state.held) == 1

@@ -92,5 +92,9 @@ def test_send_helpers_accept_structs_and_errors() -> None:
     assert json.loads(conn.send_error(4, SessionNotFoundError("s"))) == {
         "jsonrpc": "2.0",
         "id": 4,
-        "error": {"code": -32000, "message": "Session not found: s"},
+        "error": {
+            "code": -32000,
+            "message": "Session not found: s",
+            "data": {"details": "Session not found: s"},
+        },
     }

@@ -63,6 +63,10 @@ def test_batch_gets_a_clear_invalid_request() -> None:
         "error": {
             "code": -32600,
             "message": "Invalid Request: batches are not supported; send one JSON-RPC object per line",
+            "data": {
+                "details": "Invalid Request: batches are not supported; "
+                "send one JSON-RPC object per line"
+            },
         },
     }
 
@@ -142,8 +146,9 @@ def test_error_response_with_bad_error_object_is_rejected() -> None:
 
 
 def test_error_codes_and_messages() -> None:
+    message = "Method not found: session/set_model"
     assert MethodNotFoundError("session/set_model").to_response(1) == ErrorResponse(
-        id=1, error=ErrorObject(code=-32601, message="Method not found: session/set_model")
+        id=1, error=ErrorObject(code=-32601, message=message, data={"details": message})
     )
     assert SessionNotFoundError("s").code == ErrorCode.SESSION_NOT_FOUND
     assert int(ErrorCode.SESSION_NOT_FOUND) == -32000

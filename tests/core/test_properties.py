@@ -276,7 +276,7 @@ updates = st.one_of(
                 content=texts,
                 status=st.sampled_from(["pending", "in_progress", "completed"]),
                 priority=st.sampled_from(["high", "medium", "low"]),
-                active_form=st.none() | texts,
+                meta=st.none() | st.builds(lambda text: {"zeroclaw": {"activeForm": text}}, texts),
             ),
             max_size=3,
         ),

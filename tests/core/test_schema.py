@@ -338,10 +338,11 @@ def test_raw_input_null_is_kept_but_absent_is_omitted() -> None:
     }
 
 
-def test_diff_content_omits_absent_old_text() -> None:
+def test_diff_of_a_new_file_sends_old_text_null() -> None:
     assert wire(ToolCallDiff(path="/a", new_text="new")) == {
         "type": "diff",
         "path": "/a",
+        "oldText": None,
         "newText": "new",
     }
 
@@ -350,7 +351,10 @@ def test_plan_update_shape() -> None:
     plan = PlanUpdate(
         entries=[
             PlanEntry(
-                content="Do it", status="in_progress", priority="high", active_form="Doing it"
+                content="Do it",
+                status="in_progress",
+                priority="high",
+                meta={"zeroclaw": {"activeForm": "Doing it"}},
             )
         ]
     )
@@ -361,7 +365,7 @@ def test_plan_update_shape() -> None:
                 "content": "Do it",
                 "status": "in_progress",
                 "priority": "high",
-                "activeForm": "Doing it",
+                "_meta": {"zeroclaw": {"activeForm": "Doing it"}},
             }
         ],
     }

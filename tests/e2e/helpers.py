@@ -231,3 +231,31 @@ async def open_session(client: RpcPipeClient, cwd: Path, **params: Any) -> str:
     assert "result" in new, new
     session_id: str = new["result"]["sessionId"]
     return session_id
+
+
+async def cancel_once_running(client: RpcPipeClient, session_id: str, prompt: str) -> JsonDict:
+    """Send ``prompt`` (a turn whose tool call runs until cancelled), send ``session/cancel``
+    as soon as a call of it reports ``in_progress``; the prompt's response. What arrives
+    meanwhile is kept in ``client.raw_lines`` only."""
+    request_id = await client.prompt_request(session_id, prompt)
+    seen = len(client.raw_lines)
+
+    def running() -> bool:
+        for line in client.raw_lines[seen:]:
+            message = json.loads(line)
+            params = message.get("params") or {}
+            update = params.get("update") or {}
+            if (
+                message.get("method") == "session/update"
+                and params.get("sessionId") == session_id
+                and update.get("sessionUpdate") == "tool_call_update"
+                and update.get("status") == "in_progress"
+            ):
+                return True
+        return False
+
+    while not running():
+        await client.receive()
+    await client.notify("session/cancel", {"sessionId": session_id})
+    response: JsonDict = await client.wait_response(request_id)
+    return response

@@ -23,7 +23,7 @@ from tests.e2e.helpers import (
     reject_once,
     spawn_acp,
 )
-from tests.helpers import echo_config, poll_until, write_config
+from tests.helpers import echo_config, poll_until, rpc_error, write_config
 
 pytestmark = pytest.mark.e2e
 
@@ -390,10 +390,9 @@ async def test_agent_flag_is_the_default_alias(tmp_path: Path, workspace: Path) 
     assert ambiguous["error"]["code"] == -32602
     assert "result" in chosen
     assert "result" in explicit
-    assert unknown["error"] == {
-        "code": -32602,
-        "message": "Unknown agent `ghost` — no [agents.ghost] entry configured",
-    }
+    assert unknown["error"] == rpc_error(
+        -32602, "Unknown agent `ghost` — no [agents.ghost] entry configured"
+    )
 
 
 async def test_requests_are_served_while_a_turn_runs(tmp_path: Path, workspace: Path) -> None:

@@ -8,15 +8,21 @@ it shows at the end of each turn, cancelled turns included."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
-from tests.e2e.helpers import JsonDict, RpcPipeClient, open_session, spawn_acp
+from tests.e2e.helpers import (
+    JsonDict,
+    RpcPipeClient,
+    cancel_once_running,
+    open_session,
+    spawn_acp,
+)
 from tests.helpers import echo_config, write_config
+from tests.zed_cards import Card, ToolCards
 
 pytestmark = pytest.mark.e2e
 
@@ -25,36 +31,11 @@ def _tool_line(name: str, arguments: dict[str, Any]) -> str:
     return f"/tool {name} {json.dumps(arguments)}"
 
 
-@dataclass
-class Card:
-    """One tool card: its fields as last upserted and every status it went through."""
-
-    fields: JsonDict = field(default_factory=dict)
-    statuses: list[str] = field(default_factory=list)
-
-
 def cards_of(client: RpcPipeClient, session_id: str) -> dict[str, Card]:
-    """Zed's card model: every tool frame of the session upserted by ``toolCallId``, in
-    the order the frames arrived (permission requests included)."""
-    cards: dict[str, Card] = {}
-    for line in client.raw_lines:
-        message = json.loads(line)
-        if message.get("method") == "session/update":
-            params = message["params"]
-            if params.get("sessionId") != session_id:
-                continue
-            update = params["update"]
-            if update["sessionUpdate"] not in ("tool_call", "tool_call_update"):
-                continue
-        elif message.get("method") == "session/request_permission":
-            update = message["params"]["toolCall"]
-        else:
-            continue
-        card = cards.setdefault(update["toolCallId"], Card())
-        card.fields.update({k: v for k, v in update.items() if k != "sessionUpdate"})
-        if "status" in update and (not card.statuses or card.statuses[-1] != update["status"]):
-            card.statuses.append(update["status"])
-    return cards
+    """Zed's card model (``tests/zed_cards.py``) over every frame the client received."""
+    cards = ToolCards(session_id)
+    cards.feed(json.loads(line) for line in client.raw_lines)
+    return cards.cards
 
 
 def assert_all_closed(cards: dict[str, Card]) -> None:
@@ -116,19 +97,8 @@ async def test_every_card_ends_completed_or_failed(tmp_path: Path) -> None:
 
 async def _cancel_a_running_shell(client: RpcPipeClient, session_id: str) -> JsonDict:
     """Start a shell call that never ends, cancel the turn once it runs; the response."""
-    request_id = await client.request(
-        "session/prompt",
-        {"sessionId": session_id, "prompt": _tool_line("shell", {"command": "sleep 1000"})},
-    )
-    running = len([c for c in cards_of(client, session_id).values() if "in_progress" in c.statuses])
-    while (
-        len([c for c in cards_of(client, session_id).values() if "in_progress" in c.statuses])
-        == running
-    ):
-        await client.receive()  # kept in client.raw_lines
-    await client.notify("session/cancel", {"sessionId": session_id})
-    response: JsonDict = await client.wait_response(request_id)
-    return response
+    prompt = _tool_line("shell", {"command": "sleep 1000"})
+    return await cancel_once_running(client, session_id, prompt)
 
 
 async def test_calls_cut_off_by_cancel_end_failed_and_each_marker_is_its_own_card(
@@ -176,7 +146,8 @@ async def test_edit_cards_keep_their_diff_when_they_complete(tmp_path: Path) -> 
     edit, write = cards.values()
     assert edit.statuses[-1] == write.statuses[-1] == "completed"
     [edit_diff] = [block for block in edit.fields["content"] if block["type"] == "diff"]
-    assert (edit_diff["oldText"], edit_diff["newText"]) == ("two", "2")
+    # A small file's whole text before and after, so the editor can place the change.
+    assert (edit_diff["oldText"], edit_diff["newText"]) == ("one\ntwo\n", "one\n2\n")
     [write_diff] = [block for block in write.fields["content"] if block["type"] == "diff"]
     assert write_diff["newText"] == "fresh\n"
     assert (workspace / "notes.txt").read_text() == "one\n2\n"

@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from tests.e2e.helpers import open_session, spawn_acp
-from tests.helpers import echo_config, write_config
+from tests.helpers import echo_config, rpc_error, write_config
 
 pytestmark = pytest.mark.e2e
 
@@ -132,7 +132,6 @@ async def test_a_10_mib_blob_is_accepted_and_one_byte_more_is_not(tmp_path: Path
     assert accepted["result"]["stopReason"] == "end_turn"
     stored = workspace / "uploads" / f"{hashlib.sha256(data).hexdigest()}.bin"
     assert stored.stat().st_size == limit
-    assert refused["error"] == {
-        "code": -32602,
-        "message": f"Embedded resource exceeds 10 MB limit ({limit + 1} bytes)",
-    }
+    assert refused["error"] == rpc_error(
+        -32602, f"Embedded resource exceeds 10 MB limit ({limit + 1} bytes)"
+    )

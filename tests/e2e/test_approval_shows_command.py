@@ -37,7 +37,7 @@ async def test_shell_approval_carries_the_whole_command(tmp_path: Path) -> None:
     assert response["result"]["stopReason"] == "end_turn"
     [request] = client.server_requests
     tool_call = request["params"]["toolCall"]
-    assert tool_call["rawInput"] == {"tool": "shell", "command": PADDED_COMMAND}
+    assert tool_call["rawInput"] == {"tool": "shell", "summary": PADDED_COMMAND}
     [block] = tool_call["content"]
     assert block["content"]["text"] == f"command: {PADDED_COMMAND}"
     assert not (workspace / "tail.txt").exists()

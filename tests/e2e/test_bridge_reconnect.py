@@ -67,6 +67,7 @@ async def test_after_a_1012_close_the_bridge_resumes_sessions_before_anything_el
                 "bridge": "connection_lost",
                 "method": "test/close",
                 "reconnecting": True,
+                "details": error["error"]["message"],
             }
             assert "code 1012: restarting" in error["error"]["message"]
             # The IDE carries on as if nothing happened.

@@ -163,7 +163,11 @@ async def test_stdin_eof_grace_expiry_answers_owed_requests(
             await bridge.close_stdin()
             reply = await bridge.read_json()
             assert reply["id"] == 3
-            assert reply["error"]["data"] == {"bridge": "stdin_closed", "method": "test/never"}
+            assert reply["error"]["data"] == {
+                "bridge": "stdin_closed",
+                "method": "test/never",
+                "details": reply["error"]["message"],
+            }
             assert "no reply within 0.2 s" in reply["error"]["message"]
             assert await bridge.wait() == 0
 

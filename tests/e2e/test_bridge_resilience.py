@@ -72,6 +72,7 @@ async def test_killed_and_restarted_gateway_under_a_live_bridge(tmp_path: Path) 
                     "method": "session/prompt",
                     "sessionId": session_id,
                     "reconnecting": True,
+                    "details": error["error"]["message"],
                 }
                 assert f"Session {session_id} is still there" in error["error"]["message"]
 

@@ -95,7 +95,8 @@ async def test_deliver_file_embeds_the_blob_after_approval(tmp_path: Path) -> No
     assert permission["params"]["toolCall"]["title"] == "Approve deliver_file?"
     assert result["status"] == "completed"
     assert result["title"] == "Quarterly report"
-    assert result["rawOutput"] == f"Delivered report.md ({len(data)} bytes)\nuri={uri}"
+    # A short human line, no machine trailer (the uri travels on the resource).
+    assert result["rawOutput"] == f"Delivered report.md ({len(data)} bytes)"
     resources = [
         block["content"]["resource"]
         for block in result["content"]

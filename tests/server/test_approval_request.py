@@ -22,7 +22,7 @@ def prompt_of(definition: ToolDefinition, arguments: dict[str, Any]) -> dict[str
 def test_a_shell_command_is_never_cut() -> None:
     command = "ls" + " " * (DEFAULT_MAX_SUMMARY_CHARS * 3) + "; echo tail"
     prompt = prompt_of(definition_for("shell"), {"command": command})
-    assert prompt["rawInput"] == {"tool": "shell", "command": command}
+    assert prompt["rawInput"] == {"tool": "shell", "summary": command}
     assert prompt["content"] == [
         {"type": "content", "content": {"type": "text", "text": f"command: {command}"}}
     ]
@@ -37,9 +37,13 @@ def test_other_long_arguments_say_how_much_was_left_out() -> None:
     assert text.endswith(
         f"\n[shortened by {left_out} characters: the full arguments are in rawInput.arguments]"
     )
-    assert prompt["rawInput"] == {"tool": "mcp__srv__lookup", "arguments": arguments}
+    assert prompt["rawInput"] == {
+        "tool": "mcp__srv__lookup",
+        "summary": text,
+        "arguments": arguments,
+    }
     short = prompt_of(ToolDefinition.fallback("mcp__srv__lookup"), {"query": "q"})
-    assert short["rawInput"] == {"tool": "mcp__srv__lookup"}
+    assert short["rawInput"] == {"tool": "mcp__srv__lookup", "summary": "query: q"}
 
 
 def test_permission_box_draws_every_line_and_counts_padding() -> None:

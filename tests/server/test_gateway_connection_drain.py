@@ -10,7 +10,7 @@ import trio
 
 from acp_server.app import AcpApp
 from acp_server.protocol.connection import AcpConnection
-from tests.helpers import make_config
+from tests.helpers import make_config, rpc_error
 from tests.server.server_harness import MemoryTransport, ScriptedProvider, text_round
 
 
@@ -73,7 +73,7 @@ async def test_running_requests_are_awaited_and_new_ones_refused(tmp_path: Path)
             assert refusal == {
                 "jsonrpc": "2.0",
                 "id": 9,
-                "error": {"code": -32603, "message": "draining"},
+                "error": rpc_error(-32603, "draining"),
             }
             # Only the request accepted before the refusal is awaited by a drain.
             assert connection.active_requests == 1

@@ -5,10 +5,21 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+from hypothesis import given
+from hypothesis import strategies as st
 
 from acp_core import schema
-from acp_server.agent.conversation import ChatMessage, PlanStep, ToolCall
+from acp_server.agent.conversation import (
+    CallView,
+    ChatMessage,
+    FileDiff,
+    FileLocation,
+    PlanStep,
+    ToolCall,
+    ToolRecord,
+)
 from acp_server.agent.replay import history_updates, plan_update
+from acp_server.storage.codec import record_from_json, record_to_json
 
 
 def wire(updates: list[schema.SessionUpdate]) -> list[dict[str, Any]]:
@@ -112,7 +123,7 @@ def test_file_edits_use_acp_diff_fields() -> None:
             "title": "file_edit",
             "kind": "edit",
             "status": "completed",
-            "rawInput": {"path": "src/a.py", "oldText": "x = 1", "newText": "x = 2"},
+            "rawInput": {"path": "src/a.py", "old_string": "x = 1", "new_string": "x = 2"},
             "name": "file_edit",
             "content": [
                 {"type": "diff", "path": "src/a.py", "oldText": "x = 1", "newText": "x = 2"}
@@ -124,9 +135,9 @@ def test_file_edits_use_acp_diff_fields() -> None:
             "title": "file_write",
             "kind": "edit",
             "status": "completed",
-            "rawInput": {"path": "b.md", "newText": "# B\n"},
+            "rawInput": {"path": "b.md", "content": "# B\n"},
             "name": "file_write",
-            "content": [{"type": "diff", "path": "b.md", "newText": "# B\n"}],
+            "content": [{"type": "diff", "path": "b.md", "oldText": None, "newText": "# B\n"}],
         },
     ]
 
@@ -143,7 +154,7 @@ PLAN_WIRE: dict[str, Any] = {
             "content": "edit",
             "status": "in_progress",
             "priority": "medium",
-            "activeForm": "Editing",
+            "_meta": {"zeroclaw": {"activeForm": "Editing"}},
         },
     ],
 }
@@ -295,3 +306,64 @@ def test_replay_embeds_delivered_files_within_a_byte_budget() -> None:
     finished = [u for u in updates if u["sessionUpdate"] == "tool_call_update"]
     assert [len(u["content"]) for u in finished] == [2, 2, 1]
     assert all(u["status"] == "completed" for u in finished)
+
+
+def test_a_call_replays_the_diffs_and_locations_its_cards_showed() -> None:
+    """Replay shows the stored view (the file as it was then), not the arguments' paths,
+    and the record survives the store's codec."""
+    arguments = {"path": "a.py", "old_string": "x = 1", "new_string": "x = 2"}
+    view = CallView(
+        diffs=(FileDiff("/ws/a.py", "x = 1\ny = 0\n", "x = 2\ny = 0\n"),),
+        locations=(FileLocation("/ws/a.py", 1),),
+    )
+    record = ToolRecord(view=view, found=(FileLocation("/ws/b.py", 7),))
+    assert record_from_json(record_to_json(record)) == record
+    assert record_from_json(record_to_json(ToolRecord())) == ToolRecord()
+    messages = [
+        ChatMessage(
+            role="assistant",
+            content="",
+            tool_calls=(ToolCall(id="e1", name="file_edit", arguments=arguments),),
+        ),
+        ChatMessage(
+            role="tool",
+            content="Edited a.py",
+            tool_call_id="e1",
+            tool_name="file_edit",
+            record=record_from_json(record_to_json(record)),
+        ),
+    ]
+    started, finished = wire(history_updates(messages))
+    diff = {
+        "type": "diff",
+        "path": "/ws/a.py",
+        "oldText": "x = 1\ny = 0\n",
+        "newText": "x = 2\ny = 0\n",
+    }
+    assert started["rawInput"] == arguments
+    assert started["content"] == [diff]
+    assert started["locations"] == [{"path": "/ws/a.py", "line": 1}]
+    assert finished["content"][0] == diff
+    assert finished["locations"] == [{"path": "/ws/b.py", "line": 7}]
+
+
+_paths = st.text(min_size=1, max_size=20).map(lambda tail: "/ws/" + tail)
+_locations = st.builds(FileLocation, _paths, st.none() | st.integers(min_value=1, max_value=10**6))
+_records = st.builds(
+    ToolRecord,
+    view=st.none()
+    | st.builds(
+        CallView,
+        diffs=st.lists(
+            st.builds(FileDiff, _paths, st.none() | st.text(max_size=30), st.text(max_size=30)),
+            max_size=2,
+        ).map(tuple),
+        locations=st.lists(_locations, max_size=3).map(tuple),
+    ),
+    found=st.lists(_locations, max_size=3).map(tuple),
+)
+
+
+@given(_records)
+def test_a_record_with_its_view_survives_the_store_codec(record: ToolRecord) -> None:
+    assert record_from_json(record_to_json(record)) == record

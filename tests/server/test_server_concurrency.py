@@ -16,7 +16,7 @@ from acp_server.agent.conversation import ChatMessage, CompletedTurn
 from acp_server.protocol import connection as server_module
 from acp_server.protocol import handlers as handlers_module
 from acp_server.storage.sqlite import StoredSession, StoreError
-from tests.helpers import make_config
+from tests.helpers import make_config, rpc_error
 from tests.jsonrpc_peer import JsonDict
 from tests.server.server_harness import (
     ScriptedProvider,
@@ -134,10 +134,7 @@ async def test_a_second_load_of_the_same_id_while_the_first_runs_is_refused(
             second = await client.error("session/load", {"sessionId": "s-1"})
             release.set()
             first = await client.wait_response(first_id)
-    assert second == {
-        "code": -32602,
-        "message": "Session already active: s-1. Call session/close first.",
-    }
+    assert second == rpc_error(-32602, "Session already active: s-1. Call session/close first.")
     assert first["result"] == {}
     # The refused load replayed nothing: each stored message was sent once.
     assert len(client.updates("s-1")) == 4

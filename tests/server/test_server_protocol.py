@@ -12,7 +12,7 @@ import trio
 from trio.testing import MockClock
 
 from acp_server.agent.providers.base import ProviderError, StreamEnd, TextDelta, ThoughtDelta
-from tests.helpers import make_config
+from tests.helpers import make_config, rpc_error
 from tests.server.server_harness import ScriptedProvider, open_server, text_round
 
 
@@ -91,11 +91,8 @@ async def test_session_new_alias_rules(tmp_path: Path) -> None:
             via_connection = await client.call("session/new", {})
     assert none["code"] == -32602
     assert "agentAlias" in none["message"]
-    assert unknown == {
-        "code": -32602,
-        "message": "Unknown agent `zzz` — no [agents.zzz] entry configured",
-    }
-    assert disabled == {"code": -32602, "message": "Agent `off` is not enabled for dispatch"}
+    assert unknown == rpc_error(-32602, "Unknown agent `zzz` — no [agents.zzz] entry configured")
+    assert disabled == rpc_error(-32602, "Agent `off` is not enabled for dispatch")
     assert "result" in ok
     assert "result" in via_connection
 
@@ -109,7 +106,7 @@ async def test_max_sessions_is_enforced(tmp_path: Path) -> None:
             # A closed session frees its slot.
             assert await client.result("session/close", {"sessionId": first}) == {}
             await client.new_session(tmp_path)
-    assert error == {"code": -32001, "message": "Maximum session limit reached (2)"}
+    assert error == rpc_error(-32001, "Maximum session limit reached (2)")
 
 
 async def test_prompt_streams_chunks_before_its_result(tmp_path: Path) -> None:
@@ -153,11 +150,11 @@ async def test_prompt_error_codes_in_reference_order(tmp_path: Path) -> None:
                 "session/prompt", {"sessionId": session_id, "prompt": [{"type": "mystery"}]}
             )
             blank = await client.error("session/prompt", {"sessionId": session_id, "prompt": "  "})
-    assert missing_id == {"code": -32602, "message": "Missing required parameter: sessionId"}
-    assert unknown == {"code": -32000, "message": "Session not found: nope"}
+    assert missing_id == rpc_error(-32602, "Missing required parameter: sessionId")
+    assert unknown == rpc_error(-32000, "Session not found: nope")
     expected = "Missing required parameter: prompt (must be string or array of parts)"
-    assert no_prompt == {"code": -32602, "message": expected}
-    assert bad_prompt == {"code": -32602, "message": expected}
+    assert no_prompt == rpc_error(-32602, expected)
+    assert bad_prompt == rpc_error(-32602, expected)
     assert no_text["code"] == -32602
     assert "at least one text part" in no_text["message"]
     assert blank["code"] == -32603
@@ -175,10 +172,7 @@ async def test_second_prompt_while_one_runs_is_busy(tmp_path: Path) -> None:
             busy = await client.error("session/prompt", {"sessionId": session_id, "prompt": [blob]})
             gate.set()
             done = await client.wait_response(first)
-    assert busy == {
-        "code": -32002,
-        "message": f"Session already has an active prompt turn: {session_id}",
-    }
+    assert busy == rpc_error(-32002, f"Session already has an active prompt turn: {session_id}")
     assert done["result"]["stopReason"] == "end_turn"
     assert not (tmp_path / "uploads").exists()  # the rejected prompt wrote nothing
 
@@ -369,7 +363,7 @@ async def test_framing_errors_are_answered_and_serving_continues(tmp_path: Path)
     assert batch["error"]["code"] == -32600
     assert version["id"] == 9
     assert version["error"]["code"] == -32600
-    assert unknown == {"code": -32601, "message": "Method not found: session/set_model"}
+    assert unknown == rpc_error(-32601, "Method not found: session/set_model")
     assert "result" in still
     # Nothing answered the notification or the stray response.
     assert len([f for f in client.frames if "error" in f]) == 4
@@ -399,10 +393,7 @@ async def test_provider_failures_are_internal_errors_and_the_session_survives(
             )
             bug = await client.error("session/prompt", {"sessionId": session_id, "prompt": "b"})
             ok = await client.result("session/prompt", {"sessionId": session_id, "prompt": "c"})
-    assert provider_error == {
-        "code": -32603,
-        "message": "Agent turn failed: upstream said no (HTTP 500)",
-    }
+    assert provider_error == rpc_error(-32603, "Agent turn failed: upstream said no (HTTP 500)")
     assert bug["code"] == -32603
     assert "secret" not in bug["message"]
     assert ok["content"] == "fine"
@@ -415,10 +406,7 @@ async def test_empty_model_output_is_reported(tmp_path: Path) -> None:
         ) as client:
             session_id = await client.new_session(tmp_path)
             error = await client.error("session/prompt", {"sessionId": session_id, "prompt": "a"})
-    assert error == {
-        "code": -32603,
-        "message": "The model provider returned an invalid semantic completion.",
-    }
+    assert error == rpc_error(-32603, "The model provider returned an invalid semantic completion.")
 
 
 async def test_history_is_kept_between_turns(tmp_path: Path) -> None:

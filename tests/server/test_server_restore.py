@@ -16,7 +16,7 @@ from acp_server.storage.sqlite import (
     StoredSessionInfo,
     StoreError,
 )
-from tests.helpers import make_config
+from tests.helpers import make_config, rpc_error
 from tests.jsonrpc_peer import JsonDict
 from tests.server.server_harness import ScriptedProvider, ServerHarness, open_server, text_round
 
@@ -172,16 +172,13 @@ async def test_restore_errors_in_reference_order(tmp_path: Path) -> None:
             )  # limit before "active"
             assert await client.result("session/close", {"sessionId": "s-1"}) == {}
             reloaded = await client.call("session/load", {"sessionId": "s-1"})
-    assert no_store == {"code": -32000, "message": "Session not found: s-1"}
-    assert missing == {"code": -32602, "message": "Missing required parameter: sessionId"}
-    assert unknown == {"code": -32000, "message": "Session not found: nope"}
+    assert no_store == rpc_error(-32000, "Session not found: s-1")
+    assert missing == rpc_error(-32602, "Missing required parameter: sessionId")
+    assert unknown == rpc_error(-32000, "Session not found: nope")
     assert broken["code"] == broken_again["code"] == -32603
     assert broken["message"].startswith("Failed to load session")
-    assert active == {
-        "code": -32602,
-        "message": "Session already active: s-1. Call session/close first.",
-    }
-    assert limit == {"code": -32001, "message": "Maximum session limit reached (2)"}
+    assert active == rpc_error(-32602, "Session already active: s-1. Call session/close first.")
+    assert limit == rpc_error(-32001, "Maximum session limit reached (2)")
     assert reloaded["result"] == {}
 
 
@@ -231,4 +228,4 @@ async def test_a_stop_behind_a_failing_load_is_not_found(tmp_path: Path) -> None
                 client, ("session/load", "s-9"), ("session/stop", "s-9")
             )
     assert loaded["error"]["code"] == -32000
-    assert stopped["error"] == {"code": -32000, "message": "Session not found: s-9"}
+    assert stopped["error"] == rpc_error(-32000, "Session not found: s-9")

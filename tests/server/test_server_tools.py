@@ -65,7 +65,7 @@ async def test_allow_once_runs_the_tool_and_pairs_the_updates(tmp_path: Path) ->
     assert params["toolCall"]["title"] == "Approve stub?"
     # One card per call: the prompt carries the call's own id, announced first.
     assert params["toolCall"]["toolCallId"] == "call-1"
-    assert params["toolCall"]["rawInput"] == {"tool": "stub"}
+    assert params["toolCall"]["rawInput"] == {"tool": "stub", "summary": "x: 1"}
     assert params["toolCall"]["content"][0]["content"]["text"] == "x: 1"
     assert tool.calls == [{"x": 1}]
     start, running, finish, *_ = [
@@ -208,6 +208,8 @@ async def test_risk_levels(tmp_path: Path) -> None:
 
 async def test_file_edit_approval_offers_reject_with_edit(tmp_path: Path) -> None:
     tool = StubTool(name="file_edit")
+    (tmp_path / "a.txt").write_text("first\nold\n")
+    path = str((tmp_path / "a.txt").resolve())
     arguments = {"path": "a.txt", "old_string": "old", "new_string": "new"}
     provider = stub_turn(arguments, name="file_edit")
 
@@ -233,16 +235,22 @@ async def test_file_edit_approval_offers_reject_with_edit(tmp_path: Path) -> Non
         "reject-once",
     ]
     assert tool_call["kind"] == "edit"
-    assert tool_call["rawInput"] == {"path": "a.txt", "oldText": "old", "newText": "new"}
+    assert tool_call["rawInput"] == {
+        "tool": "file_edit",
+        "summary": "path: a.txt, old_string: old, new_string: new",
+    }
+    # The whole (small) file before and after, under its absolute path, at the changed line.
     assert tool_call["content"] == [
-        {"type": "diff", "path": "a.txt", "oldText": "old", "newText": "new"}
+        {"type": "diff", "path": path, "oldText": "first\nold\n", "newText": "first\nnew\n"}
     ]
-    assert tool_call["proposedEdit"] == "new"
+    assert tool_call["locations"] == [{"path": path, "line": 2}]
+    assert tool_call["_meta"] == {"zeroclaw": {"proposedEdit": "new"}}
     assert tool.calls == []
     assert tool_result(provider) == "use X"
     start = next(u for u in client.updates(session_id) if u["sessionUpdate"] == "tool_call")
     assert start["kind"] == "edit"
-    assert start["rawInput"] == {"path": "a.txt", "oldText": "old", "newText": "new"}
+    assert start["rawInput"] == arguments
+    assert start["content"] == tool_call["content"]
 
 
 async def test_unknown_tools_and_the_iteration_bound(tmp_path: Path) -> None:
@@ -317,7 +325,8 @@ async def test_tool_callbacks_ask_user_escalate_and_plan(tmp_path: Path) -> None
     assert picked == [1]
     [question] = client.server_requests
     assert question["params"]["toolCall"]["title"] == "Which colour?"
-    assert question["params"]["toolCall"]["toolCallId"].startswith("ask-user-")
+    # The question is asked on the asking call's own card, which its update then closes.
+    assert question["params"]["toolCall"]["toolCallId"] == "call-1"
     assert [o["kind"] for o in question["params"]["options"]] == ["allow_once", "reject_once"]
     updates = client.updates(session_id)
     assert {

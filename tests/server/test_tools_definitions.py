@@ -57,10 +57,13 @@ def test_edit_tools_present_a_diff_everywhere() -> None:
     params = approval_request("s", definition_for("file_edit"), arguments)
     prompt = msgspec.to_builtins(params.tool_call)
     assert prompt["kind"] == "edit"
-    assert prompt["rawInput"] == {"path": "a.py", "oldText": "x = 1", "newText": "x = 2"}
-    assert prompt["proposedEdit"] == "x = 2"
+    assert prompt["rawInput"] == {
+        "tool": "file_edit",
+        "summary": "path: a.py, old_string: x = 1, new_string: x = 2",
+    }
+    assert prompt["_meta"] == {"zeroclaw": {"proposedEdit": "x = 2"}}
     assert prompt["content"] == [
         {"type": "diff", "path": "a.py", "oldText": "x = 1", "newText": "x = 2"}
     ]
     shell = approval_request("s", definition_for("shell"), {"command": "ls"})
-    assert msgspec.to_builtins(shell.tool_call)["rawInput"] == {"tool": "shell", "command": "ls"}
+    assert msgspec.to_builtins(shell.tool_call)["rawInput"] == {"tool": "shell", "summary": "ls"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -31,7 +32,15 @@ async def test_delivers_a_content_addressed_copy(workspace: Path) -> None:
     result = await DeliverFileTool().run({"path": "out/Report.PDF"}, ctx)
     uri = f"attachment://deliver/{REPORT_SHA}.pdf"
     assert result.ok
-    assert result.text == f"Delivered Report.PDF ({len(REPORT)} bytes)\nuri={uri}"
+    # The model gets the uri structurally; the card one human line without it.
+    assert json.loads(result.text) == {
+        "delivered": "Report.PDF",
+        "title": "Report.PDF",
+        "mimeType": "application/pdf",
+        "size": len(REPORT),
+        "uri": uri,
+    }
+    assert result.summary == f"Delivered Report.PDF ({len(REPORT)} bytes)"
     delivered = result.delivered
     assert delivered is not None
     assert delivered.uri == uri

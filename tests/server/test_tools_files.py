@@ -238,5 +238,8 @@ async def test_unpaired_surrogates_are_a_tool_error_and_are_shown_escaped(
     with pytest.raises(ToolError, match=r"Invalid 'path': contains the unpaired surrogate \\ud800"):
         await FileWriteTool().run(arguments, ctx)
     request = approval_request("s-test", FileWriteTool.definition, arguments)
-    assert request.tool_call.raw_input == {"path": "x\\ud800.txt", "newText": "ok"}
+    assert request.tool_call.raw_input == {
+        "tool": "file_write",
+        "summary": "path: x\\ud800.txt, content: ok",
+    }
     assert not [name for name in os.listdir(workspace) if name.startswith("x")]

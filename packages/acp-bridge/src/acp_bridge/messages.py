@@ -27,10 +27,10 @@ import msgspec
 from acp_core.errors import ErrorCode, RemoteProtocolError
 from acp_core.framing import DEFAULT_MAX_LINE_BYTES, LineDecoder
 from acp_core.jsonrpc import (
-    ErrorObject,
     ErrorResponse,
     JsonValue,
     RequestId,
+    error_object,
     message_from_object,
     serialize_message,
 )
@@ -94,7 +94,7 @@ StdinAction = Forward | ReplyToClient | ReplyToGateway
 
 def error_line(request_id: RequestId, code: int, message: str, data: JsonValue = None) -> bytes:
     """One JSON-RPC error response, newline-terminated, for stdout."""
-    reply = ErrorResponse(id=request_id, error=ErrorObject(code=code, message=message, data=data))
+    reply = ErrorResponse(id=request_id, error=error_object(code, message, data))
     return serialize_message(reply) + b"\n"
 
 
@@ -223,9 +223,9 @@ def _refuse(head: str, code: int, reason: str) -> list[StdinAction]:
             return []  # a response without a usable id: JSON-RPC never answers it
         reply = ErrorResponse(
             id=envelope.id,
-            error=ErrorObject(
-                code=int(ErrorCode.INTERNAL_ERROR),
-                message=f"the client's response was dropped by the bridge: {reason}",
+            error=error_object(
+                int(ErrorCode.INTERNAL_ERROR),
+                f"the client's response was dropped by the bridge: {reason}",
             ),
         )
         return [ReplyToGateway(serialize_message(reply).decode(), envelope.id)]

@@ -79,11 +79,9 @@ class RpcError(AcpError):
             self.code = code
 
     def to_response(self, request_id: RequestId | None) -> ErrorResponse:
-        from acp_core.jsonrpc import ErrorObject, ErrorResponse
+        from acp_core.jsonrpc import ErrorResponse, error_object
 
-        return ErrorResponse(
-            id=request_id, error=ErrorObject(code=int(self.code), message=self.message)
-        )
+        return ErrorResponse(id=request_id, error=error_object(int(self.code), self.message))
 
 
 class InvalidRequestError(RpcError):

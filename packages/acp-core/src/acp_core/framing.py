@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Final
 
 from acp_core.errors import ErrorCode, LocalProtocolError, RemoteProtocolError
-from acp_core.jsonrpc import ErrorObject, ErrorResponse
+from acp_core.jsonrpc import ErrorResponse, error_object
 
 MIB: Final = 1024 * 1024
 DEFAULT_MAX_LINE_BYTES: Final = 24 * MIB
@@ -123,7 +123,7 @@ def _decode(raw: bytes, limit: int) -> str:
         msg = f"Parse error: line is not valid UTF-8 ({exc.reason} at byte {exc.start})"
         raise RemoteProtocolError(
             msg,
-            reply_hint=ErrorResponse(id=None, error=ErrorObject(int(ErrorCode.PARSE_ERROR), msg)),
+            reply_hint=ErrorResponse(id=None, error=error_object(int(ErrorCode.PARSE_ERROR), msg)),
         ) from None
 
 
@@ -134,7 +134,7 @@ def _too_long(size: int, limit: int) -> RemoteProtocolError:
     )
     return RemoteProtocolError(
         msg,
-        reply_hint=ErrorResponse(id=None, error=ErrorObject(int(ErrorCode.INVALID_REQUEST), msg)),
+        reply_hint=ErrorResponse(id=None, error=error_object(int(ErrorCode.INVALID_REQUEST), msg)),
     )
 
 

@@ -73,8 +73,20 @@ _decoder: Final = msgspec.json.Decoder()
 _encoder: Final = msgspec.json.Encoder()
 
 
+def error_object(code: int, message: str, data: JsonValue = None) -> ErrorObject:
+    """An error object to send, its ``data`` carrying ``details``: the human-readable
+    text (the message, unless ``data`` has its own). ACP clients such as Toad show only
+    ``data.details``; JSON-RPC 2.0 leaves ``data`` to the server. ``data`` that is not an
+    object is kept as it is."""
+    if data is None:
+        data = {"details": message}
+    elif isinstance(data, dict) and "details" not in data:
+        data = {**data, "details": message}
+    return ErrorObject(code=code, message=message, data=data)
+
+
 def _error_reply(request_id: RequestId, code: ErrorCode, message: str) -> ErrorResponse:
-    return ErrorResponse(id=request_id, error=ErrorObject(code=int(code), message=message))
+    return ErrorResponse(id=request_id, error=error_object(int(code), message))
 
 
 def _valid_id(value: Any) -> bool:

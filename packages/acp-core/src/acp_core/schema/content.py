@@ -115,8 +115,9 @@ class ToolCallContentBlock(WireStruct, tag_field="type", tag="content", kw_only=
     content: ContentBlock
 
 
-class ToolCallDiff(WireStruct, tag_field="type", tag="diff", kw_only=True):
-    """A file change: file_write has no ``oldText``, file_edit has both."""
+class ToolCallDiff(WireStruct, tag_field="type", tag="diff", kw_only=True, omit_defaults=False):
+    """A file change. ``path`` is absolute (ACP: all paths are absolute); ``oldText`` is
+    always sent, ``null`` for a new file (clients such as Toad need the key to preview it)."""
 
     path: str
     old_text: str | None = None

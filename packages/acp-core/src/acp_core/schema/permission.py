@@ -11,6 +11,7 @@ from msgspec import UNSET, UnsetType
 from acp_core.jsonrpc import JsonValue
 from acp_core.schema.content import (
     ToolCallContent,
+    ToolCallLocation,
 )
 from acp_core.schema.wire import (
     PermissionOptionKind,
@@ -35,7 +36,9 @@ class PermissionOption(WireStruct, kw_only=True):
 
 
 class PermissionToolCall(WireStruct, kw_only=True):
-    """The ``toolCall`` of a permission request. ``proposedEdit`` is a ZeroClaw extension."""
+    """The ``toolCall`` of a permission request. ZeroClaw's own data (the text an edit
+    prompt offers for ``reject-with-edit``) travels in ``_meta.zeroclaw``: ACP forbids
+    custom fields at the root of its types."""
 
     tool_call_id: str
     title: str
@@ -43,7 +46,8 @@ class PermissionToolCall(WireStruct, kw_only=True):
     status: ToolCallStatus
     raw_input: Json | UnsetType = UNSET
     content: list[ToolCallContent] | None = None
-    proposed_edit: str | None = None
+    locations: list[ToolCallLocation] | None = None
+    meta: dict[str, Json] | None = msgspec.field(default=None, name="_meta")
 
 
 class RequestPermissionParams(WireStruct, kw_only=True):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+import msgspec
 from msgspec import UNSET, UnsetType
 
 from acp_core.jsonrpc import JsonValue
@@ -81,10 +82,13 @@ class ToolCallUpdate(WireStruct, tag_field="sessionUpdate", tag="tool_call_updat
 
 
 class PlanEntry(WireStruct, kw_only=True):
+    """One plan entry; its present-tense label (todo_write's ``activeForm``) travels in
+    ``_meta.zeroclaw.activeForm``, since ACP's ``PlanEntry`` has no such field."""
+
     content: str
     status: PlanEntryStatus
     priority: PlanEntryPriority
-    active_form: str | None = None
+    meta: dict[str, Json] | None = msgspec.field(default=None, name="_meta")
 
 
 class PlanUpdate(WireStruct, tag_field="sessionUpdate", tag="plan", kw_only=True):

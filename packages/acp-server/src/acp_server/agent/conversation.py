@@ -60,16 +60,51 @@ class DeliveredRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class FileLocation:
+    """A file a tool call reads or changes: an absolute path and, where known, the 1-based
+    line (ACP ``ToolCallLocation``, which editors use to follow the agent)."""
+
+    path: str
+    line: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FileDiff:
+    """A change a tool call makes, as its card shows it (ACP ``diff`` content): an absolute
+    path, the text before (None for a new file) and after."""
+
+    path: str
+    old_text: str | None
+    new_text: str
+
+
+@dataclass(frozen=True, slots=True)
+class CallView:
+    """What a call's card shows beyond its arguments, worked out before it runs from the
+    files it names (``agent/call_view.py``): its diffs and locations. ``refusal`` is the
+    model-facing error of a call that cannot succeed (a file_edit whose old_string does
+    not match exactly once): it fails before anyone is asked to approve it."""
+
+    diffs: tuple[FileDiff, ...] = ()
+    locations: tuple[FileLocation, ...] = ()
+    refusal: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ToolRecord:
     """What one tool call did besides its result text, in the order the client saw it.
 
     ``streamed`` is what reached the client between the call's ``tool_call`` and its
-    ``tool_call_update``; ``delivered`` is the file its update embedded. Stored with the
-    result, so replay never has to read the result text to rebuild them.
+    ``tool_call_update``; ``delivered`` is the file its update embedded; ``view`` the
+    diffs and locations its cards showed (None on records stored before they were kept);
+    ``found`` the locations its result pointed at (a search's matches). Stored with the
+    result, so replay never has to read the result text or the files to rebuild them.
     """
 
     streamed: tuple[StreamedText | StreamedPlan, ...] = ()
     delivered: DeliveredRecord | None = None
+    view: CallView | None = None
+    found: tuple[FileLocation, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

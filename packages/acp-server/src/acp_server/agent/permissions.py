@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from acp_core import schema
+from acp_server.agent.conversation import CallView
+from acp_server.agent.tool_updates import card_locations, diff_content
 from acp_server.agent.tools._text import encodable
 from acp_server.agent.tools.base import ToolDefinition
 
@@ -121,31 +123,38 @@ def approval_request(
     arguments: Mapping[str, Any],
     *,
     tool_call_id: str | None = None,
+    view: CallView | None = None,
 ) -> schema.RequestPermissionParams:
-    """Params of the approval request for one tool call (the reference server's shape), as the tool's
-    definition presents it: an ``edit`` prompt shows the diff and offers the new text for
-    ``reject-with-edit``; any other shows an arguments summary, and ``rawInput`` is
-    ``{"tool": name}`` plus the whole ``command`` of a shell-like tool (the argument its
-    ``ToolRules.command_argument`` names, shown in full in the text as well). Unpaired
-    surrogates in the arguments are shown as ``\\udXXX`` escapes (the tool itself refuses
-    such arguments). ``tool_call_id`` is the call's own id (its ``tool_call`` announced it),
-    so the prompt and the call are one card; without it the prompt gets an ``approval-`` id."""
+    """Params of the approval request for one tool call, as the seed's example shows them:
+    ``rawInput`` ``{"tool": name, "summary": …}``, the summary being the whole command of
+    a shell-like tool (the argument its ``ToolRules.command_argument`` names) or else the
+    arguments summary (cut at ``DEFAULT_MAX_SUMMARY_CHARS``, then with the full arguments
+    in ``rawInput.arguments``). An ``edit`` prompt shows the call's diff (its ``view``'s)
+    and offers the new text for ``reject-with-edit`` in ``_meta.zeroclaw.proposedEdit``;
+    any other shows the arguments summary (a command in full). Unpaired surrogates in the arguments are shown as
+    ``\\udXXX`` escapes (the tool itself refuses such arguments). ``tool_call_id`` is the
+    call's own id (its ``tool_call`` announced it), so the prompt and the call are one
+    card; without it the prompt gets an ``approval-`` id."""
     arguments = encodable(arguments)
     presentation = definition.presentation
     edit = presentation.approval_kind == "edit"
-    raw_input: Any = presentation.raw_input(arguments) if edit else {"tool": definition.name}
-    content = presentation.diff(arguments) if edit else None
+    command_argument = definition.rules.command_argument
+    command = arguments.get(command_argument) if command_argument else None
+    summary = arguments_summary(
+        arguments, limit=None if command_argument else DEFAULT_MAX_SUMMARY_CHARS
+    )
+    shown = command if isinstance(command, str) else summary.text
+    raw_input: dict[str, Any] = {"tool": definition.name, "summary": shown}
+    if summary.shortened_by:
+        raw_input["arguments"] = dict(arguments)
+    content: list[schema.ToolCallContent] | None = None
+    meta: dict[str, Any] | None = None
+    if edit:
+        content = diff_content(view) if view is not None else presentation.diff(arguments)
+        proposed = presentation.proposed_edit(arguments)
+        if proposed is not None:
+            meta = {"zeroclaw": {"proposedEdit": proposed}}
     if content is None:
-        command_argument = definition.rules.command_argument
-        command = arguments.get(command_argument) if command_argument else None
-        summary = arguments_summary(
-            arguments, limit=None if command_argument else DEFAULT_MAX_SUMMARY_CHARS
-        )
-        if not edit:
-            if isinstance(command, str):
-                raw_input["command"] = command
-            if summary.shortened_by:
-                raw_input["arguments"] = dict(arguments)
         content = [schema.text_tool_content(summary.text)]
     return schema.RequestPermissionParams(
         session_id=session_id,
@@ -157,20 +166,22 @@ def approval_request(
             status="pending",
             raw_input=raw_input,
             content=content,
-            proposed_edit=presentation.proposed_edit(arguments) if edit else None,
+            locations=card_locations(view.locations) if view is not None else None,
+            meta=meta,
         ),
     )
 
 
 def choice_request(
-    session_id: str, question: str, choices: Sequence[str]
+    session_id: str, question: str, choices: Sequence[str], *, tool_call_id: str | None = None
 ) -> schema.RequestPermissionParams:
-    """ask_user with choices over the permission path (seed): one option per choice."""
+    """ask_user with choices over the permission path (seed): one option per choice, on the
+    asking call's own card (``tool_call_id``; its update closes it), else an ``ask-user-`` id."""
     return schema.RequestPermissionParams(
         session_id=session_id,
         options=schema.choice_options(choices),
         tool_call=schema.PermissionToolCall(
-            tool_call_id=f"ask-user-{uuid.uuid4()}",
+            tool_call_id=tool_call_id or f"ask-user-{uuid.uuid4()}",
             title=question,
             kind="other",
             status="pending",

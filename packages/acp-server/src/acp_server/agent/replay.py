@@ -16,8 +16,9 @@ live turn uses (``agent/tool_updates.py``):
 * what the tool streamed while it ran (a ``todo_write`` plan, an ``escalate_to_human``
   text), from the result's ``ToolRecord``;
 * each tool result → ``tool_call_update`` ``completed`` with the stored output as
-  ``rawOutput``, ``body`` and one text content block; a delivered file (the record's
-  ``delivered``) gets its chat title and its embedded blob again, re-read and re-hashed
+  ``rawOutput``, ``body`` and one text content block, the diffs and locations the record
+  kept; a delivered file (the record's ``delivered``) gets its one-line summary, its chat
+  title and its embedded blob again, re-read and re-hashed
   from ``uploads/`` (``failed`` when that copy is gone or changed, as live when it could
   not be embedded);
 * system messages → nothing.
@@ -45,6 +46,7 @@ from acp_server.agent.tool_updates import (
     tool_call_finished,
     tool_call_started,
 )
+from acp_server.agent.tools.deliver import delivery_summary
 from acp_server.agent.tools.registry import definition_for
 
 __all__ = ["DEFAULT_MAX_REPLAY_EMBED_BYTES", "EmbedDelivery", "history_updates", "plan_update"]
@@ -100,7 +102,7 @@ def history_updates(
             call = pending.pop(message.tool_call_id, None)
             record = _record_of(message, call)
             if call is not None:
-                updates.append(_started(call))
+                updates.append(_started(call, record))
                 if record is not None:
                     updates.extend(streamed_update(item) for item in record.streamed)
             updates.append(_finished(message, record, budget, call))
@@ -121,9 +123,13 @@ def history_updates(
     return updates
 
 
-def _started(call: ToolCall) -> schema.ToolCallStart:
-    """The replayed announcement of a call that has already run."""
-    return tool_call_started(call.id, definition_for(call.name), call.arguments, status="completed")
+def _started(call: ToolCall, record: ToolRecord | None = None) -> schema.ToolCallStart:
+    """The replayed announcement of a call that has already run, with the diffs and
+    locations its live card showed (its record's view)."""
+    view = record.view if record is not None else None
+    return tool_call_started(
+        call.id, definition_for(call.name), call.arguments, status="completed", view=view
+    )
 
 
 def _record_of(result: ChatMessage, call: ToolCall | None) -> ToolRecord | None:
@@ -168,17 +174,23 @@ def _finished(
     title: str | None = None
     resource: schema.EmbeddedResource | None = None
     failed = not result.ok
+    text = result.content
     if delivered is not None:
         title = delivered.title
+        text = delivery_summary(delivered.filename, delivered.size)
         if embed.embeds(delivered.size):
             resource = embed(delivered.uri, delivered.mime_type, delivered.size)
             failed = failed or resource is None
+    view = record.view if record is not None else None
     return tool_call_finished(
         result.tool_call_id or "",
         definition,
-        result.content,
+        text,
         title=title,
         resource=resource,
         failed=failed,
-        diff=None if call is None else completed_diff(definition, call.arguments, ok=result.ok),
+        diff=None
+        if call is None
+        else completed_diff(definition, call.arguments, ok=result.ok, view=view),
+        locations=record.found if record is not None else (),
     )

@@ -13,7 +13,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from acp_core import schema
-from acp_server.agent.conversation import PlanStep, StreamedPlan, StreamedText
+from acp_server.agent.conversation import (
+    CallView,
+    FileLocation,
+    PlanStep,
+    StreamedPlan,
+    StreamedText,
+)
 from acp_server.agent.tools.base import ToolDefinition
 
 
@@ -23,10 +29,13 @@ def tool_call_started(
     arguments: Mapping[str, Any],
     *,
     status: schema.ToolCallStatus,
+    view: CallView | None = None,
 ) -> schema.ToolCallStart:
-    """A call's ``tool_call``: its name as title, its kind, ``rawInput`` and any diff, as
-    its definition presents them."""
+    """A call's ``tool_call``: its name as title, its kind, ``rawInput`` (the arguments as
+    given), and the diffs and locations of its ``view``. Without a view (a call replayed
+    from a record stored before views were) the diff comes from the arguments alone."""
     presentation = definition.presentation
+    content = diff_content(view) if view is not None else presentation.diff(arguments)
     return schema.ToolCallStart(
         tool_call_id=call_id,
         title=definition.name,
@@ -34,8 +43,26 @@ def tool_call_started(
         status=status,
         raw_input=presentation.raw_input(arguments),
         name=definition.name,
-        content=presentation.diff(arguments),
+        content=content,
+        locations=card_locations(view.locations) if view is not None else None,
     )
+
+
+def diff_content(view: CallView) -> list[schema.ToolCallContent] | None:
+    """A view's diffs as ``diff`` content blocks (None when it has none)."""
+    if not view.diffs:
+        return None
+    return [
+        schema.ToolCallDiff(path=diff.path, old_text=diff.old_text, new_text=diff.new_text)
+        for diff in view.diffs
+    ]
+
+
+def card_locations(locations: Sequence[FileLocation]) -> list[schema.ToolCallLocation] | None:
+    """Locations as ACP ``ToolCallLocation`` objects (None when there are none)."""
+    if not locations:
+        return None
+    return [schema.ToolCallLocation(path=place.path, line=place.line) for place in locations]
 
 
 def tool_call_finished(
@@ -47,6 +74,7 @@ def tool_call_finished(
     resource: schema.EmbeddedResource | None = None,
     failed: bool = False,
     diff: Sequence[schema.ToolCallContent] | None = None,
+    locations: Sequence[FileLocation] = (),
 ) -> schema.ToolCallUpdate:
     """A call's ``tool_call_update``: ``text`` as ``rawOutput``, ``body`` and a text block,
     then ``resource`` (a delivered file) when given. ``status`` is ``failed`` when the
@@ -55,7 +83,8 @@ def tool_call_finished(
     whose tool name was not stored: it then carries no name, title or kind. ``diff`` (an
     edit's diff, as its ``tool_call`` showed it) comes first in ``content``: ACP clients
     replace a card's content with the completing update's, so an edit that leaves it out
-    loses its diff when it finishes."""
+    loses its diff when it finishes. ``locations`` (a search's matches) replace the
+    card's; without them it keeps those of its ``tool_call``."""
     content: list[schema.ToolCallContent] = [*(diff or ()), schema.text_tool_content(text)]
     if resource is not None:
         content.append(schema.ToolCallContentBlock(content=resource))
@@ -69,16 +98,24 @@ def tool_call_finished(
         kind=definition.kind if definition is not None else None,
         body=text,
         content=content,
+        locations=card_locations(locations),
     )
 
 
 def completed_diff(
-    definition: ToolDefinition | None, arguments: Mapping[str, Any], *, ok: bool
+    definition: ToolDefinition | None,
+    arguments: Mapping[str, Any],
+    *,
+    ok: bool,
+    view: CallView | None = None,
 ) -> list[schema.ToolCallContent] | None:
-    """The diff a finished call's ``tool_call_update`` keeps: its announced diff when the
-    call succeeded (a failed edit changed nothing, so its card shows only the error)."""
+    """The diff a finished call's ``tool_call_update`` keeps: its announced diff (its
+    view's, else the one its arguments give) when the call succeeded (a failed edit
+    changed nothing, so its card shows only the error)."""
     if definition is None or not ok:
         return None
+    if view is not None:
+        return diff_content(view)
     return definition.presentation.diff(arguments)
 
 
@@ -97,7 +134,9 @@ def plan_update(plan: Sequence[PlanStep]) -> schema.PlanUpdate:
                 content=entry.content,
                 status=entry.status,
                 priority=entry.priority,
-                active_form=entry.active_form,
+                meta=None
+                if entry.active_form is None
+                else {"zeroclaw": {"activeForm": entry.active_form}},
             )
             for entry in plan
         ]

@@ -32,6 +32,7 @@ from acp_core.blobs import (
 )
 from acp_server.agent.budget import RATE_LIMIT_ERROR, counts_as_action
 from acp_server.agent.conversation import (
+    CallView,
     ChatMessage,
     DeliveredRecord,
     PlanStep,
@@ -77,7 +78,12 @@ from acp_server.agent.tools.base import (
 from acp_server.agent.tools.mcp import MCP_TOOL_PREFIX
 from acp_server.agent.tools.registry import definition_for
 from acp_server.errors import ClientFacingError
-from acp_server.security import Approval, PolicyViolation, remember_allow_always
+from acp_server.security import (
+    Approval,
+    PolicyDecision,
+    PolicyViolation,
+    remember_allow_always,
+)
 from acp_server.security.sandbox.spawn import ResourceLimits
 from acp_server.storage.uploads import read_verified
 
@@ -284,12 +290,30 @@ class _TurnRunner:
         tool = session.tools.get(call.name)
         output: ToolOutput
         tool_streamed: list[StreamedText | StreamedPlan] = []
+        decision = (
+            None
+            if tool is None
+            else session.policy.decide(
+                definition.name,
+                arguments,
+                side_effects=tool.side_effects,
+                session_allowed=session.allow_always,
+                rules=definition.rules,
+            )
+        )
+        # What the card shows (absolute paths, diffs) is worked out from the files before
+        # anything runs; a call the policy refuses reads nothing.
+        view = (
+            CallView()
+            if decision is None or decision.approval is Approval.DENY
+            else await self._view(definition, arguments)
+        )
         # The call's card comes first: its permission request carries the same toolCallId,
         # so an editor that upserts cards by id shows one card the answer moves on.
         # rawInput is the model's arguments verbatim, live and on replay alike (as the
         # reference server does); the approval travels in ToolContext.extra, not there.
-        await self._announce(call_id, definition, arguments)
-        if tool is None:
+        await self._announce(call_id, definition, arguments, view)
+        if tool is None or decision is None:
             available = ", ".join(sorted(session.tools)) or "none"
             text = f"Error: Unknown tool: {call.name} (available: {available})"
             if call.name.startswith(MCP_TOOL_PREFIX) and session.mcp is not None:
@@ -299,10 +323,10 @@ class _TurnRunner:
                 if problems:
                     text += ". " + " ".join(problems)
             output = ToolOutput(text, ok=False)
+        elif view.refusal is not None:
+            output = ToolOutput(view.refusal, ok=False)  # it cannot apply: nobody is asked
         else:
-            verdict = await self._authorise(
-                call_id, definition, arguments, side_effects=tool.side_effects
-            )
+            verdict = await self._authorise(call_id, definition, arguments, decision, view)
             counted = counts_as_action(call.name)
             if isinstance(verdict, str):
                 output = ToolOutput(verdict, ok=False)
@@ -314,38 +338,44 @@ class _TurnRunner:
                     await self.io.send_update(
                         schema.ToolCallUpdate(tool_call_id=call_id, status="in_progress")
                     )
-                    output = await self._execute(tool, arguments, tool_streamed, approved=verdict)
+                    output = await self._execute(
+                        tool, arguments, tool_streamed, approved=verdict, call_id=call_id
+                    )
                     succeeded = output.ok
                 finally:
                     if counted:
                         session.action_budget.settle(succeeded=succeeded)
-        return await self._report(call_id, definition, output, tool_streamed, arguments)
+        return await self._report(call_id, definition, output, tool_streamed, arguments, view)
+
+    async def _view(self, definition: ToolDefinition, arguments: Mapping[str, Any]) -> CallView:
+        presentation = definition.presentation
+        policy = self.session.policy
+        if presentation.reads_files:
+            return await trio.to_thread.run_sync(
+                presentation.view, arguments, policy, definition.rules
+            )
+        return presentation.view(arguments, policy, definition.rules)
 
     async def _authorise(
         self,
         call_id: str,
         definition: ToolDefinition,
         arguments: dict[str, Any],
-        *,
-        side_effects: bool,
+        decision: PolicyDecision,
+        view: CallView,
     ) -> bool | str:
         """Whether the call may run: a bool (True when an operator approved it) or the
         model-facing denial text."""
         session = self.session
         name = definition.name
-        decision = session.policy.decide(
-            name,
-            arguments,
-            side_effects=side_effects,
-            session_allowed=session.allow_always,
-            rules=definition.rules,
-        )
         if decision.approval is Approval.ALLOW:
             return False
         if decision.approval is Approval.DENY:
             return decision.reason or f"Tool call not executed: '{name}' is not allowed by policy."
         outcome = await self.io.request_permission(
-            approval_request(session.session_id, definition, arguments, tool_call_id=call_id)
+            approval_request(
+                session.session_id, definition, arguments, tool_call_id=call_id, view=view
+            )
         )
         verdict = verdict_from_outcome(outcome)
         if verdict.kind is VerdictKind.ALLOW_ALWAYS:
@@ -366,9 +396,14 @@ class _TurnRunner:
         tool_streamed: list[StreamedText | StreamedPlan],
         *,
         approved: bool,
+        call_id: str | None = None,
     ) -> ToolOutput:
         """Run the tool; what it streams to the client is also appended to ``tool_streamed``
-        (the call's ``ToolRecord``, so ``session/load`` replays it)."""
+        (the call's ``ToolRecord``, so ``session/load`` replays it). A question it asks
+        (ask_user's choices) goes out on the call's own card, ``call_id``."""
+
+        async def ask_choice(question: str, choices: Sequence[str]) -> int | None:
+            return await self._ask_choice(question, choices, tool_call_id=call_id)
 
         async def send_text(text: str) -> None:
             tool_streamed.append(StreamedText(text))
@@ -384,7 +419,7 @@ class _TurnRunner:
             policy=self.session.policy,
             shell_timeout_secs=float(self.session.runtime_profile.shell_timeout_secs),
             shell_limits=ResourceLimits.of_profile(self.session.runtime_profile),
-            ask_choice=self._ask_choice,
+            ask_choice=ask_choice,
             send_text=send_text,
             set_plan=set_plan,
             extra={"approved": approved},
@@ -399,10 +434,14 @@ class _TurnRunner:
         return output
 
     async def _announce(
-        self, call_id: str, definition: ToolDefinition, arguments: Mapping[str, Any]
+        self,
+        call_id: str,
+        definition: ToolDefinition,
+        arguments: Mapping[str, Any],
+        view: CallView | None = None,
     ) -> None:
         await self.io.send_update(
-            tool_call_started(call_id, definition, arguments, status="pending")
+            tool_call_started(call_id, definition, arguments, status="pending", view=view)
         )
 
     async def _report(
@@ -412,6 +451,7 @@ class _TurnRunner:
         output: ToolOutput,
         tool_streamed: Sequence[StreamedText | StreamedPlan] = (),
         arguments: Mapping[str, Any] | None = None,
+        view: CallView | None = None,
     ) -> ChatMessage:
         """Send the tool_call_update; returns the tool result (and its record) for the
         history."""
@@ -433,11 +473,12 @@ class _TurnRunner:
             tool_call_finished(
                 call_id,
                 definition,
-                text,
+                output.summary or text,
                 title=title,
                 resource=resource,
                 failed=not output.ok or (delivered is not None and resource is None),
-                diff=completed_diff(definition, arguments or {}, ok=output.ok),
+                diff=completed_diff(definition, arguments or {}, ok=output.ok, view=view),
+                locations=output.locations,
             )
         )
         return ChatMessage(
@@ -446,14 +487,21 @@ class _TurnRunner:
             tool_call_id=call_id,
             tool_name=definition.name,
             ok=output.ok,
-            record=ToolRecord(streamed=tuple(tool_streamed), delivered=delivered),
+            record=ToolRecord(
+                streamed=tuple(tool_streamed),
+                delivered=delivered,
+                view=view,
+                found=output.locations,
+            ),
         )
 
     # -- callbacks tools may use ----------------------------------------------------
 
-    async def _ask_choice(self, question: str, choices: Sequence[str]) -> int | None:
+    async def _ask_choice(
+        self, question: str, choices: Sequence[str], *, tool_call_id: str | None = None
+    ) -> int | None:
         outcome = await self.io.request_permission(
-            choice_request(self.session.session_id, question, choices)
+            choice_request(self.session.session_id, question, choices, tool_call_id=tool_call_id)
         )
         return choice_from_outcome(outcome, len(choices))
 

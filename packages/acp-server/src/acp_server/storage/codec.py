@@ -14,8 +14,11 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from acp_server.agent.conversation import (
+    CallView,
     ChatMessage,
     DeliveredRecord,
+    FileDiff,
+    FileLocation,
     PlanStep,
     Role,
     StreamedPlan,
@@ -111,7 +114,12 @@ def record_to_json(record: ToolRecord) -> str:
     """A tool result's record as stored in ``record_json``::
 
     {"streamed": [{"text": "…"}, {"plan": [<plan entries>]}],
-     "delivered": {"uri": …, "filename": …, "title": …, "mimeType": …, "size": …}}
+     "delivered": {"uri": …, "filename": …, "title": …, "mimeType": …, "size": …},
+     "view": {"diffs": [{"path": …, "oldText": … | null, "newText": …}],
+              "locations": [{"path": …, "line": … | null}]},
+     "found": [{"path": …, "line": … | null}]}
+
+    ``view`` and ``found`` are left out when the call had none.
     """
     streamed: list[dict[str, Any]] = [
         {"plan": plan_entries_json(item.entries)}
@@ -129,7 +137,47 @@ def record_to_json(record: ToolRecord) -> str:
             "mimeType": delivered.mime_type,
             "size": delivered.size,
         }
+    view = record.view
+    if view is not None:
+        value["view"] = {
+            "diffs": [
+                {"path": diff.path, "oldText": diff.old_text, "newText": diff.new_text}
+                for diff in view.diffs
+            ],
+            "locations": _locations_json(view.locations),
+        }
+    if record.found:
+        value["found"] = _locations_json(record.found)
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _locations_json(locations: Sequence[FileLocation]) -> list[dict[str, Any]]:
+    return [{"path": place.path, "line": place.line} for place in locations]
+
+
+def _locations(items: Any) -> tuple[FileLocation, ...]:
+    """Raises ValueError, TypeError, KeyError or AttributeError on damaged locations."""
+    return tuple(
+        FileLocation(
+            path=str(item["path"]), line=None if item.get("line") is None else int(item["line"])
+        )
+        for item in items
+    )
+
+
+def _view(value: Any) -> CallView | None:
+    """Raises ValueError, TypeError, KeyError or AttributeError on a damaged view."""
+    if value is None:
+        return None
+    diffs = tuple(
+        FileDiff(
+            path=str(item["path"]),
+            old_text=None if item.get("oldText") is None else str(item["oldText"]),
+            new_text=str(item["newText"]),
+        )
+        for item in value.get("diffs", ())
+    )
+    return CallView(diffs=diffs, locations=_locations(value.get("locations", ())))
 
 
 def record_from_json(raw: str) -> ToolRecord:
@@ -154,6 +202,8 @@ def record_from_json(raw: str) -> ToolRecord:
                 mime_type=str(delivered["mimeType"]),
                 size=int(delivered["size"]),
             ),
+            view=_view(value.get("view")),
+            found=_locations(value.get("found", ())),
         )
     except (ValueError, TypeError, KeyError, AttributeError):
         logger.warning("Ignoring an unreadable stored tool record")

@@ -21,10 +21,10 @@ from typing import Any, Final, Protocol, TypeAlias
 
 from acp_core import schema
 from acp_core.tools import ApprovalKind, ToolKindName, tool_kind
-from acp_server.agent.conversation import PlanStep, ToolRecord
-from acp_server.agent.tools._text import encodable
+from acp_server.agent.conversation import CallView, FileLocation, PlanStep, ToolRecord
+from acp_server.agent.tools._text import encodable, shown_name
 from acp_server.errors import ZeroclawError
-from acp_server.security import NO_RULES, SecurityPolicy, ToolRules
+from acp_server.security import NO_RULES, PolicyViolation, SecurityPolicy, ToolRules
 from acp_server.security.sandbox.spawn import ResourceLimits
 
 DEFAULT_MAX_TOOL_OUTPUT_BYTES: Final = 64 * 1024
@@ -45,11 +45,20 @@ class DeliveredFile:
 
 @dataclass(frozen=True, slots=True)
 class ToolOutput:
-    """A tool's result. ``text`` is model-facing; ``ok`` alone says whether it failed."""
+    """A tool's result. ``text`` is model-facing; ``ok`` alone says whether it failed.
+    ``summary``, when given, is what the client's card shows instead of ``text`` (a
+    delivery's short human line); ``locations`` are the files the result points at (a
+    search's matches, absolute, at most ``MAX_CARD_LOCATIONS``)."""
 
     text: str
     ok: bool = True
     delivered: DeliveredFile | None = None
+    summary: str | None = None
+    locations: tuple[FileLocation, ...] = ()
+
+
+MAX_CARD_LOCATIONS: Final = 20
+"""Locations one tool card carries at most (a search's first matches)."""
 
 
 @dataclass(slots=True)
@@ -89,19 +98,43 @@ class ToolError(ZeroclawError):
 class ToolPresentation:
     """How a tool's calls look to the client: the live and replayed ``tool_call`` and the
     ``session/request_permission`` prompt. This default shows the arguments as given and
-    asks with ``kind`` ``execute`` and an arguments summary."""
+    asks with ``kind`` ``execute`` and an arguments summary.
+
+    Args:
+        line_argument: the argument holding the 1-based line the call starts at
+            (file_read's ``offset``), given with its path in ``locations``.
+    """
 
     approval_kind: ApprovalKind = "execute"
     """``edit`` prompts carry a diff and offer ``reject-with-edit``."""
+    reads_files: bool = False
+    """Whether ``view`` reads file contents (then the runtime calls it in a worker thread)."""
+
+    def __init__(self, *, line_argument: str | None = None) -> None:
+        self.line_argument = line_argument
+
+    def view(
+        self, arguments: Mapping[str, Any], policy: SecurityPolicy, rules: ToolRules
+    ) -> CallView:
+        """The card's locations: the file the rules' path argument names, resolved in the
+        jail to an absolute path (none when it is refused: the policy refuses the call)."""
+        location = located_argument(arguments, policy, rules)
+        if location is None:
+            return CallView()
+        line = arguments.get(self.line_argument) if self.line_argument else None
+        if isinstance(line, int) and not isinstance(line, bool) and line >= 1:
+            location = FileLocation(location.path, line)
+        return CallView(locations=(location,))
 
     def raw_input(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """``rawInput`` of the call's ``tool_call`` (and of an ``edit`` approval prompt):
-        the arguments as given, an unpaired surrogate shown as its ``\\udXXX`` escape."""
+        """``rawInput`` of the call's ``tool_call``: the arguments as given, an unpaired
+        surrogate shown as its ``\\udXXX`` escape."""
         shown: dict[str, Any] = encodable(arguments)
         return shown
 
     def diff(self, arguments: Mapping[str, Any]) -> list[schema.ToolCallContent] | None:
-        """``content`` of the call's ``tool_call`` (and of an ``edit`` approval prompt)."""
+        """The diff the arguments alone give: what a call replayed from a record stored
+        before records kept the call's ``view`` shows (live calls show their view's)."""
         return None
 
     def proposed_edit(self, arguments: Mapping[str, Any]) -> str | None:
@@ -110,6 +143,28 @@ class ToolPresentation:
 
 
 ARGUMENTS_AS_GIVEN: Final = ToolPresentation()
+
+
+def located_argument(
+    arguments: Mapping[str, Any], policy: SecurityPolicy, rules: ToolRules
+) -> FileLocation | None:
+    """The absolute, jailed path of the call's path argument; None without one or when the
+    jail refuses it."""
+    argument = rules.path_argument
+    raw = arguments.get(argument.name) if argument is not None else None
+    if argument is None or not isinstance(raw, str):
+        return None
+    try:
+        path = policy.resolve_path(raw, for_write=argument.for_write)
+    except PolicyViolation:
+        return None
+    return FileLocation(absolute_name(path))
+
+
+def absolute_name(path: Path) -> str:
+    """An absolute path as text a client can be sent (non-UTF-8 bytes escaped)."""
+    return shown_name(str(path))
+
 
 LegacyRecord: TypeAlias = Callable[[Mapping[str, Any], str], "ToolRecord | None"]
 """``(call arguments, result text)`` → the record of a result stored without one."""

@@ -3,14 +3,17 @@
 The file must pass the same jail as file_read, be a regular file and be at most 10 MiB
 (read bounded to limit + 1, so a file growing under us is still caught). Its bytes are
 copied to ``uploads/<sha256>.<ext>`` and identified by ``attachment://deliver/<sha256>.<ext>``,
-never by the caller's filename. The model-facing text is two short lines, no base64: the
-runtime embeds the blob in the ``tool_call_update`` after re-checking the copy with
+never by the caller's filename. The model-facing result is a small JSON object carrying the
+``uri`` (seed: "carried structurally on the tool result (JSON field uri)"); the card shows
+one human line (``delivery_summary``), no base64 and no machine trailer: the runtime embeds
+the blob in the ``tool_call_update`` after re-checking the copy with
 ``uploads.read_verified``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -156,7 +159,11 @@ class DeliverFileTool:
             size=stored.size,
             sha256=stored.sha256,
         )
-        return ToolOutput(delivery_text(filename, stored.size, delivered.uri), delivered=delivered)
+        return ToolOutput(
+            delivery_result(delivered),
+            delivered=delivered,
+            summary=delivery_summary(filename, stored.size),
+        )
 
 
 # The result text, title and MIME type are functions of the call's arguments and result.
@@ -164,9 +171,23 @@ class DeliverFileTool:
 # from results stored before records existed (_legacy_delivery_record).
 
 
-def delivery_text(filename: str, size: int, uri: str) -> str:
-    """The model-facing result of a delivery: two short lines, no base64."""
-    return f"Delivered {filename} ({size} bytes)\nuri={uri}"
+def delivery_result(delivered: DeliveredFile) -> str:
+    """The model-facing result of a delivery: a JSON object with the ``uri`` to cite."""
+    return json.dumps(
+        {
+            "delivered": delivered.filename,
+            "title": delivered.title,
+            "mimeType": delivered.mime_type,
+            "size": delivered.size,
+            "uri": delivered.uri,
+        },
+        ensure_ascii=False,
+    )
+
+
+def delivery_summary(filename: str, size: int) -> str:
+    """What a delivery's card shows as ``rawOutput`` and ``body``: one short human line."""
+    return f"Delivered {filename} ({size} bytes)"
 
 
 _DELIVERY_TEXT: Final = re.compile(
@@ -177,7 +198,8 @@ _DELIVERY_TEXT: Final = re.compile(
 
 
 def parse_delivery_text(text: str) -> tuple[str, int, str] | None:
-    """``(filename, size, uri)`` from a successful delivery's result text, else None."""
+    """``(filename, size, uri)`` from the result text of a delivery stored before results
+    carried a record (``Delivered <filename> (<size> bytes)`` then ``uri=<uri>``), else None."""
     match = _DELIVERY_TEXT.fullmatch(text)
     return None if match is None else (match["filename"], int(match["size"]), match["uri"])
 

@@ -19,6 +19,7 @@ from typing import Any, BinaryIO, Final
 import trio
 
 from acp_core import schema
+from acp_server.agent.conversation import CallView, FileDiff, FileLocation
 from acp_server.agent.tools._args import optional_int, required_str
 from acp_server.agent.tools._replace import parent_directory, replace_contents, write_error
 from acp_server.agent.tools._text import encodable, shown_name
@@ -29,6 +30,7 @@ from acp_server.agent.tools.base import (
     ToolError,
     ToolOutput,
     ToolPresentation,
+    located_argument,
 )
 from acp_server.security import PathArgument, PolicyViolation, SecurityPolicy, ToolRules
 
@@ -139,9 +141,16 @@ def _read_lines(path: Path, shown: str, offset: int, limit: int) -> str:
 
 
 class FileEditPresentation(ToolPresentation):
-    """file_edit / file_write calls in ACP diff terms (as the reference server does): ``rawInput``
-    ``{path, oldText?, newText}``, a ``diff`` content block, and an ``edit`` approval
-    prompt offering the new text for ``reject-with-edit`` (unpaired surrogates escaped).
+    """file_edit / file_write calls in ACP diff terms: a ``diff`` content block with the
+    file's absolute path, and an ``edit`` approval prompt offering the new text for
+    ``reject-with-edit`` (unpaired surrogates escaped). ``rawInput`` is the arguments as
+    given.
+
+    ``view`` reads the file as it is before the call: file_write's diff carries its old
+    text (``oldText`` null for a new file); file_edit's diff is the whole file before and
+    after when it is at most ``MAX_WHOLE_FILE_DIFF_BYTES``, else the changed lines with
+    ``DIFF_CONTEXT_LINES`` around them, and a file_edit that cannot apply (old_string
+    not found once, no such file, not text) is refused there, before any approval.
 
     Args:
         old_key: the argument holding the replaced text (None: the whole file is new).
@@ -149,20 +158,15 @@ class FileEditPresentation(ToolPresentation):
     """
 
     approval_kind = "edit"
+    reads_files = True
 
     def __init__(self, *, old_key: str | None, new_key: str) -> None:
+        super().__init__()
         self.old_key = old_key
         self.new_key = new_key
 
-    def raw_input(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        arguments = encodable(arguments)
-        shown: dict[str, Any] = {"path": arguments.get("path")}
-        if self.old_key is not None:
-            shown["oldText"] = arguments.get(self.old_key)
-        shown["newText"] = arguments.get(self.new_key)
-        return shown
-
     def diff(self, arguments: Mapping[str, Any]) -> list[schema.ToolCallContent] | None:
+        """The diff from the arguments alone (replay of calls stored without a view)."""
         arguments = encodable(arguments)
         path, new = arguments.get("path"), arguments.get(self.new_key)
         if not isinstance(path, str) or not isinstance(new, str):
@@ -178,10 +182,89 @@ class FileEditPresentation(ToolPresentation):
         value = encodable(arguments.get(self.new_key))
         return value if isinstance(value, str) else None
 
+    def view(
+        self, arguments: Mapping[str, Any], policy: SecurityPolicy, rules: ToolRules
+    ) -> CallView:
+        location = located_argument(arguments, policy, rules)
+        new = arguments.get(self.new_key)
+        if location is None or not isinstance(new, str):
+            return CallView()
+        path = Path(location.path)
+        shown = display_path(policy, path)
+        if self.old_key is None:
+            before = _text_before_write(path, shown)
+            diff = FileDiff(location.path, before, encodable(new))
+            return CallView(diffs=(diff,), locations=(location,))
+        old = arguments.get(self.old_key)
+        if not isinstance(old, str) or not old or old == new:
+            return CallView(locations=(location,))  # the tool says what is wrong
+        try:
+            text = _read_text_to_edit(path, shown)
+            start = locate_once(text, old, shown)
+        except ToolError as exc:
+            return CallView(locations=(location,), refusal=f"Error: {exc}")
+        line = text.count("\n", 0, start) + 1
+        before, after = _edit_context(text, start, old, new)
+        diff = FileDiff(location.path, encodable(before), encodable(after))
+        return CallView(diffs=(diff,), locations=(FileLocation(location.path, line),))
+
+
+MAX_WHOLE_FILE_DIFF_BYTES: Final = 128 * 1024
+"""An edit's diff shows the whole file up to this size, else the changed lines in context."""
+DIFF_CONTEXT_LINES: Final = 5
+"""Unchanged lines shown before and after an edit in a file too large to show whole."""
+
+
+def _text_before_write(path: Path, shown: str) -> str | None:
+    """What file_write replaces: None when there is no file yet; the file's text up to
+    ``MAX_WHOLE_FILE_DIFF_BYTES``; for a larger or binary file a line saying what it was."""
+    try:
+        fd = open_regular_file(path, shown)
+    except ToolError:
+        return None if not os.path.lexists(path) else f"({shown} is not a regular file)"
+    with open(fd, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        data = handle.read(MAX_WHOLE_FILE_DIFF_BYTES + 1)
+    if len(data) > MAX_WHOLE_FILE_DIFF_BYTES:
+        return f"({shown}: {size} bytes before this write, too large to show)"
+    if looks_binary(data[:BINARY_SNIFF_BYTES]):
+        return f"({shown}: a binary file of {size} bytes before this write)"
+    return data.decode("utf-8", errors="replace")
+
+
+def _read_text_to_edit(path: Path, shown: str) -> str:
+    fd = open_regular_file(path, shown)
+    with open(fd, "rb") as handle:
+        data = handle.read(DEFAULT_MAX_WRITE_BYTES + 1)
+    return _edit_text(data, shown)
+
+
+def _edit_context(text: str, start: int, old: str, new: str) -> tuple[str, str]:
+    """The text before and after replacing ``old`` at ``start``: the whole file when it is
+    small enough, else the changed lines with ``DIFF_CONTEXT_LINES`` on each side."""
+    end = start + len(old)
+    if len(text.encode("utf-8")) <= MAX_WHOLE_FILE_DIFF_BYTES:
+        return text, text[:start] + new + text[end:]
+    first = text.rfind("\n", 0, start) + 1  # the start of the first changed line
+    for _ in range(DIFF_CONTEXT_LINES):
+        if first == 0:
+            break
+        first = text.rfind("\n", 0, first - 1) + 1
+    last = end
+    for _ in range(DIFF_CONTEXT_LINES + 1):  # the rest of the last changed line, then more
+        if last >= len(text):
+            break
+        found = text.find("\n", last)
+        last = len(text) if found < 0 else found + 1
+    return text[first:last], text[first:start] + new + text[end:last]
+
 
 class FileReadTool:
     definition: Final = ToolDefinition(
-        name="file_read", kind="other", rules=ToolRules(path_argument=PathArgument())
+        name="file_read",
+        kind="other",
+        rules=ToolRules(path_argument=PathArgument()),
+        presentation=ToolPresentation(line_argument="offset"),
     )
     name = definition.name
     description = (
@@ -270,16 +353,18 @@ def _edit_file(root: Path, path: Path, shown: str, old: str, new: str) -> str:
         raise write_error(exc, shown) from None
 
 
-def _edit_in(directory: int, name: str, shown: str, old: str, new: str) -> str:
-    fd = open_regular_file(name, shown, directory_fd=directory)
-    with open(fd, "rb") as handle:
-        data = handle.read(DEFAULT_MAX_WRITE_BYTES + 1)
+def _edit_text(data: bytes, shown: str) -> str:
+    """A file's bytes as the text file_edit edits, or why it will not."""
     if len(data) > DEFAULT_MAX_WRITE_BYTES:
         raise ToolError(f"File too large to edit: {shown} (limit: {DEFAULT_MAX_WRITE_BYTES} bytes)")
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError:
         raise ToolError(f"{shown} is not UTF-8 text; file_edit only edits text files") from None
+
+
+def locate_once(text: str, old: str, shown: str) -> int:
+    """Where ``old`` starts in ``text``; a ``ToolError`` unless it occurs exactly once."""
     count = text.count(old)
     if count == 0:
         raise ToolError(
@@ -291,7 +376,16 @@ def _edit_in(directory: int, name: str, shown: str, old: str, new: str) -> str:
             f"old_string matches {count} times in {shown}; include more surrounding "
             "context so it matches exactly once"
         )
-    updated = text.replace(old, new, 1).encode("utf-8")
+    return text.index(old)
+
+
+def _edit_in(directory: int, name: str, shown: str, old: str, new: str) -> str:
+    fd = open_regular_file(name, shown, directory_fd=directory)
+    with open(fd, "rb") as handle:
+        data = handle.read(DEFAULT_MAX_WRITE_BYTES + 1)
+    text = _edit_text(data, shown)
+    start = locate_once(text, old, shown)
+    updated = (text[:start] + new + text[start + len(old) :]).encode("utf-8")
     if len(updated) > DEFAULT_MAX_WRITE_BYTES:
         raise ToolError(f"Edited file would exceed {DEFAULT_MAX_WRITE_BYTES} bytes")
     replace_contents(directory, name, updated, shown)

@@ -24,15 +24,18 @@ from typing import Any, Final, TypeVar
 
 import trio
 
+from acp_server.agent.conversation import FileLocation
 from acp_server.agent.tools._args import optional_bool, optional_int, optional_str, required_str
 from acp_server.agent.tools._matching import GlobPattern, LinePattern, has_wildcards
 from acp_server.agent.tools._text import shown_name
 from acp_server.agent.tools.base import (
     DEFAULT_MAX_TOOL_OUTPUT_BYTES,
+    MAX_CARD_LOCATIONS,
     ToolContext,
     ToolDefinition,
     ToolError,
     ToolOutput,
+    absolute_name,
 )
 from acp_server.agent.tools.files import BINARY_SNIFF_BYTES, looks_binary, relative_path, resolve
 from acp_server.security import PathArgument, SecurityPolicy, ToolRules, expand_braces
@@ -247,7 +250,11 @@ class GlobSearchTool:
         text = "\n".join(matches) if matches else f"No files match {pattern}"
         if note:
             text += f"\n[{note}]"
-        return ToolOutput(text)
+        found = tuple(
+            FileLocation(absolute_name(ctx.policy.workspace / match.rstrip("/")))
+            for match in matches[:MAX_CARD_LOCATIONS]
+        )
+        return ToolOutput(text, locations=found)
 
 
 def _walk_files(policy: SecurityPolicy, root: Path, stop: threading.Event) -> Iterator[Path]:
@@ -284,7 +291,11 @@ class _Query:
     limit: int
 
 
-def _search(query: _Query, stop: threading.Event) -> tuple[list[str], str | None]:
+def _search(
+    query: _Query, stop: threading.Event, found: list[FileLocation]
+) -> tuple[list[str], str | None]:
+    """The matching lines as ``path:line: text`` and why the search stopped early (None
+    when it did not); the first ``MAX_CARD_LOCATIONS`` matches go to ``found``."""
     policy = query.policy
     results: list[str] = []
     size = 0
@@ -325,6 +336,8 @@ def _search(query: _Query, stop: threading.Event) -> tuple[list[str], str | None
             if len(results) >= query.limit or size > DEFAULT_MAX_TOOL_OUTPUT_BYTES:
                 return results, f"first {len(results)} matches shown; narrow the pattern"
             results.append(entry)
+            if len(found) < MAX_CARD_LOCATIONS:
+                found.append(FileLocation(absolute_name(path), number))
     return results, None
 
 
@@ -370,8 +383,9 @@ class ContentSearchTool:
             raise ToolError(f"Path not found: {raw_path}")
         includes = [GlobPattern(each) for each in expand_braces(include)] if include else []
         query = _Query(ctx.policy, root, line_pattern, includes, limit)
-        results, note = await run_stoppable(ctx, lambda stop: _search(query, stop))
+        found: list[FileLocation] = []
+        results, note = await run_stoppable(ctx, lambda stop: _search(query, stop, found))
         text = "\n".join(results) if results else f"No matches for {pattern!r}"
         if note:
             text += f"\n[{note}]"
-        return ToolOutput(text)
+        return ToolOutput(text, locations=tuple(found))
