@@ -31,7 +31,11 @@ from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanStep
 from acp_server.agent.providers.base import ProviderError
 from acp_server.agent.replay import history_updates
 from acp_server.agent.session import Session, Turn
-from acp_server.agent.tools.mcp import select_mcp_servers, start_mcp_tools
+from acp_server.agent.tools.mcp import (
+    select_mcp_servers,
+    skipped_mcp_servers,
+    start_mcp_tools,
+)
 from acp_server.agent.turn import embed_delivered_file, run_turn
 from acp_server.config import McpServerConfig, RiskProfileConfig, RuntimeProfileConfig
 from acp_server.errors import AgentUnavailable, OperationFailed
@@ -340,7 +344,10 @@ class AcpHandlers:
                 raise
             self.table.add(session)
         logger.info("session %s opened (agent %s, cwd %s)", session_id, alias, workspace)
-        sandbox = schema.SessionZeroclawMeta(sandbox=agent_posture(self.config, alias).meta())
+        sandbox = schema.SessionZeroclawMeta(
+            sandbox=agent_posture(self.config, alias).meta(),
+            skipped_mcp_servers=skipped_mcp_servers(self.config.agents[alias], request.mcp_servers),
+        )
         return schema.NewSessionResult(
             session_id=session_id,
             workspace_dir=str(workspace),
