@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -27,6 +28,7 @@ class FakeStore(AsyncSessionStore):
         self.turns: dict[str, list[CompletedTurn]] = {}
         self.fail_load = False
         self.fail_append = False
+        self.roots: dict[str, tuple[str, ...]] = {}
 
     def add(
         self,
@@ -62,6 +64,15 @@ class FakeStore(AsyncSessionStore):
     async def touch(self, session_id: str) -> None:
         await trio.lowlevel.checkpoint()
 
+    async def set_additional_dirs(self, session_id: str, directories: Sequence[str]) -> bool:
+        await trio.lowlevel.checkpoint()
+        self.roots[session_id] = tuple(directories)
+        return session_id in self.sessions
+
+    async def additional_dirs(self, session_id: str) -> tuple[str, ...]:
+        await trio.lowlevel.checkpoint()
+        return self.roots.get(session_id, ())
+
     async def aclose(self) -> None:
         await trio.lowlevel.checkpoint()
 
@@ -84,6 +95,7 @@ async def test_initialize_with_a_store_advertises_persistence(tmp_path: Path) ->
         "close": {},
         "list": {},
         "delete": {},
+        "additionalDirectories": {},
     }
 
 

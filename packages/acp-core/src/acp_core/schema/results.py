@@ -41,6 +41,7 @@ class SessionCapabilities(WireStruct, kw_only=True):
     close: EmptyObject | None = None
     list: EmptyObject | None = None
     delete: EmptyObject | None = None
+    additional_directories: EmptyObject | None = None
 
 
 class AgentCapabilities(WireStruct, kw_only=True):
@@ -88,7 +89,8 @@ def initialize_result(
     """The ``initialize`` result exactly as the seed shows it.
 
     With a session store: ``loadSession: true`` and ``sessionCapabilities {resume, close}``,
-    plus ACP's ``list`` and ``delete`` markers (the store serves both).
+    plus ACP's ``list`` and ``delete`` markers (the store serves both) and
+    ``additionalDirectories`` (extra jail roots, stored with the session).
     Without one the seed says "all three are absent or false": ``loadSession: false`` and no
     ``sessionCapabilities``. ``defaultModel`` is omitted when no model is configured.
     """
@@ -104,6 +106,7 @@ def initialize_result(
                     close=EmptyObject(),
                     list=EmptyObject(),
                     delete=EmptyObject(),
+                    additional_directories=EmptyObject(),
                 )
                 if store_available
                 else None
