@@ -130,3 +130,89 @@ async def test_additional_directories_are_extra_roots_that_load_and_resume_resto
     assert swapped_out["status"] == "failed"
     assert swapped_in["status"] == "completed"
     assert "not a root" in output_text(swapped_in)
+
+
+# --------------------------------------------------------------------------- elicitation
+
+ELICITING: JsonDict = {"elicitation": {"form": {}}}
+
+
+def elicitation_answers(*answers: JsonDict) -> Any:
+    """Answer each ``elicitation/create`` with the next of ``answers``; a permission request
+    with the first option offered."""
+    queue = list(answers)
+
+    def answer(request: JsonDict) -> JsonDict:
+        if request["method"] == "elicitation/create":
+            return queue.pop(0)
+        first = request["params"]["options"][0]["optionId"]
+        return {"outcome": {"outcome": "selected", "optionId": first}}
+
+    return answer
+
+
+async def test_ask_user_asks_through_an_elicitation_form(tmp_path: Path) -> None:
+    config_dir = write_config(tmp_path / "cfg", echo_config())
+    lines = [
+        tool_line("ask_user", {"question": "Name the branch?"}),
+        tool_line(
+            "ask_user", {"question": "Which?", "choices": ["a", "b", "c"], "multi_select": True}
+        ),
+        tool_line("ask_user", {"question": "Declined?"}),
+        tool_line("ask_user", {"question": "Dismissed?"}),
+        tool_line("ask_user", {"question": "Colour?", "choices": ["red", "blue"]}),
+    ]
+    answers = elicitation_answers(
+        {"action": "accept", "content": {"answer": "feature/x"}},
+        {"action": "accept", "content": {"answer": ["a", "c"]}},
+        {"action": "decline"},
+        {"action": "cancel"},
+    )
+    with trio.fail_after(CEILING_SECS):
+        async with spawn_acp(config_dir) as client:
+            await initialize(client, ELICITING)
+            new = await client.result("session/new", {"cwd": str(tmp_path)})
+            session_id = new["sessionId"]
+            free, multi, declined, dismissed, single = await run_tools(
+                client, session_id, *lines, on_request=answers
+            )
+    forms = [r for r in client.server_requests if r["method"] == "elicitation/create"]
+    assert len(forms) == 4
+    first = forms[0]["params"]
+    assert first["sessionId"] == session_id
+    assert first["mode"] == "form"
+    assert first["message"] == "Name the branch?"
+    assert first["toolCallId"] == free["toolCallId"]
+    assert first["requestedSchema"]["properties"]["answer"]["type"] == "string"
+    assert first["requestedSchema"]["required"] == ["answer"]
+    items = forms[1]["params"]["requestedSchema"]["properties"]["answer"]
+    assert items["type"] == "array"
+    assert items["items"] == {"type": "string", "enum": ["a", "b", "c"]}
+    assert (free["status"], output_text(free)) == ("completed", "The user answered: feature/x")
+    assert (multi["status"], output_text(multi)) == ("completed", "The user chose: a, c")
+    assert declined["status"] == "failed"
+    assert output_text(declined) == "The user declined to answer the question."
+    assert dismissed["status"] == "failed"
+    assert "dismissed" in output_text(dismissed)
+    # A single pick still goes through a permission card (one card per call in Zed).
+    permissions = [r for r in client.server_requests if r["method"] == "session/request_permission"]
+    assert [p["params"]["toolCall"]["title"] for p in permissions] == ["Colour?"]
+    assert (single["status"], output_text(single)) == ("completed", "The user chose: red")
+
+
+async def test_without_elicitation_free_form_and_multi_select_fail_fast(tmp_path: Path) -> None:
+    config_dir = write_config(tmp_path / "cfg", echo_config())
+    lines = [
+        tool_line("ask_user", {"question": "Name?"}),
+        tool_line("ask_user", {"question": "Which?", "choices": ["a", "b"], "multi_select": True}),
+    ]
+    with trio.fail_after(CEILING_SECS):
+        async with spawn_acp(config_dir) as client:
+            await initialize(client, {"elicitation": None, "fs": {"readTextFile": True}})
+            new = await client.result("session/new", {"cwd": str(tmp_path)})
+            free, multi = await run_tools(client, new["sessionId"], *lines)
+    assert client.server_requests == []
+    assert free["status"] == "failed"
+    assert "needs 'choices'" in output_text(free)
+    assert multi["status"] == "failed"
+    assert "multi_select needs a client that shows forms" in output_text(multi)

@@ -171,6 +171,9 @@ class InitializeParams(InboundParams, kw_only=True):
     protocol_version: Json | UnsetType = UNSET
     client_capabilities: ClientCapabilities | None = None
     client_info: Json | UnsetType = UNSET
+    shared_filesystem: bool = False
+    """``_meta.zeroclaw.sharedFilesystem: true``: the client's files are the server's (a
+    gateway client on the gateway's machine), so the client's ``fs/*`` may serve them."""
 
     @classmethod
     def from_object(cls, params: JsonObject) -> InitializeParams:
@@ -178,10 +181,14 @@ class InitializeParams(InboundParams, kw_only=True):
         # Odd capabilities never fail the handshake: each one is read on its own and
         # anything malformed counts as not offered.
         capabilities = _client_capabilities(raw) if isinstance(raw, dict) else None
+        meta = params.get("_meta")
+        zeroclaw = meta.get("zeroclaw") if isinstance(meta, dict) else None
+        shared = isinstance(zeroclaw, dict) and zeroclaw.get("sharedFilesystem") is True
         return cls(
             protocol_version=params.get("protocolVersion", UNSET),
             client_capabilities=capabilities,
             client_info=params.get("clientInfo", UNSET),
+            shared_filesystem=shared,
         )
 
     @property

@@ -66,6 +66,7 @@ from acp_server.agent.tool_updates import (
     tool_call_started,
 )
 from acp_server.agent.tools.base import (
+    ClientSide,
     DeliveredFile,
     Tool,
     ToolContext,
@@ -111,6 +112,11 @@ class TurnIO(Protocol):
         self, params: schema.RequestPermissionParams
     ) -> schema.PermissionOutcome | None:
         """Ask the client; None when nobody answered in time or the answer was an error."""
+        ...
+
+    @property
+    def client(self) -> ClientSide | None:
+        """What else the client offers the tools (elicitation, files, terminals)."""
         ...
 
 
@@ -298,7 +304,9 @@ class _TurnRunner:
                 await self.io.send_update(
                     schema.ToolCallUpdate(tool_call_id=call_id, status="in_progress")
                 )
-                output = await self._execute(tool, arguments, tool_streamed, approved=verdict)
+                output = await self._execute(
+                    tool, arguments, tool_streamed, approved=verdict, call_id=call_id
+                )
         return await self._report(call_id, definition, output, tool_streamed, arguments)
 
     async def _authorise(
@@ -346,6 +354,7 @@ class _TurnRunner:
         tool_streamed: list[StreamedText | StreamedPlan],
         *,
         approved: bool,
+        call_id: str = "",
     ) -> ToolOutput:
         """Run the tool; what it streams to the client is also appended to ``tool_streamed``
         (the call's ``ToolRecord``, so ``session/load`` replays it)."""
@@ -368,6 +377,8 @@ class _TurnRunner:
             send_text=send_text,
             set_plan=set_plan,
             extra={"approved": approved},
+            client=self.io.client,
+            tool_call_id=call_id,
         )
         try:
             output = await tool.run(arguments, ctx)

@@ -14,6 +14,7 @@ from acp_core.gateway_contract import (
     path_prefix_problem,
     port_problem,
 )
+from acp_server.config.client import parse_client_offers
 from acp_server.config.identity import agent_files
 from acp_server.config.model import (
     CURRENT_SCHEMA_VERSION,
@@ -134,7 +135,8 @@ class ConfigParser:
         workspace_dir = (
             self.resolve_path(workspace_raw) if workspace_raw.strip() else self.config_dir / "data"
         )
-        acp = self.parse_acp(self.table(doc, "acp", "acp"))
+        acp_table = self.table(doc, "acp", "acp")
+        acp = parse_client_offers(self, acp_table, self.parse_acp(acp_table))
         gateway = self.parse_gateway(self.table(doc, "gateway", "gateway"))
         providers = self.parse_providers(self.table(doc, "providers", "providers"))
         risk_profiles = self.parse_risk_profiles(doc)

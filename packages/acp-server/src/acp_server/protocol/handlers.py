@@ -276,6 +276,8 @@ class AcpHandlers:
     # ------------------------------------------------------------------ concurrent
 
     async def initialize(self, params: schema.InitializeParams) -> Payload:
+        self.connection.client_capabilities = params.client_capabilities
+        self.connection.shares_filesystem = params.shared_filesystem
         return schema.initialize_result(
             store_available=self.app.store is not None,
             version=__version__,

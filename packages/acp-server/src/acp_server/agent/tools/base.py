@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Protocol, TypeAlias
+from typing import Any, Final, Literal, Protocol, TypeAlias
 
 from acp_core import schema
 from acp_core.tools import ApprovalKind, ToolKindName, tool_kind
@@ -52,6 +52,34 @@ class ToolOutput:
     delivered: DeliveredFile | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ElicitationAnswer:
+    """The client's answer to an ACP ``elicitation/create``: ``accept`` (with the form's
+    ``content``), ``decline``, ``cancel``, or ``error`` (the client failed or never answered;
+    ``detail`` says why)."""
+
+    action: Literal["accept", "decline", "cancel", "error"]
+    content: Mapping[str, Any] = field(default_factory=dict)
+    detail: str = ""
+
+
+class ClientSide(Protocol):
+    """What the ACP client offers this session beyond permission requests (its
+    ``clientCapabilities`` from ``initialize``, as allowed by ``[acp]``); each call only when
+    its flag says the client offers it (acp_server/protocol/client_calls.py)."""
+
+    @property
+    def can_elicit(self) -> bool:
+        """``elicitation.form``: ``elicit`` shows a form."""
+        ...
+
+    async def elicit(
+        self, message: str, requested_schema: Mapping[str, Any], tool_call_id: str
+    ) -> ElicitationAnswer:
+        """Send ``elicitation/create`` (form mode) and wait for the answer."""
+        ...
+
+
 @dataclass(slots=True)
 class ToolContext:
     session_id: str
@@ -67,6 +95,10 @@ class ToolContext:
     extra: dict[str, Any] = field(default_factory=dict)
     # setrlimit of the shell tool's child (the runtime profile's shell_*_limit_* keys).
     shell_limits: ResourceLimits = field(default_factory=ResourceLimits)
+    # The ACP client's own offers (elicitation, files, terminals); None when it has none.
+    client: ClientSide | None = None
+    # The running call's toolCallId (what client requests about the call refer to).
+    tool_call_id: str = ""
 
     @property
     def uploads_dir(self) -> Path:
