@@ -216,3 +216,174 @@ async def test_without_elicitation_free_form_and_multi_select_fail_fast(tmp_path
     assert "needs 'choices'" in output_text(free)
     assert multi["status"] == "failed"
     assert "multi_select needs a client that shows forms" in output_text(multi)
+
+
+# --------------------------------------------------------------------------- client files
+
+FILES: JsonDict = {"fs": {"readTextFile": True, "writeTextFile": True}}
+
+
+class EditorFiles:
+    """A client holding unsaved buffers: ``fs/read_text_file`` answers from them (or an
+    error for a file it has none of), ``fs/write_text_file`` updates them; the disk is never
+    touched. Permission requests are allowed, or rejected for the tools in ``reject``."""
+
+    def __init__(self, buffers: dict[str, str], reject: tuple[str, ...] = ()) -> None:
+        self.buffers = buffers
+        self.reject = reject
+        self.calls: list[tuple[str, str]] = []
+        """``(method, path)`` of every fs request and ``("permission", title)``, in order."""
+
+    def __call__(self, request: JsonDict) -> JsonDict:
+        method, params = request["method"], request["params"]
+        if method == "session/request_permission":
+            title = params["toolCall"]["title"]
+            self.calls.append(("permission", title))
+            no = any(title == f"Approve {name}?" for name in self.reject)
+            return {
+                "outcome": {
+                    "outcome": "selected",
+                    "optionId": "reject-once" if no else "allow-once",
+                }
+            }
+        self.calls.append((method, params["path"]))
+        if method == "fs/read_text_file":
+            return {"content": self.buffers[params["path"]]}
+        assert method == "fs/write_text_file", request
+        self.buffers[params["path"]] = params["content"]
+        return {}
+
+
+async def test_file_tools_read_and_write_through_the_clients_buffers(tmp_path: Path) -> None:
+    document = echo_config()
+    document["risk_profiles"]["default"]["forbidden_paths"] = [str(tmp_path / "ws" / ".keys")]
+    config_dir = write_config(tmp_path / "cfg", document)
+    workspace = (tmp_path / "ws").resolve()
+    (workspace / ".keys").mkdir(parents=True)
+    (workspace / "notes.md").write_text("on disk\n")
+    notes, new_file = str(workspace / "notes.md"), str(workspace / "new.md")
+    editor = EditorFiles({notes: "unsaved line 1\nunsaved line 2\n"}, reject=("file_write",))
+    with trio.fail_after(CEILING_SECS):
+        async with spawn_acp(config_dir) as client:
+            await initialize(client, FILES)
+            session_id = (await client.result("session/new", {"cwd": str(workspace)}))["sessionId"]
+            read, edit, outside, forbidden, denied = await run_tools(
+                client,
+                session_id,
+                tool_line("file_read", {"path": "notes.md", "offset": 2}),
+                tool_line(
+                    "file_edit", {"path": "notes.md", "old_string": "line 2", "new_string": "two"}
+                ),
+                tool_line("file_read", {"path": "../elsewhere.txt"}),
+                tool_line("file_read", {"path": ".keys/id"}),
+                tool_line("file_write", {"path": "new.md", "content": "x"}),
+                on_request=editor,
+            )
+    assert read["status"] == "completed"
+    assert output_text(read) == "     2\tunsaved line 2"
+    assert edit["status"] == "completed"
+    assert editor.buffers[notes] == "unsaved line 1\nunsaved two\n"
+    # The disk keeps its text: the editor owns the file now.
+    assert (workspace / "notes.md").read_text() == "on disk\n"
+    # The jail, forbidden paths and approval come first: nothing reaches the client.
+    assert outside["status"] == "failed"
+    assert forbidden["status"] == "failed"
+    assert denied["status"] == "failed"
+    assert editor.calls == [
+        ("fs/read_text_file", notes),
+        ("permission", "Approve file_edit?"),
+        ("fs/read_text_file", notes),
+        ("fs/write_text_file", notes),
+        ("permission", "Approve file_write?"),
+    ]
+    assert new_file not in editor.buffers
+    assert not (workspace / "new.md").exists()
+
+
+async def test_a_client_error_fails_the_call_and_never_means_the_disk(tmp_path: Path) -> None:
+    config_dir = write_config(tmp_path / "cfg", echo_config())
+    workspace = (tmp_path / "ws").resolve()
+    workspace.mkdir()
+    (workspace / "a.txt").write_text("disk\n")
+
+    async def answer(request: JsonDict) -> JsonDict | None:
+        if request["method"] == "fs/read_text_file":
+            await client.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": request["id"],
+                    "error": {"code": -32002, "message": "no buffer"},
+                }
+            )
+            return None
+        return allow_once(request)
+
+    with trio.fail_after(CEILING_SECS):
+        async with spawn_acp(config_dir) as client:
+            await initialize(client, {"fs": {"readTextFile": True}})
+            session_id = (await client.result("session/new", {"cwd": str(workspace)}))["sessionId"]
+            [read] = await run_tools(
+                client, session_id, tool_line("file_read", {"path": "a.txt"}), on_request=answer
+            )
+    assert read["status"] == "failed"
+    assert f"The client could not read {workspace / 'a.txt'}: no buffer" in output_text(read)
+
+
+async def test_client_fs_never_keeps_files_on_this_disk(tmp_path: Path) -> None:
+    document = echo_config()
+    document["acp"] = {"client_fs": "never"}
+    config_dir = write_config(tmp_path / "cfg", document)
+    workspace = (tmp_path / "ws").resolve()
+    workspace.mkdir()
+    (workspace / "a.txt").write_text("disk\n")
+    with trio.fail_after(CEILING_SECS):
+        async with spawn_acp(config_dir) as client:
+            await initialize(client, FILES)
+            session_id = (await client.result("session/new", {"cwd": str(workspace)}))["sessionId"]
+            read, write = await run_tools(
+                client,
+                session_id,
+                tool_line("file_read", {"path": "a.txt"}),
+                tool_line("file_write", {"path": "b.txt", "content": "new\n"}),
+            )
+    assert output_text(read) == "     1\tdisk"
+    assert write["status"] == "completed"
+    assert (workspace / "b.txt").read_text() == "new\n"
+    assert [r["method"] for r in client.server_requests] == ["session/request_permission"]
+
+
+async def test_the_gateway_uses_client_files_only_when_the_client_shares_them(
+    tmp_path: Path,
+) -> None:
+    from tests.e2e.gateway_harness import WsRpc, run_gateway, ws_connect
+
+    document = echo_config()
+    document["gateway"] = {"require_pairing": False}
+    config_dir = write_config(tmp_path / "cfg", document)
+    workspace = (tmp_path / "ws").resolve()
+    workspace.mkdir()
+    (workspace / "a.txt").write_text("gateway disk\n")
+    editor = EditorFiles({str(workspace / "a.txt"): "editor buffer\n"})
+    outputs: list[str] = []
+    with trio.fail_after(CEILING_SECS):
+        async with run_gateway(config_dir) as gateway:
+            for meta in ({}, {"zeroclaw": {"sharedFilesystem": True}}):
+                async with ws_connect(gateway.ws_url()) as ws:
+                    rpc = WsRpc(ws)
+                    init: JsonDict = {"protocolVersion": 1, "clientCapabilities": FILES}
+                    if meta:
+                        init["_meta"] = meta
+                    await rpc.result("initialize", init)
+                    new = await rpc.result("session/new", {"cwd": str(workspace)})
+                    line = tool_line("file_read", {"path": "a.txt"})
+                    reply = await rpc.prompt(new["sessionId"], line, on_request=editor)
+                    assert reply["result"]["stopReason"] == "end_turn"
+                    [done] = [
+                        n["params"]["update"]
+                        for n in rpc.notifications
+                        if n["params"]["update"]["sessionUpdate"] == "tool_call_update"
+                        and n["params"]["update"].get("status") == "completed"
+                    ]
+                    outputs.append(output_text(done))
+    assert outputs == ["     1\tgateway disk", "     1\teditor buffer"]
+    assert editor.calls == [("fs/read_text_file", str(workspace / "a.txt"))]

@@ -79,6 +79,24 @@ class ClientSide(Protocol):
         """Send ``elicitation/create`` (form mode) and wait for the answer."""
         ...
 
+    @property
+    def reads_files(self) -> bool:
+        """``fs.readTextFile`` (and ``[acp] client_fs`` allows it)."""
+        ...
+
+    @property
+    def writes_files(self) -> bool:
+        """``fs.writeTextFile`` (and ``[acp] client_fs`` allows it)."""
+        ...
+
+    async def read_text_file(self, path: Path) -> str:
+        """``fs/read_text_file``: the client's text of ``path`` (raises ``ToolError``)."""
+        ...
+
+    async def write_text_file(self, path: Path, content: str) -> None:
+        """``fs/write_text_file``: the client writes ``path`` (raises ``ToolError``)."""
+        ...
+
 
 @dataclass(slots=True)
 class ToolContext:
