@@ -387,3 +387,133 @@ async def test_the_gateway_uses_client_files_only_when_the_client_shares_them(
                     outputs.append(output_text(done))
     assert outputs == ["     1\tgateway disk", "     1\teditor buffer"]
     assert editor.calls == [("fs/read_text_file", str(workspace / "a.txt"))]
+
+
+# --------------------------------------------------------------------------- shell output
+
+ANY_COMMAND: JsonDict = {"allowed_commands": ["*"], "block_high_risk_commands": False}
+
+
+async def test_a_running_shell_call_streams_its_output_into_its_card(tmp_path: Path) -> None:
+    """The command waits for a file the test creates only once the card showed the first
+    line: the live update must arrive while the command still runs."""
+    config_dir = write_config(tmp_path / "cfg", echo_config(risk=ANY_COMMAND))
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    command = "echo first; until test -e go; do sleep 0.05; done; echo second"
+    live: list[JsonDict] = []
+    with trio.fail_after(CEILING_SECS):
+        async with spawn_acp(config_dir) as client:
+            await initialize(client)
+            session_id = (await client.result("session/new", {"cwd": str(workspace)}))["sessionId"]
+            request_id = await client.prompt_request(
+                session_id, tool_line("shell", {"command": command})
+            )
+            while True:
+                message = await client.receive()
+                if message.get("method") == "session/request_permission":
+                    await client.send(
+                        {"jsonrpc": "2.0", "id": message["id"], "result": allow_once(message)}
+                    )
+                    continue
+                if message.get("id") == request_id:
+                    break
+                update = message.get("params", {}).get("update", {})
+                if update.get("sessionUpdate") != "tool_call_update":
+                    continue
+                if "status" not in update:
+                    live.append(update)
+                    if "first" in output_text(update):
+                        (workspace / "go").touch()
+                else:
+                    final = update
+    assert live, "no live output before the call finished"
+    assert output_text(live[0]) == "first\n"
+    assert live[0]["toolCallId"] == final["toolCallId"]
+    assert final["status"] == "completed"
+    assert output_text(final) == "first\nsecond"
+
+
+class EditorTerminal:
+    """A client with terminals: ``terminal/*`` answered as a finished command whose output
+    is ``output``; permission requests allowed."""
+
+    def __init__(self, output: str, exit_code: int = 0) -> None:
+        self.output = output
+        self.exit_code = exit_code
+        self.calls: list[JsonDict] = []
+
+    def __call__(self, request: JsonDict) -> JsonDict:
+        method = request["method"]
+        if method == "session/request_permission":
+            return allow_once(request)
+        self.calls.append(request)
+        if method == "terminal/create":
+            return {"terminalId": "term-1"}
+        if method == "terminal/wait_for_exit":
+            return {"exitCode": self.exit_code}
+        if method == "terminal/output":
+            status = {"exitCode": self.exit_code}
+            return {"output": self.output, "truncated": False, "exitStatus": status}
+        assert method == "terminal/release", request
+        return {}
+
+
+async def test_client_terminal_runs_the_shell_in_the_editors_terminal(tmp_path: Path) -> None:
+    document = echo_config()
+    document["acp"] = {"client_terminal": True}
+    config_dir = write_config(tmp_path / "cfg", document)
+    workspace = (tmp_path / "ws").resolve()
+    workspace.mkdir()
+    editor = EditorTerminal("made in the editor\n")
+    with trio.fail_after(CEILING_SECS):
+        async with spawn_acp(config_dir) as client:
+            await initialize(client, {"terminal": True})
+            session_id = (await client.result("session/new", {"cwd": str(workspace)}))["sessionId"]
+            [ran, refused] = await run_tools(
+                client,
+                session_id,
+                tool_line("shell", {"command": "echo hi > made-here.txt"}),
+                tool_line("shell", {"command": "cat $(ls)"}),
+                on_request=editor,
+            )
+    methods = [call["method"] for call in editor.calls]
+    assert methods == [
+        "terminal/create",
+        "terminal/wait_for_exit",
+        "terminal/output",
+        "terminal/release",
+    ]
+    create = editor.calls[0]["params"]
+    assert create["sessionId"] == session_id
+    assert create["args"] == ["-c", "echo hi > made-here.txt"]
+    assert create["cwd"] == str(workspace)
+    assert all(call["params"]["terminalId"] == "term-1" for call in editor.calls[1:])
+    # The card embeds the terminal while it runs and keeps it when the call completes.
+    embedded = [
+        u
+        for u in client.updates(session_id)
+        if u["sessionUpdate"] == "tool_call_update"
+        and {"type": "terminal", "terminalId": "term-1"} in u.get("content", [])
+    ]
+    assert [u.get("status") for u in embedded] == [None, "completed"]
+    assert output_text(ran) == "made in the editor"
+    assert not (workspace / "made-here.txt").exists()
+    # The policy still refuses before anything reaches the client.
+    assert refused["status"] == "failed"
+
+
+async def test_terminal_stays_local_unless_client_terminal_is_on(tmp_path: Path) -> None:
+    config_dir = write_config(tmp_path / "cfg", echo_config())
+    workspace = (tmp_path / "ws").resolve()
+    workspace.mkdir()
+    editor = EditorTerminal("never used\n")
+    with trio.fail_after(CEILING_SECS):
+        async with spawn_acp(config_dir) as client:
+            await initialize(client, {"terminal": True})
+            session_id = (await client.result("session/new", {"cwd": str(workspace)}))["sessionId"]
+            [ran] = await run_tools(
+                client, session_id, tool_line("shell", {"command": "echo local"}), on_request=editor
+            )
+    assert editor.calls == []
+    assert output_text(ran) == "local"

@@ -18,6 +18,7 @@ import logging
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Final, Protocol, overload
 
@@ -379,6 +380,7 @@ class _TurnRunner:
             extra={"approved": approved},
             client=self.io.client,
             tool_call_id=call_id,
+            update_card=partial(self._update_card, call_id),
         )
         try:
             output = await tool.run(arguments, ctx)
@@ -420,6 +422,7 @@ class _TurnRunner:
                 mime_type=output.delivered.mime_type,
                 size=output.delivered.size,
             )
+        diff = completed_diff(definition, arguments or {}, ok=output.ok)
         await self.io.send_update(
             tool_call_finished(
                 call_id,
@@ -428,7 +431,7 @@ class _TurnRunner:
                 title=title,
                 resource=resource,
                 failed=not output.ok or (delivered is not None and resource is None),
-                diff=completed_diff(definition, arguments or {}, ok=output.ok),
+                diff=[*output.card, *(diff or ())] or None,
             )
         )
         return ChatMessage(
@@ -447,6 +450,11 @@ class _TurnRunner:
             choice_request(self.session.session_id, question, choices)
         )
         return choice_from_outcome(outcome, len(choices))
+
+    async def _update_card(self, call_id: str, content: Sequence[schema.ToolCallContent]) -> None:
+        await self.io.send_update(
+            schema.ToolCallUpdate(tool_call_id=call_id, content=list(content))
+        )
 
     async def _send_text(self, text: str) -> None:
         self.streamed.append(text)

@@ -20,7 +20,7 @@ here only ever names a path the session's policy already resolved.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -28,7 +28,7 @@ import trio
 
 from acp_core import schema
 from acp_core.jsonrpc import ErrorResponse
-from acp_server.agent.tools.base import ElicitationAnswer, ToolError
+from acp_server.agent.tools.base import ElicitationAnswer, TerminalRun, ToolError
 
 if TYPE_CHECKING:
     from acp_server.protocol.connection import AcpConnection
@@ -38,6 +38,11 @@ logger = logging.getLogger(__name__)
 ELICITATION_CREATE: Final = "elicitation/create"
 FS_READ_TEXT_FILE: Final = "fs/read_text_file"
 FS_WRITE_TEXT_FILE: Final = "fs/write_text_file"
+TERMINAL_CREATE: Final = "terminal/create"
+TERMINAL_WAIT_FOR_EXIT: Final = "terminal/wait_for_exit"
+TERMINAL_KILL: Final = "terminal/kill"
+TERMINAL_OUTPUT: Final = "terminal/output"
+TERMINAL_RELEASE: Final = "terminal/release"
 DEFAULT_CLIENT_FS_TIMEOUT_SECS: Final = 30.0
 """How long one ``fs/*`` request may take before the tool fails (the editor reads a buffer
 or the disk; no person is involved)."""
@@ -45,7 +50,8 @@ MAX_SHOWN_ERROR_CHARS: Final = 300
 
 
 class ClientFileError(ToolError):
-    """The client could not read or write a file (its error, or no answer in time)."""
+    """The client could not read or write a file or run a terminal (its error, or no
+    answer in time)."""
 
 
 class ClientCalls:
@@ -142,6 +148,68 @@ class ClientCalls:
         raise ClientFileError(
             f"The client did not {_verb(method)} {path} within {DEFAULT_CLIENT_FS_TIMEOUT_SECS:g}s"
         )
+
+    async def run_in_terminal(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        timeout_secs: float,
+        output_limit: int,
+        on_created: Callable[[str], Awaitable[None]],
+    ) -> TerminalRun:
+        """Run ``argv`` in a terminal the client shows: create it, hand its id to
+        ``on_created`` (the card embeds it), wait for the exit (killing the command after
+        ``timeout_secs``), read its output, and always release it.
+
+        Raises:
+            ClientFileError: the client refused to create the terminal or to answer.
+        """
+        created = await self._terminal_call(
+            TERMINAL_CREATE,
+            {
+                "command": argv[0],
+                "args": list(argv[1:]),
+                "cwd": str(cwd),
+                "outputByteLimit": output_limit,
+            },
+        )
+        terminal_id = created.get("terminalId") if isinstance(created, dict) else None
+        if not isinstance(terminal_id, str) or not terminal_id:
+            raise ClientFileError("The client created no terminal (no terminalId)")
+        try:
+            await on_created(terminal_id)
+            timed_out = False
+            with trio.move_on_after(timeout_secs) as waited:
+                await self._terminal_call(TERMINAL_WAIT_FOR_EXIT, {"terminalId": terminal_id})
+            if waited.cancelled_caught:
+                timed_out = True
+                await self._terminal_call(TERMINAL_KILL, {"terminalId": terminal_id})
+            result = await self._terminal_call(TERMINAL_OUTPUT, {"terminalId": terminal_id})
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(DEFAULT_CLIENT_FS_TIMEOUT_SECS):
+                await self._connection.call(
+                    TERMINAL_RELEASE, {"sessionId": self._session_id, "terminalId": terminal_id}
+                )
+        output = result.get("output") if isinstance(result, dict) else None
+        status = result.get("exitStatus") if isinstance(result, dict) else None
+        status = status if isinstance(status, dict) else {}
+        exit_code, signal = status.get("exitCode"), status.get("signal")
+        return TerminalRun(
+            terminal_id=terminal_id,
+            output=output if isinstance(output, str) else "",
+            truncated=isinstance(result, dict) and result.get("truncated") is True,
+            exit_code=exit_code if isinstance(exit_code, int) else None,
+            signal=signal if isinstance(signal, str) else None,
+            timed_out=timed_out,
+        )
+
+    async def _terminal_call(self, method: str, params: dict[str, Any]) -> Any:
+        response = await self._connection.call(method, {"sessionId": self._session_id, **params})
+        if isinstance(response, ErrorResponse):
+            detail = response.error.message[:MAX_SHOWN_ERROR_CHARS]
+            raise ClientFileError(f"The client's terminal failed ({method}): {detail}")
+        return response.result
 
 
 def _verb(method: str) -> str:

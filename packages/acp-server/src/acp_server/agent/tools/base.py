@@ -50,6 +50,8 @@ class ToolOutput:
     text: str
     ok: bool = True
     delivered: DeliveredFile | None = None
+    card: tuple[schema.ToolCallContent, ...] = ()
+    """Content the call's card keeps ahead of the result text (a client terminal)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +99,36 @@ class ClientSide(Protocol):
         """``fs/write_text_file``: the client writes ``path`` (raises ``ToolError``)."""
         ...
 
+    @property
+    def runs_terminals(self) -> bool:
+        """``terminal`` (and ``[acp] client_terminal`` allows it)."""
+        ...
+
+    async def run_in_terminal(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        timeout_secs: float,
+        output_limit: int,
+        on_created: Callable[[str], Awaitable[None]],
+    ) -> TerminalRun:
+        """``terminal/create`` … ``wait_for_exit`` (``kill`` after the timeout) …
+        ``output`` … ``release``; ``on_created`` gets the terminal id (raises ``ToolError``)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class TerminalRun:
+    """How a command run in the client's terminal ended."""
+
+    terminal_id: str
+    output: str
+    truncated: bool
+    exit_code: int | None
+    signal: str | None
+    timed_out: bool
+
 
 @dataclass(slots=True)
 class ToolContext:
@@ -117,6 +149,8 @@ class ToolContext:
     client: ClientSide | None = None
     # The running call's toolCallId (what client requests about the call refer to).
     tool_call_id: str = ""
+    # Replace the running call's card content (a tool_call_update): live shell output.
+    update_card: Callable[[Sequence[schema.ToolCallContent]], Awaitable[None]] | None = None
 
     @property
     def uploads_dir(self) -> Path:
