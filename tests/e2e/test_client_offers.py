@@ -59,6 +59,14 @@ async def initialize(client: RpcPipeClient, capabilities: JsonDict | None = None
     return result
 
 
+async def offered_session(client: RpcPipeClient, cwd: Path, capabilities: JsonDict) -> str:
+    """initialize with ``capabilities``, then session/new in ``cwd``; the session id."""
+    await initialize(client, capabilities)
+    new = await client.result("session/new", {"cwd": str(cwd)})
+    session_id: str = new["sessionId"]
+    return session_id
+
+
 # --------------------------------------------------------------------------- extra roots
 
 
@@ -265,8 +273,7 @@ async def test_file_tools_read_and_write_through_the_clients_buffers(tmp_path: P
     editor = EditorFiles({notes: "unsaved line 1\nunsaved line 2\n"}, reject=("file_write",))
     with trio.fail_after(CEILING_SECS):
         async with spawn_acp(config_dir) as client:
-            await initialize(client, FILES)
-            session_id = (await client.result("session/new", {"cwd": str(workspace)}))["sessionId"]
+            session_id = await offered_session(client, workspace, FILES)
             read, edit, outside, forbidden, denied = await run_tools(
                 client,
                 session_id,
@@ -320,8 +327,7 @@ async def test_a_client_error_fails_the_call_and_never_means_the_disk(tmp_path: 
 
     with trio.fail_after(CEILING_SECS):
         async with spawn_acp(config_dir) as client:
-            await initialize(client, {"fs": {"readTextFile": True}})
-            session_id = (await client.result("session/new", {"cwd": str(workspace)}))["sessionId"]
+            session_id = await offered_session(client, workspace, {"fs": {"readTextFile": True}})
             [read] = await run_tools(
                 client, session_id, tool_line("file_read", {"path": "a.txt"}), on_request=answer
             )
@@ -338,8 +344,7 @@ async def test_client_fs_never_keeps_files_on_this_disk(tmp_path: Path) -> None:
     (workspace / "a.txt").write_text("disk\n")
     with trio.fail_after(CEILING_SECS):
         async with spawn_acp(config_dir) as client:
-            await initialize(client, FILES)
-            session_id = (await client.result("session/new", {"cwd": str(workspace)}))["sessionId"]
+            session_id = await offered_session(client, workspace, FILES)
             read, write = await run_tools(
                 client,
                 session_id,
@@ -468,8 +473,7 @@ async def test_client_terminal_runs_the_shell_in_the_editors_terminal(tmp_path: 
     editor = EditorTerminal("made in the editor\n")
     with trio.fail_after(CEILING_SECS):
         async with spawn_acp(config_dir) as client:
-            await initialize(client, {"terminal": True})
-            session_id = (await client.result("session/new", {"cwd": str(workspace)}))["sessionId"]
+            session_id = await offered_session(client, workspace, {"terminal": True})
             [ran, refused] = await run_tools(
                 client,
                 session_id,
@@ -510,8 +514,7 @@ async def test_terminal_stays_local_unless_client_terminal_is_on(tmp_path: Path)
     editor = EditorTerminal("never used\n")
     with trio.fail_after(CEILING_SECS):
         async with spawn_acp(config_dir) as client:
-            await initialize(client, {"terminal": True})
-            session_id = (await client.result("session/new", {"cwd": str(workspace)}))["sessionId"]
+            session_id = await offered_session(client, workspace, {"terminal": True})
             [ran] = await run_tools(
                 client, session_id, tool_line("shell", {"command": "echo local"}), on_request=editor
             )
