@@ -520,3 +520,83 @@ async def test_terminal_stays_local_unless_client_terminal_is_on(tmp_path: Path)
             )
     assert editor.calls == []
     assert output_text(ran) == "local"
+
+
+# --------------------------------------------------------------------------- images
+
+PNG_BYTES = b"\x89PNG\r\n\x1a\n" + bytes(range(64))
+
+
+@pytest.mark.parametrize("provider_type", ["openai", "anthropic"])
+async def test_prompt_images_reach_a_vision_provider_in_its_wire_shape(
+    tmp_path: Path, provider_type: str
+) -> None:
+    import base64
+    import hashlib
+
+    from tests.e2e.fake_llm import anthropic_text_reply, openai_text_reply, serve_fake_llm
+
+    workspace = (tmp_path / "ws").resolve()
+    workspace.mkdir()
+    data = base64.b64encode(PNG_BYTES).decode()
+    prompt = [
+        {"type": "text", "text": "What is in this picture?"},
+        {"type": "image", "mimeType": "image/png", "data": data},
+    ]
+    reply = anthropic_text_reply if provider_type == "anthropic" else openai_text_reply
+    stored = workspace / "uploads" / f"{hashlib.sha256(PNG_BYTES).hexdigest()}.png"
+    with trio.fail_after(CEILING_SECS):
+        async with serve_fake_llm(reply("A test pattern."), reply("Plain.")) as llm:
+            uri = llm.base_url if provider_type == "anthropic" else f"{llm.base_url}/v1"
+            entry = {"model": "fake-model", "api_key": "sk-e2e-key", "uri": uri}
+            document = echo_config(
+                providers={
+                    provider_type: {
+                        "seeing": {**entry, "vision": True},
+                        "blind": dict(entry),
+                    }
+                },
+                agents={
+                    "seeing": {"model_provider": f"{provider_type}.seeing"},
+                    "blind": {"model_provider": f"{provider_type}.blind"},
+                },
+                default_agent="seeing",
+            )
+            config_dir = write_config(tmp_path / "cfg", document)
+            async with spawn_acp(config_dir) as client:
+                init = await initialize(client)
+                assert init["agentCapabilities"]["promptCapabilities"]["image"] is True
+                for alias in ("seeing", "blind"):
+                    new = await client.result(
+                        "session/new", {"cwd": str(workspace), "agentAlias": alias}
+                    )
+                    response = await client.prompt(new["sessionId"], prompt)
+                    assert response["result"]["stopReason"] == "end_turn", response
+    assert stored.read_bytes() == PNG_BYTES
+    seeing, blind = (request.json()["messages"][-1] for request in llm.requests)
+    marker = f"[IMAGE:{stored}]"
+    if provider_type == "anthropic":
+        assert seeing["content"] == [
+            {"type": "text", "text": f"What is in this picture?\n\n{marker}"},
+            {
+                "type": "image",
+                "source": {"type": "base64", "media_type": "image/png", "data": data},
+            },
+        ]
+        assert blind["content"] == [
+            {"type": "text", "text": f"What is in this picture?\n\n{marker}"}
+        ]
+    else:
+        assert seeing["content"] == [
+            {"type": "text", "text": f"What is in this picture?\n\n{marker}"},
+            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}},
+        ]
+        assert blind["content"] == f"What is in this picture?\n\n{marker}"
+
+
+async def test_image_capability_follows_the_default_agents_provider(tmp_path: Path) -> None:
+    config_dir = write_config(tmp_path / "cfg", echo_config())
+    with trio.fail_after(CEILING_SECS):
+        async with spawn_acp(config_dir) as client:
+            init = await initialize(client)
+    assert init["agentCapabilities"]["promptCapabilities"]["image"] is False

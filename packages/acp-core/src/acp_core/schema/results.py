@@ -85,12 +85,14 @@ def initialize_result(
     max_sessions: int,
     session_timeout_secs: int,
     sandbox: dict[str, Json] | None = None,
+    image: bool = False,
 ) -> InitializeResult:
     """The ``initialize`` result exactly as the seed shows it.
 
     With a session store: ``loadSession: true`` and ``sessionCapabilities {resume, close}``,
     plus ACP's ``list`` and ``delete`` markers (the store serves both) and
-    ``additionalDirectories`` (extra jail roots, stored with the session).
+    ``additionalDirectories`` (extra jail roots, stored with the session). ``image``:
+    ``promptCapabilities.image`` (the agent's provider takes images).
     Without one the seed says "all three are absent or false": ``loadSession: false`` and no
     ``sessionCapabilities``. ``defaultModel`` is omitted when no model is configured.
     """
@@ -98,7 +100,7 @@ def initialize_result(
         protocol_version=PROTOCOL_VERSION,
         agent_capabilities=AgentCapabilities(
             load_session=store_available,
-            prompt_capabilities=PromptCapabilities(image=False, audio=False, embedded_context=True),
+            prompt_capabilities=PromptCapabilities(image=image, audio=False, embedded_context=True),
             mcp_capabilities=McpCapabilities(http=False, sse=False),
             session_capabilities=(
                 SessionCapabilities(

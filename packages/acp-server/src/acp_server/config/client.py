@@ -1,6 +1,7 @@
 """``[acp] client_fs`` and ``[acp] client_terminal``: whether the tools use what the ACP
 client offers (its ``fs/*`` methods, its ``terminal/*``) instead of this machine's disk and
-shell (acp_server/protocol/client_calls.py)."""
+shell (acp_server/protocol/client_calls.py); and a provider's ``vision``: whether the
+client may send it images (``promptCapabilities.image``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
-from acp_server.config.model import AcpConfig
+from acp_server.config.model import AcpConfig, ProviderConfig
 
 if TYPE_CHECKING:
     from acp_server.config.parse import ConfigParser
@@ -28,3 +29,10 @@ def parse_client_offers(
         client_fs="never" if client_fs == "never" else "auto",
         client_terminal=parser.get(table, "client_terminal", "acp.client_terminal", bool, False),
     )
+
+
+def parse_vision(
+    parser: ConfigParser, body: Mapping[str, Any], prefix: str, provider: ProviderConfig
+) -> ProviderConfig:
+    """``provider`` with ``vision`` (the model takes images) read from its table."""
+    return replace(provider, vision=parser.get(body, "vision", f"{prefix}.vision", bool, False))

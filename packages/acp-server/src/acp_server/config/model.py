@@ -121,6 +121,8 @@ class ProviderConfig:
     max_tokens: int | None = None
     timeout_secs: float = DEFAULT_PROVIDER_TIMEOUT_SECS
     chunk_delay_ms: int = 0  # echo provider only: slows streaming so clients can cancel
+    vision: bool = False
+    """The model takes images: prompt images are sent to it (agent/providers/images.py)."""
 
     @property
     def ref(self) -> str:

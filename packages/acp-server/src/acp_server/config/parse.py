@@ -14,7 +14,7 @@ from acp_core.gateway_contract import (
     path_prefix_problem,
     port_problem,
 )
-from acp_server.config.client import parse_client_offers
+from acp_server.config.client import parse_client_offers, parse_vision
 from acp_server.config.identity import agent_files
 from acp_server.config.model import (
     CURRENT_SCHEMA_VERSION,
@@ -292,7 +292,7 @@ class ConfigParser:
                         body, "chunk_delay_ms", f"{prefix}.chunk_delay_ms", int, 0, _non_negative
                     ),
                 )
-                result[provider.ref] = provider
+                result[provider.ref] = parse_vision(self, body, prefix, provider)
         return result
 
     def env_api_key(self, ptype: str, alias: str) -> str:

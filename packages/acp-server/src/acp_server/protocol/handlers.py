@@ -29,6 +29,7 @@ from acp_core.methods import METHODS, MethodSpec
 from acp_server import __version__
 from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanStep
 from acp_server.agent.providers.base import ProviderError
+from acp_server.agent.providers.images import agent_sees_images
 from acp_server.agent.replay import history_updates
 from acp_server.agent.session import Session, Turn
 from acp_server.agent.tools.mcp import (
@@ -285,6 +286,7 @@ class AcpHandlers:
             max_sessions=self.config.acp.max_sessions,
             session_timeout_secs=self.config.acp.session_timeout_secs,
             sandbox=agent_posture(self.config, self.connection.connection_default_agent).meta(),
+            image=agent_sees_images(self.config, self.connection.connection_default_agent),
         )
 
     async def list_sessions(self, params: schema.ListSessionsParams) -> Payload:
