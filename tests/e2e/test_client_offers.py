@@ -600,3 +600,63 @@ async def test_image_capability_follows_the_default_agents_provider(tmp_path: Pa
         async with spawn_acp(config_dir) as client:
             init = await initialize(client)
     assert init["agentCapabilities"]["promptCapabilities"]["image"] is False
+
+
+async def test_a_client_terminal_that_never_exits_is_killed_after_the_timeout(
+    tmp_path: Path,
+) -> None:
+    document = echo_config(runtime={"shell_timeout_secs": 1})
+    document["acp"] = {"client_terminal": True}
+    config_dir = write_config(tmp_path / "cfg", document)
+    workspace = (tmp_path / "ws").resolve()
+    workspace.mkdir()
+    editor = EditorTerminal("still going\n")
+
+    def never_exits(request: JsonDict) -> JsonDict | None:
+        if request["method"] == "terminal/wait_for_exit":
+            editor.calls.append(request)
+            return None  # the command never ends
+        if request["method"] == "terminal/kill":
+            editor.calls.append(request)
+            return {}
+        return editor(request)
+
+    with trio.fail_after(CEILING_SECS):
+        async with spawn_acp(config_dir) as client:
+            session_id = await offered_session(client, workspace, {"terminal": True})
+            [ran] = await run_tools(
+                client,
+                session_id,
+                tool_line("shell", {"command": "echo x"}),
+                on_request=never_exits,
+            )
+    methods = [call["method"] for call in editor.calls]
+    assert methods == [
+        "terminal/create",
+        "terminal/wait_for_exit",
+        "terminal/kill",
+        "terminal/output",
+        "terminal/release",
+    ]
+    assert ran["status"] == "failed"
+    assert output_text(ran).startswith("Error: Command timed out after 1 s")
+
+
+async def test_an_elicitation_the_client_cannot_show_is_a_clear_failure(tmp_path: Path) -> None:
+    config_dir = write_config(tmp_path / "cfg", echo_config())
+
+    async def refuse(request: JsonDict) -> JsonDict | None:
+        error = {"code": -32603, "message": "form rendering failed"}
+        await client.send({"jsonrpc": "2.0", "id": request["id"], "error": error})
+        return None
+
+    with trio.fail_after(CEILING_SECS):
+        async with spawn_acp(config_dir) as client:
+            session_id = await offered_session(client, tmp_path, ELICITING)
+            [asked] = await run_tools(
+                client, session_id, tool_line("ask_user", {"question": "Name?"}), on_request=refuse
+            )
+    assert asked["status"] == "failed"
+    assert output_text(asked) == (
+        "Error: the question could not be asked: the client answered: form rendering failed"
+    )
