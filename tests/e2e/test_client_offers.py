@@ -1,70 +1,29 @@
 """What the agent does with what an editor offers, through a real `zeroclaw acp`: extra
-roots (``additionalDirectories``), elicitation, the client's files and terminals, images.
+roots (``additionalDirectories``), elicitation and the client's files.
 
 The client here advertises the capabilities a test names and answers the agent's outbound
-calls (``elicitation/create``, ``fs/*``, ``terminal/*``) as Zed does."""
+calls (``elicitation/create``, ``fs/*``) as Zed does."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
-from tests.e2e.helpers import JsonDict, RpcPipeClient, allow_once, spawn_acp
+from tests.e2e.helpers import JsonDict, allow_once, spawn_acp
+from tests.e2e.offers_helpers import (
+    CEILING_SECS,
+    initialize,
+    offered_session,
+    output_text,
+    run_tools,
+    tool_line,
+)
 from tests.helpers import echo_config, write_config
 
 pytestmark = pytest.mark.e2e
-
-CEILING_SECS = 60
-
-
-def tool_line(name: str, arguments: dict[str, Any]) -> str:
-    return f"/tool {name} {json.dumps(arguments)}"
-
-
-def finished_calls(client: RpcPipeClient, session_id: str) -> list[JsonDict]:
-    """The closing ``tool_call_update`` of every call of the session, in order."""
-    return [
-        update
-        for update in client.updates(session_id)
-        if update["sessionUpdate"] == "tool_call_update"
-        and update.get("status") in ("completed", "failed")
-    ]
-
-
-def output_text(update: JsonDict) -> str:
-    return "".join(
-        item["content"]["text"]
-        for item in update.get("content", [])
-        if item["type"] == "content" and item["content"]["type"] == "text"
-    )
-
-
-async def run_tools(
-    client: RpcPipeClient, session_id: str, *lines: str, on_request: Any = allow_once
-) -> list[JsonDict]:
-    """One turn of ``/tool`` lines; the closing update of each call."""
-    seen = len(finished_calls(client, session_id))
-    response = await client.prompt(session_id, "\n".join(lines), on_request=on_request)
-    assert response["result"]["stopReason"] == "end_turn", response
-    return finished_calls(client, session_id)[seen:]
-
-
-async def initialize(client: RpcPipeClient, capabilities: JsonDict | None = None) -> JsonDict:
-    params: JsonDict = {"protocolVersion": 1, "clientCapabilities": capabilities or {}}
-    result: JsonDict = await client.result("initialize", params)
-    return result
-
-
-async def offered_session(client: RpcPipeClient, cwd: Path, capabilities: JsonDict) -> str:
-    """initialize with ``capabilities``, then session/new in ``cwd``; the session id."""
-    await initialize(client, capabilities)
-    new = await client.result("session/new", {"cwd": str(cwd)})
-    session_id: str = new["sessionId"]
-    return session_id
 
 
 # --------------------------------------------------------------------------- extra roots
@@ -392,254 +351,6 @@ async def test_the_gateway_uses_client_files_only_when_the_client_shares_them(
                     outputs.append(output_text(done))
     assert outputs == ["     1\tgateway disk", "     1\teditor buffer"]
     assert editor.calls == [("fs/read_text_file", str(workspace / "a.txt"))]
-
-
-# --------------------------------------------------------------------------- shell output
-
-ANY_COMMAND: JsonDict = {"allowed_commands": ["*"], "block_high_risk_commands": False}
-
-
-async def test_a_running_shell_call_streams_its_output_into_its_card(tmp_path: Path) -> None:
-    """The command waits for a file the test creates only once the card showed the first
-    line: the live update must arrive while the command still runs."""
-    config_dir = write_config(tmp_path / "cfg", echo_config(risk=ANY_COMMAND))
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    command = "echo first; until test -e go; do sleep 0.05; done; echo second"
-    live: list[JsonDict] = []
-    with trio.fail_after(CEILING_SECS):
-        async with spawn_acp(config_dir) as client:
-            await initialize(client)
-            session_id = (await client.result("session/new", {"cwd": str(workspace)}))["sessionId"]
-            request_id = await client.prompt_request(
-                session_id, tool_line("shell", {"command": command})
-            )
-            while True:
-                message = await client.receive()
-                if message.get("method") == "session/request_permission":
-                    await client.send(
-                        {"jsonrpc": "2.0", "id": message["id"], "result": allow_once(message)}
-                    )
-                    continue
-                if message.get("id") == request_id:
-                    break
-                update = message.get("params", {}).get("update", {})
-                if update.get("sessionUpdate") != "tool_call_update":
-                    continue
-                if "status" not in update:
-                    live.append(update)
-                    if "first" in output_text(update):
-                        (workspace / "go").touch()
-                else:
-                    final = update
-    assert live, "no live output before the call finished"
-    assert output_text(live[0]) == "first\n"
-    assert live[0]["toolCallId"] == final["toolCallId"]
-    assert final["status"] == "completed"
-    assert output_text(final) == "first\nsecond"
-
-
-class EditorTerminal:
-    """A client with terminals: ``terminal/*`` answered as a finished command whose output
-    is ``output``; permission requests allowed."""
-
-    def __init__(self, output: str, exit_code: int = 0) -> None:
-        self.output = output
-        self.exit_code = exit_code
-        self.calls: list[JsonDict] = []
-
-    def __call__(self, request: JsonDict) -> JsonDict:
-        method = request["method"]
-        if method == "session/request_permission":
-            return allow_once(request)
-        self.calls.append(request)
-        if method == "terminal/create":
-            return {"terminalId": "term-1"}
-        if method == "terminal/wait_for_exit":
-            return {"exitCode": self.exit_code}
-        if method == "terminal/output":
-            status = {"exitCode": self.exit_code}
-            return {"output": self.output, "truncated": False, "exitStatus": status}
-        assert method == "terminal/release", request
-        return {}
-
-
-async def test_client_terminal_runs_the_shell_in_the_editors_terminal(tmp_path: Path) -> None:
-    document = echo_config()
-    document["acp"] = {"client_terminal": True}
-    config_dir = write_config(tmp_path / "cfg", document)
-    workspace = (tmp_path / "ws").resolve()
-    workspace.mkdir()
-    editor = EditorTerminal("made in the editor\n")
-    with trio.fail_after(CEILING_SECS):
-        async with spawn_acp(config_dir) as client:
-            session_id = await offered_session(client, workspace, {"terminal": True})
-            [ran, refused] = await run_tools(
-                client,
-                session_id,
-                tool_line("shell", {"command": "echo hi > made-here.txt"}),
-                tool_line("shell", {"command": "cat $(ls)"}),
-                on_request=editor,
-            )
-    methods = [call["method"] for call in editor.calls]
-    assert methods == [
-        "terminal/create",
-        "terminal/wait_for_exit",
-        "terminal/output",
-        "terminal/release",
-    ]
-    create = editor.calls[0]["params"]
-    assert create["sessionId"] == session_id
-    assert create["args"] == ["-c", "echo hi > made-here.txt"]
-    assert create["cwd"] == str(workspace)
-    assert all(call["params"]["terminalId"] == "term-1" for call in editor.calls[1:])
-    # The card embeds the terminal while it runs and keeps it when the call completes.
-    embedded = [
-        u
-        for u in client.updates(session_id)
-        if u["sessionUpdate"] == "tool_call_update"
-        and {"type": "terminal", "terminalId": "term-1"} in u.get("content", [])
-    ]
-    assert [u.get("status") for u in embedded] == [None, "completed"]
-    assert output_text(ran) == "made in the editor"
-    assert not (workspace / "made-here.txt").exists()
-    # The policy still refuses before anything reaches the client.
-    assert refused["status"] == "failed"
-
-
-async def test_terminal_stays_local_unless_client_terminal_is_on(tmp_path: Path) -> None:
-    config_dir = write_config(tmp_path / "cfg", echo_config())
-    workspace = (tmp_path / "ws").resolve()
-    workspace.mkdir()
-    editor = EditorTerminal("never used\n")
-    with trio.fail_after(CEILING_SECS):
-        async with spawn_acp(config_dir) as client:
-            session_id = await offered_session(client, workspace, {"terminal": True})
-            [ran] = await run_tools(
-                client, session_id, tool_line("shell", {"command": "echo local"}), on_request=editor
-            )
-    assert editor.calls == []
-    assert output_text(ran) == "local"
-
-
-# --------------------------------------------------------------------------- images
-
-PNG_BYTES = b"\x89PNG\r\n\x1a\n" + bytes(range(64))
-
-
-@pytest.mark.parametrize("provider_type", ["openai", "anthropic"])
-async def test_prompt_images_reach_a_vision_provider_in_its_wire_shape(
-    tmp_path: Path, provider_type: str
-) -> None:
-    import base64
-    import hashlib
-
-    from tests.e2e.fake_llm import anthropic_text_reply, openai_text_reply, serve_fake_llm
-
-    workspace = (tmp_path / "ws").resolve()
-    workspace.mkdir()
-    data = base64.b64encode(PNG_BYTES).decode()
-    prompt = [
-        {"type": "text", "text": "What is in this picture?"},
-        {"type": "image", "mimeType": "image/png", "data": data},
-    ]
-    reply = anthropic_text_reply if provider_type == "anthropic" else openai_text_reply
-    stored = workspace / "uploads" / f"{hashlib.sha256(PNG_BYTES).hexdigest()}.png"
-    with trio.fail_after(CEILING_SECS):
-        async with serve_fake_llm(reply("A test pattern."), reply("Plain.")) as llm:
-            uri = llm.base_url if provider_type == "anthropic" else f"{llm.base_url}/v1"
-            entry = {"model": "fake-model", "api_key": "sk-e2e-key", "uri": uri}
-            document = echo_config(
-                providers={
-                    provider_type: {
-                        "seeing": {**entry, "vision": True},
-                        "blind": dict(entry),
-                    }
-                },
-                agents={
-                    "seeing": {"model_provider": f"{provider_type}.seeing"},
-                    "blind": {"model_provider": f"{provider_type}.blind"},
-                },
-                default_agent="seeing",
-            )
-            config_dir = write_config(tmp_path / "cfg", document)
-            async with spawn_acp(config_dir) as client:
-                init = await initialize(client)
-                assert init["agentCapabilities"]["promptCapabilities"]["image"] is True
-                for alias in ("seeing", "blind"):
-                    new = await client.result(
-                        "session/new", {"cwd": str(workspace), "agentAlias": alias}
-                    )
-                    response = await client.prompt(new["sessionId"], prompt)
-                    assert response["result"]["stopReason"] == "end_turn", response
-    assert stored.read_bytes() == PNG_BYTES
-    seeing, blind = (request.json()["messages"][-1] for request in llm.requests)
-    marker = f"[IMAGE:{stored}]"
-    if provider_type == "anthropic":
-        assert seeing["content"] == [
-            {"type": "text", "text": f"What is in this picture?\n\n{marker}"},
-            {
-                "type": "image",
-                "source": {"type": "base64", "media_type": "image/png", "data": data},
-            },
-        ]
-        assert blind["content"] == [
-            {"type": "text", "text": f"What is in this picture?\n\n{marker}"}
-        ]
-    else:
-        assert seeing["content"] == [
-            {"type": "text", "text": f"What is in this picture?\n\n{marker}"},
-            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}},
-        ]
-        assert blind["content"] == f"What is in this picture?\n\n{marker}"
-
-
-async def test_image_capability_follows_the_default_agents_provider(tmp_path: Path) -> None:
-    config_dir = write_config(tmp_path / "cfg", echo_config())
-    with trio.fail_after(CEILING_SECS):
-        async with spawn_acp(config_dir) as client:
-            init = await initialize(client)
-    assert init["agentCapabilities"]["promptCapabilities"]["image"] is False
-
-
-async def test_a_client_terminal_that_never_exits_is_killed_after_the_timeout(
-    tmp_path: Path,
-) -> None:
-    document = echo_config(runtime={"shell_timeout_secs": 1})
-    document["acp"] = {"client_terminal": True}
-    config_dir = write_config(tmp_path / "cfg", document)
-    workspace = (tmp_path / "ws").resolve()
-    workspace.mkdir()
-    editor = EditorTerminal("still going\n")
-
-    def never_exits(request: JsonDict) -> JsonDict | None:
-        if request["method"] == "terminal/wait_for_exit":
-            editor.calls.append(request)
-            return None  # the command never ends
-        if request["method"] == "terminal/kill":
-            editor.calls.append(request)
-            return {}
-        return editor(request)
-
-    with trio.fail_after(CEILING_SECS):
-        async with spawn_acp(config_dir) as client:
-            session_id = await offered_session(client, workspace, {"terminal": True})
-            [ran] = await run_tools(
-                client,
-                session_id,
-                tool_line("shell", {"command": "echo x"}),
-                on_request=never_exits,
-            )
-    methods = [call["method"] for call in editor.calls]
-    assert methods == [
-        "terminal/create",
-        "terminal/wait_for_exit",
-        "terminal/kill",
-        "terminal/output",
-        "terminal/release",
-    ]
-    assert ran["status"] == "failed"
-    assert output_text(ran).startswith("Error: Command timed out after 1 s")
 
 
 async def test_an_elicitation_the_client_cannot_show_is_a_clear_failure(tmp_path: Path) -> None:
