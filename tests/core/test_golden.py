@@ -112,8 +112,11 @@ def test_initialize_builder_reproduces_the_seed() -> None:
         session_timeout_secs=3600,
     )
     expected = golden_payload("initialize_result", "result")
-    # The seed's markers, plus ACP's list and delete (the store serves both).
-    expected["agentCapabilities"]["sessionCapabilities"].update({"list": {}, "delete": {}})
+    # The seed's markers, plus ACP's list and delete (the store serves both) and the extra
+    # roots of additionalDirectories (stored with the session).
+    expected["agentCapabilities"]["sessionCapabilities"].update(
+        {"list": {}, "delete": {}, "additionalDirectories": {}}
+    )
     assert ordered(schema.to_builtins(built)) == ordered(expected)
 
 

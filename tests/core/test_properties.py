@@ -32,6 +32,7 @@ from acp_core.schema import (
     PlanEntry,
     PlanUpdate,
     PromptParams,
+    RestoreParams,
     SessionIdParams,
     SessionNotification,
     TextContent,
@@ -184,6 +185,7 @@ inbound_types: list[type[InboundParams]] = [
     NewSessionParams,
     PromptParams,
     SessionIdParams,
+    RestoreParams,
     InboundUpdateParams,
 ]
 prompt_like = st.fixed_dictionaries(

@@ -13,7 +13,6 @@ import pytest
 import trio
 
 from acp_core import schema
-from acp_core.errors import InvalidParamsError
 from acp_core.tools import tool_kind
 from acp_server.agent.conversation import PlanStep
 from acp_server.agent.tools.base import ToolContext, ToolOutput
@@ -23,6 +22,7 @@ from acp_server.agent.tools.mcp import (
     mcp_tool_name,
     open_mcp_tools,
     select_mcp_servers,
+    skipped_mcp_servers,
     start_mcp_tools,
 )
 from acp_server.config import AgentConfig, McpServerConfig, RiskProfileConfig
@@ -256,11 +256,16 @@ def test_mcp_is_off_unless_the_agent_enables_it() -> None:
     )
 
 
-def test_http_mcp_servers_are_refused_clearly() -> None:
+def test_http_mcp_servers_are_skipped_and_named() -> None:
     enabled = AgentConfig(alias="a", acp_enable_mcp=True)
     remote = schema.McpServerHttp(type="http", name="remote", url="http://127.0.0.1:9/mcp")
-    with pytest.raises(InvalidParamsError, match="only stdio MCP servers are supported"):
-        select_mcp_servers(enabled, [remote])
+    local = schema.McpServerStdio(name="local", command="local-mcp")
+    assert select_mcp_servers(enabled, [remote, local]) == (
+        McpServerConfig(name="local", command="local-mcp", args=(), env={}),
+    )
+    assert skipped_mcp_servers(enabled, [remote, local]) == ["remote"]
+    assert skipped_mcp_servers(enabled, [local]) is None
+    assert skipped_mcp_servers(AgentConfig(alias="b"), [remote]) is None
 
 
 def test_connection_closed_code_matches_the_sdk() -> None:

@@ -137,6 +137,7 @@ async def test_session_survives_a_restart_and_replays_what_the_client_saw(
                 "close": {},
                 "list": {},
                 "delete": {},
+                "additionalDirectories": {},
             }
             loaded = await second.call("session/load", {"sessionId": session_id})
             assert loaded["result"] == {}

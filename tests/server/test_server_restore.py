@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -30,6 +31,7 @@ class FakeStore(AsyncSessionStore):
         self.fail_load = False
         self.fail_append = False
         self.spend = MemoryLedger()
+        self.roots: dict[str, tuple[str, ...]] = {}
 
     def add(
         self,
@@ -71,6 +73,15 @@ class FakeStore(AsyncSessionStore):
     async def spend_totals(self, day: str, agent_alias: str) -> SpendTotals:
         return await self.spend.spend_totals(day, agent_alias)
 
+    async def set_additional_dirs(self, session_id: str, directories: Sequence[str]) -> bool:
+        await trio.lowlevel.checkpoint()
+        self.roots[session_id] = tuple(directories)
+        return session_id in self.sessions
+
+    async def additional_dirs(self, session_id: str) -> tuple[str, ...]:
+        await trio.lowlevel.checkpoint()
+        return self.roots.get(session_id, ())
+
     async def aclose(self) -> None:
         await trio.lowlevel.checkpoint()
 
@@ -93,6 +104,7 @@ async def test_initialize_with_a_store_advertises_persistence(tmp_path: Path) ->
         "close": {},
         "list": {},
         "delete": {},
+        "additionalDirectories": {},
     }
 
 

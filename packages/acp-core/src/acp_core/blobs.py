@@ -24,6 +24,7 @@ from acp_core.schema import (
     BlobResource,
     ContentPart,
     EmbeddedResource,
+    ImageContent,
     ResourceLink,
     TextContent,
 )
@@ -165,6 +166,35 @@ def resource_link_line(link: ResourceLink) -> str:
     return f"[Resource: {link.name}] {link.uri}"
 
 
+_IMAGE_EXTENSIONS: Final = {
+    "image/png": "png",
+    "image/jpeg": "jpg",
+    "image/gif": "gif",
+    "image/webp": "webp",
+}
+
+
+def _planned_write(
+    writes: dict[str, BlobWrite], uploads_dir: str, data: bytes, name: str, mime_type: str
+) -> str:
+    """Plan writing ``data`` as ``uploads/<sha256>.<ext>`` (once per content); its marker."""
+    digest = hashlib.sha256(data).hexdigest()
+    stored = _storage_name(digest, file_extension(name))
+    path = posixpath.join(uploads_dir, stored)
+    writes.setdefault(
+        stored,
+        BlobWrite(
+            storage_name=stored,
+            path=path,
+            data=data,
+            mime_type=mime_type,
+            display_name=name,
+            sha256=digest,
+        ),
+    )
+    return prompt_marker(mime_type, name, path)
+
+
 def plan_prompt(
     parts: Iterable[ContentPart],
     *,
@@ -183,6 +213,7 @@ def plan_prompt(
             prompt that yields no text at all.
     """
     pieces: list[str] = []
+    images = 0  # markers of image blocks: a prompt of images alone has no text part
     writes: dict[str, BlobWrite] = {}
     for part in parts:
         if isinstance(part, TextContent):
@@ -197,26 +228,24 @@ def plan_prompt(
                 data = decode_blob(resource.blob or "", max_blob_bytes=max_blob_bytes)
                 name = display_name(resource.uri)
                 mime_type = (resource.mime_type or "").strip() or guess_mime(name)
-                digest = hashlib.sha256(data).hexdigest()
-                stored = _storage_name(digest, file_extension(name))
-                path = posixpath.join(uploads_dir, stored)
-                writes.setdefault(
-                    stored,
-                    BlobWrite(
-                        storage_name=stored,
-                        path=path,
-                        data=data,
-                        mime_type=mime_type,
-                        display_name=name,
-                        sha256=digest,
-                    ),
-                )
-                pieces.append(prompt_marker(mime_type, name, path))
+                pieces.append(_planned_write(writes, uploads_dir, data, name, mime_type))
             elif resource.text is not None:
                 pieces.append(resource.text)
         elif isinstance(part, ResourceLink):
             pieces.append(resource_link_line(part))
-        # image / audio blocks: not advertised (promptCapabilities image/audio false); ignored.
-    if not pieces:
+        elif isinstance(part, ImageContent):
+            # Stored like a blob; a provider with vision = true sends it as an image.
+            if uploads_dir is None:
+                raise InvalidParamsError("an image block requires an active session workspace")
+            data = decode_blob(part.data, max_blob_bytes=max_blob_bytes)
+            mime_type = part.mime_type.strip().lower() or FALLBACK_MIME
+            extension = _IMAGE_EXTENSIONS.get(mime_type, "bin")
+            name = display_name(part.uri) if part.uri else f"image.{extension}"
+            if guess_mime(name) != mime_type:
+                name = f"{name}.{extension}"
+            pieces.append(_planned_write(writes, uploads_dir, data, name, mime_type))
+            images += 1
+        # audio blocks: not advertised (promptCapabilities audio false); ignored.
+    if len(pieces) == images:
         raise InvalidParamsError("Parameter 'prompt' array must contain at least one text part")
     return PromptPlan(text=PART_SEPARATOR.join(pieces), writes=list(writes.values()))

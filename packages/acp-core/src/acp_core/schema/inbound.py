@@ -171,6 +171,9 @@ class InitializeParams(InboundParams, kw_only=True):
     protocol_version: Json | UnsetType = UNSET
     client_capabilities: ClientCapabilities | None = None
     client_info: Json | UnsetType = UNSET
+    shared_filesystem: bool = False
+    """``_meta.zeroclaw.sharedFilesystem: true``: the client's files are the server's (a
+    gateway client on the gateway's machine), so the client's ``fs/*`` may serve them."""
 
     @classmethod
     def from_object(cls, params: JsonObject) -> InitializeParams:
@@ -178,10 +181,14 @@ class InitializeParams(InboundParams, kw_only=True):
         # Odd capabilities never fail the handshake: each one is read on its own and
         # anything malformed counts as not offered.
         capabilities = _client_capabilities(raw) if isinstance(raw, dict) else None
+        meta = params.get("_meta")
+        zeroclaw = meta.get("zeroclaw") if isinstance(meta, dict) else None
+        shared = isinstance(zeroclaw, dict) and zeroclaw.get("sharedFilesystem") is True
         return cls(
             protocol_version=params.get("protocolVersion", UNSET),
             client_capabilities=capabilities,
             client_info=params.get("clientInfo", UNSET),
+            shared_filesystem=shared,
         )
 
     @property
@@ -296,12 +303,23 @@ def _blank_to_none(value: JsonValue, name: str) -> str | None:
     return value or None
 
 
+def _additional_directories(params: JsonObject) -> list[str] | None:
+    """ACP ``additionalDirectories``: a list of path strings; absent or null → None."""
+    raw = params.get("additionalDirectories")
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or not all(isinstance(entry, str) for entry in raw):
+        raise _wrong_type("additionalDirectories", "an array of path strings")
+    return [entry for entry in raw if isinstance(entry, str)]
+
+
 class NewSessionParams(InboundParams, kw_only=True):
     """``session/new``. ``agent_alias`` is trimmed; blank means absent (seed §session/new)."""
 
     agent_alias: str | None = None
     cwd: str | None = None
     mcp_servers: list[McpServer] = msgspec.field(default_factory=list)
+    additional_directories: list[str] | None = None
 
     @classmethod
     def from_object(cls, params: JsonObject) -> NewSessionParams:
@@ -329,7 +347,12 @@ class NewSessionParams(InboundParams, kw_only=True):
         if not isinstance(raw_servers, list):
             raise _wrong_type("mcpServers", "an array")
         servers = [_mcp_server(raw, index) for index, raw in enumerate(raw_servers)]
-        return cls(agent_alias=alias, cwd=cwd, mcp_servers=servers)
+        return cls(
+            agent_alias=alias,
+            cwd=cwd,
+            mcp_servers=servers,
+            additional_directories=_additional_directories(params),
+        )
 
 
 PROMPT_REQUIRED_MESSAGE: Final = (
@@ -429,6 +452,20 @@ class SessionIdParams(InboundParams, kw_only=True):
     @classmethod
     def from_object(cls, params: JsonObject) -> SessionIdParams:
         return cls(session_id=_session_id(params))
+
+
+class RestoreParams(SessionIdParams, kw_only=True):
+    """``session/load`` and ``session/resume``: the session id and, when the client sends
+    it, ACP ``additionalDirectories`` (the full list: it replaces the stored one)."""
+
+    additional_directories: list[str] | None = None
+
+    @classmethod
+    def from_object(cls, params: JsonObject) -> RestoreParams:
+        return cls(
+            session_id=_session_id(params),
+            additional_directories=_additional_directories(params),
+        )
 
 
 class ListSessionsParams(InboundParams, kw_only=True):

@@ -41,6 +41,7 @@ class SessionCapabilities(WireStruct, kw_only=True):
     close: EmptyObject | None = None
     list: EmptyObject | None = None
     delete: EmptyObject | None = None
+    additional_directories: EmptyObject | None = None
 
 
 class AgentCapabilities(WireStruct, kw_only=True):
@@ -84,11 +85,14 @@ def initialize_result(
     max_sessions: int,
     session_timeout_secs: int,
     sandbox: dict[str, Json] | None = None,
+    image: bool = False,
 ) -> InitializeResult:
     """The ``initialize`` result exactly as the seed shows it.
 
     With a session store: ``loadSession: true`` and ``sessionCapabilities {resume, close}``,
-    plus ACP's ``list`` and ``delete`` markers (the store serves both).
+    plus ACP's ``list`` and ``delete`` markers (the store serves both) and
+    ``additionalDirectories`` (extra jail roots, stored with the session). ``image``:
+    ``promptCapabilities.image`` (the agent's provider takes images).
     Without one the seed says "all three are absent or false": ``loadSession: false`` and no
     ``sessionCapabilities``. ``defaultModel`` is omitted when no model is configured.
     """
@@ -96,7 +100,7 @@ def initialize_result(
         protocol_version=PROTOCOL_VERSION,
         agent_capabilities=AgentCapabilities(
             load_session=store_available,
-            prompt_capabilities=PromptCapabilities(image=False, audio=False, embedded_context=True),
+            prompt_capabilities=PromptCapabilities(image=image, audio=False, embedded_context=True),
             mcp_capabilities=McpCapabilities(http=False, sse=False),
             session_capabilities=(
                 SessionCapabilities(
@@ -104,6 +108,7 @@ def initialize_result(
                     close=EmptyObject(),
                     list=EmptyObject(),
                     delete=EmptyObject(),
+                    additional_directories=EmptyObject(),
                 )
                 if store_available
                 else None
@@ -125,6 +130,8 @@ def initialize_result(
 class SessionZeroclawMeta(WireStruct, kw_only=True):
     sandbox: dict[str, Json] | None = None
     """The session's own OS sandbox for shell commands (from its agent's risk profile)."""
+    skipped_mcp_servers: list[str] | None = None
+    """``mcpServers`` entries not started: http/sse servers (only stdio is supported)."""
 
 
 class NewSessionMeta(WireStruct, kw_only=True):

@@ -18,6 +18,7 @@ import logging
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Final, Protocol, overload
 
@@ -68,6 +69,7 @@ from acp_server.agent.tool_updates import (
     tool_call_started,
 )
 from acp_server.agent.tools.base import (
+    ClientSide,
     DeliveredFile,
     Tool,
     ToolContext,
@@ -118,6 +120,11 @@ class TurnIO(Protocol):
         self, params: schema.RequestPermissionParams
     ) -> schema.PermissionOutcome | None:
         """Ask the client; None when nobody answered in time or the answer was an error."""
+        ...
+
+    @property
+    def client(self) -> ClientSide | None:
+        """What else the client offers the tools (elicitation, files, terminals)."""
         ...
 
 
@@ -396,14 +403,14 @@ class _TurnRunner:
         tool_streamed: list[StreamedText | StreamedPlan],
         *,
         approved: bool,
-        call_id: str | None = None,
+        call_id: str = "",
     ) -> ToolOutput:
         """Run the tool; what it streams to the client is also appended to ``tool_streamed``
         (the call's ``ToolRecord``, so ``session/load`` replays it). A question it asks
         (ask_user's choices) goes out on the call's own card, ``call_id``."""
 
         async def ask_choice(question: str, choices: Sequence[str]) -> int | None:
-            return await self._ask_choice(question, choices, tool_call_id=call_id)
+            return await self._ask_choice(question, choices, tool_call_id=call_id or None)
 
         async def send_text(text: str) -> None:
             tool_streamed.append(StreamedText(text))
@@ -423,6 +430,9 @@ class _TurnRunner:
             send_text=send_text,
             set_plan=set_plan,
             extra={"approved": approved},
+            client=self.io.client,
+            tool_call_id=call_id,
+            update_card=partial(self._update_card, call_id),
         )
         try:
             output = await tool.run(arguments, ctx)
@@ -477,7 +487,11 @@ class _TurnRunner:
                 title=title,
                 resource=resource,
                 failed=not output.ok or (delivered is not None and resource is None),
-                diff=completed_diff(definition, arguments or {}, ok=output.ok, view=view),
+                diff=[
+                    *output.card,
+                    *(completed_diff(definition, arguments or {}, ok=output.ok, view=view) or ()),
+                ]
+                or None,
                 locations=output.locations,
             )
         )
@@ -504,6 +518,11 @@ class _TurnRunner:
             choice_request(self.session.session_id, question, choices, tool_call_id=tool_call_id)
         )
         return choice_from_outcome(outcome, len(choices))
+
+    async def _update_card(self, call_id: str, content: Sequence[schema.ToolCallContent]) -> None:
+        await self.io.send_update(
+            schema.ToolCallUpdate(tool_call_id=call_id, content=list(content))
+        )
 
     async def _send_text(self, text: str) -> None:
         self.streamed.append(text)

@@ -65,6 +65,12 @@ class AcpConfig:
     error_codes: Literal["zeroclaw", "acp"] = "zeroclaw"
     """"zeroclaw": an unknown session is -32000 (the ZeroClaw seed); "acp": -32002, the ACP
     spec's "resource not found", for clients that read -32000 as "authentication required"."""
+    client_fs: Literal["auto", "never"] = "auto"
+    """"auto": file tools read and write text files through the client's ``fs/*`` when it
+    offers them (config/client.py); "never": always on this machine's disk."""
+    client_terminal: bool = False
+    """Run the shell tool in the client's terminal (``terminal/*``) when it offers one; off
+    by default, since the command then runs outside this server's sandbox."""
 
     @property
     def permission_timeout(self) -> int:
@@ -119,6 +125,8 @@ class ProviderConfig:
     max_tokens: int | None = None
     timeout_secs: float = DEFAULT_PROVIDER_TIMEOUT_SECS
     chunk_delay_ms: int = 0  # echo provider only: slows streaming so clients can cancel
+    vision: bool = False
+    """The model takes images: prompt images are sent to it (agent/providers/images.py)."""
 
     @property
     def ref(self) -> str:

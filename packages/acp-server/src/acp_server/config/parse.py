@@ -16,6 +16,7 @@ from acp_core.gateway_contract import (
 from acp_server.config import checks
 from acp_server.config.budget import parse_cost, with_runtime_budget
 from acp_server.config.checks import ERROR_CODE_STYLES
+from acp_server.config.client import parse_client_offers, parse_vision
 from acp_server.config.identity import agent_files
 from acp_server.config.model import (
     CURRENT_SCHEMA_VERSION,
@@ -141,7 +142,8 @@ class ConfigParser:
         workspace_dir = (
             self.resolve_path(workspace_raw) if workspace_raw.strip() else self.config_dir / "data"
         )
-        acp = self.parse_acp(self.table(doc, "acp", "acp"))
+        acp_table = self.table(doc, "acp", "acp")
+        acp = parse_client_offers(self, acp_table, self.parse_acp(acp_table))
         gateway = self.parse_gateway(self.table(doc, "gateway", "gateway"))
         providers = self.parse_providers(self.table(doc, "providers", "providers"))
         risk_profiles = self.parse_risk_profiles(doc)
@@ -305,7 +307,7 @@ class ConfigParser:
                         checks.non_negative,
                     ),
                 )
-                result[provider.ref] = provider
+                result[provider.ref] = parse_vision(self, body, prefix, provider)
         return result
 
     def env_api_key(self, ptype: str, alias: str) -> str:

@@ -60,7 +60,7 @@ async def serve_websocket(state: GatewayState, exchange: Exchange) -> None:
         max_message_bytes=state.max_message_bytes,
         ping_interval_secs=float(state.settings.websocket_ping_interval_secs),
     )
-    acp = AcpConnection(state.app, transport, connection_default_agent=agent)
+    acp = AcpConnection(state.app, transport, connection_default_agent=agent, remote=True)
     connection = LiveConnection(transport, acp, admission.token_digest, peer)
     state.connections.add(connection)
     if state.draining:  # the drain began while the 101 was being written

@@ -111,8 +111,14 @@ class AcpConnection:
         max_outbox_messages: int = DEFAULT_MAX_OUTBOX_MESSAGES,
         max_outbox_bytes: int = DEFAULT_MAX_OUTBOX_BYTES,
         max_in_flight_request_bytes: int = DEFAULT_MAX_IN_FLIGHT_REQUEST_BYTES,
+        remote: bool = False,
     ) -> None:
         self.app = app
+        # A gateway peer (``remote``) may run on another machine: its files are not ours
+        # unless its initialize says so (protocol/client_calls.py).
+        self.remote = remote
+        self.shares_filesystem = False
+        self.client_capabilities: schema.ClientCapabilities | None = None
         self.config = app.config
         self.transport = transport
         self.connection_default_agent = connection_default_agent

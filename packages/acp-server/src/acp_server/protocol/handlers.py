@@ -23,20 +23,31 @@ import trio
 from acp_core import methods, schema
 from acp_core.aliases import resolve_restore_alias, resolve_session_alias
 from acp_core.blobs import plan_prompt
-from acp_core.errors import InvalidParamsError, SessionBusyError, SessionNotFoundError
+from acp_core.errors import SessionBusyError, SessionNotFoundError
 from acp_core.jsonrpc import Payload
 from acp_core.methods import METHODS, MethodSpec
 from acp_server import __version__
 from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanStep
 from acp_server.agent.providers.base import ProviderError
+from acp_server.agent.providers.images import agent_sees_images
 from acp_server.agent.replay import history_updates
 from acp_server.agent.session import Session, Turn
-from acp_server.agent.tools.mcp import select_mcp_servers, start_mcp_tools
+from acp_server.agent.tools.mcp import (
+    select_mcp_servers,
+    skipped_mcp_servers,
+    start_mcp_tools,
+)
 from acp_server.agent.turn import embed_delivered_file, run_turn
 from acp_server.config import McpServerConfig, RiskProfileConfig, RuntimeProfileConfig
 from acp_server.errors import AgentUnavailable, OperationFailed
-from acp_server.protocol.limits import shortened
 from acp_server.protocol.listing import list_stored_sessions
+from acp_server.protocol.roots import (
+    attach_roots,
+    canonical_roots,
+    canonical_workspace,
+    restored_roots,
+    store_roots,
+)
 from acp_server.protocol.sessions import SessionTable
 from acp_server.protocol.titles import title_from_prompt
 from acp_server.protocol.turn_channel import TurnChannel
@@ -51,8 +62,6 @@ logger = logging.getLogger(__name__)
 
 CANCEL_MARKER: Final = "[turn cancelled via client]"
 UNSAVED_TURN_WARNING: Final = "[warning: this turn is not saved"
-MAX_SHOWN_PATH_CHARS: Final = 256
-"""Most characters of a client's path an error message quotes back."""
 
 Job: TypeAlias = Callable[[], Awaitable[Payload]]
 """The concurrent part of a call, started in its own task once admitted."""
@@ -83,33 +92,6 @@ class Route:
     @property
     def ordering(self) -> methods.Ordering:
         return self.spec.ordering
-
-
-def canonical_workspace(raw: str | None, launch_dir: Path) -> Path:
-    """The session's jail: ``cwd`` canonicalised (symlinks and ``..`` resolved) so it cannot
-    escape, relative paths taken from the launch directory, omitted → the launch directory.
-
-    Raises:
-        InvalidParamsError: the path does not exist or is not a directory.
-    """
-    if raw is None:
-        return launch_dir.resolve()
-    shown = shortened(repr(raw)[1:-1], MAX_SHOWN_PATH_CHARS)  # escaped: NUL, newlines
-    if "\0" in raw:
-        # No path holds a NUL byte (the OS would refuse it as ValueError, not OSError).
-        raise InvalidParamsError(f"cwd is not a usable directory ({shown}): contains a NUL byte")
-    try:
-        path = Path(raw).expanduser()
-        if not path.is_absolute():
-            path = launch_dir / path
-        resolved = path.resolve(strict=True)
-        is_dir = resolved.is_dir()
-    except (OSError, RuntimeError) as exc:
-        reason = getattr(exc, "strerror", None) or str(exc)
-        raise InvalidParamsError(f"cwd is not a usable directory ({shown}): {reason}") from None
-    if not is_dir:
-        raise InvalidParamsError(f"cwd is not a usable directory ({shown}): Not a directory")
-    return resolved
 
 
 class AcpHandlers:
@@ -295,6 +277,8 @@ class AcpHandlers:
     # ------------------------------------------------------------------ concurrent
 
     async def initialize(self, params: schema.InitializeParams) -> Payload:
+        self.connection.client_capabilities = params.client_capabilities
+        self.connection.shares_filesystem = params.shared_filesystem
         return schema.initialize_result(
             store_available=self.app.store is not None,
             version=__version__,
@@ -302,6 +286,7 @@ class AcpHandlers:
             max_sessions=self.config.acp.max_sessions,
             session_timeout_secs=self.config.acp.session_timeout_secs,
             sandbox=agent_posture(self.config, self.connection.connection_default_agent).meta(),
+            image=agent_sees_images(self.config, self.connection.connection_default_agent),
         )
 
     async def list_sessions(self, params: schema.ListSessionsParams) -> Payload:
@@ -323,11 +308,13 @@ class AcpHandlers:
         # A few stat/readlink calls on a path the client named: quick enough to run inline
         # (a thread hop here would make session/new ordering depend on thread timing).
         workspace = canonical_workspace(raw_cwd, self.app.launch_dir)
+        extra_roots = canonical_roots(request.additional_directories, workspace)
         mcp_servers = select_mcp_servers(self.config.agents[alias], request.mcp_servers)
         self.table.check_capacity()
         session_id = str(uuid.uuid4())
         with self.table.reserving(session_id):
             session = self._build_session(session_id, alias, workspace, mcp_servers=mcp_servers)
+            attach_roots(session, extra_roots)
             try:
                 store = self.app.store
                 if store is not None:
@@ -335,12 +322,17 @@ class AcpHandlers:
                         await store.create_session(session_id, alias, str(workspace))
                     except Exception as exc:
                         raise OperationFailed("Failed to persist session") from exc
+                    if extra_roots:
+                        await store_roots(store, session_id, extra_roots)
             except BaseException:
                 session.close()
                 raise
             self.table.add(session)
         logger.info("session %s opened (agent %s, cwd %s)", session_id, alias, workspace)
-        sandbox = schema.SessionZeroclawMeta(sandbox=agent_posture(self.config, alias).meta())
+        sandbox = schema.SessionZeroclawMeta(
+            sandbox=agent_posture(self.config, alias).meta(),
+            skipped_mcp_servers=skipped_mcp_servers(self.config.agents[alias], request.mcp_servers),
+        )
         return schema.NewSessionResult(
             session_id=session_id,
             workspace_dir=str(workspace),
@@ -484,9 +476,7 @@ class AcpHandlers:
         session.touch()
         return schema.InboundUpdateResult(session_id=request.session_id, type=request.event_type)
 
-    def admit_restore(
-        self, params: schema.SessionIdParams, request_key: str, *, replay: bool
-    ) -> Job:
+    def admit_restore(self, params: schema.RestoreParams, request_key: str, *, replay: bool) -> Job:
         """session/load (replay) and session/resume, in the reference's error order. The id
         is marked as being restored in arrival order, so a close sent right behind it
         waits for the restore and then closes the session."""
@@ -497,18 +487,30 @@ class AcpHandlers:
         self.table.check_capacity()
         self.table.check_not_active(session_id)
         opening = self.table.begin_opening(session_id)
-        return partial(self._restore, session_id, store, opening, replay=replay)
+        roots = params.additional_directories
+        return partial(self._restore, session_id, store, opening, replay=replay, roots=roots)
 
     async def _restore(
-        self, session_id: str, store: AsyncSessionStore, opening: trio.Event, *, replay: bool
+        self,
+        session_id: str,
+        store: AsyncSessionStore,
+        opening: trio.Event,
+        *,
+        replay: bool,
+        roots: Sequence[str] | None = None,
     ) -> Payload:
         try:
-            return await self._restore_and_replay(session_id, store, replay=replay)
+            return await self._restore_and_replay(session_id, store, replay=replay, roots=roots)
         finally:
             self.table.end_opening(session_id, opening)
 
     async def _restore_and_replay(
-        self, session_id: str, store: AsyncSessionStore, *, replay: bool
+        self,
+        session_id: str,
+        store: AsyncSessionStore,
+        *,
+        replay: bool,
+        roots: Sequence[str] | None,
     ) -> Payload:
         with self.table.reserving(session_id):
             await self.table.wait_closed(session_id)  # the closed copy's last turn is saved
@@ -524,14 +526,17 @@ class AcpHandlers:
                 agents=self._agent_table(),
             )
             history = [message for message in stored.messages if message.role != "system"]
+            workspace = Path(stored.info.workspace_dir)
+            extra_roots = await restored_roots(store, session_id, roots, workspace)
             session = self._build_session(
                 session_id,
                 alias,
-                Path(stored.info.workspace_dir),
+                workspace,
                 history,
                 stored.plan,
                 mcp_servers=select_mcp_servers(self.config.agents[alias], ()),
             )
+            attach_roots(session, extra_roots)
             # None for a session stored before sessions had titles: its next prompt names it.
             session.title = stored.info.title
             self.table.add(session)

@@ -9,6 +9,8 @@ import trio
 
 from acp_core import methods, schema
 from acp_core.jsonrpc import ErrorResponse
+from acp_server.agent.tools.base import ClientSide
+from acp_server.protocol.client_calls import client_calls_for
 
 if TYPE_CHECKING:
     from acp_server.protocol.connection import AcpConnection
@@ -26,6 +28,7 @@ class TurnChannel:
         self._connection = connection
         self._session_id = session_id
         self._timeout = permission_timeout
+        self.client: ClientSide | None = client_calls_for(connection, session_id)
 
     async def send_update(self, update: schema.SessionUpdate) -> None:
         await self._connection.send_update(self._session_id, update)

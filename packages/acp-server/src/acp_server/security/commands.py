@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Final
 
 from acp_server.config import RiskProfileConfig
-from acp_server.security.paths import PathJail, PolicyViolation, is_within
+from acp_server.security.paths import PathJail, PolicyViolation
 from acp_server.security.programs import (
     classify_program,
     dangerous_assignment,
@@ -417,7 +417,7 @@ class CommandClassifier:
         except PolicyViolation as violation:
             return str(violation)
         if writes:
-            if is_within(resolved, self.workspace):
+            if self._jail.is_inside(resolved):
                 medium.append(f"output redirection to {target}")
             else:
                 finding = f"output redirection outside the workspace ({target})"

@@ -3,12 +3,15 @@
 Seed, "Security": the session cwd is the jail. ``PathJail.resolve_path`` canonicalizes a
 tool's path argument (``~`` expanded, ``..`` collapsed, symbolic links followed) and refuses
 it with ``PolicyViolation`` when it leaves the workspace (while jailed: the ``full`` level
-lifts ``workspace_only``) or touches one of ``forbidden_paths`` (always).
+lifts ``workspace_only``) or touches one of ``forbidden_paths`` (always). The directories a
+client names in ACP ``additionalDirectories`` are further roots of the same jail
+(``extra_roots``): a path inside any root is inside; relative paths stay relative to the cwd.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
 from acp_server.config import RiskProfileConfig
@@ -42,12 +45,30 @@ class PathJail:
     Args:
         profile: the agent's risk profile (``workspace_only``, ``level``, ``forbidden_paths``).
         workspace: the session's cwd (the jail); canonicalized here.
+        extra_roots: further directories of the jail (already canonical, as
+            ``canonical_roots`` makes them).
     """
 
-    def __init__(self, profile: RiskProfileConfig, workspace: Path) -> None:
+    def __init__(
+        self, profile: RiskProfileConfig, workspace: Path, extra_roots: Sequence[Path] = ()
+    ) -> None:
         self.profile = profile
         self.workspace = workspace.resolve()
+        self.extra_roots: tuple[Path, ...] = ()
+        self.roots: tuple[Path, ...] = (self.workspace,)
         self._forbidden = self._expand_forbidden(profile.forbidden_paths)
+        self.add_roots(extra_roots)
+
+    def add_roots(self, extra_roots: Sequence[Path]) -> None:
+        """Make ``extra_roots`` (canonical directories) part of the jail too."""
+        for root in extra_roots:
+            if root not in self.roots:
+                self.extra_roots += (root,)
+                self.roots += (root,)
+
+    def is_inside(self, path: Path) -> bool:
+        """``path`` (absolute, normalized) is inside one of the jail's roots."""
+        return any(is_within(path, root) for root in self.roots)
 
     @property
     def jailed(self) -> bool:
@@ -76,13 +97,13 @@ class PathJail:
         if not candidate.is_absolute():
             candidate = self.workspace / candidate
         lexical = Path(os.path.normpath(candidate))
-        if self.jailed and not is_within(lexical, self.workspace):
+        if self.jailed and not self.is_inside(lexical):
             raise PolicyViolation(f"Path escapes workspace directory: {path}")
         try:
             resolved = candidate.resolve(strict=False)
         except (RuntimeError, OSError) as exc:  # symlink loop, unreadable component
             raise PolicyViolation(f"Path cannot be resolved: {path} ({exc})") from None
-        if self.jailed and not is_within(resolved, self.workspace):
+        if self.jailed and not self.is_inside(resolved):
             raise PolicyViolation(
                 f"Path escapes workspace directory: {path} "
                 f"(a symbolic link resolves it to {resolved})"
@@ -134,11 +155,11 @@ class PathJail:
                 continue
             # The defaults forbid /home and /tmp, which contain nearly every project
             # directory. A forbidden entry that *contains* the session workspace (or is the
-            # workspace) therefore does not forbid the workspace's own contents: the client
-            # chose that directory explicitly. It still forbids everything else under it,
+            # workspace, or an extra root) therefore does not forbid that root's own
+            # contents: the client chose that directory explicitly. It still forbids everything else under it,
             # and forbidden entries inside the workspace (e.g. ~/.ssh when the workspace is
             # $HOME) or elsewhere always apply.
-            if is_within(self.workspace, forbidden) and is_within(path, self.workspace):
+            if any(is_within(root, forbidden) and is_within(path, root) for root in self.roots):
                 continue
             raise PolicyViolation(
                 f"Path is forbidden by security policy: {shown} (forbidden_paths has {entry})"

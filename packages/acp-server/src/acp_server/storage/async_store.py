@@ -6,7 +6,7 @@ import dataclasses
 import logging
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -231,6 +231,12 @@ class AsyncSessionStore:
 
     async def set_title(self, session_id: str, title: str) -> bool:
         return await self._call(self.sync.set_title, session_id, title)
+
+    async def set_additional_dirs(self, session_id: str, directories: Sequence[str]) -> bool:
+        return await self._call(self.sync.set_additional_dirs, session_id, directories)
+
+    async def additional_dirs(self, session_id: str) -> tuple[str, ...]:
+        return await self._call(self.sync.additional_dirs, session_id)
 
     async def delete_session(self, session_id: str) -> bool:
         return await self._call(self._delete, session_id)

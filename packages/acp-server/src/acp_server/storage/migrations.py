@@ -13,7 +13,7 @@ from typing import Final
 
 from acp_server.storage.spend import SPEND_SCHEMA
 
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 """``PRAGMA user_version`` after every migration in ``MIGRATIONS`` has run."""
 
 
@@ -108,6 +108,13 @@ _SCHEMA_V4: Final = (
 )
 
 
+_SCHEMA_V6: Final = (
+    # The session's extra jail roots (ACP ``additionalDirectories``) as a JSON array of
+    # canonical paths; NULL when it has none.
+    "ALTER TABLE acp_sessions ADD COLUMN additional_dirs_json TEXT",
+)
+
+
 def _migrate_to_v1(conn: sqlite3.Connection) -> None:
     for statement in _SCHEMA_V1:
         conn.execute(statement)
@@ -144,12 +151,18 @@ def _migrate_to_v5(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+def _migrate_to_v6(conn: sqlite3.Connection) -> None:
+    for statement in _SCHEMA_V6:
+        conn.execute(statement)
+
+
 MIGRATIONS: Final[tuple[Callable[[sqlite3.Connection], None], ...]] = (
     _migrate_to_v1,
     _migrate_to_v2,
     _migrate_to_v3,
     _migrate_to_v4,
     _migrate_to_v5,
+    _migrate_to_v6,
 )
 """``MIGRATIONS[n]`` takes a database from ``user_version`` n to n + 1. Append, never edit."""
 

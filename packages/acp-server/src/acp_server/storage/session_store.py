@@ -7,6 +7,7 @@ SELECT of a load sees the same snapshot.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sqlite3
@@ -486,6 +487,32 @@ class SessionStore:
 
         return self._write(update)
 
+    def set_additional_dirs(self, session_id: str, directories: Sequence[str]) -> bool:
+        """Store the session's extra jail roots (ACP ``additionalDirectories``), replacing
+        the ones stored before; False when the session is not stored."""
+        encoded = json.dumps(list(directories)) if directories else None
+
+        def update(conn: sqlite3.Connection) -> bool:
+            cursor = conn.execute(
+                "UPDATE acp_sessions SET additional_dirs_json = ? WHERE session_uuid = ?",
+                (encoded, session_id),
+            )
+            return cursor.rowcount > 0
+
+        return self._write(update)
+
+    def additional_dirs(self, session_id: str) -> tuple[str, ...]:
+        """The session's stored extra jail roots (none for an unknown session)."""
+
+        def read(conn: sqlite3.Connection) -> tuple[str, ...]:
+            row = conn.execute(
+                "SELECT additional_dirs_json FROM acp_sessions WHERE session_uuid = ?",
+                (session_id,),
+            ).fetchone()
+            return decode_directories(row[0] if row is not None else None)
+
+        return self._read(read)
+
     def delete_session(self, session_id: str) -> bool:
         """Delete a session and its conversation; False when there was no such session."""
 
@@ -512,6 +539,19 @@ class SessionStore:
             conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
+
+
+def decode_directories(encoded: str | None) -> tuple[str, ...]:
+    """A stored ``additional_dirs_json`` value; anything but a list of strings reads as none."""
+    if not encoded:
+        return ()
+    try:
+        value = json.loads(encoded)
+    except ValueError:
+        return ()
+    if not isinstance(value, list):
+        return ()
+    return tuple(entry for entry in value if isinstance(entry, str))
 
 
 def _restore_window(

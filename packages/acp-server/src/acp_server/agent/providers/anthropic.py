@@ -22,7 +22,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Final
+
+import trio
 
 from acp_server.agent.conversation import ChatMessage, ToolCall, Usage
 from acp_server.agent.providers.base import (
@@ -49,6 +52,7 @@ from acp_server.agent.providers.http import (
     resolve_api_key,
     stream_cut_error,
 )
+from acp_server.agent.providers.images import anthropic_blocks
 from acp_server.config import ProviderConfig
 
 ANTHROPIC_DEFAULT_BASE_URL: Final = "https://api.anthropic.com"
@@ -59,7 +63,9 @@ DEFAULT_ANTHROPIC_MAX_TOKENS: Final = 8192
 """``max_tokens`` is mandatory on this API; used when the config entry sets none."""
 
 
-def _user_blocks_for(message: ChatMessage) -> list[dict[str, Any]]:
+def _user_blocks_for(message: ChatMessage, *, vision: bool = False) -> list[dict[str, Any]]:
+    if vision and message.role == "user":
+        return anthropic_blocks(message.content) if message.content else []
     if message.role == "tool":
         block: dict[str, Any] = {
             "type": "tool_result",
@@ -95,7 +101,9 @@ def build_messages_body(
             continue
         role = "assistant" if message.role == "assistant" else "user"
         blocks = (
-            _assistant_blocks_for(message) if role == "assistant" else _user_blocks_for(message)
+            _assistant_blocks_for(message)
+            if role == "assistant"
+            else _user_blocks_for(message, vision=config.vision)
         )
         if not blocks:
             continue  # the API refuses empty text blocks
@@ -272,6 +280,9 @@ class AnthropicProvider:
             self._config.api_key, ANTHROPIC_KEY_ENV, required=True, endpoint=endpoint
         )
         assert api_key is not None  # required=True raises instead of returning None
+        build = partial(build_messages_body, request, model=self.model, config=self._config)
+        # With vision, building reads the prompt's images from uploads/: a worker thread.
+        body = await trio.to_thread.run_sync(build) if self._config.vision else build()
         call = SseCall(
             endpoint=endpoint,
             headers={
@@ -279,7 +290,7 @@ class AnthropicProvider:
                 "x-api-key": api_key,
                 "anthropic-version": ANTHROPIC_API_VERSION,
             },
-            body=build_messages_body(request, model=self.model, config=self._config),
+            body=body,
             timeout_secs=self._config.timeout_secs,
             api_key=api_key,
         )

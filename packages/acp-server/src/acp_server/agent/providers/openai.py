@@ -34,7 +34,10 @@ import json
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Final
+
+import trio
 
 from acp_server.agent.conversation import ChatMessage, ToolCall, Usage
 from acp_server.agent.providers.base import (
@@ -62,6 +65,7 @@ from acp_server.agent.providers.http import (
     resolve_api_key,
     stream_cut_error,
 )
+from acp_server.agent.providers.images import openai_content
 from acp_server.config import ProviderConfig
 
 CHAT_COMPLETIONS_PATH: Final = "/chat/completions"
@@ -118,7 +122,9 @@ def _tool_payload(tool: ToolSpec) -> dict[str, Any]:
     }
 
 
-def _message_payload(message: ChatMessage) -> dict[str, Any]:
+def _message_payload(message: ChatMessage, *, vision: bool = False) -> dict[str, Any]:
+    if vision and message.role == "user":
+        return {"role": "user", "content": openai_content(message.content)}
     if message.role == "tool":
         return {
             "role": "tool",
@@ -149,7 +155,8 @@ def build_chat_body(
     messages: list[dict[str, Any]] = []
     if request.system_prompt:
         messages.append({"role": "system", "content": request.system_prompt})
-    messages.extend(_message_payload(message) for message in request.messages)
+    vision = config.vision
+    messages.extend(_message_payload(message, vision=vision) for message in request.messages)
     body: dict[str, Any] = {
         "model": model,
         "messages": messages,
@@ -328,12 +335,15 @@ class OpenAIChatProvider:
             headers["Authorization"] = f"Bearer {api_key}"
         if self._config.type == "openrouter":
             headers["X-Title"] = OPENROUTER_APP_TITLE
+        build = partial(
+            build_chat_body, request, model=self.model, config=self._config, flavor=self._flavor
+        )
+        # With vision, building reads the prompt's images from uploads/: a worker thread.
+        body = await trio.to_thread.run_sync(build) if self._config.vision else build()
         call = SseCall(
             endpoint=endpoint,
             headers=headers,
-            body=build_chat_body(
-                request, model=self.model, config=self._config, flavor=self._flavor
-            ),
+            body=body,
             timeout_secs=self._config.timeout_secs,
             api_key=api_key,
         )

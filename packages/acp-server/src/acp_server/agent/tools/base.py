@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Protocol, TypeAlias
+from typing import Any, Final, Literal, Protocol, TypeAlias
 
 from acp_core import schema
 from acp_core.tools import ApprovalKind, ToolKindName, tool_kind
@@ -55,10 +55,88 @@ class ToolOutput:
     delivered: DeliveredFile | None = None
     summary: str | None = None
     locations: tuple[FileLocation, ...] = ()
+    card: tuple[schema.ToolCallContent, ...] = ()
+    """Content the call's card keeps ahead of the result text (a client terminal)."""
 
 
 MAX_CARD_LOCATIONS: Final = 20
 """Locations one tool card carries at most (a search's first matches)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ElicitationAnswer:
+    """The client's answer to an ACP ``elicitation/create``: ``accept`` (with the form's
+    ``content``), ``decline``, ``cancel``, or ``error`` (the client failed or never answered;
+    ``detail`` says why)."""
+
+    action: Literal["accept", "decline", "cancel", "error"]
+    content: Mapping[str, Any] = field(default_factory=dict)
+    detail: str = ""
+
+
+class ClientSide(Protocol):
+    """What the ACP client offers this session beyond permission requests (its
+    ``clientCapabilities`` from ``initialize``, as allowed by ``[acp]``); each call only when
+    its flag says the client offers it (acp_server/protocol/client_calls.py)."""
+
+    @property
+    def can_elicit(self) -> bool:
+        """``elicitation.form``: ``elicit`` shows a form."""
+        ...
+
+    async def elicit(
+        self, message: str, requested_schema: Mapping[str, Any], tool_call_id: str
+    ) -> ElicitationAnswer:
+        """Send ``elicitation/create`` (form mode) and wait for the answer."""
+        ...
+
+    @property
+    def reads_files(self) -> bool:
+        """``fs.readTextFile`` (and ``[acp] client_fs`` allows it)."""
+        ...
+
+    @property
+    def writes_files(self) -> bool:
+        """``fs.writeTextFile`` (and ``[acp] client_fs`` allows it)."""
+        ...
+
+    async def read_text_file(self, path: Path) -> str:
+        """``fs/read_text_file``: the client's text of ``path`` (raises ``ToolError``)."""
+        ...
+
+    async def write_text_file(self, path: Path, content: str) -> None:
+        """``fs/write_text_file``: the client writes ``path`` (raises ``ToolError``)."""
+        ...
+
+    @property
+    def runs_terminals(self) -> bool:
+        """``terminal`` (and ``[acp] client_terminal`` allows it)."""
+        ...
+
+    async def run_in_terminal(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        timeout_secs: float,
+        output_limit: int,
+        on_created: Callable[[str], Awaitable[None]],
+    ) -> TerminalRun:
+        """``terminal/create`` … ``wait_for_exit`` (``kill`` after the timeout) …
+        ``output`` … ``release``; ``on_created`` gets the terminal id (raises ``ToolError``)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class TerminalRun:
+    """How a command run in the client's terminal ended."""
+
+    terminal_id: str
+    output: str
+    truncated: bool
+    exit_code: int | None
+    signal: str | None
+    timed_out: bool
 
 
 @dataclass(slots=True)
@@ -76,6 +154,12 @@ class ToolContext:
     extra: dict[str, Any] = field(default_factory=dict)
     # setrlimit of the shell tool's child (the runtime profile's shell_*_limit_* keys).
     shell_limits: ResourceLimits = field(default_factory=ResourceLimits)
+    # The ACP client's own offers (elicitation, files, terminals); None when it has none.
+    client: ClientSide | None = None
+    # The running call's toolCallId (what client requests about the call refer to).
+    tool_call_id: str = ""
+    # Replace the running call's card content (a tool_call_update): live shell output.
+    update_card: Callable[[Sequence[schema.ToolCallContent]], Awaitable[None]] | None = None
 
     @property
     def uploads_dir(self) -> Path:

@@ -5,11 +5,17 @@ path it returns; reads open it with ``O_NOFOLLOW``, and writes reach it through 
 handles that follow no link and replace the file atomically (``_replace``), so a symlink
 swapped in after the check is never followed and a failed write loses nothing. Disk work
 runs in a worker thread.
+
+When the ACP client offers ``fs/read_text_file`` / ``fs/write_text_file`` (``ClientSide``,
+``[acp] client_fs``), the text is read and written through the client instead, so the
+agent sees unsaved buffers and the editor records the edit; the path is the one the
+policy resolved, after approval, exactly as for the disk.
 """
 
 from __future__ import annotations
 
 import errno
+import io
 import os
 import stat
 from collections.abc import Iterator, Mapping
@@ -25,6 +31,7 @@ from acp_server.agent.tools._replace import parent_directory, replace_contents, 
 from acp_server.agent.tools._text import encodable, shown_name
 from acp_server.agent.tools.base import (
     DEFAULT_MAX_TOOL_OUTPUT_BYTES,
+    ClientSide,
     ToolContext,
     ToolDefinition,
     ToolError,
@@ -104,31 +111,36 @@ def _bounded_lines(handle: BinaryIO, max_bytes: int) -> Iterator[bytes]:
 def _read_lines(path: Path, shown: str, offset: int, limit: int) -> str:
     fd = open_regular_file(path, shown)
     with open(fd, "rb") as handle:
-        if looks_binary(handle.read(BINARY_SNIFF_BYTES)):
-            raise ToolError(
-                f"{shown} looks like a binary file; use deliver_file to hand it to the user"
-            )
-        handle.seek(0)
-        out: list[str] = []
-        size = 0
-        line_number = 0
-        more = False
-        for raw in _bounded_lines(handle, DEFAULT_MAX_LINE_CHARS * 4):
-            line_number += 1
-            if line_number < offset:
-                continue
-            if len(out) >= limit:
-                more = True
-                break
-            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-            if len(line) > DEFAULT_MAX_LINE_CHARS:
-                line = line[:DEFAULT_MAX_LINE_CHARS] + " …[line truncated]"
-            rendered = f"{line_number:>6}\t{line}"
-            size += len(rendered) + 1
-            if size > DEFAULT_MAX_TOOL_OUTPUT_BYTES and out:
-                more = True
-                break
-            out.append(rendered)
+        return numbered_lines(handle, shown, offset, limit)
+
+
+def numbered_lines(handle: BinaryIO, shown: str, offset: int, limit: int) -> str:
+    """file_read's output: lines ``offset`` … of ``handle``, numbered, bounded."""
+    if looks_binary(handle.read(BINARY_SNIFF_BYTES)):
+        raise ToolError(
+            f"{shown} looks like a binary file; use deliver_file to hand it to the user"
+        )
+    handle.seek(0)
+    out: list[str] = []
+    size = 0
+    line_number = 0
+    more = False
+    for raw in _bounded_lines(handle, DEFAULT_MAX_LINE_CHARS * 4):
+        line_number += 1
+        if line_number < offset:
+            continue
+        if len(out) >= limit:
+            more = True
+            break
+        line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+        if len(line) > DEFAULT_MAX_LINE_CHARS:
+            line = line[:DEFAULT_MAX_LINE_CHARS] + " …[line truncated]"
+        rendered = f"{line_number:>6}\t{line}"
+        size += len(rendered) + 1
+        if size > DEFAULT_MAX_TOOL_OUTPUT_BYTES and out:
+            more = True
+            break
+        out.append(rendered)
     if not out:
         if line_number == 0:
             return f"({shown} is empty)"
@@ -292,6 +304,9 @@ class FileReadTool:
         limit = optional_int(arguments, "limit", minimum=1) or DEFAULT_READ_LIMIT_LINES
         path = resolve(ctx, raw_path)
         shown = display_path(ctx.policy, path)
+        if ctx.client is not None and ctx.client.reads_files:
+            content = await ctx.client.read_text_file(path)
+            return ToolOutput(numbered_lines(io.BytesIO(content.encode()), shown, offset, limit))
         text = await trio.to_thread.run_sync(_read_lines, path, shown, offset, limit)
         return ToolOutput(text)
 
@@ -339,7 +354,10 @@ class FileWriteTool:
             )
         path = resolve(ctx, raw_path, for_write=True)
         shown = display_path(ctx.policy, path)
-        await trio.to_thread.run_sync(_write_file, ctx.policy.workspace, path, shown, data)
+        if ctx.client is not None and ctx.client.writes_files:
+            await ctx.client.write_text_file(path, content)
+        else:
+            await trio.to_thread.run_sync(_write_file, ctx.policy.workspace, path, shown, data)
         return ToolOutput(f"Wrote {len(data)} bytes to {shown}")
 
 
@@ -351,6 +369,13 @@ def _edit_file(root: Path, path: Path, shown: str, old: str, new: str) -> str:
         raise ToolError(f"File not found: {shown}") from None
     except OSError as exc:
         raise write_error(exc, shown) from None
+
+
+def _text_to_edit(fd: int, shown: str) -> str:
+    """The UTF-8 text of the open file ``fd`` (closed here), at most the write limit."""
+    with open(fd, "rb") as handle:
+        data = handle.read(DEFAULT_MAX_WRITE_BYTES + 1)
+    return _edit_text(data, shown)
 
 
 def _edit_text(data: bytes, shown: str) -> str:
@@ -380,18 +405,42 @@ def locate_once(text: str, old: str, shown: str) -> int:
 
 
 def _edit_in(directory: int, name: str, shown: str, old: str, new: str) -> str:
-    fd = open_regular_file(name, shown, directory_fd=directory)
-    with open(fd, "rb") as handle:
-        data = handle.read(DEFAULT_MAX_WRITE_BYTES + 1)
-    text = _edit_text(data, shown)
+    text = _text_to_edit(open_regular_file(name, shown, directory_fd=directory), shown)
+    updated, summary = edited_text(text, shown, old, new)
+    replace_contents(directory, name, updated.encode("utf-8"), shown)
+    return summary
+
+
+def edited_text(text: str, shown: str, old: str, new: str) -> tuple[str, str]:
+    """``text`` with its one occurrence of ``old`` replaced, and file_edit's summary.
+
+    Raises:
+        ToolError: ``old`` does not occur exactly once, or the result is too large.
+    """
     start = locate_once(text, old, shown)
-    updated = (text[:start] + new + text[start + len(old) :]).encode("utf-8")
-    if len(updated) > DEFAULT_MAX_WRITE_BYTES:
+    updated = text[:start] + new + text[start + len(old) :]
+    if len(updated.encode("utf-8")) > DEFAULT_MAX_WRITE_BYTES:
         raise ToolError(f"Edited file would exceed {DEFAULT_MAX_WRITE_BYTES} bytes")
-    replace_contents(directory, name, updated, shown)
     removed = old.count("\n") + 1
     added = new.count("\n") + 1 if new else 0
-    return f"Edited {shown}: replaced 1 occurrence ({removed} line(s) → {added} line(s))"
+    return updated, f"Edited {shown}: replaced 1 occurrence ({removed} line(s) → {added} line(s))"
+
+
+async def _edit_through_client(
+    ctx: ToolContext, client: ClientSide, path: Path, shown: str, old: str, new: str
+) -> str:
+    """file_edit with the client's text (a buffer the editor holds, unsaved edits
+    included) and, when it writes files, through the client; else on the disk."""
+    text = await client.read_text_file(path)
+    if len(text.encode("utf-8")) > DEFAULT_MAX_WRITE_BYTES:
+        raise ToolError(f"File too large to edit: {shown} (limit: {DEFAULT_MAX_WRITE_BYTES} bytes)")
+    updated, summary = edited_text(text, shown, old, new)
+    if client.writes_files:
+        await client.write_text_file(path, updated)
+    else:
+        data = updated.encode("utf-8")
+        await trio.to_thread.run_sync(_write_file, ctx.policy.workspace, path, shown, data)
+    return summary
 
 
 class FileEditTool:
@@ -431,6 +480,14 @@ class FileEditTool:
             raise ToolError("old_string and new_string are identical; nothing to change")
         path = resolve(ctx, raw_path, for_write=True)
         shown = display_path(ctx.policy, path)
+        client = ctx.client
+        if client is not None and client.reads_files:
+            return ToolOutput(await _edit_through_client(ctx, client, path, shown, old, new))
+        if client is not None and client.writes_files:
+            text = await trio.to_thread.run_sync(_read_text_to_edit, path, shown)
+            updated, summary = edited_text(text, shown, old, new)
+            await client.write_text_file(path, updated)
+            return ToolOutput(summary)
         text = await trio.to_thread.run_sync(
             _edit_file, ctx.policy.workspace, path, shown, old, new
         )

@@ -1,8 +1,10 @@
 """Tools that talk to the person rather than the machine: ask_user, escalate_to_human, todo_write.
 
 On ACP, ask_user maps its choices onto ``session/request_permission`` options (seed,
-"session/request_permission"); free-form questions need the ACP elicitation RFD, so
-ask_user without choices fails fast. escalate_to_human's text reaches the client as an
+"session/request_permission"). A free-form question (no choices), or several choices the
+user may pick together (``multi_select``), is an ACP ``elicitation/create`` form when the
+client advertises ``elicitation.form``: one text field, or the choices as an enum array;
+without that capability ask_user fails fast, as the seed says. escalate_to_human's text reaches the client as an
 ``agent_message_chunk``; waiting for a reply is not possible on ACP. todo_write replaces
 the session plan, which the runtime emits as a ``plan`` update.
 """
@@ -38,9 +40,10 @@ class AskUserTool:
     definition: Final = ToolDefinition(name="ask_user", kind="execute", rules=_TALKS_TO_THE_USER)
     name = definition.name
     description = (
-        "Ask the user a question with a fixed set of choices and wait for their pick. "
-        "choices is required on this connection (free-form questions are not supported: "
-        "ask in your reply instead)."
+        "Ask the user a question and wait for the answer: a pick from 'choices', several "
+        "picks with multi_select, or free text without choices. Free text and multi_select "
+        "need a client that shows forms; where it does not, the call fails: offer choices, "
+        "or ask in your reply instead."
     )
     side_effects = False
 
@@ -55,8 +58,12 @@ class AskUserTool:
                     "minItems": 1,
                     "maxItems": DEFAULT_MAX_CHOICES,
                 },
+                "multi_select": {
+                    "type": "boolean",
+                    "description": "The user may pick several choices (default false).",
+                },
             },
-            "required": ["question", "choices"],
+            "required": ["question"],
             "additionalProperties": False,
         }
 
@@ -67,12 +74,17 @@ class AskUserTool:
                 f"question is too long (limit: {DEFAULT_MAX_QUESTION_CHARS} characters)"
             )
         raw_choices = arguments.get("choices")
+        multi_select = optional_bool(arguments, "multi_select")
+        client = ctx.client
+        can_elicit = client is not None and client.can_elicit
         if raw_choices is None or raw_choices == []:
-            raise ToolError(
-                "ask_user needs 'choices' on ACP sessions: free-form questions are not "
-                "supported until the ACP elicitation RFD lands. Offer choices, or ask the "
-                "question in your reply and end the turn."
-            )
+            if not can_elicit:
+                raise ToolError(
+                    "ask_user needs 'choices' on this connection: the client does not show "
+                    "free-form questions (ACP elicitation, the elicitation RFD's form mode). "
+                    "Offer choices, or ask the question in your reply and end the turn."
+                )
+            return await _elicit(ctx, question, free_text_form(question))
         if not isinstance(raw_choices, list) or not all(
             isinstance(choice, str) and choice.strip() for choice in raw_choices
         ):
@@ -82,6 +94,13 @@ class AskUserTool:
             raise ToolError(f"Too many choices: {len(choices)} (limit: {DEFAULT_MAX_CHOICES})")
         if any(len(choice) > DEFAULT_MAX_CHOICE_CHARS for choice in choices):
             raise ToolError(f"A choice is too long (limit: {DEFAULT_MAX_CHOICE_CHARS} characters)")
+        if multi_select:
+            if not can_elicit:
+                raise ToolError(
+                    "multi_select needs a client that shows forms (ACP elicitation); this one "
+                    "does not. Ask for one choice, or ask in your reply and end the turn."
+                )
+            return await _elicit(ctx, question, multi_select_form(question, choices))
         picked = await ctx.ask_choice(question, choices)
         if picked is None:
             return ToolOutput(
@@ -91,6 +110,49 @@ class AskUserTool:
         if not 0 <= picked < len(choices):
             raise ToolError(f"The client answered with an unknown choice index {picked}")
         return ToolOutput(f"The user chose: {choices[picked]}")
+
+
+ANSWER_FIELD: Final = "answer"
+"""The one field of an ask_user form."""
+
+
+def free_text_form(question: str) -> dict[str, Any]:
+    """The ``requestedSchema`` of a free-form question: one required text field."""
+    field = {"type": "string", "title": "Answer", "description": question}
+    return {"type": "object", "properties": {ANSWER_FIELD: field}, "required": [ANSWER_FIELD]}
+
+
+def multi_select_form(question: str, choices: list[str]) -> dict[str, Any]:
+    """The ``requestedSchema`` of a multi-select question: the choices as an enum array."""
+    field = {
+        "type": "array",
+        "title": "Answer",
+        "description": question,
+        "items": {"type": "string", "enum": list(choices)},
+        "minItems": 1,
+    }
+    return {"type": "object", "properties": {ANSWER_FIELD: field}, "required": [ANSWER_FIELD]}
+
+
+async def _elicit(ctx: ToolContext, question: str, form: dict[str, Any]) -> ToolOutput:
+    """Ask through ``elicitation/create``; the answer (or why there is none) is the result."""
+    assert ctx.client is not None
+    answer = await ctx.client.elicit(question, form, ctx.tool_call_id)
+    if answer.action == "decline":
+        return ToolOutput("The user declined to answer the question.", ok=False)
+    if answer.action == "cancel":
+        return ToolOutput("The user dismissed the question without answering.", ok=False)
+    if answer.action == "error":
+        return ToolOutput(f"Error: the question could not be asked: {answer.detail}", ok=False)
+    value = answer.content.get(ANSWER_FIELD)
+    if isinstance(value, list) and value and all(isinstance(item, str) for item in value):
+        allowed = form["properties"][ANSWER_FIELD].get("items", {}).get("enum")
+        if allowed is not None and any(item not in allowed for item in value):
+            return ToolOutput("Error: the client answered with a choice not offered.", ok=False)
+        return ToolOutput("The user chose: " + ", ".join(value))
+    if isinstance(value, str) and "items" not in form["properties"][ANSWER_FIELD]:
+        return ToolOutput(f"The user answered: {value}")
+    return ToolOutput("Error: the client accepted the question but sent no answer.", ok=False)
 
 
 def _legacy_escalation_record(arguments: Mapping[str, Any], text: str) -> ToolRecord | None:

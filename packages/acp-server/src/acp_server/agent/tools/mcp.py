@@ -116,8 +116,10 @@ def select_mcp_servers(
     With it on: the agent's configured servers, then the client's, a client server
     replacing a configured one of the same name.
 
+    http/sse servers are skipped with a warning (``skipped_mcp_servers`` names them).
+
     Raises:
-        InvalidParamsError: an http/sse server was requested (not supported), or too many.
+        InvalidParamsError: too many servers, or one with an empty command.
     """
     if not agent.acp_enable_mcp:
         if requested:
@@ -131,10 +133,15 @@ def select_mcp_servers(
     chosen: dict[str, McpServerConfig] = {server.name: server for server in agent.mcp_servers}
     for server in requested:
         if isinstance(server, schema.McpServerHttp):
-            raise InvalidParamsError(
-                f"MCP server {server.name!r} uses {server.type}, but only stdio MCP servers are "
-                "supported (mcpCapabilities: http false, sse false)"
+            # Editors send their HTTP context servers unasked (ACP lets a client ignore
+            # mcpCapabilities): skipped, never a failed session/new.
+            logger.warning(
+                "Skipping MCP server %r from session/new: it uses %s, but only stdio MCP "
+                "servers are supported (mcpCapabilities: http false, sse false)",
+                server.name,
+                server.type,
             )
+            continue
         chosen[server.name] = McpServerConfig(
             name=server.name,
             command=server.command,
@@ -149,6 +156,17 @@ def select_mcp_servers(
         if not config.command.strip():
             raise InvalidParamsError(f"MCP server {config.name!r} has an empty command")
     return tuple(chosen.values())
+
+
+def skipped_mcp_servers(
+    agent: AgentConfig, requested: Sequence[schema.McpServer]
+) -> list[str] | None:
+    """The names of the requested http/sse servers ``select_mcp_servers`` skips (None when
+    it skips none, or ignores every server because the agent has MCP off)."""
+    if not agent.acp_enable_mcp:
+        return None
+    names = [server.name for server in requested if isinstance(server, schema.McpServerHttp)]
+    return names or None
 
 
 # --- naming -------------------------------------------------------------------------------------

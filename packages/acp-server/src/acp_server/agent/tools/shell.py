@@ -14,6 +14,14 @@ is the protocol channel in stdio mode. The environment is reduced to
 The child starts under the session's OS sandbox (``acp_server.security.sandbox``): the
 profile's posture decides the backend, resource limits are set in the child before exec,
 and a profile that requires a sandbox this machine cannot provide refuses the command.
+
+While it runs, the output so far (its last ``DEFAULT_LIVE_OUTPUT_TAIL_BYTES``) replaces the
+call card's content at most every ``DEFAULT_LIVE_OUTPUT_INTERVAL_SECS``
+(``ToolContext.update_card``). With ``[acp] client_terminal = true`` and a client that
+offers ``terminal``, the command runs in the client's terminal instead
+(``ClientSide.run_in_terminal``), embedded in the card as ``{type: "terminal"}`` content:
+the same policy checks and approval come first, but the command runs outside this
+server's sandbox, on the client's machine.
 """
 
 from __future__ import annotations
@@ -23,15 +31,19 @@ import os
 import shutil
 import signal
 import subprocess
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 import trio
 
+from acp_core import schema
+from acp_core.schema import text_tool_content
 from acp_server.agent.tools._args import required_str
 from acp_server.agent.tools.base import (
     DEFAULT_MAX_TOOL_OUTPUT_BYTES,
+    ClientSide,
     ToolContext,
     ToolDefinition,
     ToolError,
@@ -54,6 +66,10 @@ DEFAULT_KILL_GRACE_SECS: Final = 2.0
 DEFAULT_DRAIN_GRACE_SECS: Final = 0.5
 """After the command exits, how long background children may keep our pipe open."""
 DEFAULT_READ_CHUNK_BYTES: Final = 64 * 1024
+DEFAULT_LIVE_OUTPUT_INTERVAL_SECS: Final = 0.5
+"""Least time between two live-output updates of a running command's card."""
+DEFAULT_LIVE_OUTPUT_TAIL_BYTES: Final = 8 * 1024
+"""How much of a running command's latest output its card shows."""
 _KILL_POLL_SECS: Final = 0.02
 _FALLBACK_PATH: Final = "/usr/local/bin:/usr/bin:/bin"
 _PROC: Final = Path("/proc")
@@ -83,6 +99,37 @@ class _OutputCollector:
 
     def data(self) -> bytes:
         return b"".join(self.chunks)
+
+    @property
+    def seen(self) -> int:
+        return self.kept + self.dropped
+
+    def tail(self, size: int) -> bytes:
+        """The last ``size`` bytes kept (what a live view shows)."""
+        out: list[bytes] = []
+        room = size
+        for chunk in reversed(self.chunks):
+            if room <= 0:
+                break
+            out.append(chunk[-room:])
+            room -= len(out[-1])
+        return b"".join(reversed(out))
+
+
+LiveOutput = Callable[[str], Awaitable[None]]
+"""Receives a running command's latest output (decoded), at a bounded rate."""
+
+
+async def _report_live_output(
+    collector: _OutputCollector, on_output: LiveOutput, interval: float
+) -> None:
+    reported = 0
+    while True:
+        await trio.sleep(interval)
+        if collector.seen != reported:
+            reported = collector.seen
+            tail = collector.tail(DEFAULT_LIVE_OUTPUT_TAIL_BYTES)
+            await on_output(tail.decode("utf-8", errors="replace"))
 
 
 def _shell_program() -> str:
@@ -166,6 +213,8 @@ async def run_shell_command(
     max_output_bytes: int = DEFAULT_MAX_TOOL_OUTPUT_BYTES,
     kill_grace_secs: float = DEFAULT_KILL_GRACE_SECS,
     sandbox: SpawnPlan | None = None,
+    on_output: LiveOutput | None = None,
+    live_interval: float = DEFAULT_LIVE_OUTPUT_INTERVAL_SECS,
 ) -> ShellResult:
     """Run ``command`` with the shell; see the module docstring for the guarantees.
 
@@ -198,6 +247,8 @@ async def run_shell_command(
             async with trio.open_nursery() as nursery:
                 pipe_closed = trio.Event()
                 nursery.start_soon(_pump, process.stdout, collector, pipe_closed)
+                if on_output is not None:
+                    nursery.start_soon(_report_live_output, collector, on_output, live_interval)
                 await process.wait()
                 # A background child may hold the pipe open forever; give it a moment
                 # to flush, then the group is killed below anyway.
@@ -280,7 +331,15 @@ class ShellTool:
                 "High-risk command blocked by security policy: "
                 + "; ".join(assessment.blocked_high_risk)
             )
+        if ctx.client is not None and ctx.client.runs_terminals:
+            return await self._run_in_client_terminal(command, ctx, ctx.client)
         plan = await trio.to_thread.run_sync(self._plan, command, ctx)
+        update_card = ctx.update_card
+
+        async def show_output(text: str) -> None:
+            if update_card is not None:
+                await update_card([text_tool_content(text)])
+
         with spawned(plan):
             result = await run_shell_command(
                 command,
@@ -288,20 +347,48 @@ class ShellTool:
                 timeout_secs=ctx.shell_timeout_secs,
                 env=plan.env,
                 sandbox=plan,
+                on_output=show_output if update_card is not None else None,
             )
-        output = _format_output(result)
-        if result.timed_out:
-            return ToolOutput(
-                f"Error: Command timed out after {ctx.shell_timeout_secs:g} s and was killed "
-                f"with its child processes.\n{output}".rstrip("\n"),
-                ok=False,
-            )
-        code = result.returncode
-        if code != 0:
-            how = (
-                f"was killed by signal {-code}"
-                if code is not None and code < 0
-                else f"exited with code {code}"
-            )
-            return ToolOutput(f"Error: Command {how}.\n{output}".rstrip("\n"), ok=False)
-        return ToolOutput(output if output.strip() else "(no output)")
+        return _shell_output(_format_output(result), result.returncode, ctx, result.timed_out)
+
+    async def _run_in_client_terminal(
+        self, command: str, ctx: ToolContext, client: ClientSide
+    ) -> ToolOutput:
+        async def embed(terminal_id: str) -> None:
+            if ctx.update_card is not None:
+                await ctx.update_card([schema.ToolCallTerminal(terminal_id=terminal_id)])
+
+        run = await client.run_in_terminal(
+            [_shell_program(), "-c", command],
+            cwd=ctx.workspace,
+            timeout_secs=ctx.shell_timeout_secs,
+            output_limit=DEFAULT_MAX_TOOL_OUTPUT_BYTES,
+            on_created=embed,
+        )
+        output = run.output.rstrip("\n")
+        if run.truncated:
+            output = "[output truncated: only its end is shown]\n" + output
+        code = run.exit_code
+        if run.signal is not None and code is None:
+            code = -getattr(signal, run.signal, signal.SIGTERM)
+        shown = _shell_output(output, code, ctx, run.timed_out)
+        card = (schema.ToolCallTerminal(terminal_id=run.terminal_id),)
+        return ToolOutput(shown.text, ok=shown.ok, card=card)
+
+
+def _shell_output(output: str, code: int | None, ctx: ToolContext, timed_out: bool) -> ToolOutput:
+    """A finished command's tool result: its output, or why it failed."""
+    if timed_out:
+        return ToolOutput(
+            f"Error: Command timed out after {ctx.shell_timeout_secs:g} s and was killed "
+            f"with its child processes.\n{output}".rstrip("\n"),
+            ok=False,
+        )
+    if code != 0:
+        how = (
+            f"was killed by signal {-code}"
+            if code is not None and code < 0
+            else f"exited with code {code}"
+        )
+        return ToolOutput(f"Error: Command {how}.\n{output}".rstrip("\n"), ok=False)
+    return ToolOutput(output if output.strip() else "(no output)")

@@ -1,0 +1,107 @@
+"""Prompt images for providers configured with ``vision = true``.
+
+A prompt's ``image`` block is stored under the session's ``uploads/`` like any blob and the
+text the model gets carries its ``[IMAGE:<path>]`` marker (acp_core/blobs.py). A vision
+provider turns each marker of a user message back into an image part of the request, in
+its own shape (``openai_content``: Chat Completions ``image_url`` with a data URL;
+``anthropic_blocks``: Messages API ``image`` with a base64 source). Only a marker naming a
+content-addressed upload (``uploads/<sha256>.<image ext>``) whose bytes still hash to its
+name is read; any other marker stays text, so a prompt cannot make the server send an
+arbitrary file to the model.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from acp_core.blobs import DEFAULT_MAX_BLOB_BYTES, guess_mime
+from acp_server.config import DEFAULT_AGENT_ALIAS, Config
+from acp_server.storage.uploads import UPLOADS_DIR_NAME, read_verified
+
+IMAGE_MARKER: Final = re.compile(r"\[IMAGE:([^\]\n]+)\]")
+IMAGE_MIME_TYPES: Final = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+"""What both providers accept as image input."""
+_UPLOAD_NAME: Final = re.compile(r"[0-9a-f]{64}\.[a-z0-9]+")
+
+
+def agent_sees_images(config: Config, alias: str | None) -> bool:
+    """Whether ``alias``'s provider (the configured default agent's when None) is
+    configured with ``vision = true``: what ``promptCapabilities.image`` says."""
+    agent = config.agents.get(alias or config.acp.default_agent or DEFAULT_AGENT_ALIAS)
+    provider = config.providers.get(agent.model_provider) if agent is not None else None
+    return provider is not None and provider.vision
+
+
+@dataclass(frozen=True, slots=True)
+class InlineImage:
+    mime_type: str
+    data_base64: str
+
+
+def _image_at(raw_path: str) -> InlineImage | None:
+    path = Path(raw_path)
+    if path.parent.name != UPLOADS_DIR_NAME or not _UPLOAD_NAME.fullmatch(path.name):
+        return None
+    mime_type = guess_mime(path.name)
+    if mime_type not in IMAGE_MIME_TYPES:
+        return None
+    data = read_verified(path, path.name.partition(".")[0], limit=DEFAULT_MAX_BLOB_BYTES)
+    if data is None:
+        return None
+    return InlineImage(mime_type, base64.b64encode(data).decode("ascii"))
+
+
+def split_images(text: str) -> list[str | InlineImage] | None:
+    """``text`` cut at its readable image markers (each kept as text too, so the model
+    still knows the path); None when it has none. Blocking: reads the uploads."""
+    pieces: list[str | InlineImage] = []
+    position = 0
+    found = False
+    for match in IMAGE_MARKER.finditer(text):
+        image = _image_at(match.group(1))
+        if image is None:
+            continue
+        found = True
+        pieces.append(text[position : match.end()])
+        pieces.append(image)
+        position = match.end()
+    if not found:
+        return None
+    if text[position:]:
+        pieces.append(text[position:])
+    return pieces
+
+
+def openai_content(text: str) -> str | list[dict[str, Any]]:
+    """A Chat Completions user ``content``: the text, or text and ``image_url`` parts."""
+    pieces = split_images(text)
+    if pieces is None:
+        return text
+    return [
+        {"type": "text", "text": piece}
+        if isinstance(piece, str)
+        else {
+            "type": "image_url",
+            "image_url": {"url": f"data:{piece.mime_type};base64,{piece.data_base64}"},
+        }
+        for piece in pieces
+    ]
+
+
+def anthropic_blocks(text: str) -> list[dict[str, Any]]:
+    """Messages API user blocks: text blocks and base64 ``image`` blocks."""
+    pieces = split_images(text) or [text]
+    return [
+        {"type": "text", "text": piece}
+        if isinstance(piece, str)
+        else {
+            "type": "image",
+            "source": {"type": "base64", "media_type": piece.mime_type, "data": piece.data_base64},
+        }
+        for piece in pieces
+        if not isinstance(piece, str) or piece
+    ]
