@@ -42,6 +42,7 @@ from acp_server.config.model import (
     RiskProfileConfig,
     RuntimeProfileConfig,
 )
+from acp_server.config.skills import agent_skills, agent_table_keys, parse_skills_table
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +59,7 @@ _TOP_LEVEL_KEYS: Final = frozenset(
         "risk_profiles",
         "runtime_profiles",
         "autonomy",
+        "skills",
     }
 )
 # Legacy [autonomy] budget keys the reference moved to runtime profiles; we have no budget,
@@ -144,8 +146,11 @@ class ConfigParser:
         agents = self.parse_agents(
             self.table(doc, "agents", "agents"), providers, risk_profiles, runtime_profiles
         )
+        skills = parse_skills_table(self, doc)
         for alias, agent in agents.items():
-            agents[alias] = agent_files(self, agent, acp, workspace_dir, doc["agents"][alias])
+            body = doc["agents"][alias]
+            agent = agent_files(self, agent, acp, workspace_dir, body)
+            agents[alias] = agent_skills(self, agent, skills, workspace_dir, body)
         if acp.default_agent is not None and acp.default_agent not in agents:
             raise self.error(
                 "acp.default_agent",
@@ -458,7 +463,7 @@ class ConfigParser:
         runtime_profiles: Mapping[str, RuntimeProfileConfig],
     ) -> dict[str, AgentConfig]:
         agents: dict[str, AgentConfig] = {}
-        known = _field_names(AgentConfig) - {"alias", "project_instructions"}
+        known = agent_table_keys(_field_names(AgentConfig))
         for alias, body in t.items():
             prefix = f"agents.{alias}"
             if not isinstance(body, dict):

@@ -35,6 +35,7 @@ from acp_server.agent.tools.mcp import select_mcp_servers, start_mcp_tools
 from acp_server.agent.turn import embed_delivered_file, run_turn
 from acp_server.config import McpServerConfig, RiskProfileConfig, RuntimeProfileConfig
 from acp_server.errors import AgentUnavailable, OperationFailed
+from acp_server.protocol.followups import with_commands
 from acp_server.protocol.limits import shortened
 from acp_server.protocol.listing import list_stored_sessions
 from acp_server.protocol.sessions import SessionTable
@@ -341,11 +342,12 @@ class AcpHandlers:
             self.table.add(session)
         logger.info("session %s opened (agent %s, cwd %s)", session_id, alias, workspace)
         sandbox = schema.SessionZeroclawMeta(sandbox=agent_posture(self.config, alias).meta())
-        return schema.NewSessionResult(
+        result = schema.NewSessionResult(
             session_id=session_id,
             workspace_dir=str(workspace),
             meta=schema.NewSessionMeta(zeroclaw=sandbox),
         )
+        return with_commands(self.connection, result, session)
 
     def _build_session(
         self,
@@ -544,7 +546,7 @@ class AcpHandlers:
                     session.turn.cancel()
                 session.close()
             raise
-        return schema.EmptyResult()
+        return with_commands(self.connection, schema.EmptyResult(), session)
 
     async def _replay(
         self,
