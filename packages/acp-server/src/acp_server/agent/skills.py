@@ -14,7 +14,8 @@ warning naming the file and the reason. The front matter of ``SKILL.md`` is YAML
 
 ``load_skills`` is blocking (run it in a worker thread); it also returns every path it
 looked at (``LoadedSkills.watched``), so a session can ``stat`` them before each turn and
-load again only when something changed.
+load again only when something changed: a manifest edited, a file or a skill added or
+removed.
 """
 
 from __future__ import annotations
@@ -63,8 +64,9 @@ def warn_once(message: str) -> None:
 class LoadedSkills:
     skills: tuple[Skill, ...] = ()
     watched: tuple[Path, ...] = ()
-    """Every source, directory and file looked at: when none of them changed (size,
-    modification time, inode), loading again would give the same skills."""
+    """The sources, every directory in them and each skill's manifest file: when none of
+    them changed (size, modification time, inode), loading again gives the same skills
+    (an edit to another file of a skill, in place, is seen once one of these changes)."""
     problems: tuple[str, ...] = field(default=())
 
     def find(self, name: str) -> Skill | None:
@@ -122,42 +124,49 @@ def _load_one(
     directory: Path, allow_scripts: bool, watched: list[Path]
 ) -> tuple[Skill | None, str | None]:
     """The skill in ``directory``, or the one-line reason it is skipped."""
+    toml_path = directory / TOML_MANIFEST
+    manifest = toml_path if toml_path.is_file() else directory / MARKDOWN_MANIFEST
+    if manifest.is_file():
+        watched.append(manifest)  # a manifest created later changes the directory's time
     finding = audit_skill(directory, allow_scripts=allow_scripts, watched=watched)
     if finding is not None:
         return None, f"skill {directory} skipped: {finding}"
-    toml_path = directory / TOML_MANIFEST
-    markdown_path = directory / MARKDOWN_MANIFEST
+    if not manifest.is_file():
+        return None, f"skill {directory} skipped: it has no {MARKDOWN_MANIFEST} or {TOML_MANIFEST}"
     try:
-        if toml_path.is_file():
-            text = toml_path.read_text(encoding="utf-8")
-            return parse_skill_toml(text, directory, toml_path), None
-        if markdown_path.is_file():
-            text = markdown_path.read_text(encoding="utf-8", errors="replace")
-            return parse_skill_markdown(text, directory, markdown_path), None
+        if manifest is toml_path:
+            return parse_skill_toml(manifest.read_text(encoding="utf-8"), directory, manifest), None
+        text = manifest.read_text(encoding="utf-8", errors="replace")
+        return parse_skill_markdown(text, directory, manifest), None
     except (OSError, UnicodeDecodeError) as exc:
         return None, f"skill {directory} skipped: cannot be read: {exc}"
     except SkillManifestError as exc:
         return None, f"skill {directory} skipped: {exc}"
-    return None, f"skill {directory} skipped: it has no {MARKDOWN_MANIFEST} or {TOML_MANIFEST}"
 
 
 def audit_skill(directory: Path, *, allow_scripts: bool, watched: list[Path]) -> str | None:
     """The first problem that disqualifies the skill in ``directory`` ("<file>: <reason>"),
-    or None. Every entry walked is appended to ``watched``."""
+    or None. The subdirectories walked, and the file found at fault, are appended to
+    ``watched``: a file added, removed or renamed anywhere in the skill changes one of
+    their modification times."""
     count = 0
     for path, mode in _walk(directory):
-        watched.append(path)
+        if stat.S_ISDIR(mode) and path != directory:
+            watched.append(path)
         count += 1
         if count > MAX_SKILL_ENTRIES:
             return f"{directory}: more than {MAX_SKILL_ENTRIES} files and directories"
         if stat.S_ISLNK(mode):
+            watched.append(path)
             return f"{path}: symlinks are not allowed in a skill"
         if not stat.S_ISREG(mode):
             continue
         size = _size(path)
         if size > MAX_SKILL_FILE_BYTES:
+            watched.append(path)
             return f"{path}: file over {MAX_SKILL_FILE_BYTES // 1024} KiB ({size} bytes)"
         if not allow_scripts and is_script_file(path):
+            watched.append(path)
             return f"{path}: script files are not allowed (set [skills] allow_scripts = true)"
     return None
 
