@@ -13,7 +13,14 @@ import pytest
 import trio
 
 from tests.e2e.fake_llm import FakeLLM, Reply, openai_text_reply, openai_tool_reply, serve_fake_llm
-from tests.e2e.helpers import JsonDict, RpcPipeClient, open_session, spawn_acp
+from tests.e2e.helpers import (
+    JsonDict,
+    RpcPipeClient,
+    child_env,
+    console_script,
+    open_session,
+    spawn_acp,
+)
 from tests.helpers import echo_config, write_config
 
 pytestmark = pytest.mark.e2e  # binds 127.0.0.1
@@ -201,6 +208,20 @@ async def test_compact_mode_lists_summaries_and_offers_read_skill(tmp_path: Path
     assert "<instructions>" not in section
     tool_names = [tool["function"]["name"] for tool in request.json()["tools"]]
     assert "read_skill" in tool_names
+    # `zeroclaw prompt --show-system-prompt` prints the same message, skills included.
+    with trio.fail_after(CEILING_SECS):
+        shown = await trio.run_process(
+            [
+                str(console_script("zeroclaw")),
+                "prompt",
+                "--show-system-prompt",
+                "--cwd",
+                str(project),
+            ],
+            env=child_env(tmp_path / "cfg"),
+            capture_stdout=True,
+        )
+    assert shown.stdout.decode() == system + "\n"
 
 
 async def test_full_mode_over_the_cap_falls_back_to_compact(
