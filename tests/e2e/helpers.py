@@ -231,3 +231,25 @@ async def open_session(client: RpcPipeClient, cwd: Path, **params: Any) -> str:
     assert "result" in new, new
     session_id: str = new["result"]["sessionId"]
     return session_id
+
+
+async def prompt_turns(
+    config_dir: Path,
+    cwd: Path,
+    prompts: Sequence[str],
+    *,
+    on_request: RequestHandler | None = None,
+    between: Any = None,
+) -> tuple[RpcPipeClient, str]:
+    """``zeroclaw acp``: initialize, session/new in ``cwd``, then one session/prompt per
+    text, each of which must end its turn; ``between()`` runs before every prompt but the
+    first. Returns the client (its notifications) and the session id."""
+    async with spawn_acp(config_dir) as client:
+        client.on_request = on_request
+        session_id = await open_session(client, cwd)
+        for index, text in enumerate(prompts):
+            if index and between is not None:
+                between()
+            response = await client.prompt(session_id, text)
+            assert response["result"]["stopReason"] == "end_turn", response
+    return client, session_id

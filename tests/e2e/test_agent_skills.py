@@ -19,6 +19,7 @@ from tests.e2e.helpers import (
     child_env,
     console_script,
     open_session,
+    prompt_turns,
     spawn_acp,
 )
 from tests.helpers import echo_config, write_config
@@ -87,14 +88,9 @@ async def run_prompts(
     with trio.fail_after(CEILING_SECS):
         async with serve_fake_llm(*replies) as llm:
             config_dir = write_config(tmp_path / "cfg", config(f"{llm.base_url}/v1"))
-            async with spawn_acp(config_dir) as client:
-                client.on_request = on_request
-                session_id = await open_session(client, project)
-                for index, text in enumerate(prompts):
-                    if index and between is not None:
-                        between()
-                    response = await client.prompt(session_id, text)
-                    assert response["result"]["stopReason"] == "end_turn", response
+            client, session_id = await prompt_turns(
+                config_dir, project, prompts, on_request=on_request, between=between
+            )
     return llm, client, session_id
 
 
