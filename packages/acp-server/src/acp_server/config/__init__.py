@@ -2,9 +2,9 @@
 
 A faithful subset of the reference's v3 schema (the ZeroClaw configuration docs):
 ``[acp]``, ``[gateway]``, ``[providers.models.<type>.<alias>]``, ``[agents.<alias>]``,
-``[risk_profiles.<alias>]``, ``[runtime_profiles.<alias>]``, the legacy ``[autonomy]`` table
-(mapped onto the default risk profile) and ``workspace_dir`` (the daemon-level data
-directory, default ``<config_dir>/data``).
+``[risk_profiles.<alias>]``, ``[runtime_profiles.<alias>]``, ``[skills]``, the legacy
+``[autonomy]`` table (mapped onto the default risk profile) and ``workspace_dir`` (the
+daemon-level data directory, default ``<config_dir>/data``).
 
 Everything here is an immutable value; ``load_config`` reads and validates the file, and
 a bad file is a ``ConfigError`` naming the file, the key and the problem.
