@@ -29,9 +29,15 @@ class JsonRpcPeer:
     ``receive`` nor kept in ``notifications``: what most end-to-end tests read is what a turn
     streamed."""
 
+    keep_commands_apart = True
+    """When true, ``available_commands_update`` notifications (a session's slash commands,
+    sent after session/new, load and resume) go to ``commands`` and are never returned by
+    ``receive`` nor kept in ``notifications``."""
+
     def __init__(self) -> None:
         self._ids = itertools.count(1)
         self.session_info: list[JsonDict] = []
+        self.commands: list[JsonDict] = []
         self.notifications: list[JsonDict] = []
         self.server_requests: list[JsonDict] = []
         self._stashed: list[JsonDict] = []
@@ -73,9 +79,12 @@ class JsonRpcPeer:
             return self._stashed.pop(0)
         while True:
             message = await self._next_message()
-            if not (self.keep_session_info_apart and is_session_info(message)):
+            if self.keep_commands_apart and is_update_of_kind(message, COMMANDS_UPDATE):
+                self.commands.append(message)
+            elif self.keep_session_info_apart and is_session_info(message):
+                self.session_info.append(message)
+            else:
                 return message
-            self.session_info.append(message)
 
     async def wait_response(
         self, request_id: Any, *, on_request: RequestHandler | None = None
@@ -134,11 +143,23 @@ class JsonRpcPeer:
         )
 
 
+COMMANDS_UPDATE = "available_commands_update"
+
+
 def is_session_info(message: JsonDict) -> bool:
+    return is_update_of_kind(message, "session_info_update")
+
+
+def is_side_notice(message: JsonDict) -> bool:
+    """A session's title or its slash commands: what end-to-end tests read apart."""
+    return is_session_info(message) or is_update_of_kind(message, COMMANDS_UPDATE)
+
+
+def is_update_of_kind(message: JsonDict, kind: str) -> bool:
     params = message.get("params")
     return (
         message.get("method") == "session/update"
         and isinstance(params, dict)
         and isinstance(params.get("update"), dict)
-        and params["update"].get("sessionUpdate") == "session_info_update"
+        and params["update"].get("sessionUpdate") == kind
     )

@@ -29,7 +29,7 @@ from wsproto.events import Event, TextMessage
 
 from tests.e2e.helpers import child_env, console_script
 from tests.helpers import poll_until
-from tests.jsonrpc_peer import JsonDict, JsonRpcPeer, is_session_info
+from tests.jsonrpc_peer import JsonDict, JsonRpcPeer, is_session_info, is_side_notice
 
 STARTUP_TIMEOUT: Final = 20.0
 EXIT_TIMEOUT: Final = 20.0
@@ -242,9 +242,9 @@ class WsRpc(JsonRpcPeer):
                 raw = await self.ws.recv()
                 message: JsonDict = json.loads(raw)
                 self.frames.append(message)
-                if not is_session_info(message):
+                if not is_side_notice(message):
                     return message
-                self.session_info.append(message)
+                (self.session_info if is_session_info(message) else self.commands).append(message)
 
     async def new_session(self, cwd: Path, **params: Any) -> str:
         init = await self.call("initialize", {"protocolVersion": 1})
@@ -301,7 +301,8 @@ class RawWsClient:
             self.ws.receive_data(bytes(data) if data else None)
 
     async def next_json(self) -> JsonDict:
-        """The next JSON message, a session's title (``session_info_update``) skipped."""
+        """The next JSON message, a session's title (``session_info_update``) and slash
+        commands (``available_commands_update``) skipped."""
         parts: list[str] = []
         while True:
             event = await self.next_event()
@@ -310,7 +311,7 @@ class RawWsClient:
                 if event.message_finished:
                     parsed: JsonDict = json.loads("".join(parts))
                     parts = []
-                    if not is_session_info(parsed):
+                    if not is_side_notice(parsed):
                         return parsed
 
     async def vanish(self) -> None:

@@ -259,3 +259,25 @@ async def cancel_once_running(client: RpcPipeClient, session_id: str, prompt: st
     await client.notify("session/cancel", {"sessionId": session_id})
     response: JsonDict = await client.wait_response(request_id)
     return response
+
+
+async def prompt_turns(
+    config_dir: Path,
+    cwd: Path,
+    prompts: Sequence[str],
+    *,
+    on_request: RequestHandler | None = None,
+    between: Any = None,
+) -> tuple[RpcPipeClient, str]:
+    """``zeroclaw acp``: initialize, session/new in ``cwd``, then one session/prompt per
+    text, each of which must end its turn; ``between()`` runs before every prompt but the
+    first. Returns the client (its notifications) and the session id."""
+    async with spawn_acp(config_dir) as client:
+        client.on_request = on_request
+        session_id = await open_session(client, cwd)
+        for index, text in enumerate(prompts):
+            if index and between is not None:
+                between()
+            response = await client.prompt(session_id, text)
+            assert response["result"]["stopReason"] == "end_turn", response
+    return client, session_id

@@ -13,7 +13,7 @@ import trio
 from acp_server.agent.identity import PERSONA_TEMPLATES
 from acp_server.agent.system_prompt import MAX_PROJECT_INSTRUCTION_BYTES
 from tests.e2e.fake_llm import openai_text_reply, serve_fake_llm
-from tests.e2e.helpers import JsonDict, child_env, console_script, open_session, spawn_acp
+from tests.e2e.helpers import JsonDict, child_env, console_script, prompt_turns
 from tests.helpers import echo_config, write_config
 
 pytestmark = pytest.mark.e2e  # binds 127.0.0.1
@@ -52,13 +52,7 @@ async def system_messages(
     with trio.fail_after(CEILING_SECS):
         async with serve_fake_llm(*replies) as llm:
             config_dir = write_config(tmp_path / "cfg", config(f"{llm.base_url}/v1"))
-            async with spawn_acp(config_dir) as client:
-                session_id = await open_session(client, cwd)
-                for index, text in enumerate(texts):
-                    if index and between is not None:
-                        between()
-                    response = await client.prompt(session_id, text)
-                    assert response["result"]["stopReason"] == "end_turn", response
+            await prompt_turns(config_dir, cwd, texts, between=between)
     found = []
     for request in llm.requests:
         first = request.json()["messages"][0]

@@ -106,6 +106,28 @@ class SessionInfoUpdate(
     updated_at: str | None = None
 
 
+class AvailableCommandInput(WireStruct, kw_only=True):
+    """ACP ``UnstructuredCommandInput``: the hint an editor shows after the command name."""
+
+    hint: str
+
+
+class AvailableCommand(WireStruct, kw_only=True):
+    """One ACP slash command: ``name`` without the leading ``/``."""
+
+    name: str
+    description: str
+    input: AvailableCommandInput | None = None
+
+
+class AvailableCommandsUpdate(
+    WireStruct, tag_field="sessionUpdate", tag="available_commands_update", kw_only=True
+):
+    """ACP ``available_commands_update``: the whole list of the session's commands."""
+
+    available_commands: list[AvailableCommand]
+
+
 SessionUpdate: TypeAlias = (
     AgentMessageChunk
     | AgentThoughtChunk
@@ -114,6 +136,7 @@ SessionUpdate: TypeAlias = (
     | ToolCallUpdate
     | PlanUpdate
     | SessionInfoUpdate
+    | AvailableCommandsUpdate
 )
 
 

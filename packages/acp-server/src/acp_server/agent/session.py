@@ -21,6 +21,8 @@ from acp_server.agent.conversation import ChatMessage, PlanStep
 from acp_server.agent.cost import CostMeter
 from acp_server.agent.identity import seed_persona_files
 from acp_server.agent.providers.base import Provider, ToolSpec
+from acp_server.agent.skills import LoadedSkills
+from acp_server.agent.skills_commands import SkillCommands
 from acp_server.agent.system_prompt import (
     PromptFiles,
     PromptInputs,
@@ -102,6 +104,8 @@ class Session:
     _shell: str = field(default="", init=False, repr=False)
     # The runtime profile's max_actions_per_hour, counted on trio's clock (agent/budget.py).
     action_budget: ActionBudget = field(init=False, repr=False)
+    # The skills read with the prompt files; their tools and slash commands follow them.
+    commands: SkillCommands = field(default_factory=SkillCommands, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.action_budget = ActionBudget(
@@ -116,8 +120,23 @@ class Session:
         self._shell = _shell_program()
         inputs = self.prompt_inputs()
         self._prompt_candidates = prompt_file_candidates(inputs)
-        self._prompt_signature = file_signature(self._prompt_candidates)
-        self._prompt_files = read_prompt_files(inputs)
+        signature = file_signature(self._prompt_candidates)
+        self._use_files(read_prompt_files(inputs), signature)
+
+    @property
+    def skills(self) -> LoadedSkills:
+        files = self._prompt_files
+        return files.skills if files is not None else LoadedSkills()
+
+    def _use_files(self, files: PromptFiles, signature: tuple[object, ...]) -> None:
+        """Take a reading of the prompt files; ``signature`` is of the candidates, taken
+        before it. The skills' own paths (found by the reading) are stat'ed after it."""
+        self._prompt_files = files
+        self._prompt_signature = signature + file_signature(files.skills.watched)
+        tools = self.commands.use(files, self.tools)
+        if tools is not None:
+            self.tools = tools
+            self._build_specs()
 
     def prompt_inputs(self) -> PromptInputs:
         return PromptInputs(
@@ -132,13 +151,15 @@ class Session:
     async def refresh_system_prompt(self) -> None:
         """Rebuild ``system_prompt`` for the next model call; the files are read again (in
         a worker thread) only when their sizes, times or inodes changed."""
-        inputs = self.prompt_inputs()
         signature = file_signature(self._prompt_candidates)
-        if self._prompt_files is None or signature != self._prompt_signature:
-            self._prompt_files = await trio.to_thread.run_sync(read_prompt_files, inputs)
-            self._prompt_signature = signature
+        watched = signature + file_signature(self.skills.watched)
+        if self._prompt_files is None or watched != self._prompt_signature:
+            files = await trio.to_thread.run_sync(read_prompt_files, self.prompt_inputs())
+            self._use_files(files, signature)
+        inputs = self.prompt_inputs()
+        assert self._prompt_files is not None
         now = datetime.now().astimezone()
-        key = (signature, date_section(now), tuple(inputs.tool_names))
+        key = (self._prompt_signature, date_section(now), tuple(inputs.tool_names))
         if key != self._prompt_key or not self.system_prompt:
             self.system_prompt = build_system_prompt(inputs, self._prompt_files, now)
             self._prompt_key = key

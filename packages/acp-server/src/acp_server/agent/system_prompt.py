@@ -11,8 +11,9 @@ a blank line and skipped when empty:
 3. ``## CRITICAL: Tool Honesty`` when the session has tools;
 4. ``## Safety`` with ``### Active Security Policy``: level, jail, OS sandbox posture;
 5. ``## Shell`` when the shell tool is registered;
-6. ``## Workspace``: ``Working directory: `<session cwd>```;
-7. ``## Runtime``: OS, shell and model.
+6. ``## Available Skills`` when the agent has skills (``agent/skills_prompt.py``);
+7. ``## Workspace``: ``Working directory: `<session cwd>```;
+8. ``## Runtime``: OS, shell and model.
 
 ``read_prompt_files`` reads the files (blocking: callers on the event loop run it in a
 worker thread); ``file_signature`` over the ``prompt_file_candidates`` a session resolved
@@ -26,7 +27,7 @@ import logging
 import os
 import platform
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Final
@@ -38,7 +39,9 @@ from acp_server.agent.identity import (
     read_persona_files,
     render_persona,
 )
-from acp_server.config import AgentConfig
+from acp_server.agent.skills import LoadedSkills, load_skills
+from acp_server.agent.skills_prompt import render_skills_section
+from acp_server.config import AgentConfig, SkillsMode
 from acp_server.security import PolicyViolation, SecurityPolicy
 from acp_server.security.sandbox.posture import resolve_posture
 
@@ -77,16 +80,23 @@ class PromptFiles:
     project: list[ProjectFile]
     project_truncated: bool
     aieos: str = ""
+    skills: LoadedSkills = field(default_factory=LoadedSkills)
+    skills_section: str = ""
+    skills_mode: SkillsMode = "full"
+    """The mode ``skills_section`` was rendered in (``full`` may have fallen back)."""
 
 
 def read_prompt_files(inputs: PromptInputs) -> PromptFiles:
-    """Read the persona and project instruction files (blocking)."""
+    """Read the persona, project instruction and skill files (blocking)."""
     workspace = inputs.agent.workspace
     persona = read_persona_files(workspace) if workspace is not None else []
     project, truncated = read_project_instructions(
         inputs.cwd, inputs.policy, inputs.agent.project_instructions
     )
-    return PromptFiles(persona, project, truncated, read_aieos(inputs.agent))
+    skills = load_skills(inputs.agent.skills)
+    section, mode = render_skills_section(skills.skills, inputs.agent.skills, inputs.cwd)
+    aieos = read_aieos(inputs.agent)
+    return PromptFiles(persona, project, truncated, aieos, skills, section, mode)
 
 
 def read_aieos(agent: AgentConfig) -> str:
@@ -269,6 +279,7 @@ def build_system_prompt(
     sections.append(safety_section(inputs.policy))
     if "shell" in inputs.tool_names:
         sections.append(f"## Shell\n\nCommands run through `{Path(inputs.shell).name}`.")
+    sections.append(files.skills_section)
     sections.append(f"## Workspace\n\nWorking directory: `{inputs.cwd}`")
     runtime = f"OS: {platform.system().lower()} | Shell: {Path(inputs.shell).name}"
     sections.append(f"## Runtime\n\n{runtime} | Model: {inputs.model}")

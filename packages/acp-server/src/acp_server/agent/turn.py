@@ -78,7 +78,7 @@ from acp_server.agent.tools.base import (
     ToolOutput,
 )
 from acp_server.agent.tools.mcp import MCP_TOOL_PREFIX
-from acp_server.agent.tools.registry import definition_for
+from acp_server.agent.tools.registry import definition_for, definition_of
 from acp_server.errors import ClientFacingError
 from acp_server.security import (
     Approval,
@@ -139,7 +139,9 @@ class TurnOutcome:
 
 
 async def run_turn(session: Session, user_text: str, io: TurnIO) -> TurnOutcome:
-    """Run one prompt turn to completion (cancellable from outside).
+    """Run one prompt turn to completion (cancellable from outside). A prompt naming one of
+    the session's skills (``/<skill> ...``) runs with the skill's instructions in front of
+    it (agent/skills_commands.py).
 
     Raises:
         TurnFailed: the prompt is blank, the model failed, or it produced nothing.
@@ -148,8 +150,11 @@ async def run_turn(session: Session, user_text: str, io: TurnIO) -> TurnOutcome:
         raise TurnFailed(BLANK_PROMPT_MESSAGE)
     await session.prepare_tools()
     await session.refresh_system_prompt()
+    commands = session.commands.update()  # the skills changed since the last list sent
+    if commands is not None:
+        await io.send_update(commands)
     runner = _TurnRunner(session, io)
-    return await runner.run(user_text)
+    return await runner.run(session.commands.expand(user_text))
 
 
 class _TurnRunner:
@@ -293,8 +298,8 @@ class _TurnRunner:
         session = self.session
         call_id = call.id
         arguments = dict(call.arguments)
-        definition = definition_for(call.name)
         tool = session.tools.get(call.name)
+        definition = definition_of(tool, call.name)
         output: ToolOutput
         tool_streamed: list[StreamedText | StreamedPlan] = []
         decision = (

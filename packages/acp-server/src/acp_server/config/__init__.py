@@ -2,9 +2,9 @@
 
 A faithful subset of the reference's v3 schema (the ZeroClaw configuration docs):
 ``[acp]``, ``[gateway]``, ``[providers.models.<type>.<alias>]``, ``[agents.<alias>]``,
-``[risk_profiles.<alias>]``, ``[runtime_profiles.<alias>]``, the legacy ``[autonomy]`` table
-(mapped onto the default risk profile) and ``workspace_dir`` (the daemon-level data
-directory, default ``<config_dir>/data``).
+``[risk_profiles.<alias>]``, ``[runtime_profiles.<alias>]``, ``[skills]``, the legacy
+``[autonomy]`` table (mapped onto the default risk profile) and ``workspace_dir`` (the
+daemon-level data directory, default ``<config_dir>/data``).
 
 Everything here is an immutable value; ``load_config`` reads and validates the file, and
 a bad file is a ``ConfigError`` naming the file, the key and the problem.
@@ -58,8 +58,11 @@ from acp_server.config.model import (
     RiskLevel,
     RiskProfileConfig,
     RuntimeProfileConfig,
+    SkillsConfig,
+    SkillsMode,
 )
 from acp_server.config.parse import ConfigParser
+from acp_server.config.skills import skill_sources
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +101,8 @@ __all__ = [
     "RiskLevel",
     "RiskProfileConfig",
     "RuntimeProfileConfig",
+    "SkillsConfig",
+    "SkillsMode",
     "default_config",
     "load_config",
     "resolve_config_dir",
@@ -180,12 +185,14 @@ def default_config(
                 provider.model,
                 PROVIDER_KEY_ENV[provider.type],
             )
+    agent_workspace = Config.default_agent_workspace(config_dir / "data", DEFAULT_AGENT_ALIAS)
     agent = AgentConfig(
         alias=DEFAULT_AGENT_ALIAS,
         model_provider=provider.ref,
         risk_profile=DEFAULT_PROFILE_ALIAS,
         runtime_profile=DEFAULT_PROFILE_ALIAS,
-        workspace=Config.default_agent_workspace(config_dir / "data", DEFAULT_AGENT_ALIAS),
+        workspace=agent_workspace,
+        skills=SkillsConfig(sources=skill_sources(agent_workspace, config_dir / "data", ())),
     )
     return Config(
         config_dir=config_dir,

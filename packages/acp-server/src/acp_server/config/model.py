@@ -42,6 +42,10 @@ DEFAULT_FORBIDDEN_PATHS: Final = (
 )  # fmt: skip
 DEFAULT_PROJECT_INSTRUCTIONS: Final = ("AGENTS.md",)
 """File names read from the session cwd and its parents into the system prompt."""
+DEFAULT_MAX_FULL_SKILLS_CHARS: Final = 64_000
+"""The most characters the skills block may take in ``full`` mode before it falls back to
+``compact`` (names, descriptions and locations, plus the ``read_skill`` tool)."""
+SkillsMode = Literal["full", "compact"]
 DEFAULT_AUTO_APPROVE: Final = (
     "file_read", "glob_search", "content_search", "todo_write", "calculator", "web_fetch",
 )  # fmt: skip
@@ -159,6 +163,19 @@ class IdentityConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class SkillsConfig:
+    """An agent's skills (``[skills]`` and ``[agents.<alias>] skill_bundles`` /
+    ``skills_mode``; ``docs/agents.md``). ``sources`` are directories holding one skill per
+    subdirectory, earlier ones winning name clashes: ``<agent workspace>/skills``, then
+    ``<workspace_dir>/shared/skills/<bundle>`` for each bundle in order."""
+
+    sources: tuple[Path, ...] = ()
+    mode: SkillsMode = "full"
+    allow_scripts: bool = False
+    max_full_chars: int = DEFAULT_MAX_FULL_SKILLS_CHARS
+
+
+@dataclass(frozen=True, slots=True)
 class AgentConfig:
     alias: str
     enabled: bool = True
@@ -174,6 +191,7 @@ class AgentConfig:
     project_instructions: tuple[str, ...] = DEFAULT_PROJECT_INSTRUCTIONS
     """``[acp] project_instructions``, copied onto each agent by the parser."""
     identity: IdentityConfig = field(default_factory=IdentityConfig)
+    skills: SkillsConfig = field(default_factory=SkillsConfig)
 
     @property
     def dispatchable(self) -> bool:

@@ -46,6 +46,7 @@ from acp_server.config.model import (
     RuntimeProfileConfig,
 )
 from acp_server.config.proxies import with_proxy_settings
+from acp_server.config.skills import agent_skills, agent_table_keys, parse_skills_table
 from acp_server.config.web import parse_web
 
 logger = logging.getLogger(__name__)
@@ -65,6 +66,7 @@ _TOP_LEVEL_KEYS: Final = frozenset(
         "autonomy",
         "cost",
         "web",
+        "skills",
     }
 )
 # Legacy [autonomy] budget keys (runtime profiles hold them now): ignored with a warning.
@@ -153,8 +155,11 @@ class ConfigParser:
         agents = self.parse_agents(
             self.table(doc, "agents", "agents"), providers, risk_profiles, runtime_profiles
         )
+        skills = parse_skills_table(self, doc)
         for alias, agent in agents.items():
-            agents[alias] = agent_files(self, agent, acp, workspace_dir, doc["agents"][alias])
+            body = doc["agents"][alias]
+            agent = agent_files(self, agent, acp, workspace_dir, body)
+            agents[alias] = agent_skills(self, agent, skills, workspace_dir, body)
         if acp.default_agent is not None and acp.default_agent not in agents:
             raise self.error(
                 "acp.default_agent",
@@ -476,7 +481,7 @@ class ConfigParser:
         runtime_profiles: Mapping[str, RuntimeProfileConfig],
     ) -> dict[str, AgentConfig]:
         agents: dict[str, AgentConfig] = {}
-        known = _field_names(AgentConfig) - {"alias", "project_instructions"}
+        known = agent_table_keys(_field_names(AgentConfig))
         for alias, body in t.items():
             prefix = f"agents.{alias}"
             if not isinstance(body, dict):

@@ -35,6 +35,7 @@ from acp_core.errors import InternalError, MethodNotFoundError, RemoteProtocolEr
 from acp_core.jsonrpc import ErrorResponse, Frame, Payload, RequestId, Response, serialize_message
 from acp_server.app import AcpApp
 from acp_server.errors import rpc_error_for
+from acp_server.protocol.followups import ReplyThen
 from acp_server.protocol.handlers import AcpHandlers, Job, Route
 from acp_server.protocol.limits import ByteBudget, shortened
 from acp_server.protocol.transport import MessageTransport, TransportClosed
@@ -336,8 +337,13 @@ class AcpConnection:
         except Exception as exc:
             await self._answer_failure(method, exc, request_id, reply)
             return
+        after = None
+        if isinstance(result, ReplyThen):  # protocol/followups.py
+            result, after = result.result, result.after
         if reply:
             await self._send(self.rpc.send_result(request_id, result))
+        if after is not None:
+            await after()
 
     async def _answer_failure(
         self, method: str, exc: Exception, request_id: RequestId, reply: bool

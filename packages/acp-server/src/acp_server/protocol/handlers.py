@@ -40,6 +40,7 @@ from acp_server.agent.tools.mcp import (
 from acp_server.agent.turn import embed_delivered_file, run_turn
 from acp_server.config import McpServerConfig, RiskProfileConfig, RuntimeProfileConfig
 from acp_server.errors import AgentUnavailable, OperationFailed
+from acp_server.protocol.followups import with_commands
 from acp_server.protocol.listing import list_stored_sessions
 from acp_server.protocol.roots import (
     attach_roots,
@@ -333,11 +334,12 @@ class AcpHandlers:
             sandbox=agent_posture(self.config, alias).meta(),
             skipped_mcp_servers=skipped_mcp_servers(self.config.agents[alias], request.mcp_servers),
         )
-        return schema.NewSessionResult(
+        result = schema.NewSessionResult(
             session_id=session_id,
             workspace_dir=str(workspace),
             meta=schema.NewSessionMeta(zeroclaw=sandbox),
         )
+        return with_commands(self.connection, result, session)
 
     def _build_session(
         self,
@@ -550,7 +552,7 @@ class AcpHandlers:
                     session.turn.cancel()
                 session.close()
             raise
-        return schema.EmptyResult()
+        return with_commands(self.connection, schema.EmptyResult(), session)
 
     async def _replay(
         self,

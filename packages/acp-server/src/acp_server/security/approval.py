@@ -43,7 +43,7 @@ HIGH-risk commands ask every time whatever was remembered.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -117,6 +117,9 @@ class ToolRules:
     path_argument: PathArgument | None = None
     command_argument: str | None = None
     self_approving: bool = False
+    command_of: Callable[[Mapping[str, Any]], str | None] | None = None
+    """For a tool that builds its shell command from its arguments (a skill's tool): the
+    command line ``decide`` judges like the shell tool's (None: the arguments are unusable)."""
 
 
 NO_RULES: Final = ToolRules()
@@ -189,13 +192,18 @@ class SecurityPolicy:
             return PolicyDecision(Approval.DENY, path_denial)
 
         risk = CommandRisk.LOW  # of the call's shell command; a tool without one is LOW
-        if rules.command_argument is not None:
-            command = arguments.get(rules.command_argument)
+        if rules.command_argument is not None or rules.command_of is not None:
+            if rules.command_of is not None:
+                command = rules.command_of(arguments)
+            else:
+                command = arguments.get(rules.command_argument or "")
             if not isinstance(command, str):
-                return PolicyDecision(
-                    Approval.DENY,
-                    f"{tool_name} requires a string '{rules.command_argument}' argument",
+                problem = (
+                    f"a string '{rules.command_argument}' argument"
+                    if rules.command_of is None
+                    else "a string value for each of its arguments"
                 )
+                return PolicyDecision(Approval.DENY, f"{tool_name} requires {problem}")
             assessment = self.assess_command(command)
             if assessment.denial is not None:
                 return PolicyDecision(Approval.DENY, assessment.denial)

@@ -65,6 +65,13 @@ def definition_for(name: str) -> ToolDefinition:
     return definition if definition is not None else ToolDefinition.fallback(name)
 
 
+def definition_of(tool: Tool | None, name: str) -> ToolDefinition:
+    """The definition a session's tool declares (a skill's tool carries its command rules),
+    else ``definition_for(name)``."""
+    own = getattr(tool, "definition", None)
+    return own if isinstance(own, ToolDefinition) else definition_for(name)
+
+
 def build_tools(
     *, include_mcp: Sequence[Tool] = (), web: WebConfig | None = None
 ) -> dict[str, Tool]:

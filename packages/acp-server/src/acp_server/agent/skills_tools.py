@@ -1,0 +1,132 @@
+"""The tools skills bring: ``read_skill`` (compact mode) and each skill's ``[[tools]]``.
+
+``read_skill {name}`` returns a skill's manifest file as written (``SKILL.md`` with its
+front matter, or ``SKILL.toml``); names compare case-insensitively. It reads only the
+agent's own skills, so it has no side effects; like the reference it is not auto-approved.
+
+A ``shell`` or ``script`` tool of a skill is registered as ``<skill>__<tool>``. Its
+``command`` is a shell command line in which ``{{arg}}`` becomes that argument's value and
+``{{skill_dir}}`` the skill's directory, each shell-quoted, so a value is always one word.
+The command line is then judged and run exactly as the ``shell`` tool's would be: the same
+approval rules (``ToolRules.command_of``: allowlist, risk classes, jail, always-ask), the
+same OS sandbox, environment and output cap; ``timeout_secs`` replaces the runtime
+profile's ``shell_timeout_secs`` when given.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any, Final
+
+import trio
+
+from acp_core.tools import tool_kind
+from acp_server.agent.skills import LoadedSkills
+from acp_server.agent.skills_manifest import RUNNABLE_TOOL_KINDS, Skill, SkillTool
+from acp_server.agent.skills_prompt import composed_tool_name
+from acp_server.agent.tools._args import required_str
+from acp_server.agent.tools.base import Tool, ToolContext, ToolDefinition, ToolError, ToolOutput
+from acp_server.agent.tools.shell import ShellTool
+from acp_server.security import ToolRules
+
+READ_SKILL_TOOL: Final = "read_skill"
+_PLACEHOLDER: Final = re.compile(r"\{\{\s*([A-Za-z0-9_-]+)\s*\}\}")
+
+
+class ReadSkillTool:
+    name = READ_SKILL_TOOL
+    description = (
+        "Read the full instructions of one of the skills listed under Available Skills "
+        "(its SKILL.md or SKILL.toml as written)."
+    )
+    side_effects = False
+
+    def __init__(self, skills: Callable[[], LoadedSkills]) -> None:
+        self._skills = skills
+        self.parameters: dict[str, Any] = {
+            "type": "object",
+            "properties": {"name": {"type": "string", "description": "The skill's <name>."}},
+            "required": ["name"],
+            "additionalProperties": False,
+        }
+
+    async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        wanted = required_str(arguments, "name")
+        loaded = self._skills()
+        skill = loaded.find(wanted)
+        if skill is None:
+            names = ", ".join(sorted(skill.name for skill in loaded.skills)) or "none"
+            raise ToolError(f"Unknown skill '{wanted}'. Available skills: {names}")
+        try:
+            text = await trio.to_thread.run_sync(skill.location.read_text, "utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ToolError(
+                f"Failed to read skill '{skill.name}' from {skill.location}: {exc}"
+            ) from None
+        return ToolOutput(text)
+
+
+class SkillShellTool:
+    """One ``shell``/``script`` entry of a skill's ``[[tools]]``."""
+
+    side_effects = True
+
+    def __init__(self, skill: Skill, tool: SkillTool) -> None:
+        self.skill = skill
+        self.tool = tool
+        self.name = composed_tool_name(skill.name, tool.name)
+        self.description = f"{tool.description} (skill {skill.name})"
+        self.definition = ToolDefinition(
+            name=self.name, kind=tool_kind(self.name), rules=ToolRules(command_of=self.command)
+        )
+        self.parameters: dict[str, Any] = {
+            "type": "object",
+            "properties": {
+                name: {"type": "string", "description": description or name}
+                for name, description in tool.args
+            },
+            "required": [name for name, _ in tool.args],
+            "additionalProperties": False,
+        }
+
+    def command(self, arguments: Mapping[str, Any]) -> str | None:
+        """The command line for ``arguments``; None when one is missing or not a string."""
+        values: dict[str, str] = {"skill_dir": str(self.skill.directory)}
+        for name, _ in self.tool.args:
+            value = arguments.get(name)
+            if not isinstance(value, str):
+                return None
+            values[name] = value
+
+        def substitute(match: re.Match[str]) -> str:
+            key = match.group(1)
+            return shlex.quote(values[key]) if key in values else match.group(0)
+
+        return _PLACEHOLDER.sub(substitute, self.tool.command)
+
+    async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        command = self.command(arguments)
+        if command is None:
+            wanted = ", ".join(name for name, _ in self.tool.args)
+            raise ToolError(f"{self.name} needs string arguments: {wanted}")
+        if self.tool.timeout_secs is not None:
+            ctx = replace(ctx, shell_timeout_secs=float(self.tool.timeout_secs))
+        return await ShellTool().run({"command": command}, ctx)
+
+
+def skill_tools(loaded: LoadedSkills, *, compact: bool) -> dict[str, Tool]:
+    """The tools ``loaded`` adds to a session, by name: ``read_skill`` in compact mode,
+    then every runnable ``[[tools]]`` entry (the first of two that compose one name)."""
+    tools: dict[str, Tool] = {}
+    if compact and loaded.skills:
+        tools[READ_SKILL_TOOL] = ReadSkillTool(lambda: loaded)
+    for skill in loaded.skills:
+        for entry in skill.tools:
+            if entry.kind not in RUNNABLE_TOOL_KINDS:
+                continue
+            tool = SkillShellTool(skill, entry)
+            tools.setdefault(tool.name, tool)
+    return tools

@@ -1,0 +1,39 @@
+"""Notifications a method sends right after its reply.
+
+A handler may answer with ``ReplyThen(result, after)``: the connection writes ``result``
+as the reply, then awaits ``after()`` in the same task, so what ``after`` sends follows
+the reply on the wire. A session announces its slash commands this way after
+``session/new``, ``session/load`` and ``session/resume`` (ACP
+``available_commands_update``, sent even when the list is empty).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+if TYPE_CHECKING:
+    from acp_server.agent.session import Session
+    from acp_server.protocol.connection import AcpConnection
+
+
+class ReplyThen(msgspec.Struct, frozen=True):
+    """A reply and what to send after it (never encoded itself)."""
+
+    result: Any
+    after: Callable[[], Awaitable[None]]
+
+
+def with_commands(connection: AcpConnection, result: Any, session: Session) -> ReplyThen:
+    """``result``, followed by the session's ``available_commands_update``."""
+
+    async def announce() -> None:
+        if connection.sessions.get(session.session_id) is not session:
+            return  # closed (or replaced) before its reply went out
+        update = session.commands.update(always=True)
+        if update is not None:
+            await connection.send_update(session.session_id, update)
+
+    return ReplyThen(result, announce)
