@@ -20,6 +20,16 @@ See docs/decisions.md for why msgspec.
 
 from __future__ import annotations
 
+from acp_core.schema.config_options import (
+    ConfigOption,
+    ConfigOptionUpdate,
+    ConfigOptionValue,
+    PromptUsage,
+    RestoredSessionResult,
+    SetConfigOptionParams,
+    SetConfigOptionResult,
+    UsageUpdate,
+)
 from acp_core.schema.content import (
     AudioContent,
     BlobResource,
@@ -148,6 +158,9 @@ __all__ = [
     "CancelRequestParams",
     "CancelledOutcome",
     "ClientCapabilities",
+    "ConfigOption",
+    "ConfigOptionUpdate",
+    "ConfigOptionValue",
     "ContentBlock",
     "ContentPart",
     "ElicitationCapabilities",
@@ -186,10 +199,12 @@ __all__ = [
     "PromptCapabilities",
     "PromptParams",
     "PromptResult",
+    "PromptUsage",
     "RequestPermissionParams",
     "RequestPermissionResult",
     "ResourceContents",
     "ResourceLink",
+    "RestoredSessionResult",
     "SelectedOutcome",
     "SessionCapabilities",
     "SessionIdParams",
@@ -198,6 +213,8 @@ __all__ = [
     "SessionNotification",
     "SessionUpdate",
     "SessionZeroclawMeta",
+    "SetConfigOptionParams",
+    "SetConfigOptionResult",
     "StopReason",
     "StopResult",
     "TextContent",
@@ -211,6 +228,7 @@ __all__ = [
     "ToolCallTerminal",
     "ToolCallUpdate",
     "ToolKind",
+    "UsageUpdate",
     "UserMessageChunk",
     "WireStruct",
     "ZeroclawMeta",

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from msgspec import UNSET, UnsetType
 
 from acp_core.jsonrpc import JsonValue
+from acp_core.schema.config_options import ConfigOptionUpdate, UsageUpdate
 from acp_core.schema.content import (
     ContentBlock,
     ToolCallContent,
@@ -110,6 +111,8 @@ SessionUpdate: TypeAlias = (
     | ToolCallUpdate
     | PlanUpdate
     | SessionInfoUpdate
+    | ConfigOptionUpdate
+    | UsageUpdate
 )
 
 

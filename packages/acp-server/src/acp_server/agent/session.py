@@ -77,6 +77,12 @@ class Session:
     # Tools the client answered "allow-always" for, each with the highest command risk
     # class approved (security.remember_allow_always); remembered for this session only.
     allow_always: dict[str, CommandRisk] = field(default_factory=dict)
+    # The session's config option choices (protocol/config_options.py): the provider it
+    # talks to, by ref, and the risk level its policy enforces (at most its profile's).
+    provider_ref: str = ""
+    risk_level: str = ""
+    context_window: int = 0
+    """The provider's context window in tokens (``usage_update.size``); 0: not known."""
     last_activity: float = 0.0
     turn: Turn | None = None
     # What the model is told about the tools (built once the tool set is complete).
@@ -129,7 +135,7 @@ class Session:
             self._prompt_files = await trio.to_thread.run_sync(read_prompt_files, inputs)
             self._prompt_signature = signature
         now = datetime.now().astimezone()
-        key = (signature, date_section(now), tuple(inputs.tool_names))
+        key = (signature, date_section(now), tuple(inputs.tool_names), inputs.model)
         if key != self._prompt_key or not self.system_prompt:
             self.system_prompt = build_system_prompt(inputs, self._prompt_files, now)
             self._prompt_key = key

@@ -124,6 +124,19 @@ class TurnOutcome:
     usage: Usage = field(default_factory=Usage)
 
 
+def prompt_usage(usage: Usage) -> schema.PromptUsage | None:
+    """The prompt result's ``usage``: the turn's token counts; None when the provider
+    reported none."""
+    if not (usage.total_tokens or usage.reasoning_tokens):
+        return None
+    return schema.PromptUsage(
+        total_tokens=usage.total_tokens,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        thought_tokens=usage.reasoning_tokens or None,
+    )
+
+
 async def run_turn(session: Session, user_text: str, io: TurnIO) -> TurnOutcome:
     """Run one prompt turn to completion (cancellable from outside).
 
@@ -145,6 +158,10 @@ class _TurnRunner:
         self.new_messages: list[ChatMessage] = []
         self.usage = Usage()
         self.plan: tuple[PlanStep, ...] | None = None
+        # A model choice made during the turn (session/set_config_option) applies from the
+        # next turn: this one keeps the provider, and its context window, it started with.
+        self.provider = session.provider
+        self.context_window = session.context_window
         # All visible text of the turn, as the client saw it, recorded once: in the
         # session's Turn when there is one, so a cancelled turn answers with it too.
         self.streamed: list[str] = session.turn.streamed if session.turn is not None else []
@@ -207,8 +224,9 @@ class _TurnRunner:
         text: list[str] = []
         reasoning: list[str] = []
         calls: list[ToolCall] = []
-        stream = self.session.provider.stream(request)
+        stream = self.provider.stream(request)
         ended = False
+        round_usage: Usage | None = None
         try:
             async for event in stream:
                 if isinstance(event, TextDelta):
@@ -230,6 +248,8 @@ class _TurnRunner:
                     calls.append(call)
                 elif isinstance(event, UsageReported):
                     self.usage.add(event.usage)
+                    round_usage = round_usage or Usage()
+                    round_usage.add(event.usage)
                 elif isinstance(event, StreamEnd):
                     ended = True
                     break
@@ -245,6 +265,11 @@ class _TurnRunner:
                     # cancelled, so its HTTP response is released now, not by the GC.
                     with trio.CancelScope(shield=True):
                         await aclose()
+        if round_usage is not None:
+            # ACP usage_update: what the context holds now is this round's prompt and answer.
+            await self.io.send_update(
+                schema.UsageUpdate(used=round_usage.total_tokens, size=self.context_window)
+            )
         return "".join(text), "".join(reasoning), calls
 
     # -- tools ----------------------------------------------------------------------

@@ -115,6 +115,8 @@ class ProviderConfig:
     max_tokens: int | None = None
     timeout_secs: float = DEFAULT_PROVIDER_TIMEOUT_SECS
     chunk_delay_ms: int = 0  # echo provider only: slows streaming so clients can cancel
+    context_window: int | None = None
+    """The model's context window in tokens (the ``size`` of ACP ``usage_update``)."""
 
     @property
     def ref(self) -> str:
@@ -162,6 +164,9 @@ class AgentConfig:
     project_instructions: tuple[str, ...] = DEFAULT_PROJECT_INSTRUCTIONS
     """``[acp] project_instructions``, copied onto each agent by the parser."""
     identity: IdentityConfig = field(default_factory=IdentityConfig)
+    model_providers: tuple[str, ...] = ()
+    """More ``<type>.<alias>`` provider refs a client may switch the session to (the
+    session's ``model`` config option; ``model_provider`` is always one of them)."""
 
     @property
     def dispatchable(self) -> bool:

@@ -14,6 +14,7 @@ from acp_core.gateway_contract import (
     path_prefix_problem,
     port_problem,
 )
+from acp_server.config.choices import agent_model_choices
 from acp_server.config.identity import agent_files
 from acp_server.config.model import (
     CURRENT_SCHEMA_VERSION,
@@ -146,6 +147,9 @@ class ConfigParser:
         )
         for alias, agent in agents.items():
             agents[alias] = agent_files(self, agent, acp, workspace_dir, doc["agents"][alias])
+            agents[alias] = agent_model_choices(
+                self, agents[alias], providers, doc["agents"][alias]
+            )
         if acp.default_agent is not None and acp.default_agent not in agents:
             raise self.error(
                 "acp.default_agent",
@@ -289,6 +293,7 @@ class ConfigParser:
                     chunk_delay_ms=self.get(
                         body, "chunk_delay_ms", f"{prefix}.chunk_delay_ms", int, 0, _non_negative
                     ),
+                    context_window=self.optional_int(body, "context_window", prefix),
                 )
                 result[provider.ref] = provider
         return result

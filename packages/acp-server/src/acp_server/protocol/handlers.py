@@ -32,9 +32,10 @@ from acp_server.agent.providers.base import ProviderError
 from acp_server.agent.replay import history_updates
 from acp_server.agent.session import Session, Turn
 from acp_server.agent.tools.mcp import select_mcp_servers, start_mcp_tools
-from acp_server.agent.turn import embed_delivered_file, run_turn
+from acp_server.agent.turn import embed_delivered_file, prompt_usage, run_turn
 from acp_server.config import McpServerConfig, RiskProfileConfig, RuntimeProfileConfig
 from acp_server.errors import AgentUnavailable, OperationFailed
+from acp_server.protocol import config_options as options
 from acp_server.protocol.limits import shortened
 from acp_server.protocol.listing import list_stored_sessions
 from acp_server.protocol.sessions import SessionTable
@@ -136,6 +137,10 @@ class AcpHandlers:
             methods.SESSION_CLOSE: (self.admit_close, None),
             methods.SESSION_LIST: (self.list_sessions, None),
             methods.SESSION_DELETE: (self.admit_delete, None),
+            methods.SESSION_SET_CONFIG_OPTION: (
+                partial(options.admit_set_config_option, self),
+                None,
+            ),
             methods.SESSION_UPDATE: (self.inbound_update, None),
             methods.SESSION_EVENT: (self.inbound_update, None),
             methods.CANCEL_REQUEST: (self.cancel_request, None),
@@ -344,6 +349,7 @@ class AcpHandlers:
         return schema.NewSessionResult(
             session_id=session_id,
             workspace_dir=str(workspace),
+            config_options=options.config_options(self.config, session),
             meta=schema.NewSessionMeta(zeroclaw=sandbox),
         )
 
@@ -383,6 +389,9 @@ class AcpHandlers:
             runtime_profile=runtime,
             history=list(history),
             plan=plan,
+            provider_ref=agent.model_provider,
+            risk_level=risk.level,
+            context_window=provider_config.context_window or 0,
         )
         if mcp_servers:
             # Started in the connection's nursery: they outlive this request and stop
@@ -440,7 +449,10 @@ class AcpHandlers:
             except Exception as exc:
                 await self._turn_not_saved(session_id, exc)
         return schema.PromptResult(
-            session_id=session_id, stop_reason="end_turn", content=outcome.content
+            session_id=session_id,
+            stop_reason="end_turn",
+            content=outcome.content,
+            usage=prompt_usage(outcome.usage),
         )
 
     async def _name_session(self, session: Session, title: str | None) -> None:
@@ -517,6 +529,7 @@ class AcpHandlers:
                 raise OperationFailed("Failed to load session") from exc
             if stored is None:
                 raise SessionNotFoundError(session_id)
+            choices = await options.stored_choices(store, session_id)
             alias = resolve_restore_alias(
                 stored=stored.info.agent_alias,
                 config_default=self.config.acp.default_agent,
@@ -533,6 +546,7 @@ class AcpHandlers:
             )
             # None for a session stored before sessions had titles: its next prompt names it.
             session.title = stored.info.title
+            options.apply_stored_choices(self.app, session, choices)
             self.table.add(session)
         try:
             await self._replay(session, stored, history, replay=replay)
@@ -544,7 +558,9 @@ class AcpHandlers:
                     session.turn.cancel()
                 session.close()
             raise
-        return schema.EmptyResult()
+        return schema.RestoredSessionResult(
+            config_options=options.config_options(self.config, session)
+        )
 
     async def _replay(
         self,

@@ -6,7 +6,7 @@ import dataclasses
 import logging
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -230,6 +230,12 @@ class AsyncSessionStore:
 
     async def set_title(self, session_id: str, title: str) -> bool:
         return await self._call(self.sync.set_title, session_id, title)
+
+    async def set_config_choices(self, session_id: str, choices: Mapping[str, str]) -> bool:
+        return await self._call(self.sync.set_config_choices, session_id, dict(choices))
+
+    async def config_choices(self, session_id: str) -> dict[str, str]:
+        return await self._call(self.sync.config_choices, session_id)
 
     async def delete_session(self, session_id: str) -> bool:
         return await self._call(self._delete, session_id)

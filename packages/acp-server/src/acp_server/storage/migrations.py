@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Final
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 """``PRAGMA user_version`` after every migration in ``MIGRATIONS`` has run."""
 
 
@@ -106,6 +106,13 @@ _SCHEMA_V4: Final = (
 )
 
 
+_SCHEMA_V5: Final = (
+    # The session's config option choices (ACP session/set_config_option) as a JSON object
+    # {configId: value}; NULL until a client changes one (the agent's defaults apply).
+    "ALTER TABLE acp_sessions ADD COLUMN config_json TEXT",
+)
+
+
 def _migrate_to_v1(conn: sqlite3.Connection) -> None:
     for statement in _SCHEMA_V1:
         conn.execute(statement)
@@ -136,11 +143,17 @@ def _migrate_to_v4(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+def _migrate_to_v5(conn: sqlite3.Connection) -> None:
+    for statement in _SCHEMA_V5:
+        conn.execute(statement)
+
+
 MIGRATIONS: Final[tuple[Callable[[sqlite3.Connection], None], ...]] = (
     _migrate_to_v1,
     _migrate_to_v2,
     _migrate_to_v3,
     _migrate_to_v4,
+    _migrate_to_v5,
 )
 """``MIGRATIONS[n]`` takes a database from ``user_version`` n to n + 1. Append, never edit."""
 

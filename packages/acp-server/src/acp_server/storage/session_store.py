@@ -12,7 +12,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Final, TypeVar
 
@@ -35,6 +35,7 @@ from acp_server.storage.records import (
     StoreUnavailable,
     UnknownSession,
 )
+from acp_server.storage.session_config import read_choices, write_choices
 from acp_server.storage.session_list import (
     NEWEST_FIRST,
     SESSION_INFO_SELECT,
@@ -477,6 +478,13 @@ class SessionStore:
             return cursor.rowcount > 0
 
         return self._write(update)
+
+    def set_config_choices(self, session_id: str, choices: Mapping[str, str]) -> bool:
+        """Store a session's config option choices (session_config.py)."""
+        return self._write(lambda conn: write_choices(conn, session_id, choices))
+
+    def config_choices(self, session_id: str) -> dict[str, str]:
+        return self._read(lambda conn: read_choices(conn, session_id))
 
     def delete_session(self, session_id: str) -> bool:
         """Delete a session and its conversation; False when there was no such session."""
