@@ -30,7 +30,7 @@ class ConfigOption(WireStruct, kw_only=True):
     name: str
     description: str | None = None
     category: str | None = None
-    type: Literal["select"] = "select"
+    type: Literal["select"]  # no default: omit_defaults would drop it, and ACP requires it
     current_value: str
     options: list[ConfigOptionValue]
 

@@ -52,6 +52,10 @@ class Turn:
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     done: trio.Event = field(default_factory=trio.Event)
     streamed: list[str] = field(default_factory=list)
+    # The session's provider and its context window when the turn was admitted: a model
+    # chosen meanwhile (session/set_config_option) applies from the next turn.
+    provider: Provider | None = None
+    context_window: int = 0
 
     def cancel(self) -> None:
         self.scope.cancel()
@@ -177,7 +181,7 @@ class Session:
 
     def start_turn(self) -> Turn:
         """Reserve the session's turn slot (the caller has checked ``busy``)."""
-        turn = Turn()
+        turn = Turn(provider=self.provider, context_window=self.context_window)
         self.turn = turn
         self.touch()
         return turn

@@ -158,10 +158,13 @@ class _TurnRunner:
         self.new_messages: list[ChatMessage] = []
         self.usage = Usage()
         self.plan: tuple[PlanStep, ...] | None = None
-        # A model choice made during the turn (session/set_config_option) applies from the
-        # next turn: this one keeps the provider, and its context window, it started with.
-        self.provider = session.provider
-        self.context_window = session.context_window
+        # A model choice made once the turn was admitted (session/set_config_option)
+        # applies from the next turn: this one keeps the provider it was admitted with.
+        turn = session.turn
+        if turn is not None and turn.provider is not None:
+            self.provider, self.context_window = turn.provider, turn.context_window
+        else:
+            self.provider, self.context_window = session.provider, session.context_window
         # All visible text of the turn, as the client saw it, recorded once: in the
         # session's Turn when there is one, so a cancelled turn answers with it too.
         self.streamed: list[str] = session.turn.streamed if session.turn is not None else []
