@@ -18,14 +18,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, cast
 
 from acp_core import schema
 from acp_core.errors import InvalidParamsError
 from acp_server.agent.providers.base import ProviderError
 from acp_server.agent.session import Session
-from acp_server.config import Config, RiskProfileConfig
+from acp_server.config import Config, RiskLevel, RiskProfileConfig
 from acp_server.errors import AgentUnavailable, OperationFailed
+from acp_server.protocol.limits import shortened
 
 if TYPE_CHECKING:
     from acp_core.jsonrpc import Payload
@@ -39,6 +40,7 @@ MODEL_OPTION: Final = "model"
 MODE_OPTION: Final = "mode"
 RISK_LEVELS: Final = ("readonly", "supervised", "full")
 """Lowest first: a session may run at its profile's level or any before it."""
+MAX_SHOWN_VALUE_CHARS: Final = 80
 LEVEL_NAMES: Final = {"readonly": "Read only", "supervised": "Supervised", "full": "Full"}
 LEVEL_DESCRIPTIONS: Final = {
     "readonly": "Tools without side effects only: nothing is written or run",
@@ -58,6 +60,11 @@ def level_choices(profile_level: str) -> list[str]:
     if profile_level not in RISK_LEVELS:
         return [profile_level]
     return list(RISK_LEVELS[: RISK_LEVELS.index(profile_level) + 1])
+
+
+def _shown(text: str) -> str:
+    """A client's value as an error message quotes it: escaped and bounded."""
+    return shortened(repr(text), MAX_SHOWN_VALUE_CHARS)
 
 
 def _profile(config: Config, session: Session) -> RiskProfileConfig:
@@ -117,7 +124,7 @@ def choose(app: AcpApp, session: Session, config_id: str, value: str) -> None:
     if config_id == MODEL_OPTION:
         agent = session.agent
         if value not in provider_choices(agent.model_provider, agent.model_providers):
-            raise InvalidParamsError(f"Invalid value for config option `model`: {value!r}")
+            raise InvalidParamsError(f"Invalid value for config option `model`: {_shown(value)}")
         if value == session.provider_ref:
             return
         provider_config = config.providers.get(value)
@@ -132,18 +139,18 @@ def choose(app: AcpApp, session: Session, config_id: str, value: str) -> None:
     elif config_id == MODE_OPTION:
         profile = _profile(config, session)
         if value not in level_choices(profile.level):
-            raise InvalidParamsError(f"Invalid value for config option `mode`: {value!r}")
+            raise InvalidParamsError(f"Invalid value for config option `mode`: {_shown(value)}")
         if value == session.risk_level:
             return
         try:
-            # RiskLevel values only: level_choices offers nothing else.
-            lowered = replace(profile, level=value)  # type: ignore[arg-type]
+            # A RiskLevel: level_choices offers nothing else.
+            lowered = replace(profile, level=cast(RiskLevel, value))
             session.policy = app.policy_factory(lowered, session.workspace)
         except (ValueError, OSError) as exc:
             raise OperationFailed("Failed to apply the session mode") from exc
         session.risk_level = value
     else:
-        raise InvalidParamsError(f"Unknown config option: {config_id!r}")
+        raise InvalidParamsError(f"Unknown config option: {_shown(config_id)}")
 
 
 def session_choices(session: Session) -> dict[str, str]:
@@ -176,7 +183,12 @@ async def stored_choices(store: AsyncSessionStore, session_id: str) -> dict[str,
         return {}
 
 
-def admit_set_config_option(
+def restored_result(config: Config, session: Session) -> schema.RestoredSessionResult:
+    """What ``session/load`` and ``session/resume`` answer: the session's options."""
+    return schema.RestoredSessionResult(config_options=config_options(config, session))
+
+
+def admit_choice(
     handlers: AcpHandlers, params: schema.SetConfigOptionParams, request_key: str
 ) -> Job:
     """ACP ``session/set_config_option``, applied in arrival order (a prompt sent right

@@ -137,10 +137,7 @@ class AcpHandlers:
             methods.SESSION_CLOSE: (self.admit_close, None),
             methods.SESSION_LIST: (self.list_sessions, None),
             methods.SESSION_DELETE: (self.admit_delete, None),
-            methods.SESSION_SET_CONFIG_OPTION: (
-                partial(options.admit_set_config_option, self),
-                None,
-            ),
+            methods.SESSION_SET_CONFIG_OPTION: (partial(options.admit_choice, self), None),
             methods.SESSION_UPDATE: (self.inbound_update, None),
             methods.SESSION_EVENT: (self.inbound_update, None),
             methods.CANCEL_REQUEST: (self.cancel_request, None),
@@ -558,9 +555,7 @@ class AcpHandlers:
                     session.turn.cancel()
                 session.close()
             raise
-        return schema.RestoredSessionResult(
-            config_options=options.config_options(self.config, session)
-        )
+        return options.restored_result(self.config, session)
 
     async def _replay(
         self,
