@@ -17,7 +17,7 @@ from acp_server.agent.conversation import Usage
 from acp_server.agent.providers.base import Provider, UsageReported
 from acp_server.config import Config, ProviderConfig
 from acp_server.storage.sqlite import AsyncSessionStore
-from tests.helpers import make_config
+from tests.helpers import make_config, poll_until
 from tests.jsonrpc_peer import JsonDict
 from tests.server.server_harness import (
     ScriptedProvider,
@@ -296,3 +296,23 @@ async def test_a_turn_without_counts_sends_no_usage(tmp_path: Path) -> None:
             kinds = {u["sessionUpdate"] for u in client.updates(session_id)}
     assert "usage" not in reply["result"]
     assert "usage_update" not in kinds
+
+
+async def test_a_lowered_mode_decides_the_running_turns_next_tool_call(tmp_path: Path) -> None:
+    gate = trio.Event()
+    stub = StubTool()
+    provider = ScriptedProvider([tool_round("stub", {}), text_round("done")], gate=gate)
+    config = make_config(tmp_path, level="full")
+    with trio.fail_after(5):
+        async with open_server(config, provider=provider, tools=[stub]) as client:
+            session_id = await client.new_session(tmp_path)
+            prompt_id = await client.prompt_request(session_id, "go")
+            await poll_until(lambda: bool(provider.requests))  # the model is answering
+            await set_option(client, session_id, "mode", "readonly")
+            gate.set()
+            reply = await client.wait_response(prompt_id)
+            updates = client.updates(session_id)
+    assert reply["result"]["stopReason"] == "end_turn"
+    assert stub.calls == []
+    [refused] = [u for u in updates if u.get("status") == "failed"]
+    assert "the risk profile is read-only" in json.dumps(refused)
