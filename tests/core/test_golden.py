@@ -88,6 +88,7 @@ def test_there_is_a_fixture_for_every_seed_method() -> None:
         "$/cancel_request",
         "session/list",
         "session/delete",
+        "session/set_config_option",
     }
     assert covered >= set(METHODS) - not_in_the_seed
 

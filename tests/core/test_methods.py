@@ -17,6 +17,7 @@ def test_every_seed_method_is_in_the_table() -> None:
         "session/close",
         "session/list",
         "session/delete",
+        "session/set_config_option",
         "session/request_permission",
         "_zeroclaw/history_trimmed",
         "$/cancel_request",

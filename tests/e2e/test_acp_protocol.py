@@ -58,6 +58,8 @@ async def test_every_method_and_its_errors(tmp_path: Path, workspace: Path) -> N
                 "sessionId": session_id,
                 "stopReason": "end_turn",
                 "content": "one two",
+                # The echo provider counts words: two in, two out.
+                "usage": {"totalTokens": 4, "inputTokens": 2, "outputTokens": 2},
             }
             update = await client.call("session/update", {"sessionId": session_id, "type": "ping"})
             assert update["result"]["status"] == "processed"
@@ -77,7 +79,7 @@ async def test_every_method_and_its_errors(tmp_path: Path, workspace: Path) -> N
             errors["already active"] = await client.call("session/load", {"sessionId": session_id})
             assert (await client.call("session/close", {"sessionId": session_id}))["result"] == {}
             loaded = await client.call("session/load", {"sessionId": session_id})
-            assert loaded["result"] == {}
+            assert loaded["result"].keys() == {"configOptions"}
             replayed = client.updates(session_id)[-2:]
             assert [u["sessionUpdate"] for u in replayed] == [
                 "user_message_chunk",
@@ -111,7 +113,9 @@ async def test_a_session_survives_a_restart(tmp_path: Path, workspace: Path) -> 
             live = first.updates(session_id)
         async with spawn_acp(config_dir) as second:
             await second.call("initialize", {})
-            assert (await second.call("session/load", {"sessionId": session_id}))["result"] == {}
+            assert (await second.call("session/load", {"sessionId": session_id}))[
+                "result"
+            ].keys() == {"configOptions"}
     assert texts(second.updates(session_id)) == texts(live) == "remember me"
 
 
@@ -425,7 +429,13 @@ async def test_requests_are_served_while_a_turn_runs(tmp_path: Path, workspace: 
     assert event["result"]["status"] == "processed"
     assert noop["result"] == {}
     # Stop let the turn finish: all of it streamed, not cancelled.
-    assert prompt["result"] == {"sessionId": session_id, "stopReason": "end_turn", "content": words}
+    count = len(words.split())
+    assert prompt["result"] == {
+        "sessionId": session_id,
+        "stopReason": "end_turn",
+        "content": words,
+        "usage": {"totalTokens": 2 * count, "inputTokens": count, "outputTokens": count},
+    }
     assert stop["result"] == {"sessionId": session_id, "stopped": True}
     assert after_stop["error"]["code"] == -32000
     frames = [json.loads(line) for line in client.raw_lines]

@@ -67,7 +67,11 @@ async def test_sigterm_lets_a_running_turn_finish_then_closes_1012(tmp_path: Pat
                 reply = await busy.wait_response(prompt_id)
                 assert reply["result"]["stopReason"] == "end_turn"
                 streamed = [first, *busy.notifications]
-                text = "".join(n["params"]["update"]["content"]["text"] for n in streamed)
+                text = "".join(
+                    n["params"]["update"]["content"]["text"]
+                    for n in streamed
+                    if n["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+                )
                 assert text == " ".join(words)
                 await _expect_restart_close(busy)
                 # No new connections while draining.

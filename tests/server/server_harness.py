@@ -17,7 +17,7 @@ from typing import Any
 import trio
 
 from acp_server.agent.conversation import ToolCall
-from acp_server.agent.providers import create_provider
+from acp_server.agent.providers import ProviderFactory, create_provider
 from acp_server.agent.providers.base import (
     ModelRequest,
     Provider,
@@ -179,13 +179,17 @@ async def open_server(
     launch_dir: Path | None = None,
     connection_default_agent: str | None = None,
     reap_idle_sessions: bool = False,
+    provider_factory: ProviderFactory | None = None,
 ) -> AsyncIterator[ServerHarness]:
     """Serve one in-memory connection; on exit, end the input and wait for the server."""
     transport = MemoryTransport()
     app = AcpApp(
         config=config,
         store=store,
-        provider_factory=(lambda _config: provider) if provider is not None else create_provider,
+        provider_factory=(
+            provider_factory
+            or ((lambda _config: provider) if provider is not None else create_provider)
+        ),
         tools_factory=lambda _agent, _workspace, _config: {tool.name: tool for tool in tools},
         launch_dir=launch_dir or config.config_dir,
     )

@@ -27,6 +27,7 @@ SESSION_RESUME: Final = "session/resume"
 SESSION_CLOSE: Final = "session/close"
 SESSION_LIST: Final = "session/list"
 SESSION_DELETE: Final = "session/delete"
+SESSION_SET_CONFIG_OPTION: Final = "session/set_config_option"
 SESSION_REQUEST_PERMISSION: Final = "session/request_permission"
 HISTORY_TRIMMED: Final = "_zeroclaw/history_trimmed"
 CANCEL_REQUEST: Final = "$/cancel_request"
@@ -112,7 +113,7 @@ METHODS: Final[dict[str, MethodSpec]] = {
             direction="client_to_agent",
             kind="request",
             inbound_params=schema.RestoreParams,
-            result=schema.EmptyResult,
+            result=schema.RestoredSessionResult,
             ordering="admitted",
         ),
         MethodSpec(
@@ -120,7 +121,7 @@ METHODS: Final[dict[str, MethodSpec]] = {
             direction="client_to_agent",
             kind="request",
             inbound_params=schema.RestoreParams,
-            result=schema.EmptyResult,
+            result=schema.RestoredSessionResult,
             ordering="admitted",
         ),
         MethodSpec(
@@ -144,6 +145,15 @@ METHODS: Final[dict[str, MethodSpec]] = {
             kind="request",
             inbound_params=schema.SessionIdParams,
             result=schema.EmptyResult,
+            ordering="admitted",
+        ),
+        MethodSpec(
+            name=SESSION_SET_CONFIG_OPTION,
+            direction="client_to_agent",
+            kind="request",
+            inbound_params=schema.SetConfigOptionParams,
+            result=schema.SetConfigOptionResult,
+            # In arrival order: a prompt sent right behind it runs with the new choice.
             ordering="admitted",
         ),
         MethodSpec(

@@ -20,6 +20,16 @@ See docs/decisions.md for why msgspec.
 
 from __future__ import annotations
 
+from acp_core.schema.config_options import (
+    ConfigOption,
+    ConfigOptionUpdate,
+    ConfigOptionValue,
+    PromptUsage,
+    RestoredSessionResult,
+    SetConfigOptionParams,
+    SetConfigOptionResult,
+    UsageUpdate,
+)
 from acp_core.schema.content import (
     AudioContent,
     BlobResource,
@@ -155,6 +165,9 @@ __all__ = [
     "CancelRequestParams",
     "CancelledOutcome",
     "ClientCapabilities",
+    "ConfigOption",
+    "ConfigOptionUpdate",
+    "ConfigOptionValue",
     "ContentBlock",
     "ContentPart",
     "ElicitationCapabilities",
@@ -193,11 +206,13 @@ __all__ = [
     "PromptCapabilities",
     "PromptParams",
     "PromptResult",
+    "PromptUsage",
     "RequestPermissionParams",
     "RequestPermissionResult",
     "ResourceContents",
     "ResourceLink",
     "RestoreParams",
+    "RestoredSessionResult",
     "SelectedOutcome",
     "SessionCapabilities",
     "SessionIdParams",
@@ -206,6 +221,8 @@ __all__ = [
     "SessionNotification",
     "SessionUpdate",
     "SessionZeroclawMeta",
+    "SetConfigOptionParams",
+    "SetConfigOptionResult",
     "StopReason",
     "StopResult",
     "TextContent",
@@ -219,6 +236,7 @@ __all__ = [
     "ToolCallTerminal",
     "ToolCallUpdate",
     "ToolKind",
+    "UsageUpdate",
     "UserMessageChunk",
     "WireStruct",
     "ZeroclawMeta",

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import msgspec
 
 from acp_core.jsonrpc import JsonValue
+from acp_core.schema.config_options import ConfigOption, PromptUsage
 from acp_core.schema.wire import (
     AGENT_NAME,
     AGENT_TITLE,
@@ -141,6 +142,7 @@ class NewSessionMeta(WireStruct, kw_only=True):
 class NewSessionResult(WireStruct, kw_only=True):
     session_id: str
     workspace_dir: str
+    config_options: list[ConfigOption] | None = None
     meta: NewSessionMeta | None = msgspec.field(default=None, name="_meta")
 
 
@@ -148,6 +150,7 @@ class PromptResult(WireStruct, kw_only=True):
     session_id: str
     stop_reason: StopReason
     content: str
+    usage: PromptUsage | None = None
 
 
 class StopResult(WireStruct, omit_defaults=False, kw_only=True):

@@ -9,6 +9,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from acp_core.jsonrpc import JsonValue
+from acp_core.schema.config_options import ConfigOptionUpdate, UsageUpdate
 from acp_core.schema.content import (
     ContentBlock,
     ToolCallContent,
@@ -137,6 +138,8 @@ SessionUpdate: TypeAlias = (
     | PlanUpdate
     | SessionInfoUpdate
     | AvailableCommandsUpdate
+    | ConfigOptionUpdate
+    | UsageUpdate
 )
 
 

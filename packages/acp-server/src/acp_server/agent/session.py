@@ -56,6 +56,10 @@ class Turn:
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     done: trio.Event = field(default_factory=trio.Event)
     streamed: list[str] = field(default_factory=list)
+    # The session's provider and its context window when the turn was admitted: a model
+    # chosen meanwhile (session/set_config_option) applies from the next turn.
+    provider: Provider | None = None
+    context_window: int = 0
 
     def cancel(self) -> None:
         self.scope.cancel()
@@ -81,6 +85,12 @@ class Session:
     # Tools the client answered "allow-always" for, each with the highest command risk
     # class approved (security.remember_allow_always); remembered for this session only.
     allow_always: dict[str, CommandRisk] = field(default_factory=dict)
+    # The session's config option choices (protocol/config_options.py): the provider it
+    # talks to, by ref, and the risk level its policy enforces (at most its profile's).
+    provider_ref: str = ""
+    risk_level: str = ""
+    context_window: int = 0
+    """The provider's context window in tokens (``usage_update.size``); 0: not known."""
     last_activity: float = 0.0
     turn: Turn | None = None
     # What the model is told about the tools (built once the tool set is complete).
@@ -159,7 +169,7 @@ class Session:
         inputs = self.prompt_inputs()
         assert self._prompt_files is not None
         now = datetime.now().astimezone()
-        key = (self._prompt_signature, date_section(now), tuple(inputs.tool_names))
+        key = (self._prompt_signature, date_section(now), tuple(inputs.tool_names), inputs.model)
         if key != self._prompt_key or not self.system_prompt:
             self.system_prompt = build_system_prompt(inputs, self._prompt_files, now)
             self._prompt_key = key
@@ -201,7 +211,7 @@ class Session:
 
     def start_turn(self) -> Turn:
         """Reserve the session's turn slot (the caller has checked ``busy``)."""
-        turn = Turn()
+        turn = Turn(provider=self.provider, context_window=self.context_window)
         self.turn = turn
         self.touch()
         return turn

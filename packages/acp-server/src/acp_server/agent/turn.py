@@ -138,6 +138,19 @@ class TurnOutcome:
     usage: Usage = field(default_factory=Usage)
 
 
+def prompt_usage(usage: Usage) -> schema.PromptUsage | None:
+    """The prompt result's ``usage``: the turn's token counts; None when the provider
+    reported none."""
+    if not (usage.total_tokens or usage.reasoning_tokens):
+        return None
+    return schema.PromptUsage(
+        total_tokens=usage.total_tokens,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        thought_tokens=usage.reasoning_tokens or None,
+    )
+
+
 async def run_turn(session: Session, user_text: str, io: TurnIO) -> TurnOutcome:
     """Run one prompt turn to completion (cancellable from outside). A prompt naming one of
     the session's skills (``/<skill> ...``) runs with the skill's instructions in front of
@@ -164,6 +177,13 @@ class _TurnRunner:
         self.new_messages: list[ChatMessage] = []
         self.usage = Usage()
         self.plan: tuple[PlanStep, ...] | None = None
+        # A model choice made once the turn was admitted (session/set_config_option)
+        # applies from the next turn: this one keeps the provider it was admitted with.
+        turn = session.turn
+        if turn is not None and turn.provider is not None:
+            self.provider, self.context_window = turn.provider, turn.context_window
+        else:
+            self.provider, self.context_window = session.provider, session.context_window
         # All visible text of the turn, as the client saw it, recorded once: in the
         # session's Turn when there is one, so a cancelled turn answers with it too.
         self.streamed: list[str] = session.turn.streamed if session.turn is not None else []
@@ -222,6 +242,7 @@ class _TurnRunner:
         if meter is not None:
             await meter.check()
         round_usage = Usage()
+        usage_reported = False
         reported_cost: float | None = None
         request = ModelRequest(
             system_prompt=self.session.system_prompt,
@@ -231,7 +252,7 @@ class _TurnRunner:
         text: list[str] = []
         reasoning: list[str] = []
         calls: list[ToolCall] = []
-        stream = self.session.provider.stream(request)
+        stream = self.provider.stream(request)
         ended = False
         try:
             async for event in stream:
@@ -255,6 +276,7 @@ class _TurnRunner:
                 elif isinstance(event, UsageReported):
                     self.usage.add(event.usage)
                     round_usage.add(event.usage)
+                    usage_reported = True
                     if event.cost_usd is not None:
                         reported_cost = (reported_cost or 0.0) + event.cost_usd
                 elif isinstance(event, StreamEnd):
@@ -274,6 +296,11 @@ class _TurnRunner:
                         await aclose()
         if meter is not None:
             await meter.record(round_usage, reported_cost)
+        if usage_reported:
+            # ACP usage_update: what the context holds now is this round's prompt and answer.
+            await self.io.send_update(
+                schema.UsageUpdate(used=round_usage.total_tokens, size=self.context_window)
+            )
         return "".join(text), "".join(reasoning), calls
 
     # -- tools ----------------------------------------------------------------------

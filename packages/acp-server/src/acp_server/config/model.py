@@ -131,6 +131,8 @@ class ProviderConfig:
     chunk_delay_ms: int = 0  # echo provider only: slows streaming so clients can cancel
     vision: bool = False
     """The model takes images: prompt images are sent to it (agent/providers/images.py)."""
+    context_window: int | None = None
+    """The model's context window in tokens (the ``size`` of ACP ``usage_update``)."""
 
     @property
     def ref(self) -> str:
@@ -192,6 +194,9 @@ class AgentConfig:
     """``[acp] project_instructions``, copied onto each agent by the parser."""
     identity: IdentityConfig = field(default_factory=IdentityConfig)
     skills: SkillsConfig = field(default_factory=SkillsConfig)
+    model_providers: tuple[str, ...] = ()
+    """More ``<type>.<alias>`` provider refs a client may switch the session to (the
+    session's ``model`` config option; ``model_provider`` is always one of them)."""
 
     @property
     def dispatchable(self) -> bool:

@@ -16,6 +16,7 @@ from acp_core.gateway_contract import (
 from acp_server.config import checks
 from acp_server.config.budget import parse_cost, with_runtime_budget
 from acp_server.config.checks import ERROR_CODE_STYLES
+from acp_server.config.choices import agent_model_choices
 from acp_server.config.client import parse_client_offers, parse_vision
 from acp_server.config.identity import agent_files
 from acp_server.config.model import (
@@ -159,7 +160,8 @@ class ConfigParser:
         for alias, agent in agents.items():
             body = doc["agents"][alias]
             agent = agent_files(self, agent, acp, workspace_dir, body)
-            agents[alias] = agent_skills(self, agent, skills, workspace_dir, body)
+            agent = agent_skills(self, agent, skills, workspace_dir, body)
+            agents[alias] = agent_model_choices(self, agent, providers, body)
         if acp.default_agent is not None and acp.default_agent not in agents:
             raise self.error(
                 "acp.default_agent",
@@ -311,6 +313,7 @@ class ConfigParser:
                         0,
                         checks.non_negative,
                     ),
+                    context_window=self.optional_int(body, "context_window", prefix),
                 )
                 result[provider.ref] = parse_vision(self, body, prefix, provider)
         return result

@@ -37,9 +37,10 @@ from acp_server.agent.tools.mcp import (
     skipped_mcp_servers,
     start_mcp_tools,
 )
-from acp_server.agent.turn import embed_delivered_file, run_turn
+from acp_server.agent.turn import embed_delivered_file, prompt_usage, run_turn
 from acp_server.config import McpServerConfig, RiskProfileConfig, RuntimeProfileConfig
 from acp_server.errors import AgentUnavailable, OperationFailed
+from acp_server.protocol import config_options as options
 from acp_server.protocol.followups import with_commands
 from acp_server.protocol.listing import list_stored_sessions
 from acp_server.protocol.roots import (
@@ -119,6 +120,7 @@ class AcpHandlers:
             methods.SESSION_CLOSE: (self.admit_close, None),
             methods.SESSION_LIST: (self.list_sessions, None),
             methods.SESSION_DELETE: (self.admit_delete, None),
+            methods.SESSION_SET_CONFIG_OPTION: (partial(options.admit_choice, self), None),
             methods.SESSION_UPDATE: (self.inbound_update, None),
             methods.SESSION_EVENT: (self.inbound_update, None),
             methods.CANCEL_REQUEST: (self.cancel_request, None),
@@ -337,6 +339,7 @@ class AcpHandlers:
         result = schema.NewSessionResult(
             session_id=session_id,
             workspace_dir=str(workspace),
+            config_options=options.config_options(self.config, session),
             meta=schema.NewSessionMeta(zeroclaw=sandbox),
         )
         return with_commands(self.connection, result, session)
@@ -377,6 +380,9 @@ class AcpHandlers:
             runtime_profile=runtime,
             history=list(history),
             plan=plan,
+            provider_ref=agent.model_provider,
+            risk_level=risk.level,
+            context_window=provider_config.context_window or 0,
         )
         session.cost = self.app.cost_meter(session_id, agent, provider_config, provider.model)
         if mcp_servers:
@@ -435,7 +441,10 @@ class AcpHandlers:
             except Exception as exc:
                 await self._turn_not_saved(session_id, exc)
         return schema.PromptResult(
-            session_id=session_id, stop_reason="end_turn", content=outcome.content
+            session_id=session_id,
+            stop_reason="end_turn",
+            content=outcome.content,
+            usage=prompt_usage(outcome.usage),
         )
 
     async def _name_session(self, session: Session, title: str | None) -> None:
@@ -522,6 +531,7 @@ class AcpHandlers:
                 raise OperationFailed("Failed to load session") from exc
             if stored is None:
                 raise SessionNotFoundError(session_id)
+            choices = await options.stored_choices(store, session_id)
             alias = resolve_restore_alias(
                 stored=stored.info.agent_alias,
                 config_default=self.config.acp.default_agent,
@@ -541,6 +551,7 @@ class AcpHandlers:
             attach_roots(session, extra_roots)
             # None for a session stored before sessions had titles: its next prompt names it.
             session.title = stored.info.title
+            options.apply_stored_choices(self.app, session, choices)
             self.table.add(session)
         try:
             await self._replay(session, stored, history, replay=replay)
@@ -552,7 +563,9 @@ class AcpHandlers:
                     session.turn.cancel()
                 session.close()
             raise
-        return with_commands(self.connection, schema.EmptyResult(), session)
+        return with_commands(
+            self.connection, options.restored_result(self.config, session), session
+        )
 
     async def _replay(
         self,

@@ -6,7 +6,7 @@ import dataclasses
 import logging
 import queue
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -237,6 +237,12 @@ class AsyncSessionStore:
 
     async def additional_dirs(self, session_id: str) -> tuple[str, ...]:
         return await self._call(self.sync.additional_dirs, session_id)
+
+    async def set_config_choices(self, session_id: str, choices: Mapping[str, str]) -> bool:
+        return await self._call(self.sync.set_config_choices, session_id, dict(choices))
+
+    async def config_choices(self, session_id: str) -> dict[str, str]:
+        return await self._call(self.sync.config_choices, session_id)
 
     async def delete_session(self, session_id: str) -> bool:
         return await self._call(self._delete, session_id)

@@ -13,7 +13,7 @@ from typing import Final
 
 from acp_server.storage.spend import SPEND_SCHEMA
 
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 7
 """``PRAGMA user_version`` after every migration in ``MIGRATIONS`` has run."""
 
 
@@ -115,6 +115,13 @@ _SCHEMA_V6: Final = (
 )
 
 
+_SCHEMA_V7: Final = (
+    # The session's config option choices (ACP session/set_config_option) as a JSON object
+    # {configId: value}; NULL until a client changes one (the agent's defaults apply).
+    "ALTER TABLE acp_sessions ADD COLUMN config_json TEXT",
+)
+
+
 def _migrate_to_v1(conn: sqlite3.Connection) -> None:
     for statement in _SCHEMA_V1:
         conn.execute(statement)
@@ -156,6 +163,11 @@ def _migrate_to_v6(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+def _migrate_to_v7(conn: sqlite3.Connection) -> None:
+    for statement in _SCHEMA_V7:
+        conn.execute(statement)
+
+
 MIGRATIONS: Final[tuple[Callable[[sqlite3.Connection], None], ...]] = (
     _migrate_to_v1,
     _migrate_to_v2,
@@ -163,6 +175,7 @@ MIGRATIONS: Final[tuple[Callable[[sqlite3.Connection], None], ...]] = (
     _migrate_to_v4,
     _migrate_to_v5,
     _migrate_to_v6,
+    _migrate_to_v7,
 )
 """``MIGRATIONS[n]`` takes a database from ``user_version`` n to n + 1. Append, never edit."""
 

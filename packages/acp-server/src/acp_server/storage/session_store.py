@@ -13,7 +13,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Final, TypeVar
 
@@ -36,6 +36,7 @@ from acp_server.storage.records import (
     StoreUnavailable,
     UnknownSession,
 )
+from acp_server.storage.session_config import read_choices, write_choices
 from acp_server.storage.session_list import (
     NEWEST_FIRST,
     SESSION_INFO_SELECT,
@@ -512,6 +513,13 @@ class SessionStore:
             return decode_directories(row[0] if row is not None else None)
 
         return self._read(read)
+
+    def set_config_choices(self, session_id: str, choices: Mapping[str, str]) -> bool:
+        """Store a session's config option choices (session_config.py)."""
+        return self._write(lambda conn: write_choices(conn, session_id, choices))
+
+    def config_choices(self, session_id: str) -> dict[str, str]:
+        return self._read(lambda conn: read_choices(conn, session_id))
 
     def delete_session(self, session_id: str) -> bool:
         """Delete a session and its conversation; False when there was no such session."""

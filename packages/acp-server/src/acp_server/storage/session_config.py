@@ -1,0 +1,35 @@
+"""A session's config option choices in the store: ``acp_sessions.config_json``, a JSON
+object ``{configId: value}`` (migration step 5). Read and written on their own, apart from
+the history, so a choice is kept the moment a client makes it."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping
+
+
+def write_choices(conn: sqlite3.Connection, session_id: str, choices: Mapping[str, str]) -> bool:
+    """Replace the stored choices of ``session_id``; False when it is not stored."""
+    cursor = conn.execute(
+        "UPDATE acp_sessions SET config_json = ? WHERE session_uuid = ?",
+        (json.dumps(dict(choices), sort_keys=True), session_id),
+    )
+    return cursor.rowcount > 0
+
+
+def read_choices(conn: sqlite3.Connection, session_id: str) -> dict[str, str]:
+    """The stored choices of ``session_id``; empty when none were made (or the row's text
+    is not a JSON object of strings, which only a hand-edited database can hold)."""
+    row = conn.execute(
+        "SELECT config_json FROM acp_sessions WHERE session_uuid = ?", (session_id,)
+    ).fetchone()
+    if row is None or row[0] is None:
+        return {}
+    try:
+        decoded = json.loads(row[0])
+    except ValueError:
+        return {}
+    if not isinstance(decoded, dict):
+        return {}
+    return {key: value for key, value in decoded.items() if isinstance(value, str)}
