@@ -22,6 +22,7 @@ import trio
 from acp_server.agent.providers import ProviderFactory, create_provider
 from acp_server.agent.tools.base import Tool
 from acp_server.config import AgentConfig, Config, RiskProfileConfig
+from acp_server.protocol.ownership import LiveSessions
 from acp_server.security import SecurityPolicy
 from acp_server.storage.sqlite import AsyncSessionStore
 
@@ -57,6 +58,8 @@ class AcpApp:
     tools_factory: ToolsFactory = default_tools_factory
     policy_factory: PolicyFactory = SecurityPolicy
     launch_dir: Path = field(default_factory=Path.cwd)
+    live_sessions: LiveSessions = field(default_factory=LiveSessions)
+    """Which connection holds each live session (protocol/ownership.py)."""
 
 
 async def open_session_store(config: Config) -> AsyncSessionStore | None:
