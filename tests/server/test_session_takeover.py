@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from trio.testing import MockClock
 
 from acp_server.agent.conversation import CompletedTurn
 from acp_server.protocol.ownership import LiveSessions
@@ -25,6 +26,7 @@ from tests.server.server_harness import (
     open_server,
     text_round,
 )
+from tests.server.test_server_restore import FakeStore
 
 SESSION_NOT_FOUND = -32000
 TIMEOUT = 20
@@ -220,3 +222,28 @@ async def test_a_turn_fenced_off_mid_way_is_answered_with_an_error_that_says_so(
             error = await first.error("session/prompt", {"sessionId": session_id, "prompt": "x"})
             assert "taken over" in error["message"]
     assert stored_users(db_path, session_id) == []
+
+
+async def test_a_reaped_session_claimed_elsewhere_is_not_taken_back_by_a_prompt(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    store = FakeStore()
+    provider = ScriptedProvider([text_round("answer")])
+    config = make_config(tmp_path, session_timeout_secs=100)
+    with trio.fail_after(1000):
+        async with open_server(
+            config, provider=provider, store=store, reap_idle_sessions=True
+        ) as client:
+            kept = await client.new_session(tmp_path)
+            claimed = await client.new_session(tmp_path)
+            await trio.sleep(200)  # both idle past the timeout: the reaper drops them
+            store.epochs[claimed] += 1  # another process loaded this one meanwhile
+            answered = await client.prompt(kept, "restored by its prompt")
+            refused = await client.error(
+                "session/prompt", {"sessionId": claimed, "prompt": "not here"}
+            )
+    assert answered["result"]["stopReason"] == "end_turn", answered
+    assert refused["code"] == SESSION_NOT_FOUND
+    assert "taken over" in refused["message"]
+    assert len(store.turns[kept]) == 1
+    assert claimed not in store.turns
