@@ -14,6 +14,7 @@ import trio
 from trio.testing import MockClock
 
 from acp_server.agent.conversation import CompletedTurn
+from acp_server.errors import SessionTakenOver, rpc_error_for
 from acp_server.protocol.ownership import LiveSessions
 from acp_server.protocol.sessions import SessionTable
 from acp_server.storage.sqlite import AsyncSessionStore, SessionStore
@@ -247,3 +248,13 @@ async def test_a_reaped_session_claimed_elsewhere_is_not_taken_back_by_a_prompt(
     assert "taken over" in refused["message"]
     assert len(store.turns[kept]) == 1
     assert claimed not in store.turns
+
+
+def test_taken_over_is_the_session_not_found_code_with_its_reason() -> None:
+    plain = rpc_error_for(SessionTakenOver("s-1"), method="session/prompt")
+    assert plain.code == SESSION_NOT_FOUND
+    assert plain.message.startswith("Session s-1 was taken over by another connection")
+    unsaved = SessionTakenOver("s-1", turn_unsaved=True)
+    acp = rpc_error_for(unsaved, method="session/prompt", acp_codes=True)
+    assert acp.code == -32002  # ACP's code for a missing resource
+    assert acp.message.startswith("The turn was not saved: session s-1 is now open elsewhere")
