@@ -258,3 +258,35 @@ def test_taken_over_is_the_session_not_found_code_with_its_reason() -> None:
     acp = rpc_error_for(unsaved, method="session/prompt", acp_codes=True)
     assert acp.code == -32002  # ACP's code for a missing resource
     assert acp.message.startswith("The turn was not saved: session s-1 is now open elsewhere")
+
+
+async def test_loads_racing_on_two_connections_leave_exactly_one_live_copy(
+    tmp_path: Path, db_path: Path
+) -> None:
+    provider = ScriptedProvider([text_round("answer")])
+    with trio.fail_after(TIMEOUT):
+        async with two_connections(tmp_path, db_path, provider) as (first, second, store, live):
+            session_id = await first.new_session(tmp_path)
+            await first.prompt(session_id, "one")
+            await first.result("session/close", {"sessionId": session_id})
+            assert live.holder(session_id) is None
+            loads = [
+                await peer.request("session/load", {"sessionId": session_id})
+                for peer in (first, second)
+            ]
+            answers = [
+                await peer.wait_response(request)
+                for peer, request in zip((first, second), loads, strict=True)
+            ]
+            assert "result" in answers[1], answers  # the later load always wins
+            # The earlier one either lost before it opened anything, or opened and was
+            # taken over right after.
+            assert "result" in answers[0] or "taken over" in answers[0]["error"]["message"]
+            replies = [
+                await peer.call("session/prompt", {"sessionId": session_id, "prompt": "two"})
+                for peer in (first, second)
+            ]
+            assert "taken over" in replies[0]["error"]["message"], replies
+            assert replies[1]["result"]["stopReason"] == "end_turn", replies
+            assert await store.current_epoch(session_id) == 3  # the creator's 1, two claims
+    assert stored_users(db_path, session_id) == ["one", "two"]

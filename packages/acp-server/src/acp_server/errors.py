@@ -87,8 +87,8 @@ class SessionTakenOver(ClientFacingError):
         self.session_id = session_id
         self.turn_unsaved = turn_unsaved
         where = (
-            "another connection loaded it (session/load or session/resume), in this"
-            " process or another one on the same session store"
+            "a session/load or session/resume of it on another connection, in this process"
+            " or another one on the same session store"
         )
         if turn_unsaved:
             message = (

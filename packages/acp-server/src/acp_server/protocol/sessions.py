@@ -139,8 +139,10 @@ class SessionTable:
             self.check_claim(session_id)
 
     def check_claim(self, session_id: str) -> None:
-        """The restore of ``session_id`` running here still holds it in the registry."""
+        """The restore of ``session_id`` running here still holds it in the registry (if
+        not, the id answers as taken over from now on)."""
         if not self.live_sessions.holds(session_id, self):
+            self.taken_over.add(session_id)
             raise SessionTakenOver(session_id)
 
     def release_claim(self, session_id: str) -> None:
