@@ -10,12 +10,21 @@ Run it under pyinstrument to see the split:
 
 Without a profiler it prints turns/s for the in-process pair (not comparable with
 server_turns.py, whose client runs in another process).
+
+``--owner-check-cost`` measures what "one live copy per session" adds to a short turn: the
+fencing-epoch read a prompt makes before its turn starts (acp_server/protocol/ownership.py,
+``check_still_held``). First the read alone
+(``current_epoch``, on ``SessionStore`` and through ``AsyncSessionStore``'s worker-thread
+hop), then ``--rounds`` rounds of ``--turns`` prompts with the check and as many with it
+turned off, interleaved so the noise of a shared machine falls on both alike: the CPU time
+and the wall time a turn takes each way.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -26,8 +35,10 @@ import trio
 from acp_core.framing import encode_line
 from acp_server.app import AcpApp, open_session_store
 from acp_server.config import default_config
+from acp_server.protocol import ownership
 from acp_server.protocol.connection import serve_connection
 from acp_server.protocol.stdio import StdioTransport
+from acp_server.storage.sqlite import AsyncSessionStore
 
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
@@ -67,6 +78,12 @@ async def _client(
 
 
 async def main(turns: int, persist: bool) -> None:
+    elapsed = await short_turns(turns, persist)
+    print(f"{turns / elapsed:,.0f} short turns/s ({'persisting' if persist else 'in memory'})")
+
+
+async def short_turns(turns: int, persist: bool) -> float:
+    """Seconds ``turns`` one-word prompts take, one after another, in a fresh directory."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         config = default_config(root, environ={})
@@ -92,12 +109,78 @@ async def main(turns: int, persist: bool) -> None:
             )
         if store is not None:
             await store.aclose()
-        print(f"{turns / elapsed:,.0f} short turns/s ({'persisting' if persist else 'in memory'})")
+    return elapsed
+
+
+def _percentiles(samples: list[float]) -> str:
+    ordered = sorted(samples)
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    return f"median {statistics.median(ordered) * 1e6:.1f} us, p99 {p99 * 1e6:.1f} us"
+
+
+async def epoch_read_alone(calls: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        store = await AsyncSessionStore.open(Path(tmp) / "acp-sessions.db")
+        await store.create_session("s1", "default", tmp)
+        direct: list[float] = []
+        for _ in range(calls):
+            start = time.perf_counter()
+            store.sync.current_epoch("s1")
+            direct.append(time.perf_counter() - start)
+        hopped: list[float] = []
+        for _ in range(calls):
+            start = time.perf_counter()
+            await store.current_epoch("s1")
+            hopped.append(time.perf_counter() - start)
+        await store.aclose()
+    print(f"current_epoch, SessionStore:            {_percentiles(direct)}")
+    print(f"current_epoch, AsyncSessionStore (hop): {_percentiles(hopped)}")
+
+
+async def _no_hold_check(*_args: object) -> None:
+    await trio.lowlevel.checkpoint()
+
+
+async def owner_check_cost(turns: int, rounds: int) -> None:
+    await epoch_read_alone(5 * turns)
+    checked = ownership.check_still_held
+    per_turn: dict[bool, list[float]] = {True: [], False: []}
+    cpu_per_turn: dict[bool, list[float]] = {True: [], False: []}
+    for _ in range(rounds):
+        for enabled in (True, False):
+            ownership.check_still_held = checked if enabled else _no_hold_check  # type: ignore[assignment]
+            cpu_start = time.process_time()
+            try:
+                per_turn[enabled].append(await short_turns(turns, persist=True) / turns)
+            finally:
+                ownership.check_still_held = checked
+            cpu_per_turn[enabled].append((time.process_time() - cpu_start) / turns)
+    # CPU time (every thread of the process) is what the check costs a busy server; it is
+    # also far less disturbed than wall time by other work on a shared machine.
+    cpu_with, cpu_without = (statistics.median(cpu_per_turn[flag]) for flag in (True, False))
+    print(
+        f"CPU time a short turn, median of {rounds} rounds: with the check"
+        f" {cpu_with * 1e6:.0f} us, without {cpu_without * 1e6:.0f} us; the check adds"
+        f" {(cpu_with - cpu_without) * 1e6:+.0f} us ({cpu_with / cpu_without - 1:+.1%})"
+    )
+    for label, pick in (("median", statistics.median), ("best", min)):
+        with_check, without = pick(per_turn[True]), pick(per_turn[False])
+        print(
+            f"short turns, persisting, {label} of {rounds} rounds of {turns}: with the check"
+            f" {1 / with_check:,.0f}/s ({with_check * 1e6:.0f} us a turn), without"
+            f" {1 / without:,.0f}/s ({without * 1e6:.0f} us); the check adds"
+            f" {(with_check - without) * 1e6:+.0f} us a turn ({with_check / without - 1:+.1%})"
+        )
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=2000)
     parser.add_argument("--in-memory", action="store_true", help="no session store")
+    parser.add_argument("--owner-check-cost", action="store_true", help="see the docstring")
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    trio.run(main, args.turns, not args.in_memory)
+    if args.owner_check_cost:
+        trio.run(owner_check_cost, args.turns, args.rounds)
+    else:
+        trio.run(main, args.turns, not args.in_memory)

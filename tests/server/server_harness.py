@@ -169,6 +169,28 @@ def answer(option_id: str | None) -> RequestHandler:
     return handler
 
 
+def harness_app(
+    config: Config,
+    *,
+    provider: Provider | None = None,
+    provider_factory: ProviderFactory | None = None,
+    tools: Sequence[Tool] = (),
+    store: AsyncSessionStore | None = None,
+    launch_dir: Path | None = None,
+) -> AcpApp:
+    """The process-wide state ``open_server`` serves a connection in."""
+    return AcpApp(
+        config=config,
+        store=store,
+        provider_factory=(
+            provider_factory
+            or ((lambda _config: provider) if provider is not None else create_provider)
+        ),
+        tools_factory=lambda _agent, _workspace, _config: {tool.name: tool for tool in tools},
+        launch_dir=launch_dir or config.config_dir,
+    )
+
+
 @asynccontextmanager
 async def open_server(
     config: Config,
@@ -180,19 +202,22 @@ async def open_server(
     connection_default_agent: str | None = None,
     reap_idle_sessions: bool = False,
     provider_factory: ProviderFactory | None = None,
+    app: AcpApp | None = None,
 ) -> AsyncIterator[ServerHarness]:
-    """Serve one in-memory connection; on exit, end the input and wait for the server."""
+    """Serve one in-memory connection; on exit, end the input and wait for the server.
+
+    ``app`` (from ``harness_app``) serves this connection in that process-wide state, so
+    several connections can share one store and one registry of live sessions."""
     transport = MemoryTransport()
-    app = AcpApp(
-        config=config,
-        store=store,
-        provider_factory=(
-            provider_factory
-            or ((lambda _config: provider) if provider is not None else create_provider)
-        ),
-        tools_factory=lambda _agent, _workspace, _config: {tool.name: tool for tool in tools},
-        launch_dir=launch_dir or config.config_dir,
-    )
+    if app is None:
+        app = harness_app(
+            config,
+            provider=provider,
+            provider_factory=provider_factory,
+            tools=tools,
+            store=store,
+            launch_dir=launch_dir,
+        )
     harness = ServerHarness(transport)
     async with trio.open_nursery() as nursery:
         done = trio.Event()

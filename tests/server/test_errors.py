@@ -78,6 +78,9 @@ async def test_a_store_that_fails_a_load_tells_the_client_only_where_to_look(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     class BrokenStore(FakeStore):
+        async def claim_session(self, session_id: str) -> int:
+            return 2  # the claim goes through; the read that follows fails
+
         async def load_session(self, session_id: str, *, max_messages: int | None = None) -> None:
             raise RuntimeError(SECRET)
 

@@ -209,7 +209,9 @@ async def test_eof_while_a_load_waits_on_the_store_ends_the_connection(
             await never.wait()
             raise AssertionError("unreachable")
 
-        async def append_turn(self, session_id: str, turn: CompletedTurn) -> None:
+        async def append_turn(
+            self, session_id: str, turn: CompletedTurn, *, epoch: int | None = None
+        ) -> None:
             raise AssertionError("no turn runs here")
 
     store = StuckStore()
@@ -265,8 +267,10 @@ async def test_a_load_pipelined_behind_a_stop_sees_the_turn_the_stop_waited_for(
     two live copies of one session would write to the store)."""
 
     class SavingStore(FakeStore):
-        async def append_turn(self, session_id: str, turn: CompletedTurn) -> None:
-            await super().append_turn(session_id, turn)
+        async def append_turn(
+            self, session_id: str, turn: CompletedTurn, *, epoch: int | None = None
+        ) -> None:
+            await super().append_turn(session_id, turn, epoch=epoch)
             stored = self.sessions[session_id]
             self.sessions[session_id] = StoredSession(
                 stored.info, stored.messages + turn.messages, stored.plan

@@ -12,7 +12,9 @@ from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanStep, 
 from acp_server.agent.cost import MemoryLedger
 from acp_server.storage.spend import SpendEntry, SpendTotals
 from acp_server.storage.sqlite import (
+    CREATOR_EPOCH,
     AsyncSessionStore,
+    SessionFenced,
     StoredSession,
     StoredSessionInfo,
     StoreError,
@@ -28,6 +30,7 @@ class FakeStore(AsyncSessionStore):
     def __init__(self) -> None:
         self.sessions: dict[str, StoredSession] = {}
         self.turns: dict[str, list[CompletedTurn]] = {}
+        self.epochs: dict[str, int] = {}
         self.fail_load = False
         self.fail_append = False
         self.spend = MemoryLedger()
@@ -45,15 +48,32 @@ class FakeStore(AsyncSessionStore):
         now = datetime.now(UTC)
         info = StoredSessionInfo(session_id, agent, str(workspace), now, now, len(messages))
         self.sessions[session_id] = StoredSession(info, tuple(messages), plan)
+        self.epochs[session_id] = CREATOR_EPOCH
 
     async def create_session(self, session_id: str, agent_alias: str, workspace_dir: str) -> None:
         self.add(session_id, Path(workspace_dir), [], agent=agent_alias)
         await trio.lowlevel.checkpoint()
 
-    async def append_turn(self, session_id: str, turn: CompletedTurn) -> None:
+    async def claim_session(self, session_id: str) -> int | None:
+        await trio.lowlevel.checkpoint()
+        if session_id not in self.sessions:
+            return None
+        self.epochs[session_id] += 1
+        return self.epochs[session_id]
+
+    async def current_epoch(self, session_id: str) -> int | None:
+        await trio.lowlevel.checkpoint()
+        return self.epochs.get(session_id)
+
+    async def append_turn(
+        self, session_id: str, turn: CompletedTurn, *, epoch: int | None = None
+    ) -> None:
         await trio.lowlevel.checkpoint()
         if self.fail_append:
             raise StoreError("disk full")
+        current = self.epochs.get(session_id)
+        if epoch is not None and current is not None and epoch != current:
+            raise SessionFenced(session_id, epoch=epoch, current=current)
         self.turns.setdefault(session_id, []).append(turn)
 
     async def load_session(

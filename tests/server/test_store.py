@@ -475,9 +475,9 @@ async def test_async_store_serializes_calls_on_a_worker_thread(db_path: Path) ->
     seen_threads: set[int] = set()
     original = store.sync.append_turn
 
-    def recording_append(session_id: str, turn: CompletedTurn) -> None:
+    def recording_append(session_id: str, turn: CompletedTurn, *, epoch: int | None = None) -> None:
         seen_threads.add(threading.get_ident())
-        original(session_id, turn)
+        original(session_id, turn, epoch=epoch)
 
     store.sync.append_turn = recording_append  # type: ignore[method-assign]
     with trio.fail_after(30):
@@ -510,10 +510,10 @@ async def test_a_cancelled_caller_still_gets_its_turn_committed(db_path: Path) -
     release = threading.Event()
     original = store.sync.append_turn
 
-    def slow_append(session_id: str, turn: CompletedTurn) -> None:
+    def slow_append(session_id: str, turn: CompletedTurn, *, epoch: int | None = None) -> None:
         entered.set()
         release.wait(10)
-        original(session_id, turn)
+        original(session_id, turn, epoch=epoch)
 
     store.sync.append_turn = slow_append  # type: ignore[method-assign]
     with trio.fail_after(30):

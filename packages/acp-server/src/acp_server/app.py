@@ -30,6 +30,7 @@ from acp_server.config import (
     RiskProfileConfig,
     RuntimeProfileConfig,
 )
+from acp_server.protocol.ownership import LiveSessions
 from acp_server.security import SecurityPolicy
 from acp_server.storage.sqlite import AsyncSessionStore
 
@@ -90,6 +91,9 @@ class AcpApp:
             model=model,
             now=self.utc_clock,
         )
+
+    live_sessions: LiveSessions = field(default_factory=LiveSessions)
+    """Which connection holds each live session (protocol/ownership.py)."""
 
 
 async def open_session_store(config: Config) -> AsyncSessionStore | None:

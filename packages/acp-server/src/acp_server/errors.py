@@ -12,7 +12,9 @@
         |   +-- TurnFailed                    the model could not finish the turn
         |   |                                 (agent/turn.py)
         |   +-- BudgetExceeded                a [cost] or per-agent spending cap is
-        |                                     reached (agent/cost.py)
+        |   |                                 reached (agent/cost.py)
+        |   +-- SessionTakenOver              the session is live elsewhere now:
+        |                                     -32000 (ACP codes: -32002)
         +-- OperationFailed                   a step failed for a reason only the log
         |                                     should tell: -32603 "<step>: see the server
         |                                     log (ref <id>)"
@@ -22,7 +24,10 @@
         +-- ProviderError                     a model call failed (agent/providers/base.py)
         +-- ToolError                         a tool refused its arguments: a tool result
         +-- PolicyViolation                   the security policy refused: a tool result
-        +-- StoreError > StoreUnavailable, UnknownSession, DuplicateSession
+        +-- StoreError                        a store operation failed
+        |   +-- SessionFenced                 a turn commit of a copy that no longer
+        |                                     holds the session (here)
+        |   +-- StoreUnavailable, UnknownSession, DuplicateSession, TurnUnsaved
         |                                     (storage/records.py)
         +-- UploadError                       uploads/ unusable (storage/uploads.py)
         +-- GatewayError, ConfigRewriteError  the gateway cannot start or persist a
@@ -45,7 +50,7 @@ import logging
 import secrets
 from typing import Final
 
-from acp_core.errors import InternalError, RpcError, SessionNotFoundError
+from acp_core.errors import ErrorCode, InternalError, RpcError, SessionNotFoundError
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +77,55 @@ class AgentUnavailable(ClientFacingError):
 class BudgetExceeded(ClientFacingError):
     """A spending cap is reached: the turn fails before its next model call (-32603). The
     message names the cap and when it resets."""
+
+
+class SessionTakenOver(ClientFacingError):
+    """A ``session/load`` or ``session/resume`` on another connection (of this process or
+    another one on the same store) took the session: this copy was detached, with close
+    semantics, and answers every request for it with this error until the client loads it
+    again (docs/persistence.md, "One live copy per session").
+
+    Args:
+        turn_unsaved: the request was a prompt whose turn ran but was refused by the store,
+            since the session had been opened elsewhere meanwhile.
+    """
+
+    def __init__(self, session_id: str, *, turn_unsaved: bool = False) -> None:
+        self.session_id = session_id
+        self.turn_unsaved = turn_unsaved
+        where = (
+            "a session/load or session/resume of it on another connection, in this process"
+            " or another one on the same session store"
+        )
+        if turn_unsaved:
+            message = (
+                f"The turn was not saved: session {session_id} is now open elsewhere"
+                f" ({where}); load it again to continue here"
+            )
+        else:
+            message = (
+                f"Session {session_id} was taken over by another connection ({where});"
+                " load it again to continue here"
+            )
+        super().__init__(message)
+
+
+class StoreError(ZeroclawError):
+    """A store operation failed (SQLite error, I/O error)."""
+
+
+class SessionFenced(StoreError):
+    """A turn commit carried a fencing epoch the session row no longer has: another copy
+    claimed the session since (``SessionStore.claim_session``), and nothing was written."""
+
+    def __init__(self, session_id: str, *, epoch: int, current: int) -> None:
+        super().__init__(
+            f"Session {session_id} is held by epoch {current}; a commit of epoch {epoch}"
+            " was refused"
+        )
+        self.session_id = session_id
+        self.epoch = epoch
+        self.current = current
 
 
 class OperationFailed(ZeroclawError):
@@ -101,6 +155,12 @@ def rpc_error_for(exc: BaseException, *, method: str, acp_codes: bool = False) -
     """
     if isinstance(exc, SessionNotFoundError) and acp_codes:
         return exc.with_acp_code()
+    if isinstance(exc, SessionTakenOver):
+        # Not live here any more, as after a close: the session-not-found code, with a
+        # message that says why and what to do.
+        logger.info("%s failed: %s", method, exc)
+        code = ErrorCode.RESOURCE_NOT_FOUND if acp_codes else ErrorCode.SESSION_NOT_FOUND
+        return RpcError(str(exc), code=code)
     if isinstance(exc, RpcError):
         return exc
     if isinstance(exc, ClientFacingError):

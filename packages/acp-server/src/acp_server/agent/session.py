@@ -93,6 +93,9 @@ class Session:
     """The provider's context window in tokens (``usage_update.size``); 0: not known."""
     last_activity: float = 0.0
     turn: Turn | None = None
+    # The store's fencing epoch this copy holds the session at (None: not stored): every
+    # turn commit carries it, and one refused for it means the session is open elsewhere.
+    epoch: int | None = None
     # What the model is told about the tools (built once the tool set is complete).
     tool_specs: list[ToolSpec] = field(default_factory=list)
     # MCP servers started for this session (acp_enable_mcp); their tools join at the

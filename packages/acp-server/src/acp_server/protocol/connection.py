@@ -186,6 +186,7 @@ class AcpConnection:
             finally:
                 # The writer drains what is queued, then stops at end-of-channel.
                 self._outbox_send.close()
+                self.handlers.table.release_all()  # every turn has ended with the nursery
 
     async def _shutdown(self, nursery: trio.Nursery) -> None:
         """Input ended: cancel every turn, give them a moment to answer, then cut."""

@@ -39,8 +39,9 @@ from acp_server.agent.tools.mcp import (
 )
 from acp_server.agent.turn import embed_delivered_file, prompt_usage, run_turn
 from acp_server.config import McpServerConfig, RiskProfileConfig, RuntimeProfileConfig
-from acp_server.errors import AgentUnavailable, OperationFailed
+from acp_server.errors import AgentUnavailable, OperationFailed, SessionFenced
 from acp_server.protocol import config_options as options
+from acp_server.protocol import ownership
 from acp_server.protocol.followups import with_commands
 from acp_server.protocol.listing import list_stored_sessions
 from acp_server.protocol.roots import (
@@ -103,7 +104,7 @@ class AcpHandlers:
         self.connection = connection
         self.app = connection.app
         self.config = connection.app.config
-        self.table = SessionTable(self.config.acp.max_sessions)
+        self.table = SessionTable(self.config.acp.max_sessions, connection.app.live_sessions)
         # Running prompts by the text of their request id (for $/cancel_request).
         self._prompt_turns: dict[str, Turn] = {}
 
@@ -189,6 +190,7 @@ class AcpHandlers:
         opening = self.table.begin_opening(session_id)
 
         async def restore_then_prompt() -> Payload:
+            await ownership.check_reaped_owner(self.table, store, session_id, opening)
             await self._restore(session_id, store, opening, replay=False)
             session = self.table.live(session_id)
             if session.busy:
@@ -327,6 +329,7 @@ class AcpHandlers:
                         raise OperationFailed("Failed to persist session") from exc
                     if extra_roots:
                         await store_roots(store, session_id, extra_roots)
+                    session.epoch = ownership.CREATOR_EPOCH
             except BaseException:
                 session.close()
                 raise
@@ -408,6 +411,7 @@ class AcpHandlers:
         self, session: Session, turn: Turn, request: schema.PromptParams
     ) -> Payload:
         session_id = session.session_id
+        await ownership.check_still_held(self.table, self.app.store, session)
         plan = plan_prompt(request.prompt, uploads_dir=session.uploads_path)
         if plan.writes:
             await trio.to_thread.run_sync(write_blobs, session.workspace, plan.writes)
@@ -437,7 +441,9 @@ class AcpHandlers:
                 messages=tuple(outcome.messages), plan=outcome.plan, usage=outcome.usage
             )
             try:
-                await store.append_turn(session_id, turn_record)
+                await store.append_turn(session_id, turn_record, epoch=session.epoch)
+            except SessionFenced as exc:
+                raise ownership.fenced_turn(self.table, session) from exc
             except Exception as exc:
                 await self._turn_not_saved(session_id, exc)
         return schema.PromptResult(
@@ -524,13 +530,7 @@ class AcpHandlers:
         roots: Sequence[str] | None,
     ) -> Payload:
         with self.table.reserving(session_id):
-            await self.table.wait_closed(session_id)  # the closed copy's last turn is saved
-            try:
-                stored = await store.load_session(session_id)
-            except Exception as exc:
-                raise OperationFailed("Failed to load session") from exc
-            if stored is None:
-                raise SessionNotFoundError(session_id)
+            epoch, stored = await ownership.claim_and_load(self.table, store, session_id)
             choices = await options.stored_choices(store, session_id)
             alias = resolve_restore_alias(
                 stored=stored.info.agent_alias,
@@ -552,6 +552,7 @@ class AcpHandlers:
             # None for a session stored before sessions had titles: its next prompt names it.
             session.title = stored.info.title
             options.apply_stored_choices(self.app, session, choices)
+            session.epoch = epoch
             self.table.add(session)
         try:
             await self._replay(session, stored, history, replay=replay)

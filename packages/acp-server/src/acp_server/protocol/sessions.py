@@ -11,6 +11,12 @@ A session id is in at most one of three states here:
 Separately, an id is ``opening`` for the whole of a ``session/load`` or ``session/resume``
 (restore and replay): a close or stop of it that arrives meanwhile waits for the restore to
 end, then closes what it opened, so a close pipelined right behind a load is not lost.
+
+Every table of a process shares one ``LiveSessions`` registry (protocol/ownership.py): a
+table holds an id there from the start of its restore (or its ``session/new``) until the
+copy has left it and its last turn is saved, and another table that restores the id takes
+it over through ``surrender``. An id taken over stays ``taken_over`` here, so a request
+for it is told why it is gone.
 """
 
 from __future__ import annotations
@@ -23,13 +29,20 @@ import trio
 
 from acp_core.errors import InvalidParamsError, SessionLimitError, SessionNotFoundError
 from acp_server.agent.session import Session
+from acp_server.errors import SessionTakenOver
+from acp_server.protocol.ownership import LiveSessions
 
 logger = logging.getLogger(__name__)
 
 
 class SessionTable:
-    def __init__(self, max_sessions: int) -> None:
+    def __init__(self, max_sessions: int, live: LiveSessions | None = None) -> None:
         self.max_sessions = max_sessions
+        self.live_sessions = live if live is not None else LiveSessions()
+        self.taken_over: set[str] = set()
+        """Ids a restore elsewhere took from this table (and nothing opened again since)."""
+        self.reaped_epochs: dict[str, int | None] = {}
+        """The fencing epoch each reaped id was held at when it was dropped."""
         self.sessions: dict[str, Session] = {}
         self._reserved: set[str] = set()
         self._closing: dict[str, trio.Event] = {}
@@ -48,6 +61,8 @@ class SessionTable:
         """The live session, or -32000."""
         session = self.sessions.get(session_id)
         if session is None:
+            if session_id in self.taken_over:
+                raise SessionTakenOver(session_id)
             raise SessionNotFoundError(session_id)
         return session
 
@@ -74,6 +89,7 @@ class SessionTable:
             yield
         finally:
             self._reserved.discard(session_id)
+            self.release_claim(session_id)
 
     def begin_opening(self, session_id: str) -> trio.Event:
         """Mark ``session_id`` as being restored (see the module doc) until ``end_opening``."""
@@ -94,15 +110,78 @@ class SessionTable:
         return self._opening.get(session_id)
 
     def add(self, session: Session) -> None:
-        self.sessions[session.session_id] = session
-        self.reaped.discard(session.session_id)
+        session_id = session.session_id
+        self.sessions[session_id] = session
+        self.reaped.discard(session_id)
+        self.reaped_epochs.pop(session_id, None)
+        self.taken_over.discard(session_id)
+        self.live_sessions.claim(session_id, self)
 
     def remove_if_current(self, session: Session) -> bool:
         """Drop ``session`` if it is still the live copy of its id."""
         if self.sessions.get(session.session_id) is session:
             del self.sessions[session.session_id]
+            self.live_sessions.release(session.session_id, self)
             return True
         return False
+
+    async def take_over(self, session_id: str) -> None:
+        """Hold ``session_id`` in the process's registry from now on (a restore of it has
+        begun here); a copy another table holds is detached and its last turn saved before
+        this returns (``surrender``).
+
+        Raises:
+            SessionTakenOver: a restore on yet another table took the id meanwhile.
+        """
+        previous = self.live_sessions.claim(session_id, self)
+        if previous is not None:
+            await previous.surrender(session_id)
+            self.check_claim(session_id)
+
+    def check_claim(self, session_id: str) -> None:
+        """The restore of ``session_id`` running here still holds it in the registry (if
+        not, the id answers as taken over from now on)."""
+        if not self.live_sessions.holds(session_id, self):
+            self.taken_over.add(session_id)
+            raise SessionTakenOver(session_id)
+
+    def release_claim(self, session_id: str) -> None:
+        """A restore of ``session_id`` ended without making it live: let the id go."""
+        if session_id not in self.sessions and session_id not in self._closing:
+            self.live_sessions.release(session_id, self)
+
+    async def surrender(self, session_id: str) -> None:
+        """Another table is taking ``session_id`` over: detach this table's copy with close
+        semantics (its running turn cancelled), and return once its last turn is saved.
+        A restore of it running here is waited for (it then finds it lost the id)."""
+        while True:
+            session = self.sessions.get(session_id)
+            if session is not None:
+                self.detach(session_id)
+                self.taken_over.add(session_id)
+                if session.turn is not None:
+                    session.turn.cancel()
+                logger.info("session %s taken over by another connection", session_id)
+                await self.finish_detached(session)
+                return
+            pending = self._closing.get(session_id) or self._opening.get(session_id)
+            if pending is None:
+                return
+            await pending.wait()
+            if pending is self._closing.get(session_id):
+                return
+
+    def fence(self, session: Session) -> None:
+        """The store refused ``session``'s turn (claimed elsewhere): it leaves this table
+        and its id answers as taken over."""
+        if self.remove_if_current(session):
+            self.taken_over.add(session.session_id)
+            session.close()
+
+    def release_all(self) -> None:
+        """The connection has ended (every turn with it): let every id it held go."""
+        for session_id in [*self.sessions, *self._closing, *self._opening]:
+            self.live_sessions.release(session_id, self)
 
     def is_current(self, session: Session) -> bool:
         return self.sessions.get(session.session_id) is session
@@ -117,12 +196,17 @@ class SessionTable:
 
     async def finish_detached(self, session: Session) -> None:
         """Wait for a detached session's turn to end, then let it go."""
-        if session.turn is not None:
-            await session.turn.done.wait()
-        # The turn may have ended before this task ran; a set event is never needed again.
-        closing = self._closing.get(session.session_id)
-        if closing is not None and closing.is_set():
-            del self._closing[session.session_id]
+        session_id = session.session_id
+        try:
+            if session.turn is not None:
+                await session.turn.done.wait()
+        finally:
+            # The turn may have ended before this task ran; a set event is never needed again.
+            closing = self._closing.get(session_id)
+            if closing is not None and closing.is_set():
+                del self._closing[session_id]
+            if session_id not in self.sessions and session_id not in self._opening:
+                self.live_sessions.release(session_id, self)
         session.close()
 
     async def wait_closed(self, session_id: str) -> None:
@@ -136,6 +220,8 @@ class SessionTable:
         for session_id, session in list(self.sessions.items()):
             if session.turn is None and now - session.last_activity > idle_timeout:
                 del self.sessions[session_id]
+                self.live_sessions.release(session_id, self)
                 self.reaped.add(session_id)
+                self.reaped_epochs[session_id] = session.epoch
                 session.close()
                 logger.info("session %s idle for over %ss; dropped", session_id, idle_timeout)

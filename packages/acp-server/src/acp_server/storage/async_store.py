@@ -15,6 +15,7 @@ import trio
 
 from acp_server.agent.conversation import CompletedTurn
 from acp_server.storage.records import (
+    SessionFenced,
     StoredSession,
     StoredSessionInfo,
     StoreError,
@@ -128,6 +129,8 @@ class AsyncSessionStore:
         self.sync = store
         self._worker = _StoreThread()
         self._unsaved: dict[str, list[CompletedTurn]] = {}
+        # The fencing epoch each session's unsaved turns were answered under.
+        self._unsaved_epochs: dict[str, int | None] = {}
         self._max_unsaved_turns = max_unsaved_turns
 
     @classmethod
@@ -153,22 +156,54 @@ class AsyncSessionStore:
     async def create_session(self, session_id: str, agent_alias: str, workspace_dir: str) -> None:
         await self._call(self.sync.create_session, session_id, agent_alias, workspace_dir)
 
-    async def append_turn(self, session_id: str, turn: CompletedTurn) -> None:
-        """Write ``turn`` after the session's unsaved turns. Raises ``TurnUnsaved`` when it
-        could not be written (kept or lost: see ``TurnUnsaved``)."""
-        await self._call(self._append_in_order, session_id, turn)
+    async def claim_session(self, session_id: str) -> int | None:
+        """``SessionStore.claim_session``, after writing the turns this process still keeps
+        unsaved for the session (at the epoch they were answered under); any that still
+        cannot be written pass to the new epoch, so the claiming copy's load returns them."""
+        return await self._call(self._claim, session_id)
 
-    def _append_in_order(self, session_id: str, turn: CompletedTurn) -> None:
+    def _claim(self, session_id: str) -> int | None:
+        self._write_unsaved(session_id)
+        epoch = self.sync.claim_session(session_id)
+        if epoch is None:
+            self._forget_unsaved(session_id)
+        elif session_id in self._unsaved:
+            self._unsaved_epochs[session_id] = epoch
+        return epoch
+
+    async def current_epoch(self, session_id: str) -> int | None:
+        return await self._call(self.sync.current_epoch, session_id)
+
+    async def append_turn(
+        self, session_id: str, turn: CompletedTurn, *, epoch: int | None = None
+    ) -> None:
+        """Write ``turn`` after the session's unsaved turns. Raises ``TurnUnsaved`` when it
+        could not be written (kept or lost: see ``TurnUnsaved``), or ``SessionFenced``
+        when ``epoch`` no longer holds the session (the unsaved turns are dropped too)."""
+        await self._call(self._append_in_order, session_id, turn, epoch)
+
+    def _append_in_order(self, session_id: str, turn: CompletedTurn, epoch: int | None) -> None:
         waiting = self._unsaved.get(session_id, [])
         turns = [*waiting, turn]
         try:
             if waiting:
-                self.sync.append_turns(session_id, turns)
-            else:
+                self.sync.append_turns(session_id, turns, epoch=epoch)
+            elif epoch is None:
                 self.sync.append_turn(session_id, turn)
+            else:
+                self.sync.append_turn(session_id, turn, epoch=epoch)
         except UnknownSession as exc:
-            self._unsaved.pop(session_id, None)
+            self._forget_unsaved(session_id)
             raise TurnUnsaved(str(exc), kept=False, pending=0) from exc
+        except SessionFenced:
+            if waiting:
+                logger.error(
+                    "session %s: %d unsaved turns dropped: the session is open elsewhere",
+                    session_id,
+                    len(waiting),
+                )
+            self._forget_unsaved(session_id)
+            raise
         except StoreError as exc:
             if len(turns) > self._max_unsaved_turns:
                 raise TurnUnsaved(
@@ -177,25 +212,35 @@ class AsyncSessionStore:
                     pending=len(waiting),
                 ) from exc
             self._unsaved[session_id] = turns
+            self._unsaved_epochs[session_id] = epoch
             raise TurnUnsaved(str(exc), kept=True, pending=len(turns)) from exc
         if waiting:
-            del self._unsaved[session_id]
+            self._forget_unsaved(session_id)
             logger.info("session %s: %d unsaved turns written", session_id, len(waiting))
 
+    def _forget_unsaved(self, session_id: str) -> None:
+        self._unsaved.pop(session_id, None)
+        self._unsaved_epochs.pop(session_id, None)
+
     def _write_unsaved(self, session_id: str) -> bool:
-        """Try to write the session's unsaved turns; True when none is left."""
+        """Try to write the session's unsaved turns; True when none is left (written, or
+        dropped because the session is gone or open elsewhere)."""
         waiting = self._unsaved.get(session_id)
         if not waiting:
             return True
         try:
-            self.sync.append_turns(session_id, waiting)
+            self.sync.append_turns(session_id, waiting, epoch=self._unsaved_epochs.get(session_id))
         except UnknownSession:
-            del self._unsaved[session_id]
+            self._forget_unsaved(session_id)
+            return True
+        except SessionFenced as exc:
+            logger.error("session %s: %d unsaved turns dropped: %s", session_id, len(waiting), exc)
+            self._forget_unsaved(session_id)
             return True
         except StoreError as exc:
             logger.warning("session %s: %d turns still unsaved: %s", session_id, len(waiting), exc)
             return False
-        del self._unsaved[session_id]
+        self._forget_unsaved(session_id)
         return True
 
     def _load_with_unsaved(self, session_id: str, max_messages: int | None) -> StoredSession | None:
@@ -257,7 +302,7 @@ class AsyncSessionStore:
         return await self._call(self.sync.spend_summary, since_day)
 
     def _delete(self, session_id: str) -> bool:
-        self._unsaved.pop(session_id, None)
+        self._forget_unsaved(session_id)
         return self.sync.delete_session(session_id)
 
     async def aclose(self) -> None:

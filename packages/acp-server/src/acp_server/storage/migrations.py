@@ -13,7 +13,7 @@ from typing import Final
 
 from acp_server.storage.spend import SPEND_SCHEMA
 
-SCHEMA_VERSION: Final = 7
+SCHEMA_VERSION: Final = 8
 """``PRAGMA user_version`` after every migration in ``MIGRATIONS`` has run."""
 
 
@@ -168,6 +168,20 @@ def _migrate_to_v7(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+_SCHEMA_OWNER_EPOCH: Final = (
+    # The fencing epoch of a session's live copy (docs/persistence.md, "One live copy per
+    # session"): each session/load or session/resume bumps it and the copy that did holds
+    # the new value; a turn commit carrying another value writes nothing. Rows stored
+    # before this step start at 1, as a new session does.
+    "ALTER TABLE acp_sessions ADD COLUMN owner_epoch INTEGER NOT NULL DEFAULT 1",
+)
+
+
+def _migrate_owner_epoch(conn: sqlite3.Connection) -> None:
+    for statement in _SCHEMA_OWNER_EPOCH:
+        conn.execute(statement)
+
+
 MIGRATIONS: Final[tuple[Callable[[sqlite3.Connection], None], ...]] = (
     _migrate_to_v1,
     _migrate_to_v2,
@@ -176,6 +190,7 @@ MIGRATIONS: Final[tuple[Callable[[sqlite3.Connection], None], ...]] = (
     _migrate_to_v5,
     _migrate_to_v6,
     _migrate_to_v7,
+    _migrate_owner_epoch,
 )
 """``MIGRATIONS[n]`` takes a database from ``user_version`` n to n + 1. Append, never edit."""
 

@@ -6,11 +6,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from acp_server.agent.conversation import ChatMessage, PlanStep
-from acp_server.errors import ZeroclawError
-
-
-class StoreError(ZeroclawError):
-    """A store operation failed (SQLite error, I/O error)."""
+from acp_server.errors import SessionFenced as SessionFenced
+from acp_server.errors import StoreError as StoreError
 
 
 class StoreUnavailable(StoreError):

@@ -30,6 +30,7 @@ from acp_server.storage.lock_holders import lock_holder_note
 from acp_server.storage.migrations import MIGRATIONS, SCHEMA_VERSION
 from acp_server.storage.records import (
     DuplicateSession,
+    SessionFenced,
     StoredSession,
     StoredSessionInfo,
     StoreError,
@@ -76,6 +77,9 @@ DEFAULT_MAX_RESTORED_MESSAGES: Final = 20_000
 are not restored, so a restore's memory and replay time stay bounded however long a
 session grew; the caller learns how many were left out (``StoredSession.dropped_messages``)."""
 
+
+CREATOR_EPOCH: Final = 1
+"""The fencing epoch a new session's row starts at, and its creator holds."""
 
 _RETRY_INITIAL_DELAY_SECS: Final = 0.002
 _RETRY_MAX_DELAY_SECS: Final = 0.1
@@ -312,33 +316,72 @@ class SessionStore:
     # -- API
 
     def create_session(self, session_id: str, agent_alias: str, workspace_dir: str) -> None:
+        """Store a new session; its creator holds it at ``CREATOR_EPOCH``."""
         now = now_text()
 
         def insert(conn: sqlite3.Connection) -> None:
             try:
                 conn.execute(
-                    "INSERT INTO acp_sessions"
-                    " (session_uuid, agent_alias, workspace_dir, created_at, last_activity)"
-                    " VALUES (?, ?, ?, ?, ?)",
-                    (session_id, agent_alias, workspace_dir, now, now),
+                    "INSERT INTO acp_sessions (session_uuid, agent_alias, workspace_dir,"
+                    " created_at, last_activity, owner_epoch) VALUES (?, ?, ?, ?, ?, ?)",
+                    (session_id, agent_alias, workspace_dir, now, now, CREATOR_EPOCH),
                 )
             except sqlite3.IntegrityError as exc:
                 raise DuplicateSession(f"Session {session_id} is already stored") from exc
 
         self._write(insert, within=DEFAULT_CREATE_LOCK_DEADLINE_SECS)
 
-    def append_turn(self, session_id: str, turn: CompletedTurn) -> None:
+    def claim_session(self, session_id: str) -> int | None:
+        """Make the caller the session's one live copy: bump its fencing epoch, in one
+        write transaction, and return the new value (None when there is no such session).
+        Commits carrying an earlier epoch are refused from now on (``SessionFenced``). A
+        claim always succeeds, so a holder that died never keeps a session from loading."""
+
+        def bump(conn: sqlite3.Connection) -> int | None:
+            row = conn.execute(
+                "UPDATE acp_sessions SET owner_epoch = owner_epoch + 1"
+                " WHERE session_uuid = ? RETURNING owner_epoch",
+                (session_id,),
+            ).fetchall()
+            return int(row[0][0]) if row else None
+
+        return self._write(bump)
+
+    def current_epoch(self, session_id: str) -> int | None:
+        """The session's fencing epoch now (None when there is no such session): one
+        indexed read in SQLite's own implicit transaction."""
+        conn = self._connection()
+
+        def read() -> int | None:
+            row = conn.execute(
+                "SELECT owner_epoch FROM acp_sessions WHERE session_uuid = ?", (session_id,)
+            ).fetchone()
+            return int(row[0]) if row is not None else None
+
+        with self._lock:
+            try:
+                return self._retry_busy(read)
+            except sqlite3.Error as exc:
+                raise StoreError(f"Session store error: {exc}") from exc
+
+    def append_turn(
+        self, session_id: str, turn: CompletedTurn, *, epoch: int | None = None
+    ) -> None:
         """Write one completed turn in one transaction (all or nothing).
 
         ``turn.messages`` is everything the turn added to the history, the user's message
-        first. Raises ``UnknownSession`` (nothing written) or ``StoreError``; after any
-        failure the database holds exactly what it held before the call.
+        first. With ``epoch``, the session must still be held at that epoch (see
+        ``claim_session``). Raises ``UnknownSession`` or ``SessionFenced`` (nothing
+        written) or ``StoreError``; after any failure the database holds exactly what it
+        held before the call.
         """
-        self.append_turns(session_id, (turn,))
+        self.append_turns(session_id, (turn,), epoch=epoch)
 
-    def append_turns(self, session_id: str, turns: Sequence[CompletedTurn]) -> None:
+    def append_turns(
+        self, session_id: str, turns: Sequence[CompletedTurn], *, epoch: int | None = None
+    ) -> None:
         """Write ``turns`` in order, in one transaction (all or nothing), as ``append_turn``."""
-        writes = [self._turn_writer(session_id, turn) for turn in turns]
+        writes = [self._turn_writer(session_id, turn, epoch) for turn in turns]
 
         def write_all(conn: sqlite3.Connection) -> None:
             for write in writes:
@@ -347,7 +390,7 @@ class SessionStore:
         self._write(write_all)
 
     def _turn_writer(
-        self, session_id: str, turn: CompletedTurn
+        self, session_id: str, turn: CompletedTurn, epoch: int | None
     ) -> Callable[[sqlite3.Connection], None]:
         """The statements that write ``turn`` (encoded now, before any transaction)."""
         encoded = [encode_message(message) for message in turn.messages]
@@ -356,16 +399,17 @@ class SessionStore:
         now = now_text()
 
         def write(conn: sqlite3.Connection) -> None:
-            # One statement finds the session and counts the turn (the transaction makes
-            # the two one step); the turn's rows carry the number it had before.
+            # One statement finds the session, checks its epoch and counts the turn (the
+            # transaction makes them one step); the turn's rows carry the number it had.
             row = conn.execute(
                 "UPDATE acp_sessions SET turn_count = turn_count + 1, last_activity = ?,"
                 " token_count = token_count + ?, plan_json = coalesce(?, plan_json)"
-                " WHERE session_uuid = ? RETURNING id, turn_count - 1",
-                (now, tokens, plan_json, session_id),
+                " WHERE session_uuid = ? AND (?5 IS NULL OR owner_epoch = ?5)"
+                " RETURNING id, turn_count - 1",
+                (now, tokens, plan_json, session_id, epoch),
             ).fetchall()  # all: the statement is finished before the next one starts
             if not row:
-                raise UnknownSession(f"Session not found in the store: {session_id}")
+                _raise_not_held(conn, session_id, epoch)
             session_row_id, turn_seq = int(row[0][0]), int(row[0][1])
             for message in encoded:
                 cursor = conn.execute(
@@ -560,6 +604,16 @@ def decode_directories(encoded: str | None) -> tuple[str, ...]:
     if not isinstance(value, list):
         return ()
     return tuple(entry for entry in value if isinstance(entry, str))
+
+
+def _raise_not_held(conn: sqlite3.Connection, session_id: str, epoch: int | None) -> None:
+    """A turn's UPDATE matched no row: the session is gone, or held at another epoch."""
+    row = conn.execute(
+        "SELECT owner_epoch FROM acp_sessions WHERE session_uuid = ?", (session_id,)
+    ).fetchone()
+    if row is None or epoch is None:
+        raise UnknownSession(f"Session not found in the store: {session_id}")
+    raise SessionFenced(session_id, epoch=epoch, current=int(row[0]))
 
 
 def _restore_window(

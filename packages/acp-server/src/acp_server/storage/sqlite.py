@@ -14,7 +14,8 @@ Schema (modelled on the reference server's, so a database the reference
 created is adopted rather than rejected):
 
 * ``acp_sessions``: one row per session (uuid, owner alias, workspace, timestamps,
-  ``token_count``, ``plan_json`` = the latest plan, ``turn_count``, ``title``).
+  ``token_count``, ``plan_json`` = the latest plan, ``turn_count``, ``title``,
+  ``owner_epoch`` = the fencing epoch of its one live copy: ``claim_session``).
 * ``acp_messages``: one row per ``ChatMessage`` in conversation order (``id`` order),
   ``turn_seq`` = the turn that wrote it.
 * ``acp_tool_calls``: ``'in'`` rows are the tool calls of a message (``payload`` = arguments
@@ -40,6 +41,7 @@ from acp_server.storage.codec import DEFAULT_MAX_TOOL_ARGUMENTS_BYTES, plan_entr
 from acp_server.storage.migrations import MIGRATIONS, SCHEMA_VERSION
 from acp_server.storage.records import (
     DuplicateSession,
+    SessionFenced,
     StoredSession,
     StoredSessionInfo,
     StoreError,
@@ -49,6 +51,7 @@ from acp_server.storage.records import (
 )
 from acp_server.storage.session_list import BadCursor, SessionPage
 from acp_server.storage.session_store import (
+    CREATOR_EPOCH,
     DEFAULT_BUSY_TIMEOUT_MS,
     DEFAULT_LOCK_RETRY_DEADLINE_SECS,
     DEFAULT_MAX_RESTORED_MESSAGES,
@@ -56,6 +59,7 @@ from acp_server.storage.session_store import (
 )
 
 __all__ = [
+    "CREATOR_EPOCH",
     "DEFAULT_BUSY_TIMEOUT_MS",
     "DEFAULT_LOCK_RETRY_DEADLINE_SECS",
     "DEFAULT_MAX_RESTORED_MESSAGES",
@@ -66,6 +70,7 @@ __all__ = [
     "AsyncSessionStore",
     "BadCursor",
     "DuplicateSession",
+    "SessionFenced",
     "SessionPage",
     "SessionStore",
     "StoreError",
