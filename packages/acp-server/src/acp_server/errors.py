@@ -20,8 +20,8 @@
         +-- ProviderError                     a model call failed (agent/providers/base.py)
         +-- ToolError                         a tool refused its arguments: a tool result
         +-- PolicyViolation                   the security policy refused: a tool result
-        +-- StoreError > StoreUnavailable, UnknownSession, DuplicateSession
-        |                                     (storage/records.py)
+        +-- StoreError > StoreUnavailable, UnknownSession, DuplicateSession,
+        |                SessionFenced        (storage/records.py)
         +-- UploadError                       uploads/ unusable (storage/uploads.py)
         +-- GatewayError, ConfigRewriteError  the gateway cannot start or persist a
         |                                     token (gateway/)

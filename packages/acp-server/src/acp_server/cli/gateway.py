@@ -18,13 +18,14 @@ from acp_core.gateway_contract import (
     normalize_host,
     normalize_path_prefix,
 )
-from acp_server.app import open_app
+from acp_server.app import open_app, shared_store_message
 from acp_server.cli.main import EXIT_CONFIG_ERROR, CliState, fail
 from acp_server.config import Config
 from acp_server.gateway.admin import ADMIN_HEADER, ADMIN_SECRET_FILE, read_admin_secret
 from acp_server.gateway.auth import is_loopback_host
 from acp_server.gateway.service import DEFAULT_DRAIN_TIMEOUT_SECS, Gateway, GatewayError
 from acp_server.security.sandbox.posture import log_startup_posture
+from acp_server.storage.records import StoreUnavailable
 
 ADMIN_TIMEOUT_SECS: Final = 5.0
 
@@ -95,6 +96,8 @@ def gateway_command(
         trio.run(_run, config, host, port, drain_timeout)
     except GatewayError as exc:
         fail(str(exc), code=EXIT_CONFIG_ERROR if exc.config_problem else 1)
+    except StoreUnavailable as exc:  # only a shared store ([storage] url) stops the start
+        fail(shared_store_message(exc))
     except KeyboardInterrupt:
         sys.exit(130)
 

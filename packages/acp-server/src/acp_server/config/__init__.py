@@ -60,6 +60,7 @@ from acp_server.config.model import (
     RuntimeProfileConfig,
 )
 from acp_server.config.parse import ConfigParser
+from acp_server.config.storage import StorageConfig, default_storage
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +99,7 @@ __all__ = [
     "RiskLevel",
     "RiskProfileConfig",
     "RuntimeProfileConfig",
+    "StorageConfig",
     "default_config",
     "load_config",
     "resolve_config_dir",
@@ -195,6 +197,7 @@ def default_config(
         agents={agent.alias: agent},
         risk_profiles={DEFAULT_PROFILE_ALIAS: RiskProfileConfig()},
         runtime_profiles={DEFAULT_PROFILE_ALIAS: RuntimeProfileConfig()},
+        storage=default_storage(env),
     )
 
 

@@ -13,6 +13,7 @@ from acp_core.gateway_contract import CONFIG_DIR_ENV as CONFIG_DIR_ENV
 from acp_core.gateway_contract import CONFIG_FILE_NAME as CONFIG_FILE_NAME
 from acp_core.gateway_contract import DEFAULT_GATEWAY_HOST as DEFAULT_GATEWAY_HOST
 from acp_core.gateway_contract import DEFAULT_GATEWAY_PORT as DEFAULT_GATEWAY_PORT
+from acp_server.config.storage import StorageConfig
 from acp_server.errors import ZeroclawError
 
 RiskLevel = Literal["readonly", "supervised", "full"]
@@ -210,6 +211,7 @@ class Config:
     agents: Mapping[str, AgentConfig] = field(default_factory=dict)  # by alias
     risk_profiles: Mapping[str, RiskProfileConfig] = field(default_factory=dict)
     runtime_profiles: Mapping[str, RuntimeProfileConfig] = field(default_factory=dict)
+    storage: StorageConfig = field(default_factory=StorageConfig)
 
     @staticmethod
     def default_agent_workspace(workspace_dir: Path, alias: str) -> Path:

@@ -42,6 +42,7 @@ from acp_server.config.model import (
     RiskProfileConfig,
     RuntimeProfileConfig,
 )
+from acp_server.config.storage import parse_storage
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +59,7 @@ _TOP_LEVEL_KEYS: Final = frozenset(
         "risk_profiles",
         "runtime_profiles",
         "autonomy",
+        "storage",
     }
 )
 # Legacy [autonomy] budget keys the reference moved to runtime profiles; we have no budget,
@@ -161,6 +163,7 @@ class ConfigParser:
             agents=agents,
             risk_profiles=risk_profiles,
             runtime_profiles=runtime_profiles,
+            storage=parse_storage(self, self.table(doc, "storage", "storage")),
         )
 
     def resolve_path(self, raw: str) -> Path:

@@ -2,7 +2,8 @@
 
 Routes (all under ``[gateway] path_prefix``; the table is ``build_routes``):
 
-* ``GET /health``: 200 with a small JSON status, no auth.
+* ``GET /health``: 200 with a small JSON status, no auth; 503 while the shared session
+  store ([storage] url) does not answer.
 * ``GET /pair/code``: the start-up pairing code while unpaired, to loopback peers only.
 * ``POST /pair`` (``X-Pairing-Code``): a new bearer token, its digest persisted.
 * ``GET /admin/paircode``, ``POST /admin/paircode/new``, ``POST /admin/paircode/rotate``:
@@ -102,11 +103,16 @@ def build_routes(state: GatewayState, *, upgrade: Handler) -> RouteTable:
 
 
 async def _health(state: GatewayState, exchange: Exchange) -> None:
+    # A shared store that stops answering makes the replica not ready (503), so a load
+    # balancer's health check sends new connections elsewhere until it is back.
+    store = state.app.store
+    store_ready = store is None or await store.ready()
+    status = "draining" if state.draining else "ok" if store_ready else "store_unavailable"
     await send_json(
         exchange.stream,
-        200,
+        200 if store_ready else 503,
         {
-            "status": "draining" if state.draining else "ok",
+            "status": status,
             "connections": len(state.connections),
             "pairing_required": state.settings.require_pairing,
             "paired": bool(len(state.tokens)),

@@ -25,6 +25,11 @@ class DuplicateSession(StoreError):
     """``create_session`` was given an id that is already stored."""
 
 
+class SessionFenced(StoreError):
+    """A commit was refused: the session was taken over elsewhere since this copy claimed
+    it (its fencing epoch moved on); nothing was written."""
+
+
 class TurnUnsaved(StoreError):
     """A completed turn could not be written.
 
