@@ -25,10 +25,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+from urllib.parse import quote, urlencode
 
 import psycopg
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import conninfo_to_dict
 
 URL_ENV: Final = "ZEROCLAW_TEST_POSTGRES_URL"
 REQUIRE_ENV: Final = "ZEROCLAW_REQUIRE_POSTGRES_TESTS"
@@ -49,7 +50,9 @@ class PostgresServer:
         with psycopg.connect(self.url, autocommit=True) as conn:
             conn.execute(f'CREATE SCHEMA "{schema}"')
         try:
-            yield make_conninfo(self.url, options=f"-c search_path={schema}")
+            params = {**conninfo_to_dict(self.url), "options": f"-c search_path={schema}"}
+            # A postgresql:// URL, as [storage] url takes: every parameter in the query.
+            yield f"postgresql://?{urlencode(params, quote_via=quote)}"
         finally:
             with psycopg.connect(self.url, autocommit=True) as conn:
                 conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
