@@ -41,6 +41,7 @@ LAZY_COMMANDS: Final = {
     "prompt": "acp_server.cli.prompt:prompt_command",
     "security": "acp_server.cli.security:security_command",
     "sessions": "acp_server.cli.sessions:sessions_command",
+    "storage": "acp_server.cli.storage:storage_command",
 }
 
 

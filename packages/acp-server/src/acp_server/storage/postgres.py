@@ -111,6 +111,8 @@ class PostgresSessionStore:
         self._conn: Connection | None = None
         self._closed = False
         self._lock = threading.Lock()
+        self.migrated_from: int | None = None
+        """The schema version ``open`` found (it migrated from there when it was older)."""
 
     @classmethod
     def open(
@@ -121,7 +123,7 @@ class PostgresSessionStore:
         store = cls(url, connect_timeout_secs=connect_timeout_secs)
         try:
             with store._lock:
-                migrate(store._connection(), store.location)
+                store.migrated_from, _now = migrate(store._connection(), store.location)
         except StoreUnavailable:
             store.close()
             raise
@@ -180,6 +182,11 @@ class PostgresSessionStore:
                     conn.close()
                     self._conn = None
                 raise StoreError(f"Session store error ({self.location}): {exc}") from exc
+
+    def transaction(self, body: Callable[[Connection], T]) -> T:
+        """Run ``body`` in one read-write transaction on the store's connection (tools such
+        as storage/pg_import.py); errors as every store call's."""
+        return self._run(body)
 
     def ping(self) -> None:
         """One round trip to the database, reconnecting when needed; ``StoreError`` if not."""
