@@ -23,7 +23,7 @@ import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, Literal, Self, TypeVar
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -117,7 +117,7 @@ class PostgresSessionStore:
     @classmethod
     def open(
         cls, url: str, *, connect_timeout_secs: int = DEFAULT_CONNECT_TIMEOUT_SECS
-    ) -> PostgresSessionStore:
+    ) -> Self:
         """Connect and migrate; ``StoreUnavailable`` (naming the database, never the
         password) when the server cannot be reached or the schema is newer than ours."""
         store = cls(url, connect_timeout_secs=connect_timeout_secs)
