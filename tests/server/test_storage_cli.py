@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import psycopg
@@ -108,3 +109,23 @@ def test_migrate_without_a_url_migrates_the_sqlite_file(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert (tmp_path / "cfg" / "data" / "sessions" / "acp-sessions.db").is_file()
     assert "acp-sessions.db: schema" in result.output
+
+
+def test_sessions_commands_read_the_postgres_store(tmp_path: Path, postgres_url: str) -> None:
+    store = PostgresSessionStore.open(postgres_url)
+    store.create_session("pg-1", "default", "/proj")
+    store.append_turn("pg-1", CompletedTurn(messages=(ChatMessage(role="user", content="hi"),)))
+    store.close()
+    env = {"ZEROCLAW_STORAGE_URL": postgres_url}
+    runner = CliRunner()
+    base = ["--config-dir", str(tmp_path / "cfg"), "sessions"]
+    listed = runner.invoke(cli, [*base, "list", "--json"], env=env, catch_exceptions=False)
+    assert listed.exit_code == 0, listed.output
+    assert [entry["sessionId"] for entry in json.loads(listed.output)] == ["pg-1"]
+    shown = runner.invoke(cli, [*base, "show", "pg-1"], env=env, catch_exceptions=False)
+    assert "[user] hi" in shown.output
+    deleted = runner.invoke(cli, [*base, "delete", "pg-1"], env=env, catch_exceptions=False)
+    assert deleted.exit_code == 0, deleted.output
+    missing = runner.invoke(cli, [*base, "show", "pg-1"], env=env, catch_exceptions=False)
+    assert missing.exit_code == 1
+    assert not (tmp_path / "cfg" / "data").exists()  # no SQLite file was made

@@ -115,9 +115,7 @@ class PostgresSessionStore:
         """The schema version ``open`` found (it migrated from there when it was older)."""
 
     @classmethod
-    def open(
-        cls, url: str, *, connect_timeout_secs: int = DEFAULT_CONNECT_TIMEOUT_SECS
-    ) -> Self:
+    def open(cls, url: str, *, connect_timeout_secs: int = DEFAULT_CONNECT_TIMEOUT_SECS) -> Self:
         """Connect and migrate; ``StoreUnavailable`` (naming the database, never the
         password) when the server cannot be reached or the schema is newer than ours."""
         store = cls(url, connect_timeout_secs=connect_timeout_secs)
