@@ -194,8 +194,9 @@ def test_a_commit_with_an_old_epoch_is_fenced_off_and_writes_nothing(
     assert pg_store.current_epoch("s1") == 1
     pg_store.append_turn("s1", CompletedTurn(messages=(user("first copy"),)), epoch=1)
     assert pg_store.claim_session("s1") == 2  # another replica takes the session over
-    with pytest.raises(SessionFenced, match="taken over"):
+    with pytest.raises(SessionFenced, match="held by epoch 2") as fenced:
         pg_store.append_turn("s1", CompletedTurn(messages=(user("zombie"),)), epoch=1)
+    assert (fenced.value.epoch, fenced.value.current) == (1, 2)
     pg_store.append_turn("s1", CompletedTurn(messages=(user("new owner"),)), epoch=2)
     loaded = pg_store.load_session("s1")
     assert loaded is not None
@@ -206,4 +207,4 @@ def test_a_commit_with_an_old_epoch_is_fenced_off_and_writes_nothing(
     assert pg_store.current_epoch("nope") is None
     with pytest.raises(UnknownSession):
         pg_store.append_turn("nope", CompletedTurn(messages=(user("x"),)), epoch=1)
-    assert isinstance(SessionFenced("x"), StoreError)
+    assert isinstance(fenced.value, StoreError)

@@ -16,7 +16,6 @@ import trio
 from acp_server.agent.conversation import CompletedTurn
 from acp_server.storage.contract import HealthCheckedBackend, SessionBackend
 from acp_server.storage.records import (
-    SessionFenced,
     StoredSession,
     StoredSessionInfo,
     StoreError,
@@ -193,8 +192,7 @@ class AsyncSessionStore:
                 self.sync.append_turns(session_id, turns)
             else:
                 self.sync.append_turn(session_id, turn)
-        except (UnknownSession, SessionFenced) as exc:
-            # Gone, or live elsewhere now (a fenced copy must never write): nothing to keep.
+        except UnknownSession as exc:
             self._unsaved.pop(session_id, None)
             raise TurnUnsaved(str(exc), kept=False, pending=0) from exc
         except StoreError as exc:

@@ -253,10 +253,8 @@ class PostgresSessionStore:
         ).fetchone()
         if current is None:
             raise UnknownSession(f"Session not found in the store: {session_id}")
-        raise SessionFenced(
-            f"Session {session_id} was taken over elsewhere (epoch {current[0]}, this copy"
-            f" holds {epoch}); the turn was not saved"
-        )
+        assert epoch is not None  # without one the UPDATE matches any stored session
+        raise SessionFenced(session_id, epoch=epoch, current=int(current[0]))
 
     def claim_session(self, session_id: str) -> int | None:
         """Take the session over: bump its fencing epoch and return it (None: not stored).

@@ -26,8 +26,17 @@ class DuplicateSession(StoreError):
 
 
 class SessionFenced(StoreError):
-    """A commit was refused: the session was taken over elsewhere since this copy claimed
-    it (its fencing epoch moved on); nothing was written."""
+    """A turn commit carried a fencing epoch the session row no longer has: another copy
+    claimed the session since (``claim_session``), and nothing was written."""
+
+    def __init__(self, session_id: str, *, epoch: int, current: int) -> None:
+        super().__init__(
+            f"Session {session_id} is held by epoch {current}; a commit of epoch {epoch}"
+            " was refused"
+        )
+        self.session_id = session_id
+        self.epoch = epoch
+        self.current = current
 
 
 class TurnUnsaved(StoreError):
