@@ -16,11 +16,19 @@ from typing import Any
 import psycopg
 import pytest
 
-from acp_server.storage.contract import SessionBackend
+from acp_server.storage.contract import FencedBackend, SessionBackend
 from acp_server.storage.postgres import PostgresSessionStore
 from acp_server.storage.session_store import SessionStore
 
 TABLES = ("acp_sessions", "acp_messages", "acp_tool_calls")
+
+
+def _sqlite_implements_the_contract(store: SessionStore) -> SessionBackend:
+    return store  # checked by mypy: the backends satisfy storage/contract.py
+
+
+def _postgres_implements_fencing(store: PostgresSessionStore) -> FencedBackend:
+    return store
 
 
 @dataclass

@@ -55,6 +55,30 @@ class SessionBackend(Protocol):
         """Release the backend's connections; idempotent. Later calls raise ``StoreError``."""
 
 
+class FencedBackend(SessionBackend, Protocol):
+    """A backend with fencing epochs: one live copy of a session across processes.
+
+    A session is created at epoch 1; ``claim_session`` makes the caller its one live copy
+    by bumping the epoch; a commit given an older ``epoch`` writes nothing and raises
+    ``SessionFenced``."""
+
+    def claim_session(self, session_id: str) -> int | None:
+        """Bump the session's epoch and return it (None: not stored)."""
+
+    def current_epoch(self, session_id: str) -> int | None:
+        """The session's epoch (None: not stored)."""
+
+    def append_turn(
+        self, session_id: str, turn: CompletedTurn, *, epoch: int | None = None
+    ) -> None:
+        """As ``SessionBackend.append_turn``, refused when ``epoch`` is not current."""
+
+    def append_turns(
+        self, session_id: str, turns: Sequence[CompletedTurn], *, epoch: int | None = None
+    ) -> None:
+        """As ``SessionBackend.append_turns``, refused when ``epoch`` is not current."""
+
+
 @runtime_checkable
 class HealthCheckedBackend(Protocol):
     """A backend that can lose its database while the process runs (a server over the
