@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -14,6 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from acp_server.agent.conversation import ChatMessage, CompletedTurn, ToolCall
+from acp_server.app import open_session_store
+from acp_server.config import load_config
 from acp_server.storage.async_store import AsyncSessionStore
 from acp_server.storage.codec import escape_nul, unescape_nul
 from acp_server.storage.postgres import PostgresSessionStore
@@ -208,3 +211,25 @@ def test_a_commit_with_an_old_epoch_is_fenced_off_and_writes_nothing(
     with pytest.raises(UnknownSession):
         pg_store.append_turn("nope", CompletedTurn(messages=(user("x"),)), epoch=1)
     assert isinstance(fenced.value, StoreError)
+
+
+async def test_a_shared_store_answers_an_unsaved_turn_as_lost(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """On a store other replicas share, a turn that cannot be written is not kept in this
+    process (another replica may take the session and would never see it): it is lost
+    at once, and the prompt is answered with an error."""
+    config = load_config(tmp_path / "none", environ={"ZEROCLAW_STORAGE_URL": postgres_url})
+    store = await open_session_store(config)
+    assert store is not None
+    with trio.fail_after(30):
+        await store.create_session("s1", "default", "/w")
+        _terminate_store_connections(postgres_url)
+        with pytest.raises(TurnUnsaved) as raised:
+            await store.append_turn("s1", CompletedTurn(messages=(user("lost"),)))
+        assert not raised.value.kept
+        await store.append_turn("s1", CompletedTurn(messages=(user("next"),)))
+        loaded = await store.load_session("s1")
+        await store.aclose()
+    assert loaded is not None
+    assert [m.content for m in loaded.messages] == ["next"]

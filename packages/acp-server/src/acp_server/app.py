@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeAlias
+from typing import Final, TypeAlias
 
 import trio
 
@@ -84,7 +84,7 @@ async def open_session_store(config: Config) -> AsyncSessionStore | None:
             ) from exc
         shared = await trio.to_thread.run_sync(PostgresSessionStore.open, config.storage.url)
         logger.info("session store: %s", shared.location)
-        return AsyncSessionStore(shared)
+        return AsyncSessionStore(shared, max_unsaved_turns=SHARED_STORE_MAX_UNSAVED_TURNS)
     path = config.store_path
     try:
         store = await trio.to_thread.run_sync(SessionStore.open, path)
@@ -96,6 +96,12 @@ async def open_session_store(config: Config) -> AsyncSessionStore | None:
         )
         return None
     return AsyncSessionStore(store)
+
+
+SHARED_STORE_MAX_UNSAVED_TURNS: Final = 0
+"""A shared store keeps no turn it could not write: another replica may take the session
+over and would never see it, so the prompt is answered with an error that says the turn
+is not saved (instead of the single-machine store's keep-and-retry)."""
 
 
 def shared_store_message(exc: Exception) -> str:
