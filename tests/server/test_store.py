@@ -20,6 +20,7 @@ from acp_server.storage.session_store import DEFAULT_CREATE_LOCK_DEADLINE_SECS
 from acp_server.storage.sqlite import (
     SCHEMA_VERSION,
     AsyncSessionStore,
+    BadCursor,
     DuplicateSession,
     SessionStore,
     StoreError,
@@ -277,6 +278,29 @@ def test_list_and_delete(store: SessionBackend, backend: Backend) -> None:
     assert [info.session_id for info in store.list_sessions()] == ["b"]
     # the conversation went with it
     assert (backend.count("acp_messages"), backend.count("acp_tool_calls")) == (0, 0)
+
+
+def test_list_pages_newest_first_once_each_and_by_workspace(store: SessionBackend) -> None:
+    ids = [f"s{index:03}" for index in range(123)]
+    for index, session_id in enumerate(ids):
+        store.create_session(session_id, "default", "/a" if index % 3 else "/b")
+    seen: list[str] = []
+    cursor: str | None = None
+    pages = 0
+    while True:
+        page = store.list_page(workspace_dir=None, cursor=cursor)
+        seen += [info.session_id for info in page.sessions]
+        pages += 1
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    assert seen == list(reversed(ids))
+    assert pages == 3  # DEFAULT_PAGE_SIZE 50
+    only_b = store.list_page(workspace_dir="/b", cursor=None)
+    assert [info.session_id for info in only_b.sessions] == list(reversed(ids[::3]))
+    assert only_b.next_cursor is None
+    with pytest.raises(BadCursor):
+        store.list_page(workspace_dir=None, cursor="not-a-cursor")
 
 
 def test_unknown_and_duplicate_sessions(store: SessionBackend) -> None:
