@@ -11,6 +11,7 @@ from click.testing import CliRunner, Result
 from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanStep, ToolCall, Usage
 from acp_server.cli.main import cli
 from acp_server.storage.postgres import PostgresSessionStore
+from acp_server.storage.postgres_schema import PG_SCHEMA_VERSION
 from acp_server.storage.session_store import SessionStore
 
 
@@ -99,9 +100,9 @@ def test_import_of_a_missing_file_is_refused(tmp_path: Path) -> None:
 def test_migrate_on_postgres_then_up_to_date(tmp_path: Path, postgres_url: str) -> None:
     first = run(tmp_path / "cfg", "migrate", url=postgres_url)
     assert first.exit_code == 0, first.output
-    assert "migrated from schema 0 to 1" in first.output
+    assert f"migrated from schema 0 to {PG_SCHEMA_VERSION}" in first.output
     second = run(tmp_path / "cfg", "migrate", url=postgres_url)
-    assert "schema 1, up to date" in second.output
+    assert f"schema {PG_SCHEMA_VERSION}, up to date" in second.output
 
 
 def test_migrate_without_a_url_migrates_the_sqlite_file(tmp_path: Path) -> None:

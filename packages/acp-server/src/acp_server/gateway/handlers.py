@@ -8,7 +8,11 @@ Routes (all under ``[gateway] path_prefix``; the table is ``build_routes``):
 * ``POST /pair`` (``X-Pairing-Code``): a new bearer token, its digest persisted.
 * ``GET /admin/paircode``, ``POST /admin/paircode/new``, ``POST /admin/paircode/rotate``:
   used by ``zeroclaw gateway get-paircode``; loopback peers with the admin secret only,
-  never from a browser.
+  never from a browser. ``POST /admin/tokens/revoke`` (gateway/revoke.py) likewise.
+
+With a PostgreSQL store the tokens and the pairing code are the database's, shared by every
+replica (gateway/shared_tokens.py); otherwise they are this process's, the digests saved in
+config.toml.
 * ``/acp``: the WebSocket upgrade (gateway/upgrade.py).
 """
 
@@ -17,6 +21,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import time
+from dataclasses import dataclass
 
 import trio
 
@@ -36,11 +41,14 @@ from acp_server.gateway.http import HttpRequest, send_json, send_response
 from acp_server.gateway.pairing import (
     ConfigRewriteError,
     PairAccepted,
+    PairOutcome,
     generate_token,
     persist_paired_tokens,
 )
+from acp_server.gateway.revoke import ADMIN_TOKENS_REVOKE_PATH, revoke_tokens
 from acp_server.gateway.routes import Exchange, Handler, RouteTable
 from acp_server.gateway.state import GatewayState
+from acp_server.storage.records import StoreError
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +86,36 @@ async def screen_request(
     return True
 
 
+@dataclass(frozen=True, slots=True)
+class PairingView:
+    """The pairing code and the paired-token count, from this process or the shared store."""
+
+    code: str | None
+    discoverable_code: str | None
+    paired_tokens: int
+
+    def unpaired(self, state: GatewayState) -> bool:
+        return state.settings.require_pairing and not self.paired_tokens
+
+
+async def pairing_view(state: GatewayState) -> PairingView:
+    """Raises ``StoreError`` when the shared store does not answer."""
+    shared = state.shared_tokens
+    if shared is None:
+        pairing = state.pairing
+        return PairingView(pairing.code, pairing.discoverable_code, len(state.tokens))
+    status = await shared.status()
+    code = status.state.code
+    return PairingView(code, code if status.state.discoverable else None, status.paired_tokens)
+
+
+async def _store_unavailable(exchange: Exchange, exc: StoreError) -> None:
+    logger.warning("%s %s: %s", exchange.request.method, exchange.route, exc)
+    await send_json(
+        exchange.stream, 503, {"error": f"the shared token store does not answer: {exc}"}
+    )
+
+
 def build_routes(state: GatewayState, *, upgrade: Handler) -> RouteTable:
     """The gateway's route table; ``upgrade`` serves ``/acp``."""
     routes = RouteTable(prefix=state.prefix, body_timeout_secs=state.handshake_timeout_secs)
@@ -99,6 +137,11 @@ def build_routes(state: GatewayState, *, upgrade: Handler) -> RouteTable:
     routes.add(ADMIN_PAIRCODE_PATH, lambda exchange: _admin_paircode(state, exchange), {"GET"})
     routes.add(ADMIN_PAIRCODE_NEW_PATH, paircode_new, {"POST"})
     routes.add(ADMIN_PAIRCODE_ROTATE_PATH, paircode_rotate, {"POST"})
+    routes.add(
+        ADMIN_TOKENS_REVOKE_PATH,
+        lambda exchange: revoke_tokens(state, exchange, persist_tokens),
+        {"POST"},
+    )
     return routes
 
 
@@ -108,6 +151,10 @@ async def _health(state: GatewayState, exchange: Exchange) -> None:
     store = state.app.store
     store_ready = store is None or await store.ready()
     status = "draining" if state.draining else "ok" if store_ready else "store_unavailable"
+    try:
+        paired = bool((await pairing_view(state)).paired_tokens) if store_ready else False
+    except StoreError:
+        paired = False
     await send_json(
         exchange.stream,
         200 if store_ready else 503,
@@ -115,7 +162,7 @@ async def _health(state: GatewayState, exchange: Exchange) -> None:
             "status": status,
             "connections": len(state.connections),
             "pairing_required": state.settings.require_pairing,
-            "paired": bool(len(state.tokens)),
+            "paired": paired,
             "uptime_secs": int(time.monotonic() - state.started_at),
         },
     )
@@ -133,15 +180,20 @@ async def _pair_code(state: GatewayState, exchange: Exchange) -> None:
     # operator issued with `get-paircode --new`/`--rotate` stays behind the admin secret.
     # A remote client gets it from the operator, who sees it on the gateway's stderr or
     # from `zeroclaw gateway get-paircode`.
-    code = state.pairing.discoverable_code
-    if state.unpaired and is_loopback_address(exchange.peer) and code is not None:
+    try:
+        view = await pairing_view(state)
+    except StoreError as exc:
+        await _store_unavailable(exchange, exc)
+        return
+    code, unpaired = view.discoverable_code, view.unpaired(state)
+    if unpaired and is_loopback_address(exchange.peer) and code is not None:
         body["pairing_code"] = code
-    elif state.unpaired and is_loopback_address(exchange.peer):
+    elif unpaired and is_loopback_address(exchange.peer):
         body["message"] = (
             "no pairing code is shown here: the operator issued it with "
             "`zeroclaw gateway get-paircode`, which prints it"
         )
-    elif state.unpaired:
+    elif unpaired:
         body["message"] = (
             "the pairing code is only given to clients on the gateway host; ask its "
             "operator for the code (`zeroclaw gateway get-paircode`)"
@@ -154,7 +206,18 @@ async def _pair(state: GatewayState, exchange: Exchange) -> None:
     if not state.settings.require_pairing:
         await send_json(stream, 400, {"error": PAIRING_OFF})
         return
-    outcome = state.pairing.attempt(exchange.request.header(PAIRING_CODE_HEADER))
+    token = generate_token()
+    presented = exchange.request.header(PAIRING_CODE_HEADER)
+    shared = state.shared_tokens
+    outcome: PairOutcome
+    try:
+        if shared is not None:  # the code, its limits and the new digest: one transaction
+            outcome = await shared.attempt(presented, state.pairing.limits, hash_token(token))
+        else:
+            outcome = state.pairing.attempt(presented)
+    except StoreError as exc:
+        await _store_unavailable(exchange, exc)
+        return
     if not isinstance(outcome, PairAccepted):
         logger.warning("pairing attempt from %s refused: %s", peer, outcome.error)
         body: dict[str, object] = {"error": outcome.error}
@@ -164,9 +227,11 @@ async def _pair(state: GatewayState, exchange: Exchange) -> None:
             headers.append(("Retry-After", str(outcome.retry_after)))
         await send_json(stream, outcome.status, body, headers=headers)
         return
-    token = generate_token()
-    state.tokens.add(hash_token(token))
-    persisted, message = await persist_tokens(state)
+    if shared is not None:
+        persisted, message = True, f"token digest saved in the shared store {shared.location}"
+    else:
+        state.tokens.add(hash_token(token))
+        persisted, message = await persist_tokens(state)
     logger.warning("paired a new client from %s (%s)", peer, message)
     await send_json(
         stream, 200, {"paired": True, "persisted": persisted, "token": token, "message": message}
@@ -216,14 +281,19 @@ async def _admin_allowed(state: GatewayState, exchange: Exchange) -> bool:
 
 async def _admin_paircode(state: GatewayState, exchange: Exchange) -> None:
     required = state.settings.require_pairing
+    try:
+        view = await pairing_view(state)
+    except StoreError as exc:
+        await _store_unavailable(exchange, exc)
+        return
     await send_json(
         exchange.stream,
         200,
         {
             "success": True,
             "pairing_required": required,
-            "pairing_code": state.pairing.code if required else None,
-            "paired_tokens": len(state.tokens),
+            "pairing_code": view.code if required else None,
+            "paired_tokens": view.paired_tokens,
         },
     )
 
@@ -235,12 +305,22 @@ async def _new_paircode(state: GatewayState, exchange: Exchange, *, rotate: bool
     revoked = 0
     persisted = True
     message = ""
-    if rotate:
-        revoked = state.revoke_all_tokens()
-        persisted, message = await persist_tokens(state)
-        logger.warning("revoked %d token(s) at the operator's request", revoked)
+    shared = state.shared_tokens
     # Shown here only: GET /pair/code keeps it from whoever asks without the admin secret.
-    code = state.pairing.issue_code(discoverable=False)
+    if shared is not None:
+        try:
+            revoked, code = await shared.rotate() if rotate else (0, await shared.issue_code())
+        except StoreError as exc:
+            await _store_unavailable(exchange, exc)
+            return
+        message = f"for every replica of the shared store {shared.location}"
+    else:
+        if rotate:
+            revoked = state.revoke_all_tokens()
+            persisted, message = await persist_tokens(state)
+        code = state.pairing.issue_code(discoverable=False)
+    if rotate:
+        logger.warning("revoked %d token(s) at the operator's request", revoked)
     logger.warning("new pairing code issued at the operator's request")
     await send_json(
         exchange.stream,

@@ -22,7 +22,7 @@ from acp_server.storage.records import StoreUnavailable
 
 logger = logging.getLogger(__name__)
 
-PG_SCHEMA_VERSION: Final = 1
+PG_SCHEMA_VERSION: Final = 2
 """``acp_schema_version.version`` after every step in ``PG_MIGRATIONS`` has run."""
 
 ADVISORY_LOCK_NAMESPACE: Final = 0x5A43_4C57  # "ZCLW"
@@ -98,7 +98,38 @@ def _migrate_to_v1(conn: Connection) -> None:
         conn.execute(statement)
 
 
-PG_MIGRATIONS: Final[tuple[Callable[[Connection], None], ...]] = (_migrate_to_v1,)
+_SCHEMA_V2: Final = (
+    # Paired token digests shared by every gateway replica (storage/pg_tokens.py). A
+    # revoked digest keeps its row, so importing an old config.toml never revives it.
+    """
+    CREATE TABLE acp_paired_tokens (
+        digest TEXT PRIMARY KEY,
+        source TEXT NOT NULL,
+        paired_at TEXT NOT NULL,
+        revoked_at TEXT
+    )
+    """,
+    # The one-time pairing code and its brute-force counters: one row, taken FOR UPDATE.
+    """
+    CREATE TABLE acp_pairing (
+        one BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one),
+        code TEXT,
+        discoverable BOOLEAN NOT NULL DEFAULT FALSE,
+        failures INTEGER NOT NULL DEFAULT 0,
+        locked_until DOUBLE PRECISION,
+        attempts DOUBLE PRECISION[] NOT NULL DEFAULT '{}'
+    )
+    """,
+    "INSERT INTO acp_pairing DEFAULT VALUES",
+)
+
+
+def _migrate_to_v2(conn: Connection) -> None:
+    for statement in _SCHEMA_V2:
+        conn.execute(statement)
+
+
+PG_MIGRATIONS: Final[tuple[Callable[[Connection], None], ...]] = (_migrate_to_v1, _migrate_to_v2)
 """``PG_MIGRATIONS[n]`` takes a database from version n to n + 1. Append, never edit."""
 
 assert len(PG_MIGRATIONS) == PG_SCHEMA_VERSION
