@@ -30,6 +30,7 @@ from acp_server.gateway.websocket import CloseCode, WebSocketTransport
 from acp_server.protocol.connection import AcpConnection
 from acp_server.storage.pg_tokens import PostgresTokens
 from acp_server.storage.postgres import PostgresSessionStore
+from acp_server.storage.records import StoreError
 from tests.helpers import poll_until
 
 LIMITS = PairingLimits(rate_limit_per_minute=100)
@@ -203,3 +204,25 @@ def test_a_token_or_a_bad_prefix_as_the_selector() -> None:
         with pytest.raises(RevokeRefused) as refused:
             digests_to_revoke(["0" * 64], selector)
         assert refused.value.status == status
+
+
+async def test_without_a_listening_connection_the_reconcile_still_closes_revoked_tokens(
+    replicas: tuple[PostgresTokens, PostgresTokens], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = replicas
+    digest = hash_token(generate_token())
+    first.import_digests([digest])
+
+    def no_new_connections(**_options: object) -> object:
+        raise StoreError("The PostgreSQL session store is unreachable: refused")
+
+    monkeypatch.setattr(first.store, "connect", no_new_connections)
+    registry = ConnectionRegistry()
+    watched = SharedTokens(first, registry, reconcile_interval_secs=0.2)
+    live = _live_connection(registry, digest)
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(watched.watch)  # starts, warning, instead of failing
+            assert second.revoke_matching(lambda paired: list(paired)) == [digest]
+            await poll_until(lambda: live.close_code == CloseCode.POLICY_VIOLATION, within=5.0)
+            nursery.cancel_scope.cancel()

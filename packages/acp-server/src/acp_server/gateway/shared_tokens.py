@@ -139,9 +139,19 @@ class SharedTokens:
             except (trio.RunFinishedError, trio.BrokenResourceError, trio.ClosedResourceError):
                 pass
 
-        listener = await trio.to_thread.run_sync(
-            RevocationListener, self.backend.store, deliver, lambda: deliver(ALL_TOKENS)
-        )
+        try:
+            listener = await trio.to_thread.run_sync(
+                RevocationListener, self.backend.store, deliver, lambda: deliver(ALL_TOKENS)
+            )
+        except StoreError as exc:
+            logger.warning(
+                "%s; a revoked token's connections close at the next reconcile (every %.0f s)",
+                exc,
+                self.reconcile_interval_secs,
+            )
+            task_status.started()
+            await self._reconcile_periodically()
+            return
         try:
             async with trio.open_nursery() as nursery, receive:
                 nursery.start_soon(self._reconcile_periodically)
