@@ -9,11 +9,11 @@ Routes (all under ``[gateway] path_prefix``; the table is ``build_routes``):
 * ``GET /admin/paircode``, ``POST /admin/paircode/new``, ``POST /admin/paircode/rotate``:
   used by ``zeroclaw gateway get-paircode``; loopback peers with the admin secret only,
   never from a browser. ``POST /admin/tokens/revoke`` (gateway/revoke.py) likewise.
+* ``/acp``: the WebSocket upgrade (gateway/upgrade.py).
 
 With a PostgreSQL store the tokens and the pairing code are the database's, shared by every
 replica (gateway/shared_tokens.py); otherwise they are this process's, the digests saved in
 config.toml.
-* ``/acp``: the WebSocket upgrade (gateway/upgrade.py).
 """
 
 from __future__ import annotations
