@@ -1,4 +1,7 @@
-"""The SQLite session store: schema, round trips, atomicity, failures, concurrency."""
+"""The session store: schema, round trips, atomicity, failures, concurrency.
+
+Tests that take ``backend`` run on SQLite and on PostgreSQL (tests/server/store_backends.py);
+the others are about SQLite's own file, locks and schema."""
 
 from __future__ import annotations
 
@@ -12,10 +15,12 @@ import pytest
 import trio
 
 from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanStep, ToolCall, Usage
+from acp_server.storage.contract import SessionBackend
 from acp_server.storage.session_store import DEFAULT_CREATE_LOCK_DEADLINE_SECS
 from acp_server.storage.sqlite import (
     SCHEMA_VERSION,
     AsyncSessionStore,
+    BadCursor,
     DuplicateSession,
     SessionStore,
     StoreError,
@@ -23,6 +28,9 @@ from acp_server.storage.sqlite import (
     TurnUnsaved,
     UnknownSession,
 )
+from tests.server.store_backends import Backend, backend
+
+__all__ = ["backend"]  # the fixture, parametrized over both backends
 
 
 @pytest.fixture
@@ -31,8 +39,8 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def store(db_path: Path) -> Iterator[SessionStore]:
-    opened = SessionStore.open(db_path)
+def store(backend: Backend) -> Iterator[SessionBackend]:
+    opened = backend.open()
     yield opened
     opened.close()
 
@@ -78,7 +86,8 @@ def tool_turn(prefix: str) -> CompletedTurn:
 # --------------------------------------------------------------------------- schema
 
 
-def test_new_store_is_wal_and_at_the_current_schema(store: SessionStore, db_path: Path) -> None:
+def test_new_store_is_wal_and_at_the_current_schema(db_path: Path) -> None:
+    SessionStore.open(db_path).close()
     with sqlite3.connect(db_path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -86,12 +95,12 @@ def test_new_store_is_wal_and_at_the_current_schema(store: SessionStore, db_path
     assert {"acp_sessions", "acp_messages", "acp_tool_calls", "acp_session_events"} <= tables
 
 
-def test_reopening_keeps_data_and_schema(db_path: Path) -> None:
-    first = SessionStore.open(db_path)
+def test_reopening_keeps_data_and_schema(backend: Backend) -> None:
+    first = backend.open()
     first.create_session("s1", "default", "/w")
     first.append_turn("s1", tool_turn("t1"))
     first.close()
-    second = SessionStore.open(db_path)
+    second = backend.open()
     loaded = second.load_session("s1")
     second.close()
     assert loaded is not None
@@ -176,7 +185,7 @@ def test_newer_schema_is_refused_and_left_untouched(db_path: Path) -> None:
 # --------------------------------------------------------------------------- round trips
 
 
-def test_every_message_kind_round_trips(store: SessionStore) -> None:
+def test_every_message_kind_round_trips(store: SessionBackend) -> None:
     odd_messages = (
         ChatMessage(role="system", content="be brief"),
         user("multi\nline ✓ 🙂"),
@@ -204,7 +213,7 @@ def test_every_message_kind_round_trips(store: SessionStore) -> None:
     assert loaded.info.token_count == 15  # input + output; reasoning is part of output
 
 
-def test_latest_plan_is_kept(store: SessionStore) -> None:
+def test_latest_plan_is_kept(store: SessionBackend) -> None:
     store.create_session("s1", "default", "/w")
     store.append_turn("s1", tool_turn("t1"))
     store.append_turn("s1", CompletedTurn(messages=(user("no plan this time"),)))
@@ -217,7 +226,7 @@ def test_latest_plan_is_kept(store: SessionStore) -> None:
     assert cleared.plan == ()
 
 
-def test_restore_is_bounded_by_whole_turns(store: SessionStore) -> None:
+def test_restore_is_bounded_by_whole_turns(store: SessionBackend) -> None:
     store.create_session("s1", "default", "/w")
     turns = [tool_turn(f"t{n}") for n in range(4)]  # 5 messages each
     for turn in turns:
@@ -241,7 +250,7 @@ def test_restore_is_bounded_by_whole_turns(store: SessionStore) -> None:
     assert newest_only.dropped_messages == 15
 
 
-def test_session_metadata(store: SessionStore) -> None:
+def test_session_metadata(store: SessionBackend) -> None:
     store.create_session("s1", "coder", "/proj/a")
     fresh = store.load_session("s1")
     assert fresh is not None
@@ -256,7 +265,7 @@ def test_session_metadata(store: SessionStore) -> None:
     assert touched.info.created_at == fresh.info.created_at
 
 
-def test_list_and_delete(store: SessionStore, db_path: Path) -> None:
+def test_list_and_delete(store: SessionBackend, backend: Backend) -> None:
     store.create_session("a", "default", "/w")
     store.create_session("b", "other", "/v")
     store.append_turn("a", tool_turn("t1"))
@@ -267,12 +276,34 @@ def test_list_and_delete(store: SessionStore, db_path: Path) -> None:
     assert store.delete_session("a") is False
     assert store.load_session("a") is None
     assert [info.session_id for info in store.list_sessions()] == ["b"]
-    with sqlite3.connect(db_path) as conn:  # the conversation went with it
-        assert conn.execute("SELECT count(*) FROM acp_messages").fetchone()[0] == 0
-        assert conn.execute("SELECT count(*) FROM acp_tool_calls").fetchone()[0] == 0
+    # the conversation went with it
+    assert (backend.count("acp_messages"), backend.count("acp_tool_calls")) == (0, 0)
 
 
-def test_unknown_and_duplicate_sessions(store: SessionStore) -> None:
+def test_list_pages_newest_first_once_each_and_by_workspace(store: SessionBackend) -> None:
+    ids = [f"s{index:03}" for index in range(123)]
+    for index, session_id in enumerate(ids):
+        store.create_session(session_id, "default", "/a" if index % 3 else "/b")
+    seen: list[str] = []
+    cursor: str | None = None
+    pages = 0
+    while True:
+        page = store.list_page(workspace_dir=None, cursor=cursor)
+        seen += [info.session_id for info in page.sessions]
+        pages += 1
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    assert seen == list(reversed(ids))
+    assert pages == 3  # DEFAULT_PAGE_SIZE 50
+    only_b = store.list_page(workspace_dir="/b", cursor=None)
+    assert [info.session_id for info in only_b.sessions] == list(reversed(ids[::3]))
+    assert only_b.next_cursor is None
+    with pytest.raises(BadCursor):
+        store.list_page(workspace_dir=None, cursor="not-a-cursor")
+
+
+def test_unknown_and_duplicate_sessions(store: SessionBackend) -> None:
     assert store.load_session("nope") is None
     with pytest.raises(UnknownSession, match="nope"):
         store.append_turn("nope", tool_turn("t1"))
@@ -286,8 +317,8 @@ def test_unknown_and_duplicate_sessions(store: SessionStore) -> None:
     assert loaded.info.workspace_dir == "/w"
 
 
-def test_closed_store_raises(db_path: Path) -> None:
-    store = SessionStore.open(db_path)
+def test_closed_store_raises(backend: Backend) -> None:
+    store = backend.open()
     store.close()
     store.close()  # idempotent
     with pytest.raises(StoreError, match="closed"):
@@ -297,41 +328,27 @@ def test_closed_store_raises(db_path: Path) -> None:
 # --------------------------------------------------------------------------- atomicity
 
 
-def _snapshot(path: Path) -> tuple[object, ...]:
-    with sqlite3.connect(path) as conn:
-        return (
-            conn.execute("SELECT * FROM acp_sessions ORDER BY id").fetchall(),
-            conn.execute("SELECT * FROM acp_messages ORDER BY id").fetchall(),
-            conn.execute("SELECT * FROM acp_tool_calls ORDER BY id").fetchall(),
-        )
-
-
-def test_failure_mid_transaction_writes_nothing(store: SessionStore, db_path: Path) -> None:
+def test_failure_mid_transaction_writes_nothing(store: SessionBackend, backend: Backend) -> None:
     store.create_session("s1", "default", "/w")
     store.append_turn("s1", tool_turn("t1"))
-    before = _snapshot(db_path)
+    before = backend.snapshot()
     # Fail inside the transaction, after the user and assistant rows were inserted: on the
     # second tool call's row.
-    with sqlite3.connect(db_path) as conn:
-        conn.execute(
-            "CREATE TRIGGER injected_failure BEFORE INSERT ON acp_tool_calls"
-            " WHEN NEW.tool_call_id = 't2-c2' BEGIN SELECT RAISE(ABORT, 'injected'); END"
-        )
+    backend.fail_inserts_of_tool_call("t2-c2")
     with pytest.raises(StoreError, match="injected"):
         store.append_turn("s1", tool_turn("t2"))
-    assert _snapshot(db_path) == before
+    assert backend.snapshot() == before
     # The store is still usable.
-    with sqlite3.connect(db_path) as conn:
-        conn.execute("DROP TRIGGER injected_failure")
+    backend.stop_failing()
     store.append_turn("s1", tool_turn("t2"))
     loaded = store.load_session("s1")
     assert loaded is not None
     assert loaded.messages == tool_turn("t1").messages + tool_turn("t2").messages
 
 
-def test_unencodable_turn_writes_nothing(store: SessionStore, db_path: Path) -> None:
+def test_unencodable_turn_writes_nothing(store: SessionBackend, backend: Backend) -> None:
     store.create_session("s1", "default", "/w")
-    before = _snapshot(db_path)
+    before = backend.snapshot()
     bad = CompletedTurn(
         messages=(
             user("hi"),
@@ -344,7 +361,7 @@ def test_unencodable_turn_writes_nothing(store: SessionStore, db_path: Path) -> 
     )
     with pytest.raises(StoreError, match="c1"):
         store.append_turn("s1", bad)
-    assert _snapshot(db_path) == before
+    assert backend.snapshot() == before
 
 
 # --------------------------------------------------------------------------- unavailable
@@ -469,8 +486,8 @@ def test_lock_held_past_the_deadline_is_a_store_error(db_path: Path) -> None:
 # --------------------------------------------------------------------------- async
 
 
-async def test_async_store_serializes_calls_on_a_worker_thread(db_path: Path) -> None:
-    store = await AsyncSessionStore.open(db_path)
+async def test_async_store_serializes_calls_on_a_worker_thread(backend: Backend) -> None:
+    store = AsyncSessionStore(await trio.to_thread.run_sync(backend.open))
     main_thread = threading.get_ident()
     seen_threads: set[int] = set()
     original = store.sync.append_turn
@@ -502,10 +519,10 @@ async def test_async_open_reports_unavailable(tmp_path: Path) -> None:
         await AsyncSessionStore.open(blocker / "sessions" / "acp-sessions.db")
 
 
-async def test_a_cancelled_caller_still_gets_its_turn_committed(db_path: Path) -> None:
+async def test_a_cancelled_caller_still_gets_its_turn_committed(backend: Backend) -> None:
     """Cancelling the task that awaits a commit never abandons the commit half-way: the
     turn is in the store afterwards, and the cancellation is still delivered."""
-    store = await AsyncSessionStore.open(db_path)
+    store = AsyncSessionStore(await trio.to_thread.run_sync(backend.open))
     entered = threading.Event()
     release = threading.Event()
     original = store.sync.append_turn

@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TypeAlias
+from typing import Final, TypeAlias
 
 import trio
 
@@ -97,13 +97,31 @@ class AcpApp:
 
 
 async def open_session_store(config: Config) -> AsyncSessionStore | None:
-    """Open ``<workspace_dir>/sessions/acp-sessions.db``; on any failure log one warning and
-    return None (in-memory sessions only: seed, "Session persistence")."""
-    from acp_server.storage.sqlite import SessionStore
+    """The process's session store.
+
+    With ``[storage] url`` (or ``ZEROCLAW_STORAGE_URL``): the shared PostgreSQL store, or
+    ``StoreUnavailable`` when it cannot be used: a process that other replicas share a
+    database with must not quietly keep its sessions to itself. Otherwise
+    ``<workspace_dir>/sessions/acp-sessions.db``; on any failure one warning and None
+    (in-memory sessions only: seed, "Session persistence")."""
+    from acp_server.storage.sqlite import SessionStore, StoreUnavailable
 
     if not config.acp.session_persistence:
+        if config.storage.shared:
+            logger.warning("[acp] session_persistence = false: [storage] url is not used")
         logger.info("[acp] session_persistence = false: sessions are kept in memory only")
         return None
+    if config.storage.url is not None:
+        try:
+            from acp_server.storage.postgres import PostgresSessionStore
+        except ImportError as exc:
+            raise StoreUnavailable(
+                "[storage] url names a PostgreSQL store, but its driver is not installed"
+                f" ({exc.name}): install acp-server[postgres]"
+            ) from exc
+        shared = await trio.to_thread.run_sync(PostgresSessionStore.open, config.storage.url)
+        logger.info("session store: %s", shared.location)
+        return AsyncSessionStore(shared, max_unsaved_turns=SHARED_STORE_MAX_UNSAVED_TURNS)
     path = config.store_path
     try:
         store = await trio.to_thread.run_sync(SessionStore.open, path)
@@ -115,6 +133,17 @@ async def open_session_store(config: Config) -> AsyncSessionStore | None:
         )
         return None
     return AsyncSessionStore(store)
+
+
+SHARED_STORE_MAX_UNSAVED_TURNS: Final = 0
+"""A shared store keeps no turn it could not write: another replica may take the session
+over and would never see it, so the prompt is answered with an error that says the turn
+is not saved (instead of the single-machine store's keep-and-retry)."""
+
+
+def shared_store_message(exc: Exception) -> str:
+    """What `zeroclaw acp` / `zeroclaw gateway` print when the shared store is unusable."""
+    return f"{exc}; not starting without the session store that [storage] url names"
 
 
 @asynccontextmanager

@@ -1,4 +1,5 @@
-"""`zeroclaw gateway` and `zeroclaw gateway get-paircode` (registered by acp_server.cli.main)."""
+"""`zeroclaw gateway`, `gateway get-paircode` and `gateway revoke-token` (registered by
+acp_server.cli.main)."""
 
 from __future__ import annotations
 
@@ -18,13 +19,15 @@ from acp_core.gateway_contract import (
     normalize_host,
     normalize_path_prefix,
 )
-from acp_server.app import open_app
+from acp_server.app import open_app, shared_store_message
 from acp_server.cli.main import EXIT_CONFIG_ERROR, CliState, fail
 from acp_server.config import Config
 from acp_server.gateway.admin import ADMIN_HEADER, ADMIN_SECRET_FILE, read_admin_secret
 from acp_server.gateway.auth import is_loopback_host
+from acp_server.gateway.revoke import ADMIN_TOKENS_REVOKE_PATH, ALL_PARAMETER, SELECTOR_PARAMETER
 from acp_server.gateway.service import DEFAULT_DRAIN_TIMEOUT_SECS, Gateway, GatewayError
 from acp_server.security.sandbox.posture import log_startup_posture
+from acp_server.storage.records import StoreUnavailable
 
 ADMIN_TIMEOUT_SECS: Final = 5.0
 
@@ -95,6 +98,8 @@ def gateway_command(
         trio.run(_run, config, host, port, drain_timeout)
     except GatewayError as exc:
         fail(str(exc), code=EXIT_CONFIG_ERROR if exc.config_problem else 1)
+    except StoreUnavailable as exc:  # only a shared store ([storage] url) stops the start
+        fail(shared_store_message(exc))
     except KeyboardInterrupt:
         sys.exit(130)
 
@@ -124,6 +129,18 @@ def _admin_base_url(
     return address.url(), verify
 
 
+_admin_host_option = click.option(
+    "--host", default=None, metavar="HOST", help="The gateway's bind address if not [gateway] host."
+)
+_admin_port_option = click.option(
+    "--port",
+    type=click.IntRange(min=1, max=65535),
+    default=None,
+    metavar="PORT",
+    help="The gateway's port if not [gateway] port.",
+)
+
+
 @gateway_command.command("get-paircode")
 @click.option(
     "--new",
@@ -136,16 +153,8 @@ def _admin_base_url(
     is_flag=True,
     help="Revoke every paired token first (connected clients are disconnected), then issue a fresh code.",
 )
-@click.option(
-    "--host", default=None, metavar="HOST", help="The gateway's bind address if not [gateway] host."
-)
-@click.option(
-    "--port",
-    type=click.IntRange(min=1, max=65535),
-    default=None,
-    metavar="PORT",
-    help="The gateway's port if not [gateway] port.",
-)
+@_admin_host_option
+@_admin_port_option
 @click.pass_context
 def get_paircode_command(
     ctx: click.Context, new_code: bool, rotate: bool, host: str | None, port: int | None
@@ -158,13 +167,74 @@ def get_paircode_command(
     """
     state = ctx.find_object(CliState) or CliState(config_dir_flag=None)
     config = state.load()
-    base, verify = _admin_base_url(config, host, port)
     if rotate:
         method, path = "POST", ADMIN_PAIRCODE_ROTATE_PATH
     elif new_code:
         method, path = "POST", ADMIN_PAIRCODE_NEW_PATH
     else:
         method, path = "GET", ADMIN_PAIRCODE_PATH
+    body = _admin_call(config, host, port, method, path)
+    code = body.get("pairing_code")
+    if not body.get("pairing_required", True):
+        fail("pairing is off on this gateway ([gateway] require_pairing = false): no code needed")
+    if rotate:
+        click.echo(
+            f"zeroclaw: revoked {body.get('revoked_tokens', 0)} token(s); clients must pair again",
+            err=True,
+        )
+    if not code:
+        paired = body.get("paired_tokens", 0)
+        fail(
+            f"no pairing code is active (the gateway has {paired} paired token(s)). "
+            "Run `zeroclaw gateway get-paircode --new` to issue one."
+        )
+    click.echo(str(code))
+    click.echo(
+        f"zeroclaw: one-time code; pair with `zeroclaw-acp-bridge --pair-code {code}`", err=True
+    )
+
+
+@gateway_command.command("revoke-token")
+@click.argument("token", required=False, metavar="TOKEN|DIGEST_PREFIX")
+@click.option("--all", "revoke_all", is_flag=True, help="Revoke every paired token.")
+@_admin_host_option
+@_admin_port_option
+@click.pass_context
+def revoke_token_command(
+    ctx: click.Context, token: str | None, revoke_all: bool, host: str | None, port: int | None
+) -> None:
+    """Revoke one paired token (or --all) through the running gateway on this machine.
+
+    Name the token itself (zc_...) or at least 8 hex digits of its digest as
+    [gateway] paired_tokens lists it. Its clients are disconnected (close code 1008) and
+    must pair again; the pairing code is left as it is. With a shared PostgreSQL store
+    ([storage] url) every replica refuses the token and disconnects its clients.
+    """
+    if (token is None) == (not revoke_all):
+        fail("give one TOKEN or digest prefix, or --all", code=EXIT_CONFIG_ERROR)
+    state = ctx.find_object(CliState) or CliState(config_dir_flag=None)
+    config = state.load()
+    params = {ALL_PARAMETER: "1"} if revoke_all else {SELECTOR_PARAMETER: token or ""}
+    body = _admin_call(config, host, port, "POST", ADMIN_TOKENS_REVOKE_PATH, params)
+    revoked = body.get("revoked") or []
+    click.echo(
+        f"zeroclaw: revoked {body.get('revoked_tokens', 0)} token(s)"
+        + (f" ({', '.join(map(str, revoked))})" if revoked else "")
+        + (f"; {body['message']}" if body.get("message") else ""),
+        err=True,
+    )
+
+
+def _admin_call(
+    config: Config,
+    host: str | None,
+    port: int | None,
+    method: str,
+    path: str,
+    params: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """One call to the running gateway's admin routes; its JSON body (fails on refusal)."""
+    base, verify = _admin_base_url(config, host, port)
     url = base + path
     secret = read_admin_secret(config.config_dir)
     if secret is None:
@@ -178,6 +248,7 @@ def get_paircode_command(
             method,
             url,
             headers={ADMIN_HEADER: secret},
+            params=params,
             timeout=ADMIN_TIMEOUT_SECS,
             verify=verify,
             trust_env=False,
@@ -197,21 +268,4 @@ def get_paircode_command(
     if response.status_code != 200:
         detail = body.get("error") or response.text.strip() or f"HTTP {response.status_code}"
         fail(f"the gateway at {base} refused: {detail}")
-    code = body.get("pairing_code")
-    if not body.get("pairing_required", True):
-        fail("pairing is off on this gateway ([gateway] require_pairing = false): no code needed")
-    if rotate:
-        click.echo(
-            f"zeroclaw: revoked {body.get('revoked_tokens', 0)} token(s); clients must pair again",
-            err=True,
-        )
-    if not code:
-        paired = body.get("paired_tokens", 0)
-        fail(
-            f"no pairing code is active (the gateway has {paired} paired token(s)). "
-            "Run `zeroclaw gateway get-paircode --new` to issue one."
-        )
-    click.echo(str(code))
-    click.echo(
-        f"zeroclaw: one-time code; pair with `zeroclaw-acp-bridge --pair-code {code}`", err=True
-    )
+    return body

@@ -42,6 +42,7 @@ LAZY_COMMANDS: Final = {
     "prompt": "acp_server.cli.prompt:prompt_command",
     "security": "acp_server.cli.security:security_command",
     "sessions": "acp_server.cli.sessions:sessions_command",
+    "storage": "acp_server.cli.storage:storage_command",
 }
 
 
@@ -173,9 +174,10 @@ def acp_command(
     """
     import trio
 
-    from acp_server.app import open_app
+    from acp_server.app import open_app, shared_store_message
     from acp_server.protocol.stdio import serve_stdio
     from acp_server.security.sandbox.posture import log_startup_posture
+    from acp_server.storage.records import StoreUnavailable
 
     async def serve(config: Config) -> None:
         async with open_app(config) as app:
@@ -189,6 +191,8 @@ def acp_command(
     log_startup_posture(config, agent)
     try:
         trio.run(serve, config)
+    except StoreUnavailable as exc:  # only a shared store ([storage] url) stops the start
+        fail(shared_store_message(exc))
     except KeyboardInterrupt:
         sys.exit(130)
 

@@ -2,8 +2,9 @@
 
 ``list`` shows every stored session, ``show ID`` one session's conversation, ``delete ID``
 removes a session for good (session/close never does). All three read
-``<workspace_dir>/sessions/acp-sessions.db`` from the same configuration ``zeroclaw acp``
-uses, so ``--config-dir`` must match the one the server ran with.
+``<workspace_dir>/sessions/acp-sessions.db``, or the PostgreSQL store of ``[storage] url``,
+from the same configuration ``zeroclaw acp`` uses, so ``--config-dir`` must match the one
+the server ran with.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -21,6 +23,7 @@ from acp_server.agent.conversation import ChatMessage
 from acp_server.cli.main import EXIT_CONFIG_ERROR, fail
 from acp_server.cli.render import terminal_safe
 from acp_server.config import ConfigError, load_config, resolve_config_dir
+from acp_server.storage.contract import SessionBackend
 from acp_server.storage.sqlite import (
     SessionStore,
     StoredSession,
@@ -43,23 +46,41 @@ _CONFIG_DIR_OPTION = click.option(
 _JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 
 
-def _store_path(config_dir: Path | None) -> Path:
-    """The store of the configuration in ``--config-dir`` (given here or before ``sessions``)."""
+@dataclass(frozen=True)
+class _SharedStore:
+    """The PostgreSQL store ``[storage] url`` names; shown without its password."""
+
+    url: str
+
+    def __str__(self) -> str:
+        from acp_server.storage.postgres import describe_url
+
+        return describe_url(self.url)
+
+
+def _store_path(config_dir: Path | None) -> Path | _SharedStore:
+    """The store of the configuration in ``--config-dir`` (given here or before ``sessions``):
+    its SQLite file, or the PostgreSQL store of ``[storage] url``."""
     if config_dir is None:
         root = click.get_current_context().find_root()
         inherited = root.params.get("config_dir")
         config_dir = inherited if isinstance(inherited, Path) else None
     try:
-        return load_config(resolve_config_dir(config_dir)).store_path
+        config = load_config(resolve_config_dir(config_dir))
     except ConfigError as exc:
         fail(str(exc), code=EXIT_CONFIG_ERROR)
+    return config.store_path if config.storage.url is None else _SharedStore(config.storage.url)
 
 
-def _open_existing(path: Path) -> SessionStore | None:
+def _open_existing(path: Path | _SharedStore) -> SessionBackend | None:
     """The store, or None when no session was ever persisted there (nothing is created)."""
-    if not path.exists():
-        return None
     try:
+        if isinstance(path, _SharedStore):
+            from acp_server.storage.postgres import PostgresSessionStore
+
+            return PostgresSessionStore.open(path.url)
+        if not path.exists():
+            return None
         return SessionStore.open(path)
     except StoreError as exc:
         fail(str(exc), code=EXIT_STORE_ERROR)
@@ -157,7 +178,7 @@ def list_command(config_dir: Path | None, as_json: bool) -> None:
     click.echo(terminal_safe(_table(headers, rows)))
 
 
-def _load(path: Path, session_id: str) -> StoredSession:
+def _load(path: Path | _SharedStore, session_id: str) -> StoredSession:
     store = _open_existing(path)
     if store is None:
         fail(f"No stored session {session_id} (there is no store at {path})", code=EXIT_NOT_FOUND)

@@ -63,6 +63,7 @@ from acp_server.config.model import (
 )
 from acp_server.config.parse import ConfigParser
 from acp_server.config.skills import skill_sources
+from acp_server.config.storage import StorageConfig, default_storage
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +104,7 @@ __all__ = [
     "RuntimeProfileConfig",
     "SkillsConfig",
     "SkillsMode",
+    "StorageConfig",
     "default_config",
     "load_config",
     "resolve_config_dir",
@@ -202,6 +204,7 @@ def default_config(
         agents={agent.alias: agent},
         risk_profiles={DEFAULT_PROFILE_ALIAS: RiskProfileConfig()},
         runtime_profiles={DEFAULT_PROFILE_ALIAS: RuntimeProfileConfig()},
+        storage=default_storage(env),
     )
 
 

@@ -14,6 +14,7 @@ from acp_core.gateway_contract import CONFIG_DIR_ENV as CONFIG_DIR_ENV
 from acp_core.gateway_contract import CONFIG_FILE_NAME as CONFIG_FILE_NAME
 from acp_core.gateway_contract import DEFAULT_GATEWAY_HOST as DEFAULT_GATEWAY_HOST
 from acp_core.gateway_contract import DEFAULT_GATEWAY_PORT as DEFAULT_GATEWAY_PORT
+from acp_server.config.storage import StorageConfig
 from acp_server.errors import ZeroclawError
 
 RiskLevel = Literal["readonly", "supervised", "full"]
@@ -279,6 +280,7 @@ class Config:
     runtime_profiles: Mapping[str, RuntimeProfileConfig] = field(default_factory=dict)
     cost: CostConfig = field(default_factory=CostConfig)
     web: WebConfig = field(default_factory=WebConfig)
+    storage: StorageConfig = field(default_factory=StorageConfig)
 
     @staticmethod
     def default_agent_workspace(workspace_dir: Path, alias: str) -> Path:

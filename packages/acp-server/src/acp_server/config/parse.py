@@ -48,6 +48,7 @@ from acp_server.config.model import (
 )
 from acp_server.config.proxies import with_proxy_settings
 from acp_server.config.skills import agent_skills, agent_table_keys, parse_skills_table
+from acp_server.config.storage import parse_storage
 from acp_server.config.web import parse_web
 
 logger = logging.getLogger(__name__)
@@ -68,6 +69,7 @@ _TOP_LEVEL_KEYS: Final = frozenset(
         "cost",
         "web",
         "skills",
+        "storage",
     }
 )
 # Legacy [autonomy] budget keys (runtime profiles hold them now): ignored with a warning.
@@ -179,6 +181,7 @@ class ConfigParser:
             runtime_profiles=runtime_profiles,
             cost=parse_cost(self, doc),
             web=parse_web(self, doc),
+            storage=parse_storage(self, self.table(doc, "storage", "storage")),
         )
 
     def resolve_path(self, raw: str) -> Path:

@@ -40,6 +40,14 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
+def presented_digest(token: str) -> str | None:
+    """The digest to look ``token`` up by, or None for a token too long (or empty) to be ours,
+    which is refused unhashed."""
+    if not token or len(token) > MAX_TOKEN_CHARS:
+        return None
+    return hash_token(token)
+
+
 class TokenRegistry:
     """The set of accepted token digests; pairing adds to it, ``--rotate`` empties it."""
 
@@ -63,15 +71,19 @@ class TokenRegistry:
     def clear(self) -> None:
         self._digests.clear()
 
+    def remove(self, digests: Iterable[str]) -> None:
+        gone = set(digests)
+        self._digests = [digest for digest in self._digests if digest not in gone]
+
     def verify(self, token: str) -> str | None:
         """The digest of ``token`` when it is paired, else None.
 
         Every stored digest is compared (no early exit) with ``hmac.compare_digest``, so the
         time taken says nothing about which digest, or how much of one, matched.
         """
-        if not token or len(token) > MAX_TOKEN_CHARS:
+        presented = presented_digest(token)
+        if presented is None:
             return None
-        presented = hash_token(token)
         matched: str | None = None
         for digest in self._digests:
             if hmac.compare_digest(presented, digest):

@@ -2,14 +2,20 @@
 
 Routes (all under ``[gateway] path_prefix``; the table is ``build_routes``):
 
-* ``GET /health``: 200 with a small JSON status, no auth.
+* ``GET /health``: 200 with a small JSON status, no auth; 503 while the shared session
+  store ([storage] url) does not answer.
 * ``GET /pair/code``: the start-up pairing code while unpaired, to loopback peers only
   (never through a trusted proxy).
 * ``POST /pair`` (``X-Pairing-Code``): a new bearer token, its digest persisted.
 * ``GET /admin/paircode``, ``POST /admin/paircode/new``, ``POST /admin/paircode/rotate``:
   used by ``zeroclaw gateway get-paircode``; loopback peers with the admin secret only,
-  never from a browser or through a proxy.
+  never from a browser or through a proxy. ``POST /admin/tokens/revoke`` (gateway/revoke.py)
+  likewise.
 * ``/acp``: the WebSocket upgrade (gateway/upgrade.py).
+
+With a PostgreSQL store the tokens and the pairing code are the database's, shared by every
+replica (gateway/shared_tokens.py); otherwise they are this process's, the digests saved in
+config.toml.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import time
+from dataclasses import dataclass
 
 import trio
 
@@ -36,11 +43,14 @@ from acp_server.gateway.http import HttpRequest, send_json, send_response
 from acp_server.gateway.pairing import (
     ConfigRewriteError,
     PairAccepted,
+    PairOutcome,
     generate_token,
     persist_paired_tokens,
 )
+from acp_server.gateway.revoke import ADMIN_TOKENS_REVOKE_PATH, revoke_tokens
 from acp_server.gateway.routes import Exchange, Handler, RouteTable
 from acp_server.gateway.state import GatewayState
+from acp_server.storage.records import StoreError
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +88,36 @@ async def screen_request(
     return True
 
 
+@dataclass(frozen=True, slots=True)
+class PairingView:
+    """The pairing code and the paired-token count, from this process or the shared store."""
+
+    code: str | None
+    discoverable_code: str | None
+    paired_tokens: int
+
+    def unpaired(self, state: GatewayState) -> bool:
+        return state.settings.require_pairing and not self.paired_tokens
+
+
+async def pairing_view(state: GatewayState) -> PairingView:
+    """Raises ``StoreError`` when the shared store does not answer."""
+    shared = state.shared_tokens
+    if shared is None:
+        pairing = state.pairing
+        return PairingView(pairing.code, pairing.discoverable_code, len(state.tokens))
+    status = await shared.status()
+    code = status.state.code
+    return PairingView(code, code if status.state.discoverable else None, status.paired_tokens)
+
+
+async def _store_unavailable(exchange: Exchange, exc: StoreError) -> None:
+    logger.warning("%s %s: %s", exchange.request.method, exchange.route, exc)
+    await send_json(
+        exchange.stream, 503, {"error": f"the shared token store does not answer: {exc}"}
+    )
+
+
 def build_routes(state: GatewayState, *, upgrade: Handler) -> RouteTable:
     """The gateway's route table; ``upgrade`` serves ``/acp``."""
     routes = RouteTable(prefix=state.prefix, body_timeout_secs=state.handshake_timeout_secs)
@@ -99,18 +139,32 @@ def build_routes(state: GatewayState, *, upgrade: Handler) -> RouteTable:
     routes.add(ADMIN_PAIRCODE_PATH, lambda exchange: _admin_paircode(state, exchange), {"GET"})
     routes.add(ADMIN_PAIRCODE_NEW_PATH, paircode_new, {"POST"})
     routes.add(ADMIN_PAIRCODE_ROTATE_PATH, paircode_rotate, {"POST"})
+    routes.add(
+        ADMIN_TOKENS_REVOKE_PATH,
+        lambda exchange: revoke_tokens(state, exchange, persist_tokens),
+        {"POST"},
+    )
     return routes
 
 
 async def _health(state: GatewayState, exchange: Exchange) -> None:
+    # A shared store that stops answering makes the replica not ready (503), so a load
+    # balancer's health check sends new connections elsewhere until it is back.
+    store = state.app.store
+    store_ready = store is None or await store.ready()
+    status = "draining" if state.draining else "ok" if store_ready else "store_unavailable"
+    try:
+        paired = bool((await pairing_view(state)).paired_tokens) if store_ready else False
+    except StoreError:
+        paired = False
     await send_json(
         exchange.stream,
-        200,
+        200 if store_ready else 503,
         {
-            "status": "draining" if state.draining else "ok",
+            "status": status,
             "connections": len(state.connections),
             "pairing_required": state.settings.require_pairing,
-            "paired": bool(len(state.tokens)),
+            "paired": paired,
             "uptime_secs": int(time.monotonic() - state.started_at),
         },
     )
@@ -128,18 +182,23 @@ async def _pair_code(state: GatewayState, exchange: Exchange) -> None:
     # operator issued with `get-paircode --new`/`--rotate` stays behind the admin secret.
     # A remote client gets it from the operator, who sees it on the gateway's stderr or
     # from `zeroclaw gateway get-paircode`.
+    try:
+        view = await pairing_view(state)
+    except StoreError as exc:
+        await _store_unavailable(exchange, exc)
+        return
     # Behind a load balancer every client may look local: a request that came through a
     # trusted proxy (gateway/client_address.py) never gets the code.
-    code = state.pairing.discoverable_code
+    code, unpaired = view.discoverable_code, view.unpaired(state)
     on_this_host = is_loopback_address(exchange.peer) and not exchange.proxied
-    if state.unpaired and on_this_host and code is not None:
+    if unpaired and on_this_host and code is not None:
         body["pairing_code"] = code
-    elif state.unpaired and on_this_host:
+    elif unpaired and on_this_host:
         body["message"] = (
             "no pairing code is shown here: the operator issued it with "
             "`zeroclaw gateway get-paircode`, which prints it"
         )
-    elif state.unpaired:
+    elif unpaired:
         body["message"] = (
             "the pairing code is only given to clients on the gateway host; ask its "
             "operator for the code (`zeroclaw gateway get-paircode`)"
@@ -152,7 +211,18 @@ async def _pair(state: GatewayState, exchange: Exchange) -> None:
     if not state.settings.require_pairing:
         await send_json(stream, 400, {"error": PAIRING_OFF})
         return
-    outcome = state.pairing.attempt(exchange.request.header(PAIRING_CODE_HEADER))
+    token = generate_token()
+    presented = exchange.request.header(PAIRING_CODE_HEADER)
+    shared = state.shared_tokens
+    outcome: PairOutcome
+    try:
+        if shared is not None:  # the code, its limits and the new digest: one transaction
+            outcome = await shared.attempt(presented, state.pairing.limits, hash_token(token))
+        else:
+            outcome = state.pairing.attempt(presented)
+    except StoreError as exc:
+        await _store_unavailable(exchange, exc)
+        return
     if not isinstance(outcome, PairAccepted):
         logger.warning("pairing attempt from %s refused: %s", peer, outcome.error)
         body: dict[str, object] = {"error": outcome.error}
@@ -162,9 +232,11 @@ async def _pair(state: GatewayState, exchange: Exchange) -> None:
             headers.append(("Retry-After", str(outcome.retry_after)))
         await send_json(stream, outcome.status, body, headers=headers)
         return
-    token = generate_token()
-    state.tokens.add(hash_token(token))
-    persisted, message = await persist_tokens(state)
+    if shared is not None:
+        persisted, message = True, f"token digest saved in the shared store {shared.location}"
+    else:
+        state.tokens.add(hash_token(token))
+        persisted, message = await persist_tokens(state)
     logger.warning("paired a new client from %s (%s)", peer, message)
     await send_json(
         stream, 200, {"paired": True, "persisted": persisted, "token": token, "message": message}
@@ -215,14 +287,19 @@ async def _admin_allowed(state: GatewayState, exchange: Exchange) -> bool:
 
 async def _admin_paircode(state: GatewayState, exchange: Exchange) -> None:
     required = state.settings.require_pairing
+    try:
+        view = await pairing_view(state)
+    except StoreError as exc:
+        await _store_unavailable(exchange, exc)
+        return
     await send_json(
         exchange.stream,
         200,
         {
             "success": True,
             "pairing_required": required,
-            "pairing_code": state.pairing.code if required else None,
-            "paired_tokens": len(state.tokens),
+            "pairing_code": view.code if required else None,
+            "paired_tokens": view.paired_tokens,
         },
     )
 
@@ -234,12 +311,22 @@ async def _new_paircode(state: GatewayState, exchange: Exchange, *, rotate: bool
     revoked = 0
     persisted = True
     message = ""
-    if rotate:
-        revoked = state.revoke_all_tokens()
-        persisted, message = await persist_tokens(state)
-        logger.warning("revoked %d token(s) at the operator's request", revoked)
+    shared = state.shared_tokens
     # Shown here only: GET /pair/code keeps it from whoever asks without the admin secret.
-    code = state.pairing.issue_code(discoverable=False)
+    if shared is not None:
+        try:
+            revoked, code = await shared.rotate() if rotate else (0, await shared.issue_code())
+        except StoreError as exc:
+            await _store_unavailable(exchange, exc)
+            return
+        message = f"for every replica of the shared store {shared.location}"
+    else:
+        if rotate:
+            revoked = state.revoke_all_tokens()
+            persisted, message = await persist_tokens(state)
+        code = state.pairing.issue_code(discoverable=False)
+    if rotate:
+        logger.warning("revoked %d token(s) at the operator's request", revoked)
     logger.warning("new pairing code issued at the operator's request")
     await send_json(
         exchange.stream,

@@ -21,9 +21,8 @@ import secrets
 import stat
 import tempfile
 import tomllib
-from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -70,8 +69,87 @@ class PairRejected:
 PairOutcome = PairAccepted | PairRejected
 
 
+@dataclass(frozen=True, slots=True)
+class PairingLimits:
+    """How hard guessing is made: attempts per minute, wrong codes before the lockout."""
+
+    rate_limit_per_minute: int
+    max_failures: int = DEFAULT_MAX_PAIR_FAILURES
+    lockout_secs: float = DEFAULT_PAIR_LOCKOUT_SECS
+
+    @property
+    def per_minute(self) -> int:
+        return max(1, self.rate_limit_per_minute)
+
+
+@dataclass(frozen=True, slots=True)
+class PairingState:
+    """The one-time code and the brute-force counters around it, as a value: one gateway
+    keeps it in a ``PairingGuard``, replicas sharing a PostgreSQL store keep it in one row
+    (storage/pg_tokens.py). ``attempts`` holds the attempt times of the last minute."""
+
+    code: str | None = None
+    discoverable: bool = False
+    failures: int = 0
+    locked_until: float | None = None
+    attempts: tuple[float, ...] = ()
+
+
+def with_fresh_code(state: PairingState, *, discoverable: bool) -> PairingState:
+    """``state`` with a new code in place of any previous one and no lockout."""
+    return replace(
+        state,
+        code=generate_pairing_code(),
+        discoverable=discoverable,
+        failures=0,
+        locked_until=None,
+    )
+
+
+def decide_attempt(
+    state: PairingState, presented: str | None, *, now: float, limits: PairingLimits
+) -> tuple[PairingState, PairOutcome]:
+    """One ``POST /pair`` against ``state`` at time ``now``: the state after it, and the
+    answer. A success consumes the code."""
+    per_minute = limits.per_minute
+    attempts = tuple(at for at in state.attempts if now - at < RATE_WINDOW_SECS)
+    if len(attempts) >= per_minute:
+        wait = RATE_WINDOW_SECS - (now - attempts[0])
+        return replace(state, attempts=attempts), PairRejected(
+            429,
+            f"Too many pairing attempts; the limit is {per_minute} per minute",
+            retry_after=_whole_seconds(wait),
+        )
+    state = replace(state, attempts=(*attempts, now)[-per_minute:])
+    if state.locked_until is not None:
+        if now < state.locked_until:
+            return state, PairRejected(
+                429,
+                "Too many wrong pairing codes; try again later or ask the operator for a "
+                "new code (zeroclaw gateway get-paircode --new)",
+                retry_after=_whole_seconds(state.locked_until - now),
+            )
+        state = replace(state, locked_until=None, failures=0)
+    if presented is None or not presented.strip():
+        return state, PairRejected(400, "Missing X-Pairing-Code header")
+    if state.code is None or not hmac.compare_digest(
+        presented.strip().encode("utf-8"), state.code.encode("ascii")
+    ):
+        failures = state.failures + 1
+        if failures >= limits.max_failures:
+            return replace(
+                state, failures=failures, locked_until=now + limits.lockout_secs
+            ), PairRejected(
+                429,
+                f"Too many wrong pairing codes; locked for {int(limits.lockout_secs)} seconds",
+                retry_after=_whole_seconds(limits.lockout_secs),
+            )
+        return replace(state, failures=failures), PairRejected(403, "Invalid pairing code")
+    return replace(state, code=None, discoverable=False, failures=0), PairAccepted()
+
+
 class PairingGuard:
-    """The one-time code and the brute-force limits around it.
+    """The one-time code and the brute-force limits around it, in this process.
 
     Limits are global rather than per client address: a 6-digit code must not be guessable
     by spreading attempts over many addresses. A legitimate user who got locked out asks the
@@ -87,20 +165,13 @@ class PairingGuard:
         lockout_secs: float = DEFAULT_PAIR_LOCKOUT_SECS,
     ) -> None:
         self._clock = clock
-        self._rate_limit = max(1, rate_limit_per_minute)
-        self._max_failures = max_failures
-        self._lockout_secs = lockout_secs
-        self._code: str | None = None
-        self._code_discoverable = False
-        self._failures = 0
-        self._locked_until: float | None = None
-        # Attempt times within the last RATE_WINDOW_SECS; never longer than the rate limit.
-        self._attempts: deque[float] = deque(maxlen=self._rate_limit)
+        self.limits = PairingLimits(rate_limit_per_minute, max_failures, lockout_secs)
+        self._state = PairingState()
 
     @property
     def code(self) -> str | None:
         """The active one-time code, or None once it was used (or none was issued)."""
-        return self._code
+        return self._state.code
 
     @property
     def discoverable_code(self) -> str | None:
@@ -110,62 +181,24 @@ class PairingGuard:
         operator issued (``get-paircode --new`` or ``--rotate``) is shown only through the
         admin routes, so revoking every token never hands the next code to whoever asks first.
         """
-        return self._code if self._code_discoverable else None
+        return self._state.code if self._state.discoverable else None
 
     def issue_code(self, *, discoverable: bool = True) -> str:
         """A fresh code replaces any previous one and lifts a lockout; ``discoverable``
         says whether ``GET /pair/code`` may show it (see ``discoverable_code``)."""
-        self._code = generate_pairing_code()
-        self._code_discoverable = discoverable
-        self._failures = 0
-        self._locked_until = None
-        return self._code
+        self._state = with_fresh_code(self._state, discoverable=discoverable)
+        assert self._state.code is not None
+        return self._state.code
 
     def withdraw_code(self) -> None:
-        self._code = None
-        self._code_discoverable = False
+        self._state = replace(self._state, code=None, discoverable=False)
 
     def attempt(self, presented: str | None) -> PairOutcome:
         """Check one ``POST /pair``; a success consumes the code."""
-        now = self._clock()
-        while self._attempts and now - self._attempts[0] >= RATE_WINDOW_SECS:
-            self._attempts.popleft()
-        if len(self._attempts) >= self._rate_limit:
-            wait = RATE_WINDOW_SECS - (now - self._attempts[0])
-            return PairRejected(
-                429,
-                f"Too many pairing attempts; the limit is {self._rate_limit} per minute",
-                retry_after=_whole_seconds(wait),
-            )
-        self._attempts.append(now)
-        if self._locked_until is not None:
-            if now < self._locked_until:
-                return PairRejected(
-                    429,
-                    "Too many wrong pairing codes; try again later or ask the operator for a "
-                    "new code (zeroclaw gateway get-paircode --new)",
-                    retry_after=_whole_seconds(self._locked_until - now),
-                )
-            self._locked_until = None
-            self._failures = 0
-        if presented is None or not presented.strip():
-            return PairRejected(400, "Missing X-Pairing-Code header")
-        if self._code is None or not hmac.compare_digest(
-            presented.strip().encode("utf-8"), self._code.encode("ascii")
-        ):
-            self._failures += 1
-            if self._failures >= self._max_failures:
-                self._locked_until = now + self._lockout_secs
-                return PairRejected(
-                    429,
-                    f"Too many wrong pairing codes; locked for {int(self._lockout_secs)} seconds",
-                    retry_after=_whole_seconds(self._lockout_secs),
-                )
-            return PairRejected(403, "Invalid pairing code")
-        self._code = None
-        self._code_discoverable = False
-        self._failures = 0
-        return PairAccepted()
+        self._state, outcome = decide_attempt(
+            self._state, presented, now=self._clock(), limits=self.limits
+        )
+        return outcome
 
 
 def _whole_seconds(seconds: float) -> int:

@@ -50,6 +50,7 @@ from acp_server.gateway.routes import Exchange, RouteTable
 from acp_server.gateway.state import RESTART_REASON, GatewayState, LiveConnection
 from acp_server.gateway.upgrade import serve_websocket
 from acp_server.gateway.websocket import DEFAULT_MAX_MESSAGE_BYTES, CloseCode
+from acp_server.storage.records import StoreError, StoreUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -255,10 +256,12 @@ class Gateway:
             )
         try:
             with signal_context as signals:
-                self._announce_start()
+                self._announce_start(await self._startup_code())
                 async with trio.open_nursery() as outer:
                     if signals is not None:
                         outer.start_soon(self._watch_signals, signals, outer.cancel_scope)
+                    if self.state.shared_tokens is not None:
+                        await outer.start(self.state.shared_tokens.watch)
                     task_status.started(self.bound_port)
                     await self._serve_until_drained(listeners)
                     outer.cancel_scope.cancel()
@@ -266,9 +269,26 @@ class Gateway:
             if self.state.admin_secret is not None:
                 self.state.admin_secret.remove()
 
-    def _announce_start(self) -> None:
-        if self.state.unpaired:
-            code = self.pairing.issue_code()
+    async def _startup_code(self) -> str | None:
+        """The pairing code to print at start: with a shared store (config.toml's tokens
+        imported first) the one every replica shows, else a fresh one while unpaired."""
+        shared = self.state.shared_tokens
+        if shared is None:
+            return self.pairing.issue_code() if self.state.unpaired else None
+        try:
+            imported = await shared.import_digests(self.settings.paired_tokens)
+            if imported:
+                logger.warning(
+                    "imported %d paired token(s) from config.toml into %s",
+                    imported,
+                    shared.location,
+                )
+            return await shared.startup_code()
+        except StoreError as exc:
+            raise StoreUnavailable(f"Cannot read the shared paired tokens: {exc}") from exc
+
+    def _announce_start(self, code: str | None) -> None:
+        if code is not None:
             self._announce(
                 f"pairing code: {code} (one-time; exchange it with POST {self.url(PAIR_PATH)} "
                 f"and header {PAIRING_CODE_HEADER}, or run `zeroclaw-acp-bridge --pair-code {code}`)"

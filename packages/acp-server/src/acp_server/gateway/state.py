@@ -8,9 +8,9 @@ task of its own.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import trio
 
@@ -23,6 +23,9 @@ from acp_server.gateway.pairing import PairingGuard
 from acp_server.gateway.pending import PendingConnections
 from acp_server.gateway.websocket import CloseCode, WebSocketTransport
 from acp_server.protocol.connection import AcpConnection
+
+if TYPE_CHECKING:
+    from acp_server.gateway.shared_tokens import SharedTokens
 
 RESTART_REASON: Final = "gateway restarting, retry"
 REVOKED_REASON: Final = "token revoked"
@@ -72,6 +75,20 @@ class ConnectionRegistry:
     async def wait_all_closed(self) -> None:
         await self._all_closed.wait()
 
+    def shut_revoked(self, revoked: Callable[[str], bool]) -> int:
+        """Close (1008 "token revoked") every connection whose token digest ``revoked``
+        names; how many."""
+        shut = 0
+        for connection in self:
+            if connection.token_digest is not None and revoked(connection.token_digest):
+                connection.shut(CloseCode.POLICY_VIOLATION, REVOKED_REASON)
+                shut += 1
+        return shut
+
+    def token_digests(self) -> set[str]:
+        """The token digests the open connections were admitted with."""
+        return {c.token_digest for c in self._connections if c.token_digest is not None}
+
 
 class GatewayState:
     """Settings and the mutable state of one gateway (see the module docstring).
@@ -108,6 +125,13 @@ class GatewayState:
             clock=time.monotonic, rate_limit_per_minute=self.settings.pair_rate_limit_per_minute
         )
         self.connections = ConnectionRegistry()
+        self.shared_tokens: SharedTokens | None = None
+        """Set when tokens and pairing live in a PostgreSQL store (gateway/shared_tokens.py);
+        ``tokens`` and ``pairing`` are then unused."""
+        if app.store is not None and app.config.storage.url is not None:
+            from acp_server.gateway.shared_tokens import shared_tokens_for
+
+            self.shared_tokens = shared_tokens_for(app, self.connections)
         self.pending = PendingConnections(
             max_total=max_pending_connections, max_per_peer=max_pending_per_peer
         )
@@ -141,7 +165,5 @@ class GatewayState:
         """Forget every paired token and close the connections that used one (1008)."""
         revoked = len(self.tokens)
         self.tokens.clear()
-        for connection in self.connections:
-            if connection.token_digest is not None:
-                connection.shut(CloseCode.POLICY_VIOLATION, REVOKED_REASON)
+        self.connections.shut_revoked(lambda _digest: True)
         return revoked

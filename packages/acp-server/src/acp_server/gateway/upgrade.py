@@ -2,8 +2,8 @@
 
 The checks, in order: a WebSocket upgrade request (else 426), version 13 (else 426), a
 ``Sec-WebSocket-Key`` (else 400), a paired token when pairing is required (else 401 with the
-reference's text), not draining and under ``max_connections`` (else 503 with
-``Retry-After``). Then the 101, and one ``AcpConnection`` per WebSocket over the
+reference's text; 503 while a shared token store does not answer), not draining and under
+``max_connections`` (else 503 with ``Retry-After``). Then the 101, and one ``AcpConnection`` per WebSocket over the
 process-wide ``AcpApp`` (one store), so a session created over one connection can be
 loaded over another or over stdio.
 """
@@ -29,6 +29,7 @@ from acp_server.gateway.routes import Exchange
 from acp_server.gateway.state import RESTART_REASON, GatewayState, LiveConnection
 from acp_server.gateway.websocket import CloseCode, WebSocketTransport
 from acp_server.protocol.connection import AcpConnection
+from acp_server.storage.records import StoreError
 
 logger = logging.getLogger(__name__)
 
@@ -117,7 +118,15 @@ async def _admit(
     token_digest: str | None = None
     if state.settings.require_pairing:
         presented = presented_token(request.headers, request.query)
-        token_digest = state.tokens.verify(presented.token) if presented else None
+        try:
+            token_digest = await _paired_digest(state, presented.token) if presented else None
+        except StoreError as exc:
+            logger.warning("refused /acp upgrade from %s: %s", peer, exc)
+            await send_response(
+                stream, 503, "Service unavailable - the token store does not answer, retry\n",
+                headers=[("Retry-After", "1")],
+            )  # fmt: skip
+            return None
         if token_digest is None:
             why = "no token" if presented is None else f"unknown token ({presented.source})"
             logger.warning("refused /acp upgrade from %s: %s", peer, why)
@@ -140,6 +149,15 @@ async def _admit(
         )
         return None
     return Admission(token_digest)
+
+
+async def _paired_digest(state: GatewayState, token: str) -> str | None:
+    """The digest of ``token`` when it is paired: in the shared store when there is one
+    (gateway/shared_tokens.py, raising ``StoreError`` when it does not answer), else in
+    config.toml's ``[gateway] paired_tokens``."""
+    if state.shared_tokens is not None:
+        return await state.shared_tokens.verify(token)
+    return state.tokens.verify(token)
 
 
 async def _send_switching_protocols(stream: trio.abc.Stream, request: HttpRequest) -> None:

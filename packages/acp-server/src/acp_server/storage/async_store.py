@@ -14,6 +14,7 @@ from typing import Any, Final, TypeVar
 import trio
 
 from acp_server.agent.conversation import CompletedTurn
+from acp_server.storage.contract import HealthCheckedBackend, SessionBackend
 from acp_server.storage.records import (
     SessionFenced,
     StoredSession,
@@ -37,6 +38,9 @@ task awaiting it, and the server bounds its tasks (``DEFAULT_MAX_CONCURRENT_REQU
 DEFAULT_MAX_UNSAVED_TURNS: Final = 64
 """Completed turns of one session held in memory while the store cannot write them (a full
 disk, a lock held too long); beyond it a turn is refused as lost (``TurnUnsaved``)."""
+
+DEFAULT_READY_TIMEOUT_SECS: Final = 2.0
+"""How long ``ready`` waits for a networked database to answer before saying it is lost."""
 
 T = TypeVar("T")
 
@@ -111,7 +115,8 @@ class _StoreThread:
 
 
 class AsyncSessionStore:
-    """Runs a ``SessionStore`` on a worker thread, one call at a time (trio).
+    """Runs a session backend (storage/contract.py: SQLite's ``SessionStore``, or
+    ``PostgresSessionStore``) on a worker thread, one call at a time (trio).
 
     Calls are not abandoned when the caller is cancelled: a commit that has started finishes
     (or rolls back) before the cancellation is delivered, so a turn is never half written.
@@ -124,7 +129,7 @@ class AsyncSessionStore:
     """
 
     def __init__(
-        self, store: SessionStore, *, max_unsaved_turns: int = DEFAULT_MAX_UNSAVED_TURNS
+        self, store: SessionBackend, *, max_unsaved_turns: int = DEFAULT_MAX_UNSAVED_TURNS
     ) -> None:
         self.sync = store
         self._worker = _StoreThread()
@@ -132,12 +137,34 @@ class AsyncSessionStore:
         # The fencing epoch each session's unsaved turns were answered under.
         self._unsaved_epochs: dict[str, int | None] = {}
         self._max_unsaved_turns = max_unsaved_turns
+        self._ping: _StoreCall | None = None
 
     @classmethod
     async def open(cls, path: Path) -> AsyncSessionStore:
         """Open on a worker thread; raises ``StoreUnavailable`` like ``SessionStore.open``."""
         store = await trio.to_thread.run_sync(SessionStore.open, path)
         return cls(store)
+
+    async def ready(self, *, timeout_secs: float = DEFAULT_READY_TIMEOUT_SECS) -> bool:
+        """Whether the database answers now (``/health``). A backend on a local file always
+        does; one over the network is pinged, behind any queued call, and must answer
+        within ``timeout_secs``. Callers that ask while a ping is still out share it."""
+        backend = self.sync
+        if not isinstance(backend, HealthCheckedBackend):
+            return True
+        ping = self._ping
+        if ping is None or ping.done.is_set():
+            ping = self._ping = _StoreCall(backend.ping, ())
+            self._worker.submit(ping)
+        with trio.move_on_after(timeout_secs):
+            await ping.done.wait()  # a ping writes nothing: waiting may be abandoned
+        if not ping.done.is_set():
+            logger.warning("session store not ready: no answer within %.1f s", timeout_secs)
+            return False
+        if ping.error is not None:
+            logger.warning("session store not ready: %s", ping.error)
+            return False
+        return True
 
     async def _call(self, function: Callable[..., T], *args: Any) -> T:
         await trio.lowlevel.checkpoint_if_cancelled()

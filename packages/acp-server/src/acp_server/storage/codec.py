@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -39,6 +40,45 @@ _ROLES: Final[dict[str, Role]] = {
     "assistant": "assistant",
     "tool": "tool",
 }
+
+
+_NUL_ESCAPE: Final = "\x01"
+_ESCAPED: Final = re.compile("\x01(.)", re.DOTALL)
+
+
+def escape_nul(text: str) -> str:
+    """``text`` without NUL characters, reversibly (``unescape_nul``), for databases whose
+    text type rejects them (PostgreSQL): U+0001 becomes U+0001 U+0001 and NUL becomes
+    U+0001 '0'. Text with neither character, nearly all of it, is returned as it is."""
+    if "\x00" not in text and _NUL_ESCAPE not in text:
+        return text
+    return text.replace(_NUL_ESCAPE, _NUL_ESCAPE * 2).replace("\x00", _NUL_ESCAPE + "0")
+
+
+def unescape_nul(text: str) -> str:
+    """The text ``escape_nul`` was given."""
+    if _NUL_ESCAPE not in text:
+        return text
+    return _ESCAPED.sub(lambda match: "\x00" if match.group(1) == "0" else match.group(1), text)
+
+
+def restore_window(
+    per_turn: Sequence[tuple[int | None, int]], max_messages: int | None
+) -> tuple[int, int | None]:
+    """(stored message count, oldest turn_seq to restore or None for everything) from the
+    message count of each turn, newest turn first and rows without a turn (written by the
+    reference) last: the newest whole turns within ``max_messages``, at least one."""
+    total = sum(int(count) for _turn, count in per_turn)
+    if max_messages is None or total <= max_messages:
+        return total, None
+    kept = 0
+    first_turn: int | None = None
+    for turn_seq, count in per_turn:
+        if turn_seq is None or (kept and kept + count > max_messages):
+            break
+        kept += count
+        first_turn = turn_seq
+    return total, first_turn
 
 
 def now_text() -> str:

@@ -1,5 +1,5 @@
 """A session's config option choices in the store: ``acp_sessions.config_json``, a JSON
-object ``{configId: value}`` (migration step 5). Read and written on their own, apart from
+object ``{configId: value}`` (SQLite schema step 7, PostgreSQL step 3). Read and written on their own, apart from
 the history, so a choice is kept the moment a client makes it."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ def write_choices(conn: sqlite3.Connection, session_id: str, choices: Mapping[st
     """Replace the stored choices of ``session_id``; False when it is not stored."""
     cursor = conn.execute(
         "UPDATE acp_sessions SET config_json = ? WHERE session_uuid = ?",
-        (json.dumps(dict(choices), sort_keys=True), session_id),
+        (encode_choices(choices), session_id),
     )
     return cursor.rowcount > 0
 
@@ -24,10 +24,19 @@ def read_choices(conn: sqlite3.Connection, session_id: str) -> dict[str, str]:
     row = conn.execute(
         "SELECT config_json FROM acp_sessions WHERE session_uuid = ?", (session_id,)
     ).fetchone()
-    if row is None or row[0] is None:
+    return decode_choices(row[0] if row is not None else None)
+
+
+def encode_choices(choices: Mapping[str, str]) -> str:
+    return json.dumps(dict(choices), sort_keys=True)
+
+
+def decode_choices(encoded: str | None) -> dict[str, str]:
+    """A stored ``config_json`` value; anything but a JSON object reads as no choices."""
+    if encoded is None:
         return {}
     try:
-        decoded = json.loads(row[0])
+        decoded = json.loads(encoded)
     except ValueError:
         return {}
     if not isinstance(decoded, dict):

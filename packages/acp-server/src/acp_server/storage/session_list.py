@@ -76,6 +76,35 @@ def decode_cursor(cursor: str) -> tuple[str, int]:
     raise BadCursor(cursor)
 
 
+def page_query(
+    *, workspace_dir: str | None, cursor: str | None, page_size: int, placeholder: str = "?"
+) -> tuple[str, list[object]]:
+    """The SELECT of one page (filtered to ``workspace_dir`` when given) after ``cursor``,
+    and its parameters; ``placeholder`` is the driver's (SQLite ``?``, psycopg ``%s``).
+    It asks for one row more than a page, which ``page_from_rows`` reads as "more"."""
+    conditions: list[str] = []
+    params: list[object] = []
+    if workspace_dir is not None:
+        conditions.append(f"s.workspace_dir = {placeholder}")
+        params.append(workspace_dir)
+    if cursor is not None:
+        last_activity, row_id = decode_cursor(cursor)
+        conditions.append(f"(s.last_activity, s.id) < ({placeholder}, {placeholder})")
+        params.extend((last_activity, row_id))
+    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    params.append(page_size + 1)
+    return f"{SESSION_INFO_SELECT}{where} {NEWEST_FIRST} LIMIT {placeholder}", params
+
+
+def page_from_rows(rows: Sequence[Sequence[Any]], page_size: int) -> SessionPage:
+    """The page ``page_query``'s rows make, with the cursor of the next one when more."""
+    more = len(rows) > page_size
+    rows = rows[:page_size]
+    sessions = tuple(session_info(row) for row in rows)
+    next_cursor = encode_cursor(rows[-1][5], int(rows[-1][0])) if more else None
+    return SessionPage(sessions=sessions, next_cursor=next_cursor)
+
+
 def read_page(
     conn: sqlite3.Connection,
     *,
@@ -84,21 +113,5 @@ def read_page(
     page_size: int = DEFAULT_PAGE_SIZE,
 ) -> SessionPage:
     """One page of sessions (filtered to ``workspace_dir`` when given) after ``cursor``."""
-    conditions: list[str] = []
-    params: list[object] = []
-    if workspace_dir is not None:
-        conditions.append("s.workspace_dir = ?")
-        params.append(workspace_dir)
-    if cursor is not None:
-        last_activity, row_id = decode_cursor(cursor)
-        conditions.append("(s.last_activity, s.id) < (?, ?)")
-        params.extend((last_activity, row_id))
-    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-    rows = conn.execute(
-        f"{SESSION_INFO_SELECT}{where} {NEWEST_FIRST} LIMIT ?", (*params, page_size + 1)
-    ).fetchall()
-    more = len(rows) > page_size
-    rows = rows[:page_size]
-    sessions = tuple(session_info(row) for row in rows)
-    next_cursor = encode_cursor(rows[-1][5], int(rows[-1][0])) if more else None
-    return SessionPage(sessions=sessions, next_cursor=next_cursor)
+    query, params = page_query(workspace_dir=workspace_dir, cursor=cursor, page_size=page_size)
+    return page_from_rows(conn.execute(query, params).fetchall(), page_size)

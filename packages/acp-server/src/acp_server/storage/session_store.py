@@ -25,6 +25,7 @@ from acp_server.storage.codec import (
     parse_time,
     plan_from_json,
     plan_to_json,
+    restore_window,
 )
 from acp_server.storage.lock_holders import lock_holder_note
 from acp_server.storage.migrations import MIGRATIONS, SCHEMA_VERSION
@@ -625,14 +626,4 @@ def _restore_window(
         " GROUP BY turn_seq ORDER BY turn_seq IS NULL, turn_seq DESC",
         (session_row_id,),
     ).fetchall()
-    total = sum(int(count) for _turn, count in per_turn)
-    if max_messages is None or total <= max_messages:
-        return total, None
-    kept = 0
-    first_turn: int | None = None
-    for turn_seq, count in per_turn:
-        if turn_seq is None or (kept and kept + count > max_messages):
-            break
-        kept += count
-        first_turn = turn_seq
-    return total, first_turn
+    return restore_window(per_turn, max_messages)

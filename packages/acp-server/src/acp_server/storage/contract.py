@@ -1,0 +1,98 @@
+"""The session store's contract: what every backend (SQLite, PostgreSQL) offers the server.
+
+``SessionBackend`` is the blocking interface both ``SessionStore`` (storage/session_store.py,
+one SQLite file) and ``PostgresSessionStore`` (storage/postgres.py, a shared database)
+implement; ``AsyncSessionStore`` (storage/async_store.py) runs any of them on its worker
+thread, so the protocol layer never knows which one it talks to.
+
+Every method may raise ``StoreError`` (storage/records.py); the finer errors it names are
+part of the contract and are the same on every backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol, runtime_checkable
+
+from acp_server.agent.conversation import CompletedTurn
+from acp_server.storage.records import StoredSession, StoredSessionInfo
+from acp_server.storage.session_list import SessionPage
+from acp_server.storage.spend import SpendEntry, SpendRow, SpendTotals
+
+
+class SessionBackend(Protocol):
+    """Blocking, thread-safe access to stored sessions (calls may be serialized)."""
+
+    def create_session(self, session_id: str, agent_alias: str, workspace_dir: str) -> None:
+        """Store a new, empty session; ``DuplicateSession`` when the id is taken."""
+
+    def append_turn(
+        self, session_id: str, turn: CompletedTurn, *, epoch: int | None = None
+    ) -> None:
+        """Write one completed turn, all or nothing; ``UnknownSession`` when not stored,
+        ``SessionFenced`` (nothing written) when ``epoch`` is given and not current."""
+
+    def append_turns(
+        self, session_id: str, turns: Sequence[CompletedTurn], *, epoch: int | None = None
+    ) -> None:
+        """Write ``turns`` in order in one transaction, as ``append_turn``."""
+
+    def claim_session(self, session_id: str) -> int | None:
+        """Make the caller the session's one live copy: bump its fencing epoch (a new
+        session starts at 1) and return it; None when not stored."""
+
+    def current_epoch(self, session_id: str) -> int | None:
+        """The session's fencing epoch (None: not stored)."""
+
+    def load_session(
+        self, session_id: str, *, max_messages: int | None = ...
+    ) -> StoredSession | None:
+        """The stored session (its newest whole turns within ``max_messages``), or None."""
+
+    def touch(self, session_id: str) -> None:
+        """Record activity without a turn; ``UnknownSession`` when not stored."""
+
+    def list_sessions(self) -> list[StoredSessionInfo]:
+        """Every stored session, most recently active first."""
+
+    def list_page(self, *, workspace_dir: str | None, cursor: str | None) -> SessionPage:
+        """One ``session/list`` page (storage/session_list.py); raises ``BadCursor``."""
+
+    def set_title(self, session_id: str, title: str) -> bool:
+        """Name a session that has no title yet; False when it had one or is not stored."""
+
+    def delete_session(self, session_id: str) -> bool:
+        """Delete a session and its conversation; False when there was none."""
+
+    def set_additional_dirs(self, session_id: str, directories: Sequence[str]) -> bool:
+        """Replace the session's extra jail roots; False when it is not stored."""
+
+    def additional_dirs(self, session_id: str) -> tuple[str, ...]:
+        """The session's stored extra jail roots (none for an unknown session)."""
+
+    def set_config_choices(self, session_id: str, choices: Mapping[str, str]) -> bool:
+        """Replace the session's config option choices; False when it is not stored."""
+
+    def config_choices(self, session_id: str) -> dict[str, str]:
+        """The session's stored config option choices (empty: the agent's defaults)."""
+
+    def record_spend(self, entry: SpendEntry) -> None:
+        """Add one priced model call to the spending ledger (storage/spend.py)."""
+
+    def spend_totals(self, day: str, agent_alias: str) -> SpendTotals:
+        """What was spent on ``day``, in its month, and by ``agent_alias`` on ``day``."""
+
+    def spend_summary(self, since_day: str) -> list[SpendRow]:
+        """Spend per day and agent from ``since_day`` on, newest day first."""
+
+    def close(self) -> None:
+        """Release the backend's connections; idempotent. Later calls raise ``StoreError``."""
+
+
+@runtime_checkable
+class HealthCheckedBackend(Protocol):
+    """A backend that can lose its database while the process runs (a server over the
+    network): ``ping`` raises ``StoreError`` while it cannot reach it."""
+
+    def ping(self) -> None:
+        """Reach the database once (reconnecting when needed) or raise ``StoreError``."""
