@@ -1,9 +1,10 @@
 """Spending caps: the global ``[cost]`` daily and monthly limits and the runtime profile's
 ``max_cost_per_day_cents`` per agent, over UTC days and months.
 
-Before every model call the session's ``CostMeter`` reads the ledger (the session store's
-``acp_spend`` table, shared by every process using that store; without a store, this
-process's memory) and fails the turn with ``BudgetExceeded`` once a cap is reached. After
+Before every model call the session's ``CostMeter`` reads the ledger's totals (the session
+store's ``acp_spend`` table, shared by every process using that store, through a
+``CachedLedger``; without a store, this process's memory) and fails the turn with
+``BudgetExceeded`` once a cap is reached. After
 a call its cost is added: tokens times the ``[cost.rates…]`` price of the model, else the
 cost the provider reported (OpenRouter's ``usage.cost``), else nothing, with one warning
 per model, so an unpriced model never trips a cap. A ledger that cannot be read or written
@@ -56,6 +57,69 @@ class MemoryLedger:
             month_usd=sum(entry.cost_usd for entry in month),
             agent_day_usd=sum(e.cost_usd for e in today if e.agent_alias == agent_alias),
         )
+
+
+SPEND_REFRESH_SECS: Final = 1.0
+"""How long ``CachedLedger`` trusts totals it read from the store: spends of this process
+are added as they are recorded, those of other processes sharing the store are seen at
+the next read, at most this many seconds later."""
+
+
+@dataclass(slots=True)
+class _CachedTotals:
+    totals: SpendTotals
+    read_at: float
+
+
+class CachedLedger:
+    """A store's ledger with its totals kept in memory, so a model call's cap check does not
+    read the store each time: the totals of an agent and UTC day are read once, kept up to
+    date with this process's own spends, and read again after ``SPEND_REFRESH_SECS``.
+
+    ``clock`` returns seconds on a monotonic scale (trio's clock in a session)."""
+
+    def __init__(
+        self,
+        ledger: SpendLedger,
+        clock: Callable[[], float],
+        refresh_secs: float = SPEND_REFRESH_SECS,
+    ) -> None:
+        self.ledger = ledger
+        self._clock = clock
+        self._refresh_secs = refresh_secs
+        self._cached: dict[tuple[str, str], _CachedTotals] = {}
+        self._spends = 0  # spends recorded so far: a read that overlapped one is not kept
+
+    async def record_spend(self, entry: SpendEntry) -> None:
+        await self.ledger.record_spend(entry)
+        self._spends += 1
+        usd = entry.cost_usd
+        for (day, agent_alias), cached in self._cached.items():
+            if day[:7] != entry.day[:7]:
+                continue
+            totals = cached.totals
+            same_day = day == entry.day
+            cached.totals = SpendTotals(
+                day_usd=totals.day_usd + usd if same_day else totals.day_usd,
+                month_usd=totals.month_usd + usd,
+                agent_day_usd=totals.agent_day_usd + usd
+                if same_day and agent_alias == entry.agent_alias
+                else totals.agent_day_usd,
+            )
+
+    async def spend_totals(self, day: str, agent_alias: str) -> SpendTotals:
+        key = (day, agent_alias)
+        now = self._clock()
+        cached = self._cached.get(key)
+        if cached is not None and now - cached.read_at < self._refresh_secs:
+            return cached.totals
+        spends = self._spends
+        totals = await self.ledger.spend_totals(day, agent_alias)
+        if spends == self._spends:
+            if cached is None:  # a new day: the other days' totals are of no more use
+                self._cached = {k: v for k, v in self._cached.items() if k[0] >= day}
+            self._cached[key] = _CachedTotals(totals, now)
+        return totals
 
 
 def utc_now() -> datetime:
