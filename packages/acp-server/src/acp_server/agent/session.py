@@ -8,6 +8,7 @@ that ``session/cancel`` and ``session/close`` cancel synchronously.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -25,7 +26,6 @@ from acp_server.agent.system_prompt import (
     PromptFiles,
     PromptInputs,
     build_system_prompt,
-    date_section,
     file_signature,
     prompt_file_candidates,
     read_prompt_files,
@@ -131,17 +131,21 @@ class Session:
 
     async def refresh_system_prompt(self) -> None:
         """Rebuild ``system_prompt`` for the next model call; the files are read again (in
-        a worker thread) only when their sizes, times or inodes changed."""
-        inputs = self.prompt_inputs()
+        a worker thread) only when their sizes, times or inodes changed, and the prompt is
+        built again only when they, the local date or UTC offset, or the tools changed."""
         signature = file_signature(self._prompt_candidates)
+        local = time.localtime()
+        key = (signature, local.tm_year, local.tm_yday, local.tm_gmtoff, tuple(self.tools))
+        if key == self._prompt_key and self._prompt_files is not None and self.system_prompt:
+            return
+        inputs = self.prompt_inputs()
         if self._prompt_files is None or signature != self._prompt_signature:
             self._prompt_files = await trio.to_thread.run_sync(read_prompt_files, inputs)
             self._prompt_signature = signature
+        # Read after the key: a date that turns meanwhile only means one more rebuild.
         now = datetime.now().astimezone()
-        key = (signature, date_section(now), tuple(inputs.tool_names))
-        if key != self._prompt_key or not self.system_prompt:
-            self.system_prompt = build_system_prompt(inputs, self._prompt_files, now)
-            self._prompt_key = key
+        self.system_prompt = build_system_prompt(inputs, self._prompt_files, now)
+        self._prompt_key = key
 
     def _build_specs(self) -> None:
         self.tool_specs = [

@@ -41,15 +41,18 @@ T = TypeVar("T")
 
 
 class _StoreCall:
-    """One call handed to the store thread, and its outcome."""
+    """One call handed to the store thread, and its outcome.
 
-    __slots__ = ("args", "done", "error", "function", "result", "token")
+    The awaiting task sleeps in ``trio.lowlevel.wait_task_rescheduled`` and the thread wakes
+    it with one ``run_sync_soon(reschedule)``: no event or cancel scope to build per call."""
+
+    __slots__ = ("args", "error", "function", "result", "task", "token")
 
     def __init__(self, function: Callable[..., Any], args: tuple[Any, ...]) -> None:
         self.function = function
         self.args = args
         self.token = trio.lowlevel.current_trio_token()
-        self.done = trio.Event()
+        self.task = trio.lowlevel.current_task()
         self.result: Any = None
         self.error: BaseException | None = None
 
@@ -59,9 +62,14 @@ class _StoreCall:
         except BaseException as exc:  # handed back to the awaiting task, re-raised there
             self.error = exc
         try:
-            self.token.run_sync_soon(self.done.set)
+            self.token.run_sync_soon(trio.lowlevel.reschedule, self.task)
         except trio.RunFinishedError:
             pass  # the event loop is gone; nobody is waiting any more
+
+
+def _finish_first(raise_cancel: object) -> trio.lowlevel.Abort:
+    """A submitted store call is not abandoned: the cancellation waits for its end."""
+    return trio.lowlevel.Abort.FAILED
 
 
 class _StoreThread:
@@ -140,10 +148,10 @@ class AsyncSessionStore:
         await trio.lowlevel.checkpoint_if_cancelled()
         call = _StoreCall(function, args)
         self._worker.submit(call)
-        # Shielded: once submitted the call runs to its end (see the class docstring); a
-        # cancellation is delivered right after, by the checkpoint below.
-        with trio.CancelScope(shield=True):
-            await call.done.wait()
+        # Once submitted the call runs to its end (see the class docstring): the wait
+        # refuses to be aborted, and a cancellation is delivered right after, by the
+        # checkpoint below.
+        await trio.lowlevel.wait_task_rescheduled(_finish_first)
         if call.error is not None:
             raise call.error
         result: T = call.result
