@@ -170,27 +170,28 @@ class CostMeter:
         except StoreError as exc:
             logger.warning("session %s: spend not checked: %s", self.session_id, exc)
             return
+        # Compared first, worded only when one is reached: most checks pass.
         cost = self.cost
-        caps: list[tuple[float, float, str, date]] = []
         if cost.enabled:
-            caps.append(
-                (totals.day_usd, cost.daily_limit_usd, "daily limit ([cost] daily_limit_usd)",
-                 next_day(today))
-            )  # fmt: skip
-            caps.append(
-                (totals.month_usd, cost.monthly_limit_usd,
-                 "monthly limit ([cost] monthly_limit_usd)", next_month(today))
-            )  # fmt: skip
+            if totals.day_usd >= cost.daily_limit_usd:
+                raise BudgetExceeded(
+                    budget_message(totals.day_usd, cost.daily_limit_usd,
+                                   "daily limit ([cost] daily_limit_usd)", next_day(today))
+                )  # fmt: skip
+            if totals.month_usd >= cost.monthly_limit_usd:
+                raise BudgetExceeded(
+                    budget_message(totals.month_usd, cost.monthly_limit_usd,
+                                   "monthly limit ([cost] monthly_limit_usd)", next_month(today))
+                )  # fmt: skip
         cents = self.agent_cap_cents
-        if cents is not None:
+        if cents is not None and totals.agent_day_usd >= cents / 100:
             cap = (
                 f"daily limit of agent `{self.agent_alias}` ([runtime_profiles."
                 f"{self.runtime_profile}] max_cost_per_day_cents = {cents})"
             )
-            caps.append((totals.agent_day_usd, cents / 100, cap, next_day(today)))
-        for spent, limit, name, resets in caps:
-            if spent >= limit:
-                raise BudgetExceeded(budget_message(spent, limit, name, resets))
+            raise BudgetExceeded(
+                budget_message(totals.agent_day_usd, cents / 100, cap, next_day(today))
+            )
 
     def price(self, usage: Usage, reported_usd: float | None) -> float:
         """What a call with ``usage`` cost, in USD (see the module docstring)."""

@@ -96,7 +96,7 @@ class Session:
     system_prompt: str = field(default="", init=False, repr=False)
     _prompt_files: PromptFiles | None = field(default=None, init=False, repr=False)
     _prompt_signature: tuple[object, ...] = field(default=(), init=False, repr=False)
-    _prompt_candidates: tuple[Path, ...] = field(default=(), init=False, repr=False)
+    _prompt_candidates: tuple[str, ...] = field(default=(), init=False, repr=False)
     # What system_prompt was last built from: rebuilt only when one of these changed.
     _prompt_key: tuple[object, ...] = field(default=(), init=False, repr=False)
     _shell: str = field(default="", init=False, repr=False)
@@ -115,7 +115,8 @@ class Session:
             seed_persona_files(self.agent.workspace, self.agent.alias)
         self._shell = _shell_program()
         inputs = self.prompt_inputs()
-        self._prompt_candidates = prompt_file_candidates(inputs)
+        # As str: stat takes them as they are, once per file each turn.
+        self._prompt_candidates = tuple(map(str, prompt_file_candidates(inputs)))
         self._prompt_signature = file_signature(self._prompt_candidates)
         self._prompt_files = read_prompt_files(inputs)
 
