@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
+import trio.testing
 from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
@@ -253,5 +255,25 @@ async def test_a_read_that_overlaps_a_spend_is_not_kept() -> None:
     cached = CachedLedger(shared, lambda: 0.0)
     assert (await cached.spend_totals("2026-03-02", "coder")).day_usd == 0
     shared.spend_totals = CountingLedger.spend_totals.__get__(shared)  # type: ignore[method-assign]
+    assert (await cached.spend_totals("2026-03-02", "coder")).day_usd == 1.0
+    assert shared.reads == 2
+
+
+async def test_a_read_behind_a_running_write_is_not_kept() -> None:
+    release = trio.Event()
+
+    class SlowWrites(CountingLedger):
+        async def record_spend(self, entry: SpendEntry) -> None:
+            await super().record_spend(entry)  # in the ledger, not yet seen by the cache
+            await release.wait()
+
+    shared = SlowWrites()
+    cached = CachedLedger(shared, lambda: 0.0)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(cached.record_spend, spend("2026-03-02", "coder", 1.0))
+        await trio.testing.wait_all_tasks_blocked()
+        assert (await cached.spend_totals("2026-03-02", "coder")).day_usd == 1.0
+        release.set()
+    # The write's own update is not added on top of a read that already held it.
     assert (await cached.spend_totals("2026-03-02", "coder")).day_usd == 1.0
     assert shared.reads == 2

@@ -88,11 +88,17 @@ class CachedLedger:
         self._clock = clock
         self._refresh_secs = refresh_secs
         self._cached: dict[tuple[str, str], _CachedTotals] = {}
-        self._spends = 0  # spends recorded so far: a read that overlapped one is not kept
+        # A read that overlapped a write may or may not hold its spend: it is not kept.
+        self._writes_started = 0
+        self._writes_running = 0
 
     async def record_spend(self, entry: SpendEntry) -> None:
-        await self.ledger.record_spend(entry)
-        self._spends += 1
+        self._writes_started += 1
+        self._writes_running += 1
+        try:
+            await self.ledger.record_spend(entry)
+        finally:
+            self._writes_running -= 1
         usd = entry.cost_usd
         for (day, agent_alias), cached in self._cached.items():
             if day[:7] != entry.day[:7]:
@@ -113,9 +119,10 @@ class CachedLedger:
         cached = self._cached.get(key)
         if cached is not None and now - cached.read_at < self._refresh_secs:
             return cached.totals
-        spends = self._spends
+        started = self._writes_started
+        overlapped = self._writes_running > 0
         totals = await self.ledger.spend_totals(day, agent_alias)
-        if spends == self._spends:
+        if not overlapped and started == self._writes_started:
             if cached is None:  # a new day: the other days' totals are of no more use
                 self._cached = {k: v for k, v in self._cached.items() if k[0] >= day}
             self._cached[key] = _CachedTotals(totals, now)
