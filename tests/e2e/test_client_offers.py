@@ -15,6 +15,7 @@ import trio
 from tests.e2e.helpers import JsonDict, allow_once, spawn_acp
 from tests.e2e.offers_helpers import (
     CEILING_SECS,
+    gateway_with_a_file,
     initialize,
     offered_session,
     output_text,
@@ -361,12 +362,7 @@ async def test_the_gateway_uses_client_files_only_when_the_client_shares_them(
 ) -> None:
     from tests.e2e.gateway_harness import WsRpc, run_gateway, ws_connect
 
-    document = echo_config()
-    document["gateway"] = {"require_pairing": False}
-    config_dir = write_config(tmp_path / "cfg", document)
-    workspace = (tmp_path / "ws").resolve()
-    workspace.mkdir()
-    (workspace / "a.txt").write_text("gateway disk\n")
+    config_dir, workspace = gateway_with_a_file(tmp_path)
     editor = EditorFiles({str(workspace / "a.txt"): "editor buffer\n"})
     outputs: list[str] = []
     with trio.fail_after(CEILING_SECS):
