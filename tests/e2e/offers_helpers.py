@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e.helpers import JsonDict, RpcPipeClient, allow_once
+from tests.helpers import echo_config, write_config
 
 CEILING_SECS = 60
 
@@ -57,3 +58,15 @@ async def offered_session(client: RpcPipeClient, cwd: Path, capabilities: JsonDi
     new = await client.result("session/new", {"cwd": str(cwd)})
     session_id: str = new["sessionId"]
     return session_id
+
+
+def gateway_with_a_file(tmp_path: Path) -> tuple[Path, Path]:
+    """An echo gateway's config directory (no pairing) and a workspace whose ``a.txt``
+    holds ``gateway disk``: ``(config_dir, workspace)``."""
+    document = echo_config()
+    document["gateway"] = {"require_pairing": False}
+    config_dir = write_config(tmp_path / "cfg", document)
+    workspace = (tmp_path / "ws").resolve()
+    workspace.mkdir()
+    (workspace / "a.txt").write_text("gateway disk\n")
+    return config_dir, workspace

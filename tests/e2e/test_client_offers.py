@@ -15,6 +15,7 @@ import trio
 from tests.e2e.helpers import JsonDict, allow_once, spawn_acp
 from tests.e2e.offers_helpers import (
     CEILING_SECS,
+    gateway_with_a_file,
     initialize,
     offered_session,
     output_text,
@@ -255,7 +256,23 @@ async def test_file_tools_read_and_write_through_the_clients_buffers(tmp_path: P
     assert outside["status"] == "failed"
     assert forbidden["status"] == "failed"
     assert denied["status"] == "failed"
+    # The edit's card shows the buffer it changes, checked and diffed before asking.
+    [diff] = [item for item in edit["content"] if item["type"] == "diff"]
+    assert diff == {
+        "type": "diff",
+        "path": notes,
+        "oldText": "unsaved line 1\nunsaved line 2\n",
+        "newText": "unsaved line 1\nunsaved two\n",
+    }
+    [announced] = [
+        update
+        for update in client.updates(session_id)
+        if update["sessionUpdate"] == "tool_call" and update["title"] == "file_edit"
+    ]
+    assert announced["locations"] == [{"path": notes, "line": 2}]
+    assert announced["content"] == [diff]
     assert editor.calls == [
+        ("fs/read_text_file", notes),
         ("fs/read_text_file", notes),
         ("permission", "Approve file_edit?"),
         ("fs/read_text_file", notes),
@@ -264,6 +281,30 @@ async def test_file_tools_read_and_write_through_the_clients_buffers(tmp_path: P
     ]
     assert new_file not in editor.buffers
     assert not (workspace / "new.md").exists()
+
+
+async def test_an_edit_the_buffer_does_not_allow_fails_before_anyone_is_asked(
+    tmp_path: Path,
+) -> None:
+    config_dir = write_config(tmp_path / "cfg", echo_config())
+    workspace = (tmp_path / "ws").resolve()
+    workspace.mkdir()
+    (workspace / "a.txt").write_text("saved text\n")
+    a = str(workspace / "a.txt")
+    editor = EditorFiles({a: "edited in the editor\n"})
+    with trio.fail_after(CEILING_SECS):
+        async with spawn_acp(config_dir) as client:
+            session_id = await offered_session(client, workspace, FILES)
+            [edit] = await run_tools(
+                client,
+                session_id,
+                tool_line("file_edit", {"path": "a.txt", "old_string": "saved", "new_string": "x"}),
+                on_request=editor,
+            )
+    assert edit["status"] == "failed"
+    assert "old_string not found in a.txt" in output_text(edit)
+    assert editor.calls == [("fs/read_text_file", a)]
+    assert (workspace / "a.txt").read_text() == "saved text\n"
 
 
 async def test_a_client_error_fails_the_call_and_never_means_the_disk(tmp_path: Path) -> None:
@@ -321,12 +362,7 @@ async def test_the_gateway_uses_client_files_only_when_the_client_shares_them(
 ) -> None:
     from tests.e2e.gateway_harness import WsRpc, run_gateway, ws_connect
 
-    document = echo_config()
-    document["gateway"] = {"require_pairing": False}
-    config_dir = write_config(tmp_path / "cfg", document)
-    workspace = (tmp_path / "ws").resolve()
-    workspace.mkdir()
-    (workspace / "a.txt").write_text("gateway disk\n")
+    config_dir, workspace = gateway_with_a_file(tmp_path)
     editor = EditorFiles({str(workspace / "a.txt"): "editor buffer\n"})
     outputs: list[str] = []
     with trio.fail_after(CEILING_SECS):

@@ -159,6 +159,27 @@ async def test_writes_and_reads_are_confined_to_the_workspace(
     assert not system_target.exists()
 
 
+async def test_the_sessions_extra_roots_are_readable_and_writable_in_the_sandbox(
+    tmp_path: Path, backend: str, workspace: Path, outside: Path
+) -> None:
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    (extra / "shared.txt").write_text("from the extra root\n")
+    with trio.fail_after(90):
+        async with spawn_acp(sandbox_config(tmp_path, backend)) as client:
+            session_id = await open_session(client, workspace, additionalDirectories=[str(extra)])
+            read = await run_shell(client, session_id, f"cat {extra}/shared.txt")
+            written = await run_shell(
+                client, session_id, f"echo made > {extra}/made.txt && cat {extra}/made.txt"
+            )
+            refused = await run_shell(client, session_id, f"echo pwned > {outside}/plain.txt")
+    assert read == "from the extra root"
+    assert written == "made"
+    assert (extra / "made.txt").read_text() == "made\n"
+    assert refused.startswith("Error: Command exited"), refused
+    assert os.listdir(outside) == []
+
+
 def _connection_attempt(port: int) -> str:
     script = (
         "import socket, sys\n"

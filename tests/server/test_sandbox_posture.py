@@ -27,6 +27,7 @@ from acp_server.security.sandbox import (
     BackendProbe,
     BackendStatus,
     SandboxRefused,
+    bubblewrap,
     discard_session_temp_dir,
     plan_spawn,
     resolve_posture,
@@ -221,3 +222,24 @@ def test_a_session_temp_dir_is_removed_when_the_session_leaves() -> None:
     # Nothing to remove the second time, and a session that never had one is fine too.
     assert discard_session_temp_dir("leaving-session") is None
     assert discard_session_temp_dir("never-had-one") is None
+
+
+@pytest.mark.parametrize("writable", [True, False], ids=["writable", "readonly"])
+def test_bubblewrap_mounts_every_root_as_it_mounts_the_workspace(writable: bool) -> None:
+    roots = [Path("/srv/work"), Path("/tmp/extra-one"), Path("/data/extra-two")]
+    argv = bubblewrap.bwrap_argv(
+        "bwrap",
+        workspace=roots[0],
+        writable_workspace=writable,
+        temp_dir=Path("/tmp/session"),
+        extra_read_only=(),
+        network=True,
+        extra_roots=roots[1:],
+    )
+    mount = "--bind" if writable else "--ro-bind"
+    for root in roots:
+        at = argv.index(str(root))
+        assert argv[at - 1 : at + 2] == [mount, str(root), str(root)]
+        # After the tmpfs over /tmp, so a root beneath it is shown, not hidden.
+        assert at > argv.index("/tmp")
+    assert argv[-3:] == ["--chdir", "/srv/work", "--"]

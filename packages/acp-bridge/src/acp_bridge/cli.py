@@ -167,6 +167,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="connect, authenticate and run initialize; print the gateway URL, agent, "
         "protocol version and latency, then exit",
     )
+    files = parser.add_argument_group("the editor's files")
+    files.add_argument(
+        "--shared-filesystem",
+        action="store_true",
+        help="tell the gateway that the editor and the gateway see the same files at the "
+        "same paths (the editor runs on the gateway's host, or mounts its paths where the "
+        "gateway has them): the agent then reads and writes files through the editor "
+        "(fs/read_text_file, fs/write_text_file), seeing its unsaved buffers. Without it "
+        "the gateway uses its own disk. Not safe when the paths differ: the agent would "
+        "read and write the editor's files at the gateway's paths",
+    )
     resilience = parser.add_argument_group("connection loss")
     resilience.add_argument(
         "--no-reconnect",
@@ -341,6 +352,7 @@ async def run(args: argparse.Namespace, secrets: set[str]) -> int:
                 reconnect=args.reconnect,
                 reconnect_max_secs=args.reconnect_max_secs,
                 rejected_advice=credentials.rejected_advice(revoked=True),
+                shared_filesystem=args.shared_filesystem,
             ),
         )
     finally:

@@ -360,6 +360,26 @@ def with_id(message: bytes | str, new_id: RequestId) -> bytes:
     return _encoder.encode(body)
 
 
+def with_shared_filesystem(message: str) -> str:
+    """An ``initialize`` request with ``params._meta.zeroclaw.sharedFilesystem: true`` added
+    (the gateway then uses the client's ``fs/*`` methods, ``docs/acp.md``), every other
+    field kept; a message whose ``params`` is not an object is returned as it is, for the
+    gateway to judge. ``_meta`` and ``_meta.zeroclaw`` are created when absent (or not
+    objects)."""
+    body = decode_object(message)
+    params = body.get("params") if body is not None else None
+    if body is None or not isinstance(params, dict):
+        return message
+    meta = params.get("_meta")
+    meta = dict(meta) if isinstance(meta, dict) else {}
+    zeroclaw = meta.get("zeroclaw")
+    zeroclaw = dict(zeroclaw) if isinstance(zeroclaw, dict) else {}
+    zeroclaw["sharedFilesystem"] = True
+    meta["zeroclaw"] = zeroclaw
+    body["params"] = {**params, "_meta": meta}
+    return _encoder.encode(body).decode()
+
+
 def encode_message(body: dict[str, Any]) -> bytes:
     return _encoder.encode(body)
 

@@ -131,6 +131,8 @@ class RelayOptions:
         "Check that the bridge's token is still paired (`zeroclaw-acp-bridge --check`)."
     )
     """What to do after a "rejected" close (1008): the credentials' own advice, as for a 401."""
+    shared_filesystem: bool = False
+    """Add ``_meta.zeroclaw.sharedFilesystem: true`` to the IDE's ``initialize``."""
 
 
 @dataclass(slots=True)
@@ -164,6 +166,7 @@ class _Relay:
             max_held_messages=options.max_held_messages,
             max_held_bytes=options.max_held_bytes,
             inflight=self.inflight,
+            shared_filesystem=options.shared_filesystem,
         )
         self.held_flushed = trio.Event()
         """Set when the held messages have all been sent and the connection is ready."""

@@ -56,6 +56,7 @@ from acp_bridge.messages import (
     peek,
     session_id_of,
     with_id,
+    with_shared_filesystem,
 )
 from acp_core import methods
 from acp_core.errors import ErrorCode
@@ -202,8 +203,11 @@ class RelayState:
         max_held_messages: int,
         max_held_bytes: int,
         inflight: InFlightTable | None = None,
+        shared_filesystem: bool = False,
     ) -> None:
         self.url = url
+        self.shared_filesystem = shared_filesystem
+        """The IDE's ``initialize`` says it shares the gateway's filesystem (added here)."""
         self.max_held_messages = max_held_messages
         self.max_held_bytes = max_held_bytes
         self.inflight = inflight if inflight is not None else InFlightTable()
@@ -243,6 +247,12 @@ class RelayState:
 
     def client_message(self, action: ClientMessage) -> ClientAction:
         """What to do with a message from the client (see the module docstring)."""
+        if (
+            self.shared_filesystem
+            and isinstance(action, Forward)
+            and action.method == methods.INITIALIZE
+        ):
+            action = Forward(with_shared_filesystem(action.text), action.request_id, action.method)
         text = self._answer_for_this_connection(action)
         if text is None:
             return None

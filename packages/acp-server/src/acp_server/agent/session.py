@@ -160,6 +160,7 @@ class Session:
             tool_names=tuple(self.tools),
             model=self.provider.model,
             shell=self._shell,
+            max_actions_per_hour=self.runtime_profile.max_actions_per_hour,
         )
 
     async def refresh_system_prompt(self) -> None:

@@ -9,7 +9,8 @@ a blank line and skipped when empty:
    names) from the session cwd and its parents, then ``## Agent Instructions``: the
    agent's own ``system_prompt`` string (``{workspace}`` replaced by the session cwd);
 3. ``## CRITICAL: Tool Honesty`` when the session has tools;
-4. ``## Safety`` with ``### Active Security Policy``: level, jail, OS sandbox posture;
+4. ``## Safety`` with ``### Active Security Policy``: level, jail, command rules, the
+   runtime profile's ``max_actions_per_hour`` (when set), OS sandbox posture;
 5. ``## Shell`` when the shell tool is registered;
 6. ``## Available Skills`` when the agent has skills (``agent/skills_prompt.py``);
 7. ``## Workspace``: ``Working directory: `<session cwd>```;
@@ -70,6 +71,8 @@ class PromptInputs:
     tool_names: Sequence[str]
     model: str
     shell: str
+    max_actions_per_hour: int | None = None
+    """The runtime profile's action budget per session (None: no limit, nothing said)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +235,7 @@ _LEVEL_GUIDANCE: Final = {
 }
 
 
-def safety_section(policy: SecurityPolicy) -> str:
+def safety_section(policy: SecurityPolicy, max_actions_per_hour: int | None = None) -> str:
     profile = policy.profile
     lines = ["## Safety", "", "- Do not exfiltrate private data."]
     if profile.level != "full":
@@ -257,6 +260,13 @@ def safety_section(policy: SecurityPolicy) -> str:
         )
     if profile.require_approval_for_medium_risk:
         lines.append("- **Medium-risk commands** require user approval before execution.")
+    if max_actions_per_hour is not None:
+        # Worded as the reference's SecurityPolicy::prompt_summary; the budget is per
+        # session (agent/budget.py), which is what "per chat" means here.
+        lines.append(
+            f"- **Rate limit**: max {max_actions_per_hour} actions per hour per chat "
+            "(each conversation has its own independent budget)."
+        )
     lines.append(f"- **OS sandbox** for shell commands: {resolve_posture(profile).describe()}")
     return "\n".join(lines)
 
@@ -276,7 +286,7 @@ def build_system_prompt(
         sections.append(f"## Agent Instructions\n\n{own}")
     if inputs.tool_names:
         sections.append(TOOL_HONESTY)
-    sections.append(safety_section(inputs.policy))
+    sections.append(safety_section(inputs.policy, inputs.max_actions_per_hour))
     if "shell" in inputs.tool_names:
         sections.append(f"## Shell\n\nCommands run through `{Path(inputs.shell).name}`.")
     sections.append(files.skills_section)

@@ -381,6 +381,13 @@ class _TurnRunner:
     async def _view(self, definition: ToolDefinition, arguments: Mapping[str, Any]) -> CallView:
         presentation = definition.presentation
         policy = self.session.policy
+        client = self.io.client
+        if presentation.reads_files and client is not None and client.reads_files:
+            shown = await presentation.view_through_client(
+                arguments, policy, definition.rules, client
+            )
+            if shown is not None:
+                return shown
         if presentation.reads_files:
             return await trio.to_thread.run_sync(
                 presentation.view, arguments, policy, definition.rules

@@ -210,6 +210,17 @@ class ToolPresentation:
             location = FileLocation(location.path, line)
         return CallView(locations=(location,))
 
+    async def view_through_client(
+        self,
+        arguments: Mapping[str, Any],
+        policy: SecurityPolicy,
+        rules: ToolRules,
+        client: ClientSide,
+    ) -> CallView | None:
+        """The view read through the client's files (``fs/read_text_file``), for a tool
+        that will itself read them there; None (this default): ``view`` applies."""
+        return None
+
     def raw_input(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """``rawInput`` of the call's ``tool_call``: the arguments as given, an unpaired
         surrogate shown as its ``\\udXXX`` escape."""

@@ -212,13 +212,55 @@ class FileEditPresentation(ToolPresentation):
             return CallView(locations=(location,))  # the tool says what is wrong
         try:
             text = _read_text_to_edit(path, shown)
-            start = locate_once(text, old, shown)
         except ToolError as exc:
             return CallView(locations=(location,), refusal=f"Error: {exc}")
-        line = text.count("\n", 0, start) + 1
-        before, after = _edit_context(text, start, old, new)
-        diff = FileDiff(location.path, encodable(before), encodable(after))
-        return CallView(diffs=(diff,), locations=(FileLocation(location.path, line),))
+        return _edit_view(location, shown, text, old, new)
+
+    async def view_through_client(
+        self,
+        arguments: Mapping[str, Any],
+        policy: SecurityPolicy,
+        rules: ToolRules,
+        client: ClientSide,
+    ) -> CallView | None:
+        """file_edit's view from the client's text (``fs/read_text_file``), which is what
+        the edit itself will change: an unsaved buffer is checked and shown, not the disk.
+        The jail has resolved the path first (a refused path reads nothing). file_write
+        reads nothing to write, so its old text stays the disk's (None: ``view``)."""
+        if self.old_key is None:
+            return None
+        location = located_argument(arguments, policy, rules)
+        old, new = arguments.get(self.old_key), arguments.get(self.new_key)
+        if location is None or not isinstance(new, str) or not isinstance(old, str):
+            return None
+        if not old or old == new:
+            return None  # ``view`` reads nothing for these either
+        path = Path(location.path)
+        shown = display_path(policy, path)
+        try:
+            text = await client.read_text_file(path)
+            if len(text.encode("utf-8")) > DEFAULT_MAX_WRITE_BYTES:
+                raise ToolError(too_large_to_edit(shown))
+        except ToolError as exc:
+            return CallView(locations=(location,), refusal=f"Error: {exc}")
+        return _edit_view(location, shown, text, old, new)
+
+
+def _edit_view(location: FileLocation, shown: str, text: str, old: str, new: str) -> CallView:
+    """file_edit's card for replacing ``old`` by ``new`` in ``text``: its diff and changed
+    line, or the refusal when ``old`` does not occur exactly once."""
+    try:
+        start = locate_once(text, old, shown)
+    except ToolError as exc:
+        return CallView(locations=(location,), refusal=f"Error: {exc}")
+    line = text.count("\n", 0, start) + 1
+    before, after = _edit_context(text, start, old, new)
+    diff = FileDiff(location.path, encodable(before), encodable(after))
+    return CallView(diffs=(diff,), locations=(FileLocation(location.path, line),))
+
+
+def too_large_to_edit(shown: str) -> str:
+    return f"File too large to edit: {shown} (limit: {DEFAULT_MAX_WRITE_BYTES} bytes)"
 
 
 MAX_WHOLE_FILE_DIFF_BYTES: Final = 128 * 1024
@@ -381,7 +423,7 @@ def _text_to_edit(fd: int, shown: str) -> str:
 def _edit_text(data: bytes, shown: str) -> str:
     """A file's bytes as the text file_edit edits, or why it will not."""
     if len(data) > DEFAULT_MAX_WRITE_BYTES:
-        raise ToolError(f"File too large to edit: {shown} (limit: {DEFAULT_MAX_WRITE_BYTES} bytes)")
+        raise ToolError(too_large_to_edit(shown))
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
@@ -433,7 +475,7 @@ async def _edit_through_client(
     included) and, when it writes files, through the client; else on the disk."""
     text = await client.read_text_file(path)
     if len(text.encode("utf-8")) > DEFAULT_MAX_WRITE_BYTES:
-        raise ToolError(f"File too large to edit: {shown} (limit: {DEFAULT_MAX_WRITE_BYTES} bytes)")
+        raise ToolError(too_large_to_edit(shown))
     updated, summary = edited_text(text, shown, old, new)
     if client.writes_files:
         await client.write_text_file(path, updated)

@@ -33,8 +33,11 @@ def bwrap_argv(
     temp_dir: Path,
     extra_read_only: Sequence[Path],
     network: bool,
+    extra_roots: Sequence[Path] = (),
 ) -> list[str]:
-    """bubblewrap's command line up to and including ``--``; the command follows."""
+    """bubblewrap's command line up to and including ``--``; the command follows. The
+    workspace and ``extra_roots`` are bound read-write (read-only unless
+    ``writable_workspace``), after the tmpfs mounts so that one under them shows."""
     argv = [
         program,
         "--die-with-parent",
@@ -60,7 +63,8 @@ def bwrap_argv(
         if any(path.is_relative_to(hidden) for hidden in HIDDEN_DIRS):
             argv += ["--ro-bind-try", str(path), str(path)]
     argv += ["--bind", str(temp_dir), str(temp_dir)]
-    argv += ["--bind" if writable_workspace else "--ro-bind", str(workspace), str(workspace)]
+    for root in (workspace, *extra_roots):
+        argv += ["--bind" if writable_workspace else "--ro-bind", str(root), str(root)]
     argv += ["--chdir", str(workspace), "--"]
     return argv
 

@@ -3,8 +3,9 @@ environment, and the ``preexec_fn`` that sets resource limits (and, for Landlock
 the forked child before exec).
 
 Every backend sees the same file-system shape: the system read-only, the session
-workspace read-write (read-only for ``readonly`` profiles), and a per-session temporary
-directory that ``TMPDIR`` and ``HOME`` point at. Nothing else is writable.
+workspace and the session's extra roots (ACP ``additionalDirectories``, the jail's
+``extra_roots``) read-write (read-only for ``readonly`` profiles), and a per-session
+temporary directory that ``TMPDIR`` and ``HOME`` point at. Nothing else is writable.
 """
 
 from __future__ import annotations
@@ -168,10 +169,12 @@ def plan_spawn(
     session_id: str,
     env: Mapping[str, str],
     limits: ResourceLimits | None = None,
+    extra_roots: Sequence[Path] = (),
 ) -> SpawnPlan:
     """How to start ``command_argv`` under ``posture``; ``SandboxRefused`` when the
-    profile requires a sandbox that is not available. Blocking (a few system calls):
-    run it on a worker thread."""
+    profile requires a sandbox that is not available. ``extra_roots`` (canonical
+    directories) are granted as the workspace is. Blocking (a few system calls): run it
+    on a worker thread."""
     limits = limits or ResourceLimits()
     if posture.refuses:
         raise SandboxRefused(
@@ -186,14 +189,15 @@ def plan_spawn(
     # session's temp dir stands in, so tools that read ~/.gitconfig and the like still run.
     child_env["TMPDIR"] = child_env["HOME"] = str(temp_dir)
     programs = program_dirs(child_env)
+    roots = (workspace, *extra_roots)
     if posture.active == "landlock":
         rules = landlock.LandlockRules(
             read_only=landlock.existing(
                 [Path(p) for p in SYSTEM_READ_DIRS]
                 + list(programs)
-                + ([] if posture.writable_workspace else [workspace])
+                + ([] if posture.writable_workspace else list(roots))
             ),
-            read_write=(temp_dir, *((workspace,) if posture.writable_workspace else ())),
+            read_write=(temp_dir, *(roots if posture.writable_workspace else ())),
             devices=landlock.existing(Path(p) for p in DEVICE_FILES),
             network=posture.network,
         )
@@ -206,6 +210,7 @@ def plan_spawn(
         prefix = bubblewrap.bwrap_argv(
             program,
             workspace=workspace,
+            extra_roots=extra_roots,
             writable_workspace=posture.writable_workspace,
             temp_dir=temp_dir,
             extra_read_only=programs,
