@@ -12,7 +12,7 @@ import pytest
 from acp_server.agent.conversation import ChatMessage, CompletedTurn
 from acp_server.storage.pg_leases import DEFAULT_TAKEOVER_WAIT_SECS, SessionLeases
 from acp_server.storage.postgres import PostgresSessionStore
-from acp_server.storage.records import SessionFenced, UnknownSession
+from acp_server.storage.records import SessionFenced, StoreError, UnknownSession
 
 
 class Replica:
@@ -174,3 +174,22 @@ def test_notifications_missed_while_the_listener_was_down_are_reported(
         assert b.store.claim_session("s1") == 3
     assert a.lost_event.wait(10)
     assert (a.lost, a.lost_epochs) == (["s1"], [3])
+
+
+def test_a_lock_that_cannot_be_taken_still_takes_the_session_over(
+    replicas: tuple[Replica, Replica], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = replicas
+    a.store.create_session("s1", "default", "/w")
+    a.leases.acquire("s1")
+
+    def lock_table_full(key: int) -> bool:
+        raise StoreError("out of shared memory")
+
+    monkeypatch.setattr(b.leases, "_try_lock", lock_table_full)
+    epoch = b.leases.acquire("s1")
+    assert epoch == 3
+    assert b.leases.held() == set()  # the epoch alone fences a's copy
+    assert a.lost_event.wait(5)
+    with pytest.raises(SessionFenced):
+        a.store.append_turn("s1", turn("late"), epoch=2)

@@ -121,7 +121,13 @@ class SessionLeases:
                 if held is not None and held.locked:
                     held.epoch = epoch
                     break
-                if self._try_lock(key):
+                try:
+                    locked = self._try_lock(key)
+                except StoreError as exc:  # e.g. the server's lock table is full
+                    logger.warning("session %s: taken over without its lock: %s", session_id, exc)
+                    self._held[session_id] = _Held(key, epoch, locked=False)
+                    break
+                if locked:
                     self._held[session_id] = _Held(key, epoch, locked=True)
                     break
                 if time.monotonic() >= deadline:
