@@ -9,15 +9,16 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import psycopg
 import pytest
 import trio
 
-from acp_server.storage.postgres import PostgresSessionStore
 from tests.e2e.helpers import RpcPipeClient, open_session, spawn_acp
 from tests.e2e.test_one_live_copy_e2e import SLOW_PROMPT
+from tests.e2e.test_one_live_copy_e2e import _until_first_chunk as until_first_chunk
 from tests.helpers import echo_config, poll_until, write_config
 from tests.jsonrpc_peer import JsonDict
+from tests.postgres_harness import advisory_lock_holders
+from tests.server.test_replica_leases import stored_users
 
 pytestmark = pytest.mark.e2e
 
@@ -33,25 +34,6 @@ def _config(tmp_path: Path, url: str) -> Path:
     return write_config(tmp_path / "cfg", document)
 
 
-def _lock_holders(url: str) -> list[int]:
-    """The server processes holding a session lock (one per lock)."""
-    with psycopg.connect(url) as conn:
-        rows = conn.execute(
-            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
-        ).fetchall()
-    return [int(row[0]) for row in rows]
-
-
-def _stored_users(url: str, session_id: str) -> list[str]:
-    store = PostgresSessionStore.open(url)
-    try:
-        stored = store.load_session(session_id)
-    finally:
-        store.close()
-    assert stored is not None
-    return [m.content for m in stored.messages if m.role == "user"]
-
-
 def _user_texts(client: RpcPipeClient, session_id: str) -> list[str]:
     return [
         u["content"]["text"]
@@ -60,22 +42,13 @@ def _user_texts(client: RpcPipeClient, session_id: str) -> list[str]:
     ]
 
 
-async def _until_first_chunk(client: RpcPipeClient) -> None:
-    while True:
-        message = await client.receive()
-        assert "method" in message, message
-        client.notifications.append(message)
-        if message["params"]["update"]["sessionUpdate"] == "agent_message_chunk":
-            return
-
-
 async def _one_lock_other_than(url: str, previous: list[int]) -> list[int]:
     async def moved() -> bool:
-        holders = await trio.to_thread.run_sync(_lock_holders, url)
+        holders = await trio.to_thread.run_sync(advisory_lock_holders, url)
         return len(holders) == 1 and holders != previous
 
     await poll_until(moved)
-    return await trio.to_thread.run_sync(_lock_holders, url)
+    return await trio.to_thread.run_sync(advisory_lock_holders, url)
 
 
 def _assert_taken_over(response: JsonDict) -> None:
@@ -95,7 +68,7 @@ async def test_a_load_in_another_process_cancels_the_holders_turn_at_once(
             assert (await first.prompt(session_id, "one"))["result"]["stopReason"] == "end_turn"
             first_lock = await _one_lock_other_than(postgres_url, [])
             running = await first.prompt_request(session_id, SLOW_PROMPT)
-            await _until_first_chunk(first)
+            await until_first_chunk(first)
 
             await second.call("initialize", {"protocolVersion": 1})
             loaded = await second.call("session/load", {"sessionId": session_id})
@@ -112,8 +85,8 @@ async def test_a_load_in_another_process_cancels_the_holders_turn_at_once(
 
             reply = await second.prompt(session_id, "two")
             assert reply["result"]["stopReason"] == "end_turn", reply
-    assert _stored_users(postgres_url, session_id) == ["one", "two"]
-    assert _lock_holders(postgres_url) == []  # both processes ended: every lock is free
+    assert stored_users(postgres_url, session_id) == ["one", "two"]
+    assert advisory_lock_holders(postgres_url) == []  # both processes ended: every lock is free
 
 
 async def test_a_holder_killed_mid_turn_leaves_the_session_free_at_once(
@@ -130,7 +103,7 @@ async def test_a_holder_killed_mid_turn_leaves_the_session_free_at_once(
                 await holder.prompt(session_id, "kept")
                 dead_lock = await _one_lock_other_than(postgres_url, [])
                 await holder.prompt_request(session_id, SLOW_PROMPT)
-                await _until_first_chunk(holder)
+                await until_first_chunk(holder)
                 holder.process.kill()  # SIGKILL: nothing is released by the process itself
                 await holder.process.wait()
             started = time.monotonic()
@@ -141,4 +114,4 @@ async def test_a_holder_killed_mid_turn_leaves_the_session_free_at_once(
             assert _user_texts(taker, session_id) == ["kept"]
             await _one_lock_other_than(postgres_url, dead_lock)
             assert (await taker.prompt(session_id, "after"))["result"]["stopReason"] == "end_turn"
-    assert _stored_users(postgres_url, session_id) == ["kept", "after"]
+    assert stored_users(postgres_url, session_id) == ["kept", "after"]

@@ -13,6 +13,7 @@ from acp_server.agent.conversation import ChatMessage, CompletedTurn
 from acp_server.storage.pg_leases import DEFAULT_TAKEOVER_WAIT_SECS, SessionLeases
 from acp_server.storage.postgres import PostgresSessionStore
 from acp_server.storage.records import SessionFenced, StoreError, UnknownSession
+from tests.postgres_harness import advisory_lock_holders
 
 
 class Replica:
@@ -47,14 +48,6 @@ def turn(text: str) -> CompletedTurn:
     return CompletedTurn(messages=(ChatMessage(role="user", content=text),))
 
 
-def advisory_holders(url: str) -> list[int]:
-    with psycopg.connect(url) as conn:
-        rows = conn.execute(
-            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
-        ).fetchall()
-    return [int(row[0]) for row in rows]
-
-
 def test_a_takeover_tells_the_old_holder_at_once_and_fences_its_commits(
     replicas: tuple[Replica, Replica], postgres_url: str
 ) -> None:
@@ -63,7 +56,7 @@ def test_a_takeover_tells_the_old_holder_at_once_and_fences_its_commits(
     epoch_a = a.leases.acquire("s1")
     assert epoch_a == 2  # created at 1, claimed once
     a.store.append_turn("s1", turn("from a"), epoch=epoch_a)
-    assert len(advisory_holders(postgres_url)) == 1
+    assert len(advisory_lock_holders(postgres_url)) == 1
 
     started = time.monotonic()
     epoch_b = b.leases.acquire("s1")
@@ -88,14 +81,14 @@ def test_a_dead_holders_lock_is_free_at_once(
     a, b = replicas
     a.store.create_session("s1", "default", "/w")
     a.leases.acquire("s1")
-    [holder] = advisory_holders(postgres_url)
+    [holder] = advisory_lock_holders(postgres_url)
     with psycopg.connect(postgres_url, autocommit=True) as admin:
         admin.execute("SELECT pg_terminate_backend(%s)", (holder,))  # as if a was kill -9ed
     started = time.monotonic()
     b.leases.acquire("s1", wait_secs=10)
     assert time.monotonic() - started < 2
     assert b.leases.held() == {"s1"}
-    assert advisory_holders(postgres_url) != [holder]
+    assert advisory_lock_holders(postgres_url) != [holder]
 
 
 def test_released_sessions_are_taken_without_waiting(replicas: tuple[Replica, Replica]) -> None:
@@ -124,7 +117,7 @@ def test_a_created_session_is_held_without_a_takeover(
     assert a.lost_event.wait(5)
     assert epoch_b == 2
     assert b.leases.held() == {"s1"}
-    assert len(advisory_holders(postgres_url)) == 1
+    assert len(advisory_lock_holders(postgres_url)) == 1
 
 
 def test_a_notification_older_than_the_held_epoch_is_ignored(
