@@ -32,7 +32,7 @@ from acp_server.errors import StoreError
 from acp_server.protocol.ownership import LiveSessions
 from acp_server.storage.pg_leases import SessionLeases
 from acp_server.storage.postgres import PostgresSessionStore
-from acp_server.storage.records import UnknownSession
+from acp_server.storage.records import StoreUnavailable, UnknownSession
 
 logger = logging.getLogger(__name__)
 
@@ -60,8 +60,12 @@ class ReplicaLeases:
         return self._leases
 
     async def connect(self, backend: PostgresSessionStore) -> None:
-        """Open the lock and listening connections (on a worker thread)."""
-        self._leases = await trio.to_thread.run_sync(SessionLeases, backend, self.on_lost)
+        """Open the lock and listening connections (on a worker thread); raises
+        ``StoreUnavailable`` when they cannot be opened."""
+        try:
+            self._leases = await trio.to_thread.run_sync(SessionLeases, backend, self.on_lost)
+        except StoreError as exc:
+            raise StoreUnavailable(f"session locks unavailable: {exc}") from exc
 
     async def close(self) -> None:
         """Free every lock (closing the lock connection), even when cancelled."""
@@ -115,6 +119,13 @@ class ReplicaLeases:
     async def _detach(self, session_id: str, epoch: int) -> None:
         """Detach this process's copy of ``session_id`` if it is older than ``epoch`` (a
         restore still running here is waited for: it may have claimed a later epoch)."""
+        try:
+            await self._detach_older(session_id, epoch)
+        except Exception:
+            # The copy stays fenced by its epoch: its next prompt is refused.
+            logger.exception("session %s: detaching the copy taken elsewhere failed", session_id)
+
+    async def _detach_older(self, session_id: str, epoch: int) -> None:
         while True:
             table = self._live.holder(session_id)
             if table is None:
