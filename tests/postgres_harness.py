@@ -177,3 +177,12 @@ def postgres_server() -> Iterator[PostgresServer | str]:
         yield PostgresServer(url)
     finally:
         cluster.stop()
+
+
+def advisory_lock_holders(url: str) -> list[int]:
+    """The server processes (pids) holding an advisory lock, one entry per lock."""
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
+        ).fetchall()
+    return [int(row[0]) for row in rows]

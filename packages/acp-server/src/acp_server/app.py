@@ -157,7 +157,15 @@ async def open_app(config: Config) -> AsyncIterator[AcpApp]:
     """The process's ``AcpApp``; its store is closed on the way out, even when cancelled."""
     store = await open_session_store(config)
     try:
-        yield AcpApp(config=config, store=store)
+        app = AcpApp(config=config, store=store)
+        if store is None or config.storage.url is None:
+            yield app
+        else:
+            # One live copy per session across replicas (protocol/replica_leases.py).
+            from acp_server.protocol.replica_leases import open_replica_leases
+
+            async with open_replica_leases(app):
+                yield app
     finally:
         if store is not None:
             with trio.CancelScope(shield=True):

@@ -14,6 +14,11 @@ A session is live in at most one place (docs/persistence.md, "One live copy per 
   the epoch before its turn starts, so a copy claimed elsewhere learns it at its next
   request rather than after a model call.
 
+* Across replicas on one PostgreSQL store, each live session also holds a lock there
+  (protocol/replica_leases.py): a restore claims the session through the lock keeper,
+  which tells the replica holding it, and that replica detaches its copy at once, through
+  the same ``surrender`` an in-process takeover uses.
+
 Either way the detached copy's client is answered ``SessionTakenOver`` for that session
 until it loads it again.
 """
@@ -21,12 +26,12 @@ until it loads it again.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 
 from acp_core.errors import SessionNotFoundError
-from acp_server.errors import OperationFailed, SessionTakenOver, StoreError
+from acp_server.errors import OperationFailed, SessionFenced, SessionTakenOver, StoreError
 from acp_server.storage.session_store import CREATOR_EPOCH as CREATOR_EPOCH
 
 if TYPE_CHECKING:
@@ -37,12 +42,27 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+class SessionLocks(Protocol):
+    """Where a process's live sessions are also locked for other processes to see
+    (protocol/replica_leases.py ``ReplicaLeases``)."""
+
+    def changed(self, session_id: str) -> None:
+        """The process now holds ``session_id``, or no longer does (``LiveSessions``)."""
+
+    async def acquire(self, session_id: str) -> int | None:
+        """Claim the session for this process (its new fencing epoch; None: not stored),
+        taking it from whichever process held it. Raises ``SessionFenced`` when another
+        process claimed it again meanwhile, ``StoreError`` when the store failed."""
+
+
 class LiveSessions:
     """Which connection's session table holds each live (or opening, or closing) session
     id of this process. Only the trio thread touches it."""
 
     def __init__(self) -> None:
         self._holders: dict[str, SessionTable] = {}
+        self.locks: SessionLocks | None = None
+        """Set while the process locks its live sessions in a shared store."""
 
     def __len__(self) -> int:
         return len(self._holders)
@@ -58,12 +78,16 @@ class LiveSessions:
         before (None when none did, or it was ``table`` itself)."""
         previous = self._holders.get(session_id)
         self._holders[session_id] = table
+        if previous is None and self.locks is not None:
+            self.locks.changed(session_id)
         return previous if previous is not table else None
 
     def release(self, session_id: str, table: SessionTable) -> None:
         """``table`` lets ``session_id`` go (nothing happens if another table holds it)."""
         if self._holders.get(session_id) is table:
             del self._holders[session_id]
+            if self.locks is not None:
+                self.locks.changed(session_id)
 
 
 async def claim_and_load(
@@ -74,6 +98,9 @@ async def claim_and_load(
     claim the session in the store, and only then read it. Returns the epoch the restored
     copy holds, and the stored session.
 
+    With shared session locks the claim goes through them, so the replica holding the
+    session detaches its copy before this one reads it.
+
     Raises:
         SessionNotFoundError: no such session in the store.
         SessionTakenOver: a restore on another connection took the id meanwhile.
@@ -81,9 +108,16 @@ async def claim_and_load(
     """
     await table.take_over(session_id)
     await table.wait_closed(session_id)  # the closed copy's last turn is saved
+    locks = table.live_sessions.locks
     try:
-        epoch = await store.claim_session(session_id)
+        if locks is not None:
+            epoch = await locks.acquire(session_id)
+        else:
+            epoch = await store.claim_session(session_id)
         stored = await store.load_session(session_id) if epoch is not None else None
+    except SessionFenced:
+        table.taken_over.add(session_id)  # claimed again elsewhere before this load read it
+        raise SessionTakenOver(session_id) from None
     except Exception as exc:
         raise OperationFailed("Failed to load session") from exc
     if epoch is None or stored is None:
