@@ -49,11 +49,15 @@ ZEROCLAW_EXTRA_FIELDS: Final = frozenset(
         # session/prompt result: the session id and the turn's final text (seed).
         ("PromptResponse", "sessionId"),
         ("PromptResponse", "content"),
+        # session/prompt result: the turn's token counts, ACP's PromptResponse.usage, which
+        # the SDK's schema/v1/schema.unstable.json defines and editors read.
+        ("PromptResponse", "usage"),
         # tool_call_update: the short result text beside rawOutput (seed, deliver_file).
         ("ToolCallUpdate", "body"),
     }
 )
-"""``(schema type, field)`` pairs the ZeroClaw ACP docs add to ACP types."""
+"""``(schema type, field)`` pairs the ZeroClaw ACP docs add to ACP types, and the one
+field of ACP's unstable schema we send (the prompt result's ``usage``)."""
 
 
 def _cache_dir() -> Path:

@@ -317,8 +317,8 @@ def test_the_checker_flags_fields_outside_the_schema(acp_schema: AcpSchema) -> N
     result = {"stopReason": "end_turn", "sessionId": "s", "content": "hi"}
     answer = {"jsonrpc": "2.0", "id": 3, "result": result}
     assert checker.check_line(json.dumps(answer)) == []
-    [stray] = checker.check_line(json.dumps({**answer, "result": {**result, "usage": {}}}))
-    assert stray.where == "session/prompt.result.usage"
+    [stray] = checker.check_line(json.dumps({**answer, "result": {**result, "stray": {}}}))
+    assert stray.where == "session/prompt.result.stray"
 
 
 def test_the_card_model_reports_what_an_editor_would_show_wrong() -> None:

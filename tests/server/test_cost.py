@@ -10,12 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
+import trio.testing
 from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
 from acp_server.agent.conversation import Usage
-from acp_server.agent.cost import CostMeter, MemoryLedger, next_month
+from acp_server.agent.cost import CachedLedger, CostMeter, MemoryLedger, next_month
 from acp_server.agent.providers.base import StreamEnd, TextDelta, UsageReported
 from acp_server.cli.main import cli
 from acp_server.config import load_config
@@ -202,3 +204,76 @@ def test_cost_command_shows_spend_per_day_and_agent(tmp_path: Path) -> None:
     assert as_json["dailyLimitUsd"] == 10.0
     empty = runner.invoke(cli, ["--config-dir", str(tmp_path / "none"), "cost"])
     assert "No priced model calls in the last 30 days." in empty.output
+
+
+class CountingLedger(MemoryLedger):
+    """A ledger shared with another process: ``reads`` counts the totals it was asked for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    async def spend_totals(self, day: str, agent_alias: str) -> Any:
+        self.reads += 1
+        return await super().spend_totals(day, agent_alias)
+
+
+def spend(day: str, agent: str, usd: float) -> SpendEntry:
+    return SpendEntry(day, agent, "s-1", "gpt-x", 1, 1, usd, f"{day}T00:00:00+00:00")
+
+
+async def test_cached_totals_follow_own_spends_and_see_other_processes_after_the_interval() -> None:
+    shared = CountingLedger()
+    clock = [100.0]
+    cached = CachedLedger(shared, lambda: clock[0], refresh_secs=1.0)
+    assert (await cached.spend_totals("2026-03-02", "coder")).day_usd == 0
+    await cached.record_spend(spend("2026-03-02", "coder", 0.25))
+    await cached.record_spend(spend("2026-03-02", "writer", 0.5))
+    await cached.record_spend(spend("2026-03-01", "coder", 1.0))
+    totals = await cached.spend_totals("2026-03-02", "coder")
+    assert (totals.day_usd, totals.month_usd, totals.agent_day_usd) == (0.75, 1.75, 0.25)
+    assert shared.reads == 1  # this process's spends were added without reading again
+    await shared.record_spend(spend("2026-03-02", "coder", 2.0))  # another process
+    clock[0] += 0.5
+    assert (await cached.spend_totals("2026-03-02", "coder")).agent_day_usd == 0.25
+    clock[0] += 0.5
+    assert (await cached.spend_totals("2026-03-02", "coder")).agent_day_usd == 2.25
+    assert shared.reads == 2
+    assert (await cached.spend_totals("2026-03-03", "coder")).month_usd == 3.75  # a new day
+    assert (await cached.spend_totals("2026-03-02", "writer")).agent_day_usd == 0.5
+    assert shared.reads == 4
+
+
+async def test_a_read_that_overlaps_a_spend_is_not_kept() -> None:
+    class SlowLedger(CountingLedger):
+        async def spend_totals(self, day: str, agent_alias: str) -> Any:
+            totals = await super().spend_totals(day, agent_alias)
+            await cached.record_spend(spend(day, agent_alias, 1.0))  # lands mid-read
+            return totals
+
+    shared = SlowLedger()
+    cached = CachedLedger(shared, lambda: 0.0)
+    assert (await cached.spend_totals("2026-03-02", "coder")).day_usd == 0
+    shared.spend_totals = CountingLedger.spend_totals.__get__(shared)  # type: ignore[method-assign]
+    assert (await cached.spend_totals("2026-03-02", "coder")).day_usd == 1.0
+    assert shared.reads == 2
+
+
+async def test_a_read_behind_a_running_write_is_not_kept() -> None:
+    release = trio.Event()
+
+    class SlowWrites(CountingLedger):
+        async def record_spend(self, entry: SpendEntry) -> None:
+            await super().record_spend(entry)  # in the ledger, not yet seen by the cache
+            await release.wait()
+
+    shared = SlowWrites()
+    cached = CachedLedger(shared, lambda: 0.0)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(cached.record_spend, spend("2026-03-02", "coder", 1.0))
+        await trio.testing.wait_all_tasks_blocked()
+        assert (await cached.spend_totals("2026-03-02", "coder")).day_usd == 1.0
+        release.set()
+    # The write's own update is not added on top of a read that already held it.
+    assert (await cached.spend_totals("2026-03-02", "coder")).day_usd == 1.0
+    assert shared.reads == 2

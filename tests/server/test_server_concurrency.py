@@ -14,7 +14,7 @@ import trio.testing
 from acp_server.agent import replay as replay_module
 from acp_server.agent.conversation import ChatMessage, CompletedTurn
 from acp_server.protocol import connection as server_module
-from acp_server.protocol import handlers as handlers_module
+from acp_server.protocol import restore_replay as restore_replay_module
 from acp_server.storage.sqlite import StoredSession, StoreError
 from tests.helpers import make_config, rpc_error
 from tests.jsonrpc_peer import JsonDict
@@ -153,12 +153,12 @@ async def test_a_load_that_fails_during_replay_leaves_no_active_session(
     config = make_config(tmp_path, max_sessions=1)
     with trio.fail_after(5):
         async with open_server(config, store=store) as client:
-            monkeypatch.setattr(handlers_module, "history_updates", broken)
+            monkeypatch.setattr(restore_replay_module, "history_updates", broken)
             failed = await client.error("session/load", {"sessionId": "s-1"})
             # The client was told the load failed: the session is not half-open, and
             # its slot is free again, so a retry works.
             gone = await client.error("session/prompt", {"sessionId": "s-1", "prompt": "hi"})
-            monkeypatch.setattr(handlers_module, "history_updates", real_history_updates)
+            monkeypatch.setattr(restore_replay_module, "history_updates", real_history_updates)
             retried = await client.call("session/load", {"sessionId": "s-1"})
     assert failed["code"] == -32603
     assert gone["code"] == -32000

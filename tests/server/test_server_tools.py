@@ -411,8 +411,7 @@ async def test_calls_without_a_provider_id_get_one_stable_id(tmp_path: Path) -> 
 
 
 def test_chained_messages_behave_like_one_list() -> None:
-    from acp_server.agent.conversation import ChatMessage
-    from acp_server.agent.turn import ChainedMessages
+    from acp_server.agent.conversation import ChainedMessages, ChatMessage
 
     head = [ChatMessage("user", "a"), ChatMessage("assistant", "b")]
     tail = [ChatMessage("user", "c")]

@@ -20,7 +20,7 @@ from typing import Final, TypeAlias
 
 import trio
 
-from acp_server.agent.cost import CostMeter, MemoryLedger, SpendLedger, utc_now
+from acp_server.agent.cost import CachedLedger, CostMeter, MemoryLedger, SpendLedger, utc_now
 from acp_server.agent.providers import ProviderFactory, create_provider
 from acp_server.agent.tools.base import Tool
 from acp_server.config import (
@@ -70,10 +70,16 @@ class AcpApp:
     """The time the spending caps' UTC days are read from."""
     memory_ledger: MemoryLedger = field(default_factory=MemoryLedger)
     """The spending ledger when there is no session store."""
+    _store_ledger: CachedLedger | None = field(default=None, init=False, repr=False)
 
     @property
     def spend_ledger(self) -> SpendLedger:
-        return self.store if self.store is not None else self.memory_ledger
+        """The store's ledger (its totals kept in memory between reads), else memory's."""
+        if self.store is None:
+            return self.memory_ledger
+        if self._store_ledger is None or self._store_ledger.ledger is not self.store:
+            self._store_ledger = CachedLedger(self.store, trio.current_time)
+        return self._store_ledger
 
     def cost_meter(
         self, session_id: str, agent: AgentConfig, provider: ProviderConfig, model: str

@@ -7,8 +7,9 @@ A session's history is a list of ``ChatMessage``. A model turn that calls tools 
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -150,3 +151,52 @@ class CompletedTurn:
     messages: tuple[ChatMessage, ...]
     plan: tuple[PlanStep, ...] | None = None
     usage: Usage = field(default_factory=Usage)
+
+
+class ChainedMessages(Sequence[ChatMessage]):
+    """A snapshot of the stored history followed by this turn's messages.
+
+    A long session holds thousands of messages; a model round must not copy them all just
+    to append the few of the current turn. The history only ever grows at its end, so
+    remembering its length now keeps this a stable snapshot; the turn's few messages are
+    copied.
+    """
+
+    __slots__ = ("_head", "_head_len", "_tail")
+
+    def __init__(self, head: Sequence[ChatMessage], tail: Sequence[ChatMessage]) -> None:
+        self._head = head
+        self._head_len = len(head)
+        self._tail = tuple(tail)
+
+    def __len__(self) -> int:
+        return self._head_len + len(self._tail)
+
+    @overload
+    def __getitem__(self, index: int) -> ChatMessage: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[ChatMessage]: ...
+
+    def __getitem__(self, index: int | slice) -> ChatMessage | Sequence[ChatMessage]:
+        if isinstance(index, slice):
+            return list(self)[index]
+        size = len(self)
+        if index < 0:
+            index += size
+        if not 0 <= index < size:
+            raise IndexError("message index out of range")
+        head = self._head_len
+        return self._head[index] if index < head else self._tail[index - head]
+
+    def __iter__(self) -> Iterator[ChatMessage]:
+        head = self._head
+        for index in range(self._head_len):
+            yield head[index]
+        yield from self._tail
+
+    def __reversed__(self) -> Iterator[ChatMessage]:
+        yield from reversed(self._tail)
+        head = self._head
+        for index in range(self._head_len - 1, -1, -1):
+            yield head[index]

@@ -1,9 +1,10 @@
 """Spending caps: the global ``[cost]`` daily and monthly limits and the runtime profile's
 ``max_cost_per_day_cents`` per agent, over UTC days and months.
 
-Before every model call the session's ``CostMeter`` reads the ledger (the session store's
-``acp_spend`` table, shared by every process using that store; without a store, this
-process's memory) and fails the turn with ``BudgetExceeded`` once a cap is reached. After
+Before every model call the session's ``CostMeter`` reads the ledger's totals (the session
+store's ``acp_spend`` table, shared by every process using that store, through a
+``CachedLedger``; without a store, this process's memory) and fails the turn with
+``BudgetExceeded`` once a cap is reached. After
 a call its cost is added: tokens times the ``[cost.rates…]`` price of the model, else the
 cost the provider reported (OpenRouter's ``usage.cost``), else nothing, with one warning
 per model, so an unpriced model never trips a cap. A ledger that cannot be read or written
@@ -58,6 +59,76 @@ class MemoryLedger:
         )
 
 
+SPEND_REFRESH_SECS: Final = 1.0
+"""How long ``CachedLedger`` trusts totals it read from the store: spends of this process
+are added as they are recorded, those of other processes sharing the store are seen at
+the next read, at most this many seconds later."""
+
+
+@dataclass(slots=True)
+class _CachedTotals:
+    totals: SpendTotals
+    read_at: float
+
+
+class CachedLedger:
+    """A store's ledger with its totals kept in memory, so a model call's cap check does not
+    read the store each time: the totals of an agent and UTC day are read once, kept up to
+    date with this process's own spends, and read again after ``SPEND_REFRESH_SECS``.
+
+    ``clock`` returns seconds on a monotonic scale (trio's clock in a session)."""
+
+    def __init__(
+        self,
+        ledger: SpendLedger,
+        clock: Callable[[], float],
+        refresh_secs: float = SPEND_REFRESH_SECS,
+    ) -> None:
+        self.ledger = ledger
+        self._clock = clock
+        self._refresh_secs = refresh_secs
+        self._cached: dict[tuple[str, str], _CachedTotals] = {}
+        # A read that overlapped a write may or may not hold its spend: it is not kept.
+        self._writes_started = 0
+        self._writes_running = 0
+
+    async def record_spend(self, entry: SpendEntry) -> None:
+        self._writes_started += 1
+        self._writes_running += 1
+        try:
+            await self.ledger.record_spend(entry)
+        finally:
+            self._writes_running -= 1
+        usd = entry.cost_usd
+        for (day, agent_alias), cached in self._cached.items():
+            if day[:7] != entry.day[:7]:
+                continue
+            totals = cached.totals
+            same_day = day == entry.day
+            cached.totals = SpendTotals(
+                day_usd=totals.day_usd + usd if same_day else totals.day_usd,
+                month_usd=totals.month_usd + usd,
+                agent_day_usd=totals.agent_day_usd + usd
+                if same_day and agent_alias == entry.agent_alias
+                else totals.agent_day_usd,
+            )
+
+    async def spend_totals(self, day: str, agent_alias: str) -> SpendTotals:
+        key = (day, agent_alias)
+        now = self._clock()
+        cached = self._cached.get(key)
+        if cached is not None and now - cached.read_at < self._refresh_secs:
+            return cached.totals
+        started = self._writes_started
+        overlapped = self._writes_running > 0
+        totals = await self.ledger.spend_totals(day, agent_alias)
+        if not overlapped and started == self._writes_started:
+            if cached is None:  # a new day: the other days' totals are of no more use
+                self._cached = {k: v for k, v in self._cached.items() if k[0] >= day}
+            self._cached[key] = _CachedTotals(totals, now)
+        return totals
+
+
 def utc_now() -> datetime:
     return datetime.now(UTC)
 
@@ -106,27 +177,28 @@ class CostMeter:
         except StoreError as exc:
             logger.warning("session %s: spend not checked: %s", self.session_id, exc)
             return
+        # Compared first, worded only when one is reached: most checks pass.
         cost = self.cost
-        caps: list[tuple[float, float, str, date]] = []
         if cost.enabled:
-            caps.append(
-                (totals.day_usd, cost.daily_limit_usd, "daily limit ([cost] daily_limit_usd)",
-                 next_day(today))
-            )  # fmt: skip
-            caps.append(
-                (totals.month_usd, cost.monthly_limit_usd,
-                 "monthly limit ([cost] monthly_limit_usd)", next_month(today))
-            )  # fmt: skip
+            if totals.day_usd >= cost.daily_limit_usd:
+                raise BudgetExceeded(
+                    budget_message(totals.day_usd, cost.daily_limit_usd,
+                                   "daily limit ([cost] daily_limit_usd)", next_day(today))
+                )  # fmt: skip
+            if totals.month_usd >= cost.monthly_limit_usd:
+                raise BudgetExceeded(
+                    budget_message(totals.month_usd, cost.monthly_limit_usd,
+                                   "monthly limit ([cost] monthly_limit_usd)", next_month(today))
+                )  # fmt: skip
         cents = self.agent_cap_cents
-        if cents is not None:
+        if cents is not None and totals.agent_day_usd >= cents / 100:
             cap = (
                 f"daily limit of agent `{self.agent_alias}` ([runtime_profiles."
                 f"{self.runtime_profile}] max_cost_per_day_cents = {cents})"
             )
-            caps.append((totals.agent_day_usd, cents / 100, cap, next_day(today)))
-        for spent, limit, name, resets in caps:
-            if spent >= limit:
-                raise BudgetExceeded(budget_message(spent, limit, name, resets))
+            raise BudgetExceeded(
+                budget_message(totals.agent_day_usd, cents / 100, cap, next_day(today))
+            )
 
     def price(self, usage: Usage, reported_usd: float | None) -> float:
         """What a call with ``usage`` cost, in USD (see the module docstring)."""

@@ -58,7 +58,7 @@ make one ``session/load`` hold hundreds of MiB. Later deliveries replay as text 
 
 EmbedDelivery: TypeAlias = Callable[[str, str], "schema.EmbeddedResource | None"]
 """``(uri, mime_type)`` → the delivered file's embedded resource, or None when its uploads
-copy is gone or changed (``runtime.embed_delivered_file`` bound to the session's uploads
+copy is gone or changed (``agent/delivered.py: embed_delivered_file`` bound to the session's uploads
 directory). Blocking I/O: callers run ``history_updates`` in a thread when they pass one."""
 
 

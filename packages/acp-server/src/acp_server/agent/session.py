@@ -8,6 +8,7 @@ that ``session/cancel`` and ``session/close`` cancel synchronously.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -27,7 +28,6 @@ from acp_server.agent.system_prompt import (
     PromptFiles,
     PromptInputs,
     build_system_prompt,
-    date_section,
     file_signature,
     prompt_file_candidates,
     read_prompt_files,
@@ -111,7 +111,7 @@ class Session:
     system_prompt: str = field(default="", init=False, repr=False)
     _prompt_files: PromptFiles | None = field(default=None, init=False, repr=False)
     _prompt_signature: tuple[object, ...] = field(default=(), init=False, repr=False)
-    _prompt_candidates: tuple[Path, ...] = field(default=(), init=False, repr=False)
+    _prompt_candidates: tuple[str, ...] = field(default=(), init=False, repr=False)
     # What system_prompt was last built from: rebuilt only when one of these changed.
     _prompt_key: tuple[object, ...] = field(default=(), init=False, repr=False)
     _shell: str = field(default="", init=False, repr=False)
@@ -132,7 +132,8 @@ class Session:
             seed_persona_files(self.agent.workspace, self.agent.alias)
         self._shell = _shell_program()
         inputs = self.prompt_inputs()
-        self._prompt_candidates = prompt_file_candidates(inputs)
+        # As str: stat takes them as they are, once per file each turn.
+        self._prompt_candidates = tuple(map(str, prompt_file_candidates(inputs)))
         signature = file_signature(self._prompt_candidates)
         self._use_files(read_prompt_files(inputs), signature)
 
@@ -163,19 +164,25 @@ class Session:
 
     async def refresh_system_prompt(self) -> None:
         """Rebuild ``system_prompt`` for the next model call; the files are read again (in
-        a worker thread) only when their sizes, times or inodes changed."""
+        a worker thread) only when their sizes, times or inodes changed, and the prompt is
+        built again only when they, the local date or UTC offset, the tools or the model
+        changed."""
         signature = file_signature(self._prompt_candidates)
         watched = signature + file_signature(self.skills.watched)
+        local = time.localtime()
+        day = (local.tm_year, local.tm_yday, local.tm_gmtoff)
+        key = (watched, day, tuple(self.tools), self.provider.model)
+        if key == self._prompt_key and self._prompt_files is not None and self.system_prompt:
+            return
         if self._prompt_files is None or watched != self._prompt_signature:
             files = await trio.to_thread.run_sync(read_prompt_files, self.prompt_inputs())
-            self._use_files(files, signature)
+            self._use_files(files, signature)  # the skills may change the tools
         inputs = self.prompt_inputs()
         assert self._prompt_files is not None
+        # Read after the key: a date that turns meanwhile only means one more rebuild.
         now = datetime.now().astimezone()
-        key = (self._prompt_signature, date_section(now), tuple(inputs.tool_names), inputs.model)
-        if key != self._prompt_key or not self.system_prompt:
-            self.system_prompt = build_system_prompt(inputs, self._prompt_files, now)
-            self._prompt_key = key
+        self.system_prompt = build_system_prompt(inputs, self._prompt_files, now)
+        self._prompt_key = (self._prompt_signature, day, tuple(self.tools), self.provider.model)
 
     def _build_specs(self) -> None:
         self.tool_specs = [

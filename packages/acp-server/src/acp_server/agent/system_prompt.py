@@ -135,7 +135,7 @@ def prompt_file_candidates(inputs: PromptInputs) -> tuple[Path, ...]:
     return tuple(candidates)
 
 
-def file_signature(paths: Iterable[Path]) -> tuple[object, ...]:
+def file_signature(paths: Iterable[str | Path]) -> tuple[object, ...]:
     """Size, modification time and inode of each file (``None`` for an absent one): equal
     signatures mean nothing needs reading again."""
     signature: list[object] = []

@@ -13,27 +13,20 @@ trio's: the connection runs the turn inside the turn's cancel scope.
 
 from __future__ import annotations
 
-import base64
 import logging
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
-from typing import Any, Final, Protocol, overload
+from typing import Any, Final, Protocol
 
 import trio
 
 from acp_core import schema
-from acp_core.blobs import (
-    DEFAULT_MAX_BLOB_BYTES,
-    DELIVER_URI_PREFIX,
-    deliver_uri,
-    file_extension,
-)
 from acp_server.agent.budget import RATE_LIMIT_ERROR, counts_as_action
 from acp_server.agent.conversation import (
     CallView,
+    ChainedMessages,
     ChatMessage,
     DeliveredRecord,
     PlanStep,
@@ -43,6 +36,7 @@ from acp_server.agent.conversation import (
     ToolRecord,
     Usage,
 )
+from acp_server.agent.delivered import embed_delivered
 from acp_server.agent.permissions import (
     DENIED_BY_USER,
     VerdictKind,
@@ -70,7 +64,6 @@ from acp_server.agent.tool_updates import (
 )
 from acp_server.agent.tools.base import (
     ClientSide,
-    DeliveredFile,
     Tool,
     ToolContext,
     ToolDefinition,
@@ -87,7 +80,6 @@ from acp_server.security import (
     remember_allow_always,
 )
 from acp_server.security.sandbox.spawn import ResourceLimits
-from acp_server.storage.uploads import read_verified
 
 logger = logging.getLogger(__name__)
 
@@ -503,7 +495,7 @@ class _TurnRunner:
         delivered: DeliveredRecord | None = None
         if output.delivered is not None:
             title = output.delivered.title or output.delivered.filename
-            resource = await trio.to_thread.run_sync(_embed_delivered, output.delivered)
+            resource = await trio.to_thread.run_sync(embed_delivered, output.delivered)
             delivered = DeliveredRecord(
                 uri=output.delivered.uri,
                 filename=output.delivered.filename,
@@ -564,86 +556,3 @@ class _TurnRunner:
         self.plan = tuple(entries)
         self.session.plan = self.plan
         await self.io.send_update(plan_update(self.plan))
-
-
-def _embed_delivered(delivered: DeliveredFile) -> schema.EmbeddedResource | None:
-    """Re-read the uploads copy and re-hash it; embed only if it is still what the tool
-    validated (seed: "a swap between the tool's validation and delivery is detected")."""
-    expected = deliver_uri(delivered.sha256, file_extension(delivered.path.name))
-    resource = None
-    if expected == delivered.uri:
-        resource = embed_delivered_file(delivered.path.parent, delivered.uri, delivered.mime_type)
-    if resource is None:
-        logger.warning(
-            "deliver_file: %s changed after validation; not embedding it", delivered.path
-        )
-    return resource
-
-
-def embed_delivered_file(
-    uploads_dir: Path, uri: str, mime_type: str
-) -> schema.EmbeddedResource | None:
-    """The embedded resource for ``attachment://deliver/<sha256>.<ext>``: its uploads copy,
-    read without following symlinks and re-hashed; None when it is gone or no longer
-    hashes to the digest its uri names. Blocking I/O: run it in a thread."""
-    name = uri.removeprefix(DELIVER_URI_PREFIX)
-    digest = name.partition(".")[0]
-    if name == uri or "/" in name or len(digest) != 64:
-        return None
-    data = read_verified(uploads_dir / name, digest, limit=DEFAULT_MAX_BLOB_BYTES)
-    if data is None:
-        return None
-    return schema.EmbeddedResource(
-        resource=schema.BlobResource(
-            uri=uri, mime_type=mime_type, blob=base64.b64encode(data).decode("ascii")
-        )
-    )
-
-
-class ChainedMessages(Sequence[ChatMessage]):
-    """A snapshot of the stored history followed by this turn's messages.
-
-    A long session holds thousands of messages; a model round must not copy them all just
-    to append the few of the current turn. The history only ever grows at its end, so
-    remembering its length now keeps this a stable snapshot; the turn's few messages are
-    copied.
-    """
-
-    __slots__ = ("_head", "_head_len", "_tail")
-
-    def __init__(self, head: Sequence[ChatMessage], tail: Sequence[ChatMessage]) -> None:
-        self._head = head
-        self._head_len = len(head)
-        self._tail = tuple(tail)
-
-    def __len__(self) -> int:
-        return self._head_len + len(self._tail)
-
-    @overload
-    def __getitem__(self, index: int) -> ChatMessage: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[ChatMessage]: ...
-
-    def __getitem__(self, index: int | slice) -> ChatMessage | Sequence[ChatMessage]:
-        if isinstance(index, slice):
-            return list(self)[index]
-        size = len(self)
-        if index < 0:
-            index += size
-        if not 0 <= index < size:
-            raise IndexError("message index out of range")
-        head = self._head_len
-        return self._head[index] if index < head else self._tail[index - head]
-
-    def __iter__(self) -> Iterator[ChatMessage]:
-        head = self._head
-        for index in range(self._head_len):
-            yield head[index]
-        yield from self._tail
-
-    def __reversed__(self) -> Iterator[ChatMessage]:
-        yield from reversed(self._tail)
-        head = self._head
-        for index in range(self._head_len - 1, -1, -1):
-            yield head[index]

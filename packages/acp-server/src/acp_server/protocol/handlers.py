@@ -30,20 +30,20 @@ from acp_server import __version__
 from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanStep
 from acp_server.agent.providers.base import ProviderError
 from acp_server.agent.providers.images import agent_sees_images
-from acp_server.agent.replay import history_updates
 from acp_server.agent.session import Session, Turn
 from acp_server.agent.tools.mcp import (
     select_mcp_servers,
     skipped_mcp_servers,
     start_mcp_tools,
 )
-from acp_server.agent.turn import embed_delivered_file, prompt_usage, run_turn
+from acp_server.agent.turn import prompt_usage, run_turn
 from acp_server.config import McpServerConfig, RiskProfileConfig, RuntimeProfileConfig
 from acp_server.errors import AgentUnavailable, OperationFailed, SessionFenced
 from acp_server.protocol import config_options as options
 from acp_server.protocol import ownership
 from acp_server.protocol.followups import with_commands
 from acp_server.protocol.listing import list_stored_sessions
+from acp_server.protocol.restore_replay import send_restored
 from acp_server.protocol.roots import (
     attach_roots,
     canonical_roots,
@@ -55,7 +55,7 @@ from acp_server.protocol.sessions import SessionTable
 from acp_server.protocol.titles import title_from_prompt
 from acp_server.protocol.turn_channel import TurnChannel
 from acp_server.security.sandbox import agent_posture
-from acp_server.storage.sqlite import AsyncSessionStore, StoredSession, TurnUnsaved
+from acp_server.storage.sqlite import AsyncSessionStore, TurnUnsaved
 from acp_server.storage.uploads import write_blobs
 
 if TYPE_CHECKING:
@@ -555,7 +555,9 @@ class AcpHandlers:
             session.epoch = epoch
             self.table.add(session)
         try:
-            await self._replay(session, stored, history, replay=replay)
+            await send_restored(
+                self.connection, self.table, session, stored, history, replay=replay
+            )
         except BaseException:
             # The client is told the load failed, so the session must not stay half-open
             # (holding its max_sessions slot and refusing a retry as "already active").
@@ -567,41 +569,3 @@ class AcpHandlers:
         return with_commands(
             self.connection, options.restored_result(self.config, session), session
         )
-
-    async def _replay(
-        self,
-        session: Session,
-        stored: StoredSession,
-        history: Sequence[ChatMessage],
-        *,
-        replay: bool,
-    ) -> None:
-        """What session/load sends before answering: its history, then its title. A
-        session/resume sends no session/update (ACP: resume does not replay).
-
-        A session/close or session/stop served meanwhile (it is in the table already)
-        ends the replay: once the close is answered, nothing more of that session follows.
-        """
-        session_id = session.session_id
-        send_update = self.connection.send_update
-        if stored.dropped_messages:
-            # The store kept only the newest whole turns; say so before anything else
-            # (reference: `_zeroclaw/history_trimmed`, on load and on resume).
-            notice = schema.HistoryTrimmedParams(
-                session_id=session_id,
-                dropped_messages=stored.dropped_messages,
-                kept_turns=stored.kept_turns,
-                reason="stored history exceeds the restore limit; oldest turns omitted",
-            )
-            await self.connection.send_notification(methods.HISTORY_TRIMMED, notice)
-        if replay:
-            # Delivered files are embedded again as the client saw them live: re-read and
-            # re-hashed from uploads/, in a worker thread (replay.py bounds the total).
-            embed = partial(embed_delivered_file, session.workspace / "uploads")
-            updates = await trio.to_thread.run_sync(partial(history_updates, history, embed=embed))
-            for update in updates:
-                if not self.table.is_current(session):
-                    return
-                await send_update(session_id, update)
-            if session.title is not None and self.table.is_current(session):
-                await send_update(session_id, schema.SessionInfoUpdate(title=session.title))

@@ -46,15 +46,18 @@ T = TypeVar("T")
 
 
 class _StoreCall:
-    """One call handed to the store thread, and its outcome."""
+    """One call handed to the store thread, and its outcome.
 
-    __slots__ = ("args", "done", "error", "function", "result", "token")
+    The awaiting task sleeps in ``trio.lowlevel.wait_task_rescheduled`` and the thread wakes
+    it with one ``run_sync_soon(reschedule)``: no event or cancel scope to build per call."""
+
+    __slots__ = ("args", "error", "function", "result", "task", "token")
 
     def __init__(self, function: Callable[..., Any], args: tuple[Any, ...]) -> None:
         self.function = function
         self.args = args
         self.token = trio.lowlevel.current_trio_token()
-        self.done = trio.Event()
+        self.task = trio.lowlevel.current_task()
         self.result: Any = None
         self.error: BaseException | None = None
 
@@ -64,9 +67,37 @@ class _StoreCall:
         except BaseException as exc:  # handed back to the awaiting task, re-raised there
             self.error = exc
         try:
+            self.token.run_sync_soon(trio.lowlevel.reschedule, self.task)
+        except trio.RunFinishedError:
+            pass  # the event loop is gone; nobody is waiting any more
+
+
+class _PingCall:
+    """A health ping handed to the store thread. Unlike ``_StoreCall`` its caller may stop
+    waiting (it writes nothing), so its end is an event that callers share."""
+
+    __slots__ = ("done", "error", "function", "token")
+
+    def __init__(self, function: Callable[[], object]) -> None:
+        self.function = function
+        self.token = trio.lowlevel.current_trio_token()
+        self.done = trio.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.function()
+        except BaseException as exc:  # read by ready(), which reports the store not ready
+            self.error = exc
+        try:
             self.token.run_sync_soon(self.done.set)
         except trio.RunFinishedError:
             pass  # the event loop is gone; nobody is waiting any more
+
+
+def _finish_first(raise_cancel: object) -> trio.lowlevel.Abort:
+    """A submitted store call is not abandoned: the cancellation waits for its end."""
+    return trio.lowlevel.Abort.FAILED
 
 
 class _StoreThread:
@@ -81,11 +112,11 @@ class _StoreThread:
     """
 
     def __init__(self) -> None:
-        self._calls: queue.SimpleQueue[_StoreCall | None] = queue.SimpleQueue()
+        self._calls: queue.SimpleQueue[_StoreCall | _PingCall | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
-    def submit(self, call: _StoreCall) -> None:
+    def submit(self, call: _StoreCall | _PingCall) -> None:
         with self._lock:
             self._calls.put(call)
             if self._thread is None:
@@ -137,7 +168,7 @@ class AsyncSessionStore:
         # The fencing epoch each session's unsaved turns were answered under.
         self._unsaved_epochs: dict[str, int | None] = {}
         self._max_unsaved_turns = max_unsaved_turns
-        self._ping: _StoreCall | None = None
+        self._ping: _PingCall | None = None
 
     @classmethod
     async def open(cls, path: Path) -> AsyncSessionStore:
@@ -154,7 +185,7 @@ class AsyncSessionStore:
             return True
         ping = self._ping
         if ping is None or ping.done.is_set():
-            ping = self._ping = _StoreCall(backend.ping, ())
+            ping = self._ping = _PingCall(backend.ping)
             self._worker.submit(ping)
         with trio.move_on_after(timeout_secs):
             await ping.done.wait()  # a ping writes nothing: waiting may be abandoned
@@ -170,10 +201,10 @@ class AsyncSessionStore:
         await trio.lowlevel.checkpoint_if_cancelled()
         call = _StoreCall(function, args)
         self._worker.submit(call)
-        # Shielded: once submitted the call runs to its end (see the class docstring); a
-        # cancellation is delivered right after, by the checkpoint below.
-        with trio.CancelScope(shield=True):
-            await call.done.wait()
+        # Once submitted the call runs to its end (see the class docstring): the wait
+        # refuses to be aborted, and a cancellation is delivered right after, by the
+        # checkpoint below.
+        await trio.lowlevel.wait_task_rescheduled(_finish_first)
         if call.error is not None:
             raise call.error
         result: T = call.result

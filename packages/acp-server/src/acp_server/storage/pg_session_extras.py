@@ -8,15 +8,18 @@ are stored as the SQLite store stores them, so both decode with the same functio
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import psycopg
 
 from acp_server.storage.codec import escape_nul, unescape_nul
-from acp_server.storage.session_config import decode_choices, encode_choices
-from acp_server.storage.session_store import decode_directories
+from acp_server.storage.session_config import (
+    decode_choices,
+    decode_directories,
+    encode_choices,
+    encode_directories,
+)
 from acp_server.storage.spend import SpendEntry, SpendRow, SpendTotals
 
 Connection = psycopg.Connection[tuple[Any, ...]]
@@ -31,8 +34,9 @@ class SessionExtras:
         raise NotImplementedError
 
     def set_additional_dirs(self, session_id: str, directories: Sequence[str]) -> bool:
-        encoded = json.dumps(list(directories)) if directories else None
-        return self._update_column("additional_dirs_json", session_id, encoded)
+        return self._update_column(
+            "additional_dirs_json", session_id, encode_directories(directories)
+        )
 
     def additional_dirs(self, session_id: str) -> tuple[str, ...]:
         return decode_directories(self._read_column("additional_dirs_json", session_id))

@@ -1,12 +1,14 @@
-"""A session's config option choices in the store: ``acp_sessions.config_json``, a JSON
-object ``{configId: value}`` (SQLite schema step 7, PostgreSQL step 3). Read and written on their own, apart from
-the history, so a choice is kept the moment a client makes it."""
+"""A session's settings in the store, beside its history, each read and written on its
+own so that a change is kept the moment a client makes it: the extra jail roots
+(``acp_sessions.additional_dirs_json``, a JSON array; SQLite schema step 6) and the config
+option choices (``acp_sessions.config_json``, a JSON object ``{configId: value}``; step 7).
+PostgreSQL stores both the same way (its schema step 3)."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 
 def write_choices(conn: sqlite3.Connection, session_id: str, choices: Mapping[str, str]) -> bool:
@@ -42,3 +44,20 @@ def decode_choices(encoded: str | None) -> dict[str, str]:
     if not isinstance(decoded, dict):
         return {}
     return {key: value for key, value in decoded.items() if isinstance(value, str)}
+
+
+def encode_directories(directories: Sequence[str]) -> str | None:
+    return json.dumps(list(directories)) if directories else None
+
+
+def decode_directories(encoded: str | None) -> tuple[str, ...]:
+    """A stored ``additional_dirs_json`` value; anything but a list of strings reads as none."""
+    if not encoded:
+        return ()
+    try:
+        value = json.loads(encoded)
+    except ValueError:
+        return ()
+    if not isinstance(value, list):
+        return ()
+    return tuple(entry for entry in value if isinstance(entry, str))

@@ -7,13 +7,12 @@ SELECT of a load sees the same snapshot.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final, TypeVar
 
@@ -38,7 +37,6 @@ from acp_server.storage.records import (
     StoreUnavailable,
     UnknownSession,
 )
-from acp_server.storage.session_config import read_choices, write_choices
 from acp_server.storage.session_list import (
     NEWEST_FIRST,
     SESSION_INFO_SELECT,
@@ -46,14 +44,7 @@ from acp_server.storage.session_list import (
     read_page,
     session_info,
 )
-from acp_server.storage.spend import (
-    SpendEntry,
-    SpendRow,
-    SpendTotals,
-    insert_spend,
-    read_summary,
-    read_totals,
-)
+from acp_server.storage.sqlite_extras import SqliteSessionExtras
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +89,7 @@ def _is_busy(exc: sqlite3.Error) -> bool:
     return "locked" in text or "busy" in text
 
 
-class SessionStore:
+class SessionStore(SqliteSessionExtras):
     """Synchronous access to one session database. Thread-safe (calls are serialized)."""
 
     def __init__(
@@ -533,39 +524,6 @@ class SessionStore:
 
         return self._write(update)
 
-    def set_additional_dirs(self, session_id: str, directories: Sequence[str]) -> bool:
-        """Store the session's extra jail roots (ACP ``additionalDirectories``), replacing
-        the ones stored before; False when the session is not stored."""
-        encoded = json.dumps(list(directories)) if directories else None
-
-        def update(conn: sqlite3.Connection) -> bool:
-            cursor = conn.execute(
-                "UPDATE acp_sessions SET additional_dirs_json = ? WHERE session_uuid = ?",
-                (encoded, session_id),
-            )
-            return cursor.rowcount > 0
-
-        return self._write(update)
-
-    def additional_dirs(self, session_id: str) -> tuple[str, ...]:
-        """The session's stored extra jail roots (none for an unknown session)."""
-
-        def read(conn: sqlite3.Connection) -> tuple[str, ...]:
-            row = conn.execute(
-                "SELECT additional_dirs_json FROM acp_sessions WHERE session_uuid = ?",
-                (session_id,),
-            ).fetchone()
-            return decode_directories(row[0] if row is not None else None)
-
-        return self._read(read)
-
-    def set_config_choices(self, session_id: str, choices: Mapping[str, str]) -> bool:
-        """Store a session's config option choices (session_config.py)."""
-        return self._write(lambda conn: write_choices(conn, session_id, choices))
-
-    def config_choices(self, session_id: str) -> dict[str, str]:
-        return self._read(lambda conn: read_choices(conn, session_id))
-
     def delete_session(self, session_id: str) -> bool:
         """Delete a session and its conversation; False when there was no such session."""
 
@@ -575,36 +533,11 @@ class SessionStore:
 
         return self._write(delete)
 
-    def record_spend(self, entry: SpendEntry) -> None:
-        """Add one priced model call to the spending ledger (storage/spend.py)."""
-        self._write(lambda conn: insert_spend(conn, entry))
-
-    def spend_totals(self, day: str, agent_alias: str) -> SpendTotals:
-        """What was spent on ``day`` (UTC ``YYYY-MM-DD``), in its month, and by the agent."""
-        return self._read(lambda conn: read_totals(conn, day, agent_alias))
-
-    def spend_summary(self, since_day: str) -> list[SpendRow]:
-        """Spend per UTC day and agent from ``since_day`` on, newest first."""
-        return self._read(lambda conn: read_summary(conn, since_day))
-
     def close(self) -> None:
         with self._lock:
             conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
-
-
-def decode_directories(encoded: str | None) -> tuple[str, ...]:
-    """A stored ``additional_dirs_json`` value; anything but a list of strings reads as none."""
-    if not encoded:
-        return ()
-    try:
-        value = json.loads(encoded)
-    except ValueError:
-        return ()
-    if not isinstance(value, list):
-        return ()
-    return tuple(entry for entry in value if isinstance(entry, str))
 
 
 def _raise_not_held(conn: sqlite3.Connection, session_id: str, epoch: int | None) -> None:

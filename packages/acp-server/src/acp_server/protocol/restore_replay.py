@@ -1,0 +1,61 @@
+"""What ``session/load`` sends before it answers: the restored session's history as
+``session/update`` notifications, then its title (acp_server/agent/replay.py builds them)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import partial
+from typing import TYPE_CHECKING
+
+import trio
+
+from acp_core import methods, schema
+from acp_server.agent.conversation import ChatMessage
+from acp_server.agent.delivered import embed_delivered_file
+from acp_server.agent.replay import history_updates
+from acp_server.agent.session import Session
+from acp_server.protocol.sessions import SessionTable
+from acp_server.storage.sqlite import StoredSession
+
+if TYPE_CHECKING:
+    from acp_server.protocol.connection import AcpConnection
+
+
+async def send_restored(
+    connection: AcpConnection,
+    table: SessionTable,
+    session: Session,
+    stored: StoredSession,
+    history: Sequence[ChatMessage],
+    *,
+    replay: bool,
+) -> None:
+    """What session/load sends before answering: its history, then its title. A
+    session/resume sends no session/update (ACP: resume does not replay).
+
+    A session/close or session/stop served meanwhile (it is in the table already)
+    ends the replay: once the close is answered, nothing more of that session follows.
+    """
+    session_id = session.session_id
+    send_update = connection.send_update
+    if stored.dropped_messages:
+        # The store kept only the newest whole turns; say so before anything else
+        # (reference: `_zeroclaw/history_trimmed`, on load and on resume).
+        notice = schema.HistoryTrimmedParams(
+            session_id=session_id,
+            dropped_messages=stored.dropped_messages,
+            kept_turns=stored.kept_turns,
+            reason="stored history exceeds the restore limit; oldest turns omitted",
+        )
+        await connection.send_notification(methods.HISTORY_TRIMMED, notice)
+    if replay:
+        # Delivered files are embedded again as the client saw them live: re-read and
+        # re-hashed from uploads/, in a worker thread (replay.py bounds the total).
+        embed = partial(embed_delivered_file, session.workspace / "uploads")
+        updates = await trio.to_thread.run_sync(partial(history_updates, history, embed=embed))
+        for update in updates:
+            if not table.is_current(session):
+                return
+            await send_update(session_id, update)
+        if session.title is not None and table.is_current(session):
+            await send_update(session_id, schema.SessionInfoUpdate(title=session.title))
