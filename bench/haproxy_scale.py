@@ -43,9 +43,14 @@ QUIET = {"ZEROCLAW_LOG": "warning"}
 LONG_PROMPT = " ".join(f"w{n}" for n in range(100))
 
 
-def _replica_config(root: Path, name: str, *, behind_proxy: bool, delay_ms: int = 0) -> Path:
+def _replica_config(
+    root: Path, name: str, *, behind_proxy: bool, delay_ms: int = 0, store_url: str | None = None
+) -> Path:
+    """A replica's config: one SQLite store under ``root``, or ``store_url``'s PostgreSQL."""
     document = echo_config(chunk_delay_ms=delay_ms)
     document["workspace_dir"] = str(root / "shared")
+    if store_url is not None:
+        document["storage"] = {"url": store_url}
     gateway: dict[str, Any] = {"require_pairing": False}
     if behind_proxy:
         gateway.update(trusted_proxies=["127.0.0.1"], proxy_protocol=True)
@@ -124,12 +129,19 @@ async def _throughput(url: str, connections: int, turns: int, words: int, cwd: P
 
 
 async def _setup_throughput(
-    root: Path, haproxy: str, replicas: int, behind_proxy: bool, args: argparse.Namespace
+    root: Path,
+    haproxy: str,
+    replicas: int,
+    behind_proxy: bool,
+    args: argparse.Namespace,
+    store_url: str | None = None,
 ) -> str:
     cwd = _make_dirs(root)
     async with trio.open_nursery() as nursery:
         members = [
-            Replica(name, _replica_config(root, name, behind_proxy=behind_proxy))
+            Replica(
+                name, _replica_config(root, name, behind_proxy=behind_proxy, store_url=store_url)
+            )
             for name in "ab"[:replicas]
         ]
         for member in members:
@@ -160,13 +172,18 @@ async def _holder(replicas: Sequence[Replica]) -> Replica:
             await trio.sleep(0.02)
 
 
-async def _failover(root: Path, haproxy: str, rounds: int) -> tuple[list[float], list[float]]:
+async def _failover(
+    root: Path, haproxy: str, rounds: int, store_url: str | None = None
+) -> tuple[list[float], list[float]]:
     cwd = _make_dirs(root)
     lost_after: list[float] = []
     answered_after: list[float] = []
     async with trio.open_nursery() as nursery:
         members = [
-            Replica(name, _replica_config(root, name, behind_proxy=True, delay_ms=20))
+            Replica(
+                name,
+                _replica_config(root, name, behind_proxy=True, delay_ms=20, store_url=store_url),
+            )
             for name in "ab"
         ]
         for member in members:

@@ -45,10 +45,16 @@ def require_haproxy() -> str:
 
 
 def haproxy_config(
-    *, frontend_port: int, admin_port: int, servers: Sequence[tuple[str, int]]
+    *,
+    frontend_port: int,
+    admin_port: int,
+    servers: Sequence[tuple[str, int]],
+    source: str | None = None,
 ) -> str:
     """WebSocket-safe HAProxy settings: the tunnel timeout (1 h) is far above the gateway's
-    ping interval, health checks on ``/health``, PROXY v2 to every replica."""
+    ping interval, health checks on ``/health``, PROXY v2 to every replica. With ``source``
+    HAProxy connects to the replicas (checks included) from that address, so the replicas
+    can trust it alone and still serve local admin commands from 127.0.0.1."""
     lines = [
         "global",
         f"    stats socket ipv4@127.0.0.1:{admin_port} level admin",
@@ -71,6 +77,8 @@ def haproxy_config(
         "    http-check expect status 200",
         f"    default-server check inter {HEALTH_INTERVAL_MS}ms fall 2 rise 2 send-proxy-v2",
     ]
+    if source is not None:
+        lines.append(f"    source {source}")
     lines += [f"    server {name} 127.0.0.1:{port}" for name, port in servers]
     return "\n".join(lines) + "\n"
 
@@ -116,12 +124,18 @@ class RunningHaproxy:
 
 @asynccontextmanager
 async def run_haproxy(
-    binary: str, directory: Path, servers: Sequence[tuple[str, int]]
+    binary: str,
+    directory: Path,
+    servers: Sequence[tuple[str, int]],
+    *,
+    source: str | None = None,
 ) -> AsyncIterator[RunningHaproxy]:
     """HAProxy in the foreground (``-db``) until the block ends; every server must be UP first."""
     port, admin_port = unused_port(), unused_port()
     config = directory / "haproxy.cfg"
-    config.write_text(haproxy_config(frontend_port=port, admin_port=admin_port, servers=servers))
+    config.write_text(
+        haproxy_config(frontend_port=port, admin_port=admin_port, servers=servers, source=source)
+    )
     check = await trio.run_process([binary, "-c", "-f", str(config)], capture_stdout=True, capture_stderr=True, check=False)  # fmt: skip
     assert check.returncode == 0, check.stderr.decode() + check.stdout.decode()
     process = await trio.lowlevel.open_process(
