@@ -167,6 +167,17 @@ class RpcPipeClient(JsonRpcPeer):
         ]
 
 
+async def show_system_prompt(config_dir: Path, cwd: Path) -> str:
+    """What ``zeroclaw prompt --show-system-prompt --cwd CWD`` prints: the system message a
+    session in ``cwd`` would send, built without a model call."""
+    completed = await trio.run_process(
+        [str(console_script("zeroclaw")), "prompt", "--show-system-prompt", "--cwd", str(cwd)],
+        env=child_env(config_dir),
+        capture_stdout=True,
+    )
+    return completed.stdout.decode()
+
+
 def allow_once(request: JsonDict) -> JsonDict:
     return {"outcome": {"outcome": "selected", "optionId": "allow-once"}}
 

@@ -13,7 +13,7 @@ import trio
 from acp_server.agent.identity import PERSONA_TEMPLATES
 from acp_server.agent.system_prompt import MAX_PROJECT_INSTRUCTION_BYTES
 from tests.e2e.fake_llm import openai_text_reply, serve_fake_llm
-from tests.e2e.helpers import JsonDict, child_env, console_script, prompt_turns
+from tests.e2e.helpers import JsonDict, prompt_turns, show_system_prompt
 from tests.helpers import echo_config, write_config
 
 pytestmark = pytest.mark.e2e  # binds 127.0.0.1
@@ -197,18 +197,7 @@ async def test_show_system_prompt_prints_what_a_session_sends(tmp_path: Path) ->
     (project / "AGENTS.md").write_text("project-rule\n")
     [sent] = await system_messages(tmp_path, project, lambda url: identity_config(url, agent_ws))
     with trio.fail_after(CEILING_SECS):
-        completed = await trio.run_process(
-            [
-                str(console_script("zeroclaw")),
-                "prompt",
-                "--show-system-prompt",
-                "--cwd",
-                str(project),
-            ],
-            env=child_env(tmp_path / "cfg"),
-            capture_stdout=True,
-        )
-    shown = completed.stdout.decode()
+        shown = await show_system_prompt(tmp_path / "cfg", project)
     assert shown == sent + "\n"
     assert "project-rule" in shown
     assert "### SOUL.md" in shown

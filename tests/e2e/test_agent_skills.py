@@ -16,10 +16,9 @@ from tests.e2e.fake_llm import FakeLLM, Reply, openai_text_reply, openai_tool_re
 from tests.e2e.helpers import (
     JsonDict,
     RpcPipeClient,
-    child_env,
-    console_script,
     open_session,
     prompt_turns,
+    show_system_prompt,
     spawn_acp,
 )
 from tests.helpers import echo_config, write_config
@@ -206,18 +205,8 @@ async def test_compact_mode_lists_summaries_and_offers_read_skill(tmp_path: Path
     assert "read_skill" in tool_names
     # `zeroclaw prompt --show-system-prompt` prints the same message, skills included.
     with trio.fail_after(CEILING_SECS):
-        shown = await trio.run_process(
-            [
-                str(console_script("zeroclaw")),
-                "prompt",
-                "--show-system-prompt",
-                "--cwd",
-                str(project),
-            ],
-            env=child_env(tmp_path / "cfg"),
-            capture_stdout=True,
-        )
-    assert shown.stdout.decode() == system + "\n"
+        shown = await show_system_prompt(tmp_path / "cfg", project)
+    assert shown == system + "\n"
 
 
 async def test_full_mode_over_the_cap_falls_back_to_compact(

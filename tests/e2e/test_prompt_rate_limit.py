@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import trio
 
-from tests.e2e.helpers import child_env, console_script
+from tests.e2e.helpers import show_system_prompt
 from tests.helpers import echo_config, write_config
 
 pytestmark = pytest.mark.e2e
@@ -26,12 +26,7 @@ async def shown_prompt(tmp_path: Path, runtime: dict[str, Any]) -> str:
     project = tmp_path / "project"
     project.mkdir(exist_ok=True)
     with trio.fail_after(60):
-        completed = await trio.run_process(
-            [str(console_script("zeroclaw")), "prompt", "--show-system-prompt", "--cwd", project],
-            env=child_env(config_dir),
-            capture_stdout=True,
-        )
-    return completed.stdout.decode()
+        return await show_system_prompt(config_dir, project)
 
 
 def policy_lines(prompt: str) -> list[str]:
