@@ -27,6 +27,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -35,6 +37,7 @@ import trio
 
 from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanStep, ToolCall, Usage
 from acp_server.agent.replay import history_updates
+from acp_server.storage.contract import SessionBackend
 from acp_server.storage.sqlite import AsyncSessionStore, SessionStore
 
 MESSAGES_PER_TURN: Final = 20
@@ -89,8 +92,12 @@ def ms(seconds: float) -> str:
 # --------------------------------------------------------------------------- commit
 
 
-def bench_commit_sync(path: Path, turns: int) -> list[float]:
-    store = SessionStore.open(path)
+Opener = Callable[[], SessionBackend]
+"""Opens a new store of the backend measured (SQLite here, PostgreSQL in store_postgres.py)."""
+
+
+def commit_direct(open_store: Opener, turns: int) -> list[float]:
+    store = open_store()
     store.create_session("commit-sync", "default", "/w")
     samples = []
     for index in range(turns):
@@ -102,11 +109,11 @@ def bench_commit_sync(path: Path, turns: int) -> list[float]:
     return samples
 
 
-def bench_commit_async(path: Path, turns: int) -> list[float]:
+def commit_async_store(open_store: Opener, turns: int) -> list[float]:
     samples: list[float] = []
 
     async def run() -> None:
-        store = await AsyncSessionStore.open(path)
+        store = AsyncSessionStore(await trio.to_thread.run_sync(open_store))
         await store.create_session("commit-async", "default", "/w")
         for index in range(turns):
             turn = make_turn(index)
@@ -240,8 +247,12 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="zeroclaw-bench-store-") as tmp:
         root = Path(tmp)
-        commit_sync = bench_commit_sync(root / "commit" / "sync.db", args.turns)
-        commit_async = bench_commit_async(root / "commit" / "async.db", args.turns)
+        commit_sync = commit_direct(
+            partial(SessionStore.open, root / "commit" / "sync.db"), args.turns
+        )
+        commit_async = commit_async_store(
+            partial(SessionStore.open, root / "commit" / "async.db"), args.turns
+        )
         print(f"commit of a {MESSAGES_PER_TURN}-message turn ({args.turns} turns, WAL, NORMAL)")
         for label, samples in (("SessionStore", commit_sync), ("AsyncSessionStore", commit_async)):
             print(

@@ -23,17 +23,17 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
-
-import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.store import (
     MESSAGES_PER_TURN,
     SESSION_ID,
+    Opener,
     bench_load,
+    commit_async_store,
+    commit_direct,
     make_turn,
     ms,
     percentile,
@@ -41,42 +41,8 @@ from bench.store import (
 from tests.postgres_harness import LocalCluster, find_binaries
 
 from acp_server.config.storage import STORAGE_URL_ENV
-from acp_server.storage.async_store import AsyncSessionStore
-from acp_server.storage.contract import SessionBackend
 from acp_server.storage.postgres import PostgresSessionStore
 from acp_server.storage.session_store import SessionStore
-
-Opener = Callable[[], SessionBackend]
-
-
-def commit_direct(open_store: Opener, turns: int) -> list[float]:
-    store = open_store()
-    store.create_session("commit-sync", "default", "/w")
-    samples = []
-    for index in range(turns):
-        turn = make_turn(index)
-        start = time.perf_counter()
-        store.append_turn("commit-sync", turn)
-        samples.append(time.perf_counter() - start)
-    store.close()
-    return samples
-
-
-def commit_async(open_store: Opener, turns: int) -> list[float]:
-    samples: list[float] = []
-
-    async def run() -> None:
-        store = AsyncSessionStore(await trio.to_thread.run_sync(open_store))
-        await store.create_session("commit-async", "default", "/w")
-        for index in range(turns):
-            turn = make_turn(index)
-            start = time.perf_counter()
-            await store.append_turn("commit-async", turn)
-            samples.append(time.perf_counter() - start)
-        await store.aclose()
-
-    trio.run(run)
-    return samples
 
 
 def load_in_process(open_store: Opener, messages: int, rounds: int) -> list[float]:
@@ -104,7 +70,7 @@ def run_backend(
 ) -> dict[str, str]:
     """``url``: the `zeroclaw acp` under test gets it as ZEROCLAW_STORAGE_URL."""
     direct = commit_direct(open_store, args.turns)
-    hopped = commit_async(open_store, args.turns)
+    hopped = commit_async_store(open_store, args.turns)
     loads = load_in_process(open_store, args.messages, args.rounds)
     if url is not None:
         os.environ[STORAGE_URL_ENV] = url
