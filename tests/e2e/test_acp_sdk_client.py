@@ -89,7 +89,7 @@ def test_official_sdk_client_runs_a_turn_with_a_permission_request(tmp_path: Pat
     assert result.stop_reason == "end_turn"
     [(session_id, tool_call, options)] = client.permission_requests
     assert session_id == session.session_id
-    assert tool_call.title == "Approve shell?"
+    assert tool_call.title == "`ls`"  # the command approved, as the card shows it
     assert [option.option_id for option in options] == ["allow-once", "allow-always", "reject-once"]
     kinds = [type(update).__name__ for update in client.updates]
     assert "AgentMessageChunk" in kinds

@@ -19,6 +19,7 @@ import trio
 
 from tests.acp_schema import AcpSchema, FrameChecker, install_schema
 from tests.e2e.helpers import (
+    ZED_CLIENT_INFO,
     JsonDict,
     RpcPipeClient,
     cancel_once_running,
@@ -72,14 +73,16 @@ class Editor:
         client.send = send  # type: ignore[method-assign]
 
     async def open(self, cwd: Path) -> str:
-        session_id = await open_session(self.client, cwd)
+        session_id = await open_session(self.client, cwd, client_info=ZED_CLIENT_INFO)
         self.cards[session_id] = ToolCards(session_id)
         self.settle()
         return session_id
 
     async def load(self, session_id: str, cwd: Path) -> None:
         """initialize + ``session/load``: the replay builds the session's cards anew."""
-        init = await self.client.call("initialize", {"protocolVersion": 1})
+        init = await self.client.call(
+            "initialize", {"protocolVersion": 1, "clientInfo": ZED_CLIENT_INFO}
+        )
         assert "result" in init, init
         self.cards[session_id] = ToolCards(session_id)
         params = {"sessionId": session_id, "cwd": str(cwd), "mcpServers": []}

@@ -54,7 +54,7 @@ def test_declared_path_arguments_are_jailed_before_asking(tmp_path: Path) -> Non
 
 def test_edit_tools_present_a_diff_everywhere() -> None:
     arguments = {"path": "a.py", "old_string": "x = 1", "new_string": "x = 2"}
-    params = approval_request("s", definition_for("file_edit"), arguments)
+    params = approval_request("s", definition_for("file_edit"), arguments, reject_with_edit=True)
     prompt = msgspec.to_builtins(params.tool_call)
     assert prompt["kind"] == "edit"
     assert prompt["rawInput"] == {

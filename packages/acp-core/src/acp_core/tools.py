@@ -8,7 +8,8 @@ keeps the reference's names.
 ``tool_kind`` labels ``tool_call`` / ``tool_call_update`` notifications (as the reference
 server labels them). ZeroClaw deliberately never emits ``read``/``search``/``fetch``: clients
 collapse those kinds' output, and users should see what a read or search returned, so
-file_read, web_fetch and friends are ``other``. ``approval_kind`` is the coarser mapping
+file_read, web_fetch and friends are ``other``; so is ask_user, which executes nothing
+(the reference labels it ``execute``, which CodeCompanion.nvim shows as "Execute: …"). ``approval_kind`` is the coarser mapping
 used on ``session/request_permission`` prompts: ``edit`` for the two file-mutating tools
 (their prompt carries a diff), ``execute`` for everything else.
 """
@@ -22,7 +23,6 @@ ApprovalKind: TypeAlias = Literal["execute", "edit"]
 
 EXECUTE_TOOLS: Final = frozenset(
     {
-        "ask_user",
         "calculator",
         "claude_code",
         "claude_code_runner",

@@ -58,12 +58,23 @@ class Verdict:
 
 NO_DECISION: Final = Verdict(VerdictKind.NO_DECISION)
 
-_BY_OPTION_ID: Final = {
+_BY_ZEROCLAW_ID: Final = {
     schema.ALLOW_ONCE.option_id: VerdictKind.ALLOW_ONCE,
     schema.ALLOW_ALWAYS.option_id: VerdictKind.ALLOW_ALWAYS,
     schema.REJECT_ONCE.option_id: VerdictKind.REJECT,
     "reject-always": VerdictKind.REJECT,
     schema.REJECT_WITH_EDIT.option_id: VerdictKind.REJECT_WITH_EDIT,
+}
+# An answer counts in either spelling of the ids (acp_core OptionIds), whichever the
+# client was sent: a client written against the ZeroClaw ACP docs answers ``allow-once``.
+_BY_OPTION_ID: Final = {
+    **_BY_ZEROCLAW_ID,
+    **{
+        schema.KIND_OPTION_IDS[key]: kind
+        for key, kind in _BY_ZEROCLAW_ID.items()
+        if key in schema.KIND_OPTION_IDS
+    },
+    "reject_always": VerdictKind.REJECT,
 }
 
 
@@ -124,17 +135,27 @@ def approval_request(
     *,
     tool_call_id: str | None = None,
     view: CallView | None = None,
+    option_ids: schema.OptionIds = "zeroclaw",
+    reject_with_edit: bool = False,
 ) -> schema.RequestPermissionParams:
     """Params of the approval request for one tool call, as the seed's example shows them:
     ``rawInput`` ``{"tool": name, "summary": …}``, the summary being the whole command of
     a shell-like tool (the argument its ``ToolRules.command_argument`` names) or else the
     arguments summary (cut at ``DEFAULT_MAX_SUMMARY_CHARS``, then with the full arguments
     in ``rawInput.arguments``). An ``edit`` prompt shows the call's diff (its ``view``'s)
-    and offers the new text for ``reject-with-edit`` in ``_meta.zeroclaw.proposedEdit``;
-    any other shows the arguments summary (a command in full). Unpaired surrogates in the arguments are shown as
-    ``\\udXXX`` escapes (the tool itself refuses such arguments). ``tool_call_id`` is the
-    call's own id (its ``tool_call`` announced it), so the prompt and the call are one
-    card; without it the prompt gets an ``approval-`` id."""
+    and, with ``reject_with_edit`` (the client can send the replacement text), offers
+    ``reject-with-edit`` with the new text in ``_meta.zeroclaw.proposedEdit``; any other
+    shows the arguments
+    summary (a command in full). Unpaired surrogates in the arguments are shown as
+    ``\\udXXX`` escapes (the tool itself refuses such arguments).
+
+    ``title`` and ``kind`` are the call's card's (``ToolDefinition.title_of``: the command
+    itself, ``Edit `app.py```): clients merge the request into the card it names, and
+    show the title as the question (CodeCompanion.nvim ``Execute: `ls```, acpx ``Allow
+    `ls` [execute]?``), so the command approved is on screen and answering does not
+    rename the card. ``tool_call_id`` is the call's own id (its ``tool_call`` announced
+    it); without it the prompt gets an ``approval-`` id. The options' ids are spelled as
+    ``option_ids`` says (acp_server/protocol/client_profile.py)."""
     arguments = encodable(arguments)
     presentation = definition.presentation
     edit = presentation.approval_kind == "edit"
@@ -147,22 +168,27 @@ def approval_request(
     raw_input: dict[str, Any] = {"tool": definition.name, "summary": shown}
     if summary.shortened_by:
         raw_input["arguments"] = dict(arguments)
+    reject_with_edit = edit and reject_with_edit
     content: list[schema.ToolCallContent] | None = None
     meta: dict[str, Any] | None = None
     if edit:
         content = diff_content(view) if view is not None else presentation.diff(arguments)
-        proposed = presentation.proposed_edit(arguments)
+        proposed = presentation.proposed_edit(arguments) if reject_with_edit else None
         if proposed is not None:
             meta = {"zeroclaw": {"proposedEdit": proposed}}
     if content is None:
         content = [schema.text_tool_content(summary.text)]
     return schema.RequestPermissionParams(
         session_id=session_id,
-        options=schema.permission_options(edit=edit),
+        options=schema.permission_options(
+            edit=edit,
+            ids=option_ids,
+            reject_with_edit=reject_with_edit,
+        ),
         tool_call=schema.PermissionToolCall(
             tool_call_id=tool_call_id or f"approval-{uuid.uuid4()}",
-            title=f"Approve {definition.name}?",
-            kind=presentation.approval_kind,
+            title=definition.title_of(arguments),
+            kind="edit" if edit else definition.kind,
             status="pending",
             raw_input=raw_input,
             content=content,
@@ -173,18 +199,29 @@ def approval_request(
 
 
 def choice_request(
-    session_id: str, question: str, choices: Sequence[str], *, tool_call_id: str | None = None
+    session_id: str,
+    question: str,
+    choices: Sequence[str],
+    *,
+    title: str,
+    one_per_kind: bool = False,
+    tool_call_id: str | None = None,
 ) -> schema.RequestPermissionParams:
-    """ask_user with choices over the permission path (seed): one option per choice, on the
-    asking call's own card (``tool_call_id``; its update closes it), else an ``ask-user-`` id."""
+    """ask_user with choices over the permission path (seed): one option per choice
+    (``one_per_kind``: no two of one kind, acp_core ``choice_options``), on the asking
+    call's own card (``tool_call_id``; its update closes it, else an ``ask-user-`` id)
+    under that card's ``title``. The content shows the question and the numbered choices,
+    for clients that show the card's content but not the options' names."""
+    numbered = "\n".join(f"{index}. {choice}" for index, choice in enumerate(choices, start=1))
     return schema.RequestPermissionParams(
         session_id=session_id,
-        options=schema.choice_options(choices),
+        options=schema.choice_options(choices, one_per_kind=one_per_kind),
         tool_call=schema.PermissionToolCall(
             tool_call_id=tool_call_id or f"ask-user-{uuid.uuid4()}",
-            title=question,
+            title=title,
             kind="other",
             status="pending",
+            content=[schema.text_tool_content(f"{question}\n\n{numbered}")],
         ),
     )
 

@@ -28,6 +28,7 @@ from acp_server.agent.skills import LoadedSkills
 from acp_server.agent.skills_manifest import RUNNABLE_TOOL_KINDS, Skill, SkillTool
 from acp_server.agent.skills_prompt import composed_tool_name
 from acp_server.agent.tools._args import required_str
+from acp_server.agent.tools._titles import target_title
 from acp_server.agent.tools.base import Tool, ToolContext, ToolDefinition, ToolError, ToolOutput
 from acp_server.agent.tools.shell import ShellTool
 from acp_server.security import ToolRules
@@ -37,6 +38,11 @@ _PLACEHOLDER: Final = re.compile(r"\{\{\s*([A-Za-z0-9_-]+)\s*\}\}")
 
 
 class ReadSkillTool:
+    definition: Final = ToolDefinition(
+        name=READ_SKILL_TOOL,
+        kind=tool_kind(READ_SKILL_TOOL),
+        title=target_title("Read skill", "name"),
+    )
     name = READ_SKILL_TOOL
     description = (
         "Read the full instructions of one of the skills listed under Available Skills "
