@@ -77,6 +77,21 @@ def test_prompt_yes_deny_and_json(tmp_path: Path) -> None:
     assert "Traceback" not in unknown_agent.stderr
 
 
+@pytest.mark.parametrize("answer", ["--yes", "--deny"])
+def test_prompt_never_answers_a_question_by_itself(tmp_path: Path, answer: str) -> None:
+    """--yes and --deny answer approvals; a question's choice is the person's or none."""
+    config_dir = write_config(tmp_path / "cfg", echo_config())
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    env = child_env(config_dir, {"NO_COLOR": "1"})
+    tool = '/tool ask_user {"question": "Which colour?", "choices": ["red", "blue"]}'
+    completed = run(["prompt", tool, "--cwd", str(workspace), answer], env=env)
+    assert completed.returncode == 0, completed.stderr
+    assert "? Which colour?\n  1) red\n  2) blue\n" in completed.stdout
+    assert "→ dismissed" in completed.stdout
+    assert "The user did not pick a choice" in completed.stdout
+
+
 def test_prompt_passes_on_a_config_error(tmp_path: Path) -> None:
     config_dir = write_config(tmp_path / "cfg", "[acp]\nmax_sessions = 0\n")
     completed = run(["prompt", "hi"], env=child_env(config_dir))

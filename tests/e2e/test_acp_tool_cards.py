@@ -120,7 +120,9 @@ async def test_calls_cut_off_by_cancel_end_failed_and_no_marker_card_is_drawn(
     assert all("cancelled" in card.fields["rawOutput"].lower() for card in shells)
     # The cancel is in stopReason and the result's content; no phantom tool card.
     assert list(cards.values()) == shells
-    assert all(r["result"]["content"].endswith("[turn cancelled via client]") for r in (first, second))
+    assert all(
+        r["result"]["content"].endswith("[turn cancelled via client]") for r in (first, second)
+    )
 
 
 async def test_edit_cards_keep_their_diff_when_they_complete(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ USER_WORDS_TAGS: Final = frozenset({"previous_user_message", "user_message", "us
 """Wrapper elements whose text is what the user wrote."""
 _WRAPPED: Final = re.compile(r"\A\s*<([A-Za-z_][\w.-]*)>(.*)</\1>\s*\Z", re.DOTALL)
 _TAG: Final = re.compile(r"</?[A-Za-z_][\w.-]*(?:\s[^<>]*)?/?>")
-_LEADING_MARKS: Final = re.compile(r"\A(?:[#>]+|[-*+]|\d+[.)])\s+")
+_LEADING_MARKS: Final = re.compile(r"\A(?:(?:[#>]+|[-*+]|\d+[.)])\s+)+")
 _EMPHASIS: Final = re.compile(r"\*\*|__|`")
 
 

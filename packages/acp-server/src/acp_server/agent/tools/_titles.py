@@ -59,11 +59,14 @@ def one_line(text: str, *, limit: int = DEFAULT_MAX_TITLE_CHARS) -> str:
 
 
 def code_span(text: str) -> str:
-    """``text`` as one Markdown code span (CommonMark: a fence longer than any run of
-    backticks inside, padded with spaces when it starts or ends with one)."""
+    """``text`` as one Markdown code span that reads back as ``text`` (CommonMark: a fence
+    longer than any run of backticks inside; one space of padding on each side when the
+    text starts or ends with a backtick, or with a space at both ends, since a reader
+    strips one such pair)."""
     longest = max((len(run) for run in _BACKTICK_RUN.findall(text)), default=0)
     fence = "`" * (longest + 1)
-    if longest or text.startswith(" ") or text.endswith(" "):
+    spaced = text.startswith(" ") and text.endswith(" ") and bool(text.strip(" "))
+    if text.startswith("`") or text.endswith("`") or spaced:
         return f"{fence} {text} {fence}"
     return f"{fence}{text}{fence}"
 
