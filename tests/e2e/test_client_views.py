@@ -51,6 +51,13 @@ ZED_INIT: Final = {
     "clientInfo": {"name": "zed", "version": "0.999.0"},
 }
 """crates/agent_servers/src/acp.rs ``initialize`` (Zed offers forms too)."""
+TOAD_INIT: Final = {
+    "protocolVersion": 1,
+    "clientCapabilities": {"fs": FS, "terminal": True},
+    "clientInfo": {"name": "toad", "title": "Toad", "version": "0.6.20"},
+}
+"""toad/acp/agent.py ``initialize``; its permission dialog lists each option by name and
+answers with that option's id (toad/widgets/conversation.py, ``on_acp_request_permission``)."""
 UNKNOWN_INIT: Final = {
     "protocolVersion": 1,
     "clientCapabilities": {},
@@ -298,11 +305,12 @@ def answer_by_kind(kind: str) -> Answer:
     ("init", "answer", "names"),
     [
         (ZED_INIT, pick_second, ["Go", "Python", "Rust"]),
+        (TOAD_INIT, pick_second, ["Go", "Python", "Rust"]),
         # A client not known here gets one option per kind, numbered: whichever way it
         # keys them, the kind it answers with is one choice.
         (UNKNOWN_INIT, answer_by_kind("reject_once"), ["1. Go", "2. Python", "3. Rust"]),
     ],
-    ids=["zed", "unknown-client"],
+    ids=["zed", "toad", "unknown-client"],
 )
 async def test_the_agent_gets_the_choice_the_person_picked(
     tmp_path: Path, acp_schema: AcpSchema, init: JsonDict, answer: Answer, names: list[str]
