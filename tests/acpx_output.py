@@ -23,6 +23,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from tests.client_session import SessionModel
+
 FINAL: Final = frozenset({"completed", "failed"})
 
 
@@ -36,32 +38,23 @@ def _pick(options: Iterable[Mapping[str, Any]], kinds: tuple[str, ...]) -> str |
 
 
 @dataclass
-class AcpxOutput:
-    session_id: str
+class AcpxOutput(SessionModel):
     lines: list[str] = field(default_factory=list)
     questions: list[str] = field(default_factory=list)
     """The ``[permission] …`` questions asked, in order."""
     _states: dict[str, dict[str, Any]] = field(default_factory=dict)
     _started: set[str] = field(default_factory=set)
 
-    def feed(self, messages: Iterable[Mapping[str, Any]]) -> None:
-        for message in messages:
-            self.feed_one(message)
+    def on_update(self, update: Mapping[str, Any]) -> None:
+        if update.get("sessionUpdate") in ("tool_call", "tool_call_update"):
+            self._tool(update)
 
-    def feed_one(self, message: Mapping[str, Any]) -> None:
-        params = message.get("params") or {}
-        if params.get("sessionId") != self.session_id:
-            return
-        if message.get("method") == "session/update":
-            update = params["update"]
-            if update.get("sessionUpdate") in ("tool_call", "tool_call_update"):
-                self._tool(update)
-        elif message.get("method") == "session/request_permission":
-            tool_call = params["toolCall"]
-            title = tool_call.get("title") or "tool"
-            self.questions.append(
-                f"[permission] Allow {title} [{tool_call.get('kind') or 'other'}]? (y/N)"
-            )
+    def on_permission(self, params: Mapping[str, Any]) -> None:
+        tool_call = params["toolCall"]
+        title = tool_call.get("title") or "tool"
+        self.questions.append(
+            f"[permission] Allow {title} [{tool_call.get('kind') or 'other'}]? (y/N)"
+        )
 
     def _tool(self, update: Mapping[str, Any]) -> None:
         call_id = update["toolCallId"]

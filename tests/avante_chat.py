@@ -24,9 +24,11 @@ yetone/avante.nvim (read at a933431):
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
+
+from tests.client_session import SessionModel
 
 APPROVING_IDS: Final = frozenset({"allow", "allow_once", "allow_always"})
 
@@ -39,32 +41,23 @@ class ToolMessage:
 
 
 @dataclass
-class AvanteChat:
-    session_id: str
+class AvanteChat(SessionModel):
     project_root: str
     messages: dict[str, ToolMessage] = field(default_factory=dict)
     always_yes: bool = False
     """Set by clicking an ``allow_always`` button: later requests are approved unseen."""
 
-    def feed(self, messages: Iterable[Mapping[str, Any]]) -> None:
-        for message in messages:
-            self.feed_one(message)
+    def on_update(self, update: Mapping[str, Any]) -> None:
+        kind = update.get("sessionUpdate")
+        if kind == "tool_call":
+            self.messages[update["toolCallId"]] = ToolMessage(
+                update["toolCallId"], dict(update.get("rawInput") or {}), dict(update)
+            )
+        elif kind == "tool_call_update":
+            self._merge(update)
 
-    def feed_one(self, message: Mapping[str, Any]) -> None:
-        params = message.get("params") or {}
-        if params.get("sessionId") != self.session_id:
-            return
-        if message.get("method") == "session/update":
-            update = params["update"]
-            kind = update.get("sessionUpdate")
-            if kind == "tool_call":
-                self.messages[update["toolCallId"]] = ToolMessage(
-                    update["toolCallId"], dict(update.get("rawInput") or {}), dict(update)
-                )
-            elif kind == "tool_call_update":
-                self._merge(update)
-        elif message.get("method") == "session/request_permission":
-            self._merge(params["toolCall"])
+    def on_permission(self, params: Mapping[str, Any]) -> None:
+        self._merge(params["toolCall"])
 
     def _merge(self, update: Mapping[str, Any]) -> None:
         call_id = update["toolCallId"]

@@ -30,6 +30,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from tests.client_session import SessionModel
+
 KIND_LABELS: Final = {
     "allow_once": "Accept",
     "allow_always": "Always accept",
@@ -63,28 +65,19 @@ class PermissionPrompt:
 
 
 @dataclass
-class CodeCompanionChat:
-    session_id: str
+class CodeCompanionChat(SessionModel):
     cwd: str
     tools: dict[str, dict[str, Any]] = field(default_factory=dict)
     lines: dict[str, str] = field(default_factory=dict)
     """The tool line of each call drawn so far, by ``toolCallId``."""
     prompts: list[PermissionPrompt] = field(default_factory=list)
 
-    def feed(self, messages: Iterable[Mapping[str, Any]]) -> None:
-        for message in messages:
-            self.feed_one(message)
+    def on_update(self, update: Mapping[str, Any]) -> None:
+        if update.get("sessionUpdate") in ("tool_call", "tool_call_update"):
+            self._tool(update)
 
-    def feed_one(self, message: Mapping[str, Any]) -> None:
-        params = message.get("params") or {}
-        if params.get("sessionId") != self.session_id:
-            return
-        if message.get("method") == "session/update":
-            update = params["update"]
-            if update.get("sessionUpdate") in ("tool_call", "tool_call_update"):
-                self._tool(update)
-        elif message.get("method") == "session/request_permission":
-            self.prompts.append(self._prompt(params))
+    def on_permission(self, params: Mapping[str, Any]) -> None:
+        self.prompts.append(self.prompt_of(params))
 
     def _tool(self, update: Mapping[str, Any]) -> None:
         call_id = update["toolCallId"]
@@ -113,7 +106,8 @@ class CodeCompanionChat:
     def _clean(self, text: str) -> str:
         return text.replace("`", "").replace(self.cwd.rstrip("/") + "/", "")
 
-    def _prompt(self, params: Mapping[str, Any]) -> PermissionPrompt:
+    def prompt_of(self, params: Mapping[str, Any]) -> PermissionPrompt:
+        """The approval prompt drawn for a request's params."""
         tool_call = params.get("toolCall") or {}
         options = params.get("options") or []
         choices = [

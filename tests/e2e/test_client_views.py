@@ -127,7 +127,7 @@ class ClientRun:
 
 def workspace(tmp_path: Path) -> Path:
     ws = (tmp_path / "ws").resolve()
-    ws.mkdir()
+    ws.mkdir(parents=True)
     (ws / "notes.txt").write_text("one\ntwo\n")
     return ws
 
@@ -137,6 +137,25 @@ def finished(frames: list[JsonDict], session_id: str) -> dict[str, JsonDict]:
     cards = ToolCards(session_id)
     cards.feed(frames)
     return {str(card.fields["name"]): card.fields for card in cards.cards.values()}
+
+
+async def approved_turn(
+    tmp_path: Path, schema: AcpSchema, init: JsonDict, answer: Answer
+) -> tuple[Path, str, list[JsonDict]]:
+    """One turn of ``APPROVED_TURN`` from a client sending ``init`` and answering with
+    ``answer``: the workspace, the session id and every frame the agent wrote."""
+    ws = workspace(tmp_path)
+    config_dir = write_config(tmp_path / "cfg", echo_config())
+    with trio.fail_after(CEILING_SECS):
+        async with spawn_acp(config_dir) as client:
+            run = ClientRun(client, schema)
+            session_id = await run.open(init, ws)
+            await run.turn(session_id, APPROVED_TURN, answer)
+            return ws, session_id, run.frames()
+
+
+def selected(option_id: str | None) -> JsonDict:
+    return {"outcome": {"outcome": "selected", "optionId": option_id}}
 
 
 APPROVED_TURN: Final = [
@@ -149,23 +168,13 @@ APPROVED_TURN: Final = [
 async def test_codecompanion_shows_what_is_approved_and_is_never_asked_a_choice(
     tmp_path: Path, acp_schema: AcpSchema
 ) -> None:
-    ws = workspace(tmp_path)
-    config_dir = write_config(tmp_path / "cfg", echo_config())
-    chat: CodeCompanionChat | None = None
-
     def press_accept(request: JsonDict) -> JsonDict:
-        assert chat is not None
-        chat.feed_one(request)
-        option_id = chat.prompts[-1].press("Accept")
-        return {"outcome": {"outcome": "selected", "optionId": option_id}}
+        prompt = CodeCompanionChat("", str(tmp_path)).prompt_of(request["params"])
+        return selected(prompt.press("Accept"))
 
-    with trio.fail_after(CEILING_SECS):
-        async with spawn_acp(config_dir) as client:
-            run = ClientRun(client, acp_schema)
-            session_id = await run.open(CODECOMPANION_INIT, ws)
-            chat = CodeCompanionChat(session_id, str(ws))
-            await run.turn(session_id, APPROVED_TURN, press_accept)
-            frames = run.frames()
+    ws, session_id, frames = await approved_turn(
+        tmp_path, acp_schema, CODECOMPANION_INIT, press_accept
+    )
     shown = CodeCompanionChat(session_id, str(ws))
     shown.feed(frames)
     shell, edit = shown.prompts
@@ -192,25 +201,16 @@ async def test_codecompanion_shows_what_is_approved_and_is_never_asked_a_choice(
 async def test_avante_approves_with_its_buttons_and_is_never_asked_a_choice(
     tmp_path: Path, acp_schema: AcpSchema
 ) -> None:
-    ws = workspace(tmp_path)
-    config_dir = write_config(tmp_path / "cfg", echo_config())
-    chat: AvanteChat | None = None
+    chat = AvanteChat("", str(tmp_path))
     buttons: list[list[str]] = []
 
     def click_allow_once(request: JsonDict) -> JsonDict:
-        assert chat is not None
-        chat.feed_one(request)
         buttons.append(chat.buttons(request))
-        option_id = chat.answer(request, "Allow once")
-        return {"outcome": {"outcome": "selected", "optionId": option_id}}
+        return selected(chat.answer(request, "Allow once"))
 
-    with trio.fail_after(CEILING_SECS):
-        async with spawn_acp(config_dir) as client:
-            run = ClientRun(client, acp_schema)
-            session_id = await run.open(AVANTE_INIT, ws)
-            chat = AvanteChat(session_id, str(ws))
-            await run.turn(session_id, APPROVED_TURN, click_allow_once)
-            frames = run.frames()
+    ws, session_id, frames = await approved_turn(
+        tmp_path, acp_schema, AVANTE_INIT, click_allow_once
+    )
     shown = AvanteChat(session_id, str(ws))
     shown.feed(frames)
     calls = finished(frames, session_id)
@@ -227,28 +227,13 @@ async def test_avante_approves_with_its_buttons_and_is_never_asked_a_choice(
 async def test_acpx_asks_with_the_command_and_draws_no_tool_for_a_cancel(
     tmp_path: Path, acp_schema: AcpSchema
 ) -> None:
-    ws = workspace(tmp_path)
-    config_dir = write_config(tmp_path / "cfg", echo_config())
-    risk = {"allowed_commands": ["*"], "block_high_risk_commands": False}
-    full_dir = write_config(tmp_path / "full", echo_config(level="full", risk=risk))
-
     def yes(request: JsonDict) -> JsonDict:
-        option_id = AcpxOutput.answer(request, yes=True)
-        return {"outcome": {"outcome": "selected", "optionId": option_id}}
+        return selected(AcpxOutput.answer(request, yes=True))
 
-    with trio.fail_after(CEILING_SECS):
-        async with spawn_acp(config_dir) as client:
-            run = ClientRun(client, acp_schema)
-            session_id = await run.open(ACPX_INIT, ws)
-            await run.turn(session_id, APPROVED_TURN, yes)
-            frames = run.frames()
-        async with spawn_acp(full_dir) as client:
-            run = ClientRun(client, acp_schema)
-            cancelled_id = await run.open(ACPX_INIT, ws)
-            cancelled = await cancel_once_running(
-                client, cancelled_id, tool_line("shell", {"command": "sleep 1000"})
-            )
-            cancel_frames = run.frames()
+    _, session_id, frames = await approved_turn(tmp_path, acp_schema, ACPX_INIT, yes)
+    cancelled_id, cancelled, cancel_frames = await cancelled_turn(
+        tmp_path / "cancel", acp_schema, ACPX_INIT
+    )
     shown = AcpxOutput(session_id)
     shown.feed(frames)
     assert shown.questions == [
@@ -266,19 +251,27 @@ async def test_acpx_asks_with_the_command_and_draws_no_tool_for_a_cancel(
     assert after.lines == ["[tool] `sleep 1000` (pending)", "[tool] `sleep 1000` (failed)"]
 
 
-async def test_a_cancel_draws_no_tool_in_avante(tmp_path: Path, acp_schema: AcpSchema) -> None:
+async def cancelled_turn(
+    tmp_path: Path, schema: AcpSchema, init: JsonDict
+) -> tuple[str, JsonDict, list[JsonDict]]:
+    """A turn whose shell call runs until the client cancels it (a full-autonomy agent,
+    so nothing is asked first): the session id, the prompt's response, every frame."""
     ws = workspace(tmp_path)
     risk = {"allowed_commands": ["*"], "block_high_risk_commands": False}
     config_dir = write_config(tmp_path / "cfg", echo_config(level="full", risk=risk))
     with trio.fail_after(CEILING_SECS):
         async with spawn_acp(config_dir) as client:
-            run = ClientRun(client, acp_schema)
-            session_id = await run.open(AVANTE_INIT, ws)
+            run = ClientRun(client, schema)
+            session_id = await run.open(init, ws)
             response = await cancel_once_running(
                 client, session_id, tool_line("shell", {"command": "sleep 1000"})
             )
-            frames = run.frames()
-    shown = AvanteChat(session_id, str(ws))
+            return session_id, response, run.frames()
+
+
+async def test_a_cancel_draws_no_tool_in_avante(tmp_path: Path, acp_schema: AcpSchema) -> None:
+    session_id, response, frames = await cancelled_turn(tmp_path, acp_schema, AVANTE_INIT)
+    shown = AvanteChat(session_id, str(tmp_path))
     shown.feed(frames)
     assert response["result"]["stopReason"] == "cancelled"
     [message] = shown.messages.values()  # the shell call only: no empty "Thoughts" tool
