@@ -9,9 +9,10 @@ keeps the reference's names.
 server labels them). ZeroClaw deliberately never emits ``read``/``search``/``fetch``: clients
 collapse those kinds' output, and users should see what a read or search returned, so
 file_read, web_fetch and friends are ``other``; so is ask_user, which executes nothing
-(the reference labels it ``execute``, which CodeCompanion.nvim shows as "Execute: …"). ``approval_kind`` is the coarser mapping
-used on ``session/request_permission`` prompts: ``edit`` for the two file-mutating tools
-(their prompt carries a diff), ``execute`` for everything else.
+(labelling it ``execute`` made CodeCompanion.nvim show "Execute: …"). ``approval_kind``
+says which ``session/request_permission`` prompts are edit prompts: ``edit`` for the two
+file-mutating tools (their prompt carries a diff); any other prompt carries its call's
+own kind, so answering it does not change the card.
 """
 
 from __future__ import annotations

@@ -178,8 +178,8 @@ class InitializeParams(InboundParams, kw_only=True):
     """``_meta.zeroclaw.rejectWithEdit: true``: the client can send the replacement text of
     a ``reject-with-edit`` answer (``replacementContent``), so edit approvals offer it."""
     cancel_marker_tool_call: bool = False
-    """``_meta.zeroclaw.cancelMarkerToolCall: true``: the client draws the reference's
-    styled ``turn-cancelled`` tool call; without it a cancel sends no such call."""
+    """``_meta.zeroclaw.cancelMarkerToolCall: true``: the client draws the styled
+    ``turn-cancelled`` tool call of the ZeroClaw ACP docs; without it a cancel sends no such call."""
 
     @property
     def client_name(self) -> str | None:

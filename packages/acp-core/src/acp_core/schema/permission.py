@@ -112,7 +112,7 @@ def _spelled(option: PermissionOption, ids: OptionIds) -> PermissionOption:
 def permission_options(
     *, edit: bool, ids: OptionIds = "zeroclaw", reject_with_edit: bool = False
 ) -> list[PermissionOption]:
-    """The approval choices, in the seed's order: one option per kind, so a client that
+    """The approval choices, in the order the ZeroClaw ACP docs show: one option per kind, so a client that
     keys its buttons by kind (CodeCompanion.nvim binds one key per kind,
     interactions/chat/acp/request_permission.lua) reaches every one. An edit offers
     ``reject-with-edit`` too only when ``reject_with_edit``: the client said it can send

@@ -162,7 +162,7 @@ class HistoryTrimmedParams(WireStruct, kw_only=True):
 def turn_cancelled_update(
     session_id: str, marker: str, *, marker_id: str | None = None
 ) -> ToolCallStart:
-    """The reference's styled notice that a turn was cancelled (the ZeroClaw ACP docs:
+    """The styled notice that a turn was cancelled (the ZeroClaw ACP docs:
     cancellation), sent only to a client that asks for it in ``initialize``
     (``_meta.zeroclaw.cancelMarkerToolCall``): every ACP client draws a ``tool_call`` as
     a tool, and the prompt result's ``stopReason`` and ``content`` carry the cancel.

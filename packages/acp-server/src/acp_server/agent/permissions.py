@@ -207,7 +207,8 @@ def choice_request(
     one_per_kind: bool = False,
     tool_call_id: str | None = None,
 ) -> schema.RequestPermissionParams:
-    """ask_user with choices over the permission path (seed): one option per choice
+    """ask_user with choices over the permission path (the ZeroClaw ACP docs,
+    "session/request_permission"): one option per choice
     (``one_per_kind``: no two of one kind, acp_core ``choice_options``), on the asking
     call's own card (``tool_call_id``; its update closes it, else an ``ask-user-`` id)
     under that card's ``title``. The content shows the question and the numbered choices,

@@ -9,7 +9,7 @@ model asks in its reply (acp_server/protocol/client_profile.py says which client
 which). A free-form question (no choices), or several choices the user may pick together
 (``multi_select``), is an ACP ``elicitation/create`` form when the client advertises
 ``elicitation.form``: one text field, or the choices as an enum array; without that
-capability ask_user fails fast, as the seed says. escalate_to_human's text reaches the client as an
+capability ask_user fails fast, as the ZeroClaw ACP docs say. escalate_to_human's text reaches the client as an
 ``agent_message_chunk``; waiting for a reply is not possible on ACP. todo_write replaces
 the session plan, which the runtime emits as a ``plan`` update.
 """
