@@ -489,11 +489,10 @@ class TestPhases:
         assert _phase(state) is RelayPhase.DISCONNECTED
         state.connection_opened()
         assert _phase(state) is RelayPhase.REPLAYING
-        request = _sent(state.start_replay())
-        while request is not None:
-            assert state.frame_received(_result(request["id"])) is REPLAY_ANSWERED
+        out = state.start_replay()
+        while out is not None:
+            assert state.frame_received(_result(_sent(out)["id"])) is REPLAY_ANSWERED
             out = state.advance_replay()
-            request = _sent(out) if out is not None else None
         assert _phase(state) is RelayPhase.FLUSHING
         state.connection_ready()
         assert _phase(state) is RelayPhase.READY
