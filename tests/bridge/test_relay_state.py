@@ -17,6 +17,7 @@ import acp_bridge.notices
 import acp_bridge.relay_phase
 import acp_bridge.relay_state
 from acp_bridge.messages import Forward, ReplyToGateway, classify_line
+from acp_bridge.notices import Outage
 from acp_bridge.relay_phase import (
     TRANSITIONS,
     Ending,
@@ -597,3 +598,17 @@ class TestHeldPromptNotices:
         assert not state.prompts  # sent before anyone was told: nothing to say
         state.connection_closed(2)
         assert state.held_prompt_notices("gateway down") == []
+
+    def test_the_outage_text_says_what_failed_for_how_long_and_that_the_prompt_waits(
+        self,
+    ) -> None:
+        outage = Outage("the gateway closed the connection (code 1012)", retry_until=100.4)
+        assert "code 1012" in outage.text(URL, now=40)
+        outage.last_attempt = f"failed to connect to {URL}: connection refused. Is it running?"
+        text = outage.text(URL, now=40)
+        assert text.count(URL) == 1
+        assert f"{URL} cannot be reached right now (connection refused. Is it running?)" in text
+        assert "for up to 60 s more" in text
+        assert "this prompt is kept and will be sent as soon as the gateway is back" in text
+        assert "for up to 0 s more" in outage.text(URL, now=500)
+        assert "The bridge is reconnecting;" in Outage("lost").text(URL, now=0)

@@ -38,7 +38,8 @@ class Outage:
     def text(self, url: str, now: float) -> str:
         """What is wrong, that the bridge is retrying and for how long, and that the prompt
         is kept."""
-        reason = self.last_attempt or self.cause
+        # The attempt's error names the URL too; the notice says it once.
+        reason = (self.last_attempt or self.cause).removeprefix(f"failed to connect to {url}: ")
         if self.retry_until is None:
             retrying = "The bridge is reconnecting"
         else:
