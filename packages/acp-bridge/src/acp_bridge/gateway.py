@@ -51,10 +51,10 @@ async def open_gateway(options: ConnectOptions) -> AsyncIterator[GatewayConnecti
         BridgeExit: (auth) HTTP 401; (connection) anything else that stops the upgrade;
             (usage) an unusable URL.
     """
-    # The reference bridge connects directly; an IDE's environment proxy settings are meant
-    # for its own traffic, and a local gateway must never go through them (connect() uses
-    # no proxy). ACP frames are JSON that is mostly already compact; on loopback deflate
-    # only costs CPU, and the reference gateway does not negotiate it (none is offered).
+    # No proxy: an IDE's environment proxy settings are meant for its own traffic, and a
+    # local gateway must never be reached through them. No compression: ACP frames are
+    # JSON that is mostly already compact, on loopback deflate only costs CPU, and
+    # `zeroclaw gateway` does not negotiate it.
     client = connect(
         options.url,
         headers=options.credentials.headers,

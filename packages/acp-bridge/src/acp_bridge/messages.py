@@ -10,8 +10,8 @@ The bridge does not interpret JSON-RPC beyond what it must:
 * frames go to stdout byte for byte unless they hold a raw newline (legal JSON whitespace,
   fatal on a line-delimited stream), in which case they are re-serialised compactly.
 
-Binary frames are treated exactly like text frames: their payload must be UTF-8 JSON. The
-reference gateway decodes binary frames the same way, and an IDE can
+Binary frames are treated exactly like text frames: their payload must be UTF-8 JSON.
+`zeroclaw gateway` decodes binary frames the same way, and an IDE can
 only receive text, so there is nothing else useful to do with them.
 """
 
