@@ -141,9 +141,7 @@ async def test_no_detached_process_outlives_its_command(
         async with spawn_acp(config_for(tmp_path, backend)) as client:
             session_id = await open_session(client, workspace)
             then = "end" if ending == "end" else "wait"
-            request_id = await start_detaching_command(
-                client, session_id, workspace, marker, then
-            )
+            request_id = await start_detaching_command(client, session_id, workspace, marker, then)
             if ending == "cancel":
                 await client.notify("session/cancel", {"sessionId": session_id})
             elif ending == "close":
