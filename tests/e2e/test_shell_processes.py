@@ -22,15 +22,24 @@ import psutil
 import pytest
 import trio
 
+from acp_server.agent.tools.base import ToolError
+from acp_server.agent.tools.shell import ShellTool, run_shell_command
+from acp_server.config import RiskProfileConfig
+from acp_server.security.sandbox.processes import command_supervisor
+from acp_server.security.sandbox.supervisor import MAX_MESSAGE_BYTES
 from tests.e2e.helpers import RpcPipeClient, open_session, spawn_acp
 from tests.e2e.test_shell_sandbox import EVERYTHING_ALLOWED, require_backend
 from tests.helpers import echo_config, poll_until, write_config
+from tests.server.tool_context import make_context, pids_in, process_gone
 
 pytestmark = pytest.mark.e2e
 
 ALL_BACKENDS: Final = ("landlock", "bubblewrap", "none")
 DETACHED_KINDS: Final = ("setsid", "nohup", "double-fork")
 SHELL_TIMEOUT_SECS: Final = 2
+ANYTHING_GOES: Final = RiskProfileConfig(
+    level="full", allowed_commands=("*",), block_high_risk_commands=False
+)
 LONGER_THAN_A_WORKER_THREAD_IDLES_SECS: Final = 12
 """trio ends a worker thread after 10 s without work; a command must outlive that."""
 
@@ -200,3 +209,67 @@ async def test_a_long_command_is_not_killed_for_outliving_a_worker_thread(
             )
     assert response["result"]["stopReason"] == "end_turn"
     assert tool_outputs(client, session_id)[-1] == "finished"
+
+
+FORKING_SCRIPT: Final = """\
+import os, sys, time
+detach = sys.argv[2] == "end"
+for _ in range(200 if detach else 100000):
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            time.sleep(300)
+        os._exit(0)
+    if detach:
+        os.wait()
+    else:
+        time.sleep(0.002)
+print("spawned")
+"""
+
+
+@pytest.mark.parametrize("ending", ["end", "timeout"])
+async def test_nothing_is_left_when_the_call_returns(
+    tmp_path: Path, marker: str, ending: str
+) -> None:
+    """However many processes a command scattered (here: 200 double-forked ones before it
+    exits, or one every few milliseconds until the timeout), none is left by the time the
+    tool call returns: no waiting, no polling."""
+    (tmp_path / "scatter.py").write_text(FORKING_SCRIPT)
+    ctx, _ = make_context(tmp_path, ANYTHING_GOES, shell_timeout_secs=2)
+    with trio.fail_after(30):
+        result = await ShellTool().run({"command": f"python3 scatter.py {marker} {ending}"}, ctx)
+    assert marker_processes(marker) == []
+    if ending == "end":
+        assert result.text == "spawned"
+    else:
+        assert result.text.startswith("Error: Command timed out after 2 s")
+
+
+async def test_a_killed_supervisor_takes_its_command_along_and_is_replaced(
+    tmp_path: Path,
+) -> None:
+    ctx, _ = make_context(tmp_path, ANYTHING_GOES, shell_timeout_secs=60)
+    supervisor = command_supervisor()
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+
+            async def kill_the_supervisor_once_started() -> None:
+                await poll_until(lambda: bool(pids_in(tmp_path / "pid")))
+                pid = supervisor.pid
+                assert pid is not None
+                os.kill(pid, signal.SIGKILL)
+
+            nursery.start_soon(kill_the_supervisor_once_started)
+            with pytest.raises(ToolError, match="Command lost: the process supervisor exited"):
+                await ShellTool().run({"command": "echo $$ > pid; exec sleep 300"}, ctx)
+        [top] = pids_in(tmp_path / "pid")
+        await poll_until(lambda: process_gone(top))  # its parent-death signal
+        again = await ShellTool().run({"command": "echo again"}, ctx)
+    assert again.text == "again"
+
+
+async def test_a_command_too_large_to_hand_over_is_refused_with_the_limit(tmp_path: Path) -> None:
+    huge = {"PATH": os.defpath, "FILLER": "x" * MAX_MESSAGE_BYTES}
+    with trio.fail_after(10), pytest.raises(ToolError, match=f"exceed {MAX_MESSAGE_BYTES} bytes"):
+        await run_shell_command("true", cwd=tmp_path, timeout_secs=5, env=huge)

@@ -185,6 +185,7 @@ async def run_shell_command(
     stdout = trio.lowlevel.FdStream(read_fd)
     collector = _OutputCollector(max_output_bytes)
     returncode: int | None = None
+    lost: SupervisorError | None = None
     try:
         with trio.move_on_after(timeout_secs) as deadline:
             async with trio.open_nursery() as nursery:
@@ -192,18 +193,22 @@ async def run_shell_command(
                 nursery.start_soon(_pump, stdout, collector, pipe_closed)
                 if on_output is not None:
                     nursery.start_soon(_report_live_output, collector, on_output, live_interval)
-                returncode = await running.wait()
-                # A background child may hold the pipe open forever; give it a moment
-                # to flush, then everything the command started is stopped below anyway.
-                with trio.move_on_after(DEFAULT_DRAIN_GRACE_SECS):
-                    await pipe_closed.wait()
+                try:
+                    returncode = await running.wait()
+                except SupervisorError as exc:  # the supervisor died under the command
+                    lost = exc
+                else:
+                    # A background child may hold the pipe open forever; give it a moment
+                    # to flush, then everything the command started is stopped below.
+                    with trio.move_on_after(DEFAULT_DRAIN_GRACE_SECS):
+                        await pipe_closed.wait()
                 nursery.cancel_scope.cancel()
-    except SupervisorError as exc:  # the supervisor died under the command
-        raise ToolError(f"Command lost: {exc}") from None
     finally:
         with trio.CancelScope(shield=True):
             await running.stop(kill_grace_secs)
             await stdout.aclose()
+    if lost is not None:
+        raise ToolError(f"Command lost: {lost}")
     timed_out = deadline.cancelled_caught
     return ShellResult(
         output=collector.data(),

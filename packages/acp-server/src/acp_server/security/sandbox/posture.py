@@ -10,11 +10,12 @@ makes the sandbox required: when it cannot be had the shell tool refuses to run 
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import cache
+from functools import cache, partial
 from typing import Final, Literal
 
 from acp_core.jsonrpc import JsonValue
@@ -25,6 +26,7 @@ from acp_server.config.model import (
     RiskProfileConfig,
 )
 from acp_server.security.sandbox import bubblewrap, landlock, seccomp
+from acp_server.security.sandbox.supervisor import ChildSetup, apply_child_setup
 
 logger = logging.getLogger(__name__)
 
@@ -60,8 +62,18 @@ def landlock_status() -> BackendStatus:
 
 
 def bubblewrap_status() -> BackendStatus:
+    """Measured the way commands run: under the scope-only Landlock ruleset where the kernel
+    has scopes (``no_new_privs`` with it, which a set-user-ID bwrap does not survive)."""
     program = bubblewrap.bwrap_program()
-    problem = bubblewrap.probe(program)
+    if landlock.abi_version() < landlock.SCOPE_ABI:
+        problem = bubblewrap.probe(program)
+    else:
+        ruleset_fd = landlock.build_scope_ruleset()
+        try:
+            scoped = partial(apply_child_setup, ChildSetup(landlock=True), ruleset_fd)
+            problem = bubblewrap.probe(program, preexec_fn=scoped)
+        finally:
+            os.close(ruleset_fd)
     if problem is not None or program is None:
         return BackendStatus("bubblewrap", False, problem or "bwrap not found on PATH")
     return BackendStatus("bubblewrap", True, program)

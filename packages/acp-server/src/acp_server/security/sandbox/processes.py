@@ -93,6 +93,11 @@ class CommandSupervisor:
         self._control: socket.socket | None = None
         self._owner_pid = 0
 
+    @property
+    def pid(self) -> int | None:
+        """The supervisor process's pid while it runs."""
+        return self._process.pid if self._running_control() is not None else None
+
     def _running_control(self) -> socket.socket | None:
         alive = self._process is not None and self._process.poll() is None
         return self._control if alive and self._owner_pid == os.getpid() else None
