@@ -96,7 +96,8 @@ class CommandSupervisor:
     @property
     def pid(self) -> int | None:
         """The supervisor process's pid while it runs."""
-        return self._process.pid if self._running_control() is not None else None
+        process = self._process
+        return process.pid if process is not None and self._running_control() else None
 
     def _running_control(self) -> socket.socket | None:
         alive = self._process is not None and self._process.poll() is None
