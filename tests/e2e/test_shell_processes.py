@@ -273,3 +273,17 @@ async def test_a_command_too_large_to_hand_over_is_refused_with_the_limit(tmp_pa
     huge = {"PATH": os.defpath, "FILLER": "x" * MAX_MESSAGE_BYTES}
     with trio.fail_after(10), pytest.raises(ToolError, match=f"exceed {MAX_MESSAGE_BYTES} bytes"):
         await run_shell_command("true", cwd=tmp_path, timeout_secs=5, env=huge)
+
+
+async def test_a_command_holds_no_descriptor_but_its_standard_streams(tmp_path: Path) -> None:
+    """Nothing of the server's or the supervisor's is inherited: with the supervisor's
+    control socket a command could have unconfined commands started for it."""
+    profile = RiskProfileConfig(
+        level="full", allowed_commands=("*",), block_high_risk_commands=False,
+        sandbox_enabled=False,
+    )  # fmt: skip
+    ctx, _ = make_context(tmp_path, profile)
+    listing = "python3 -c 'import os; print(sorted(os.listdir(\"/proc/self/fd\")))'"
+    with trio.fail_after(10):
+        result = await ShellTool().run({"command": listing}, ctx)
+    assert result.text == "['0', '1', '2', '3']"  # 3: the directory being listed

@@ -75,8 +75,9 @@ class RunningCommand:
         of it remains. Cleanup: call it shielded from cancellation."""
         try:
             await self._sock.send(json.dumps({"op": "stop", "grace": grace_secs}).encode())
-            await self.wait()
-            await self._event()  # "done"
+            while (event := await self._event()).get("event") != "done":
+                if event.get("event") == "exited":
+                    self.returncode = int(event["returncode"])
         except (SupervisorError, OSError):
             pass  # the supervisor is gone: its exit stopped the command, or its death did
         finally:

@@ -52,13 +52,15 @@ from typing import Any, Final
 MAX_MESSAGE_BYTES: Final = 384 * 1024
 """Largest request: a command line (one argument is at most 128 KiB on Linux, the
 kernel's ``MAX_ARG_STRLEN``), its environment and a bubblewrap command line."""
+MAX_STOP_MESSAGE_BYTES: Final = 1024
 MAX_DESCRIPTORS: Final = 3
 """Descriptors one spawn request carries: command socket, stdout, Landlock ruleset."""
 STOP_POLL_SECS: Final = 0.02
 """While a command is being stopped: how often its remaining processes are looked for."""
-SHUTDOWN_LIMIT_SECS: Final = 10.0
-"""After the server is gone: how long past the kill grace the supervisor keeps killing
-processes that refuse to die (uninterruptible sleep) before it gives up and exits."""
+UNKILLABLE_LIMIT_SECS: Final = 10.0
+"""How long past the kill grace SIGKILL is repeated for processes that do not die (stuck in
+uninterruptible sleep, e.g. on a dead network file system) before the stop is reported
+done anyway (naming them on stderr), or, once the server is gone, the supervisor exits."""
 
 _PR_SET_PDEATHSIG: Final = 1
 _PR_SET_SECCOMP: Final = 22
@@ -401,7 +403,7 @@ class _Supervisor:
 
     def _on_stop(self, command: _Command) -> None:
         try:
-            data = command.sock.recv(MAX_MESSAGE_BYTES)
+            data = command.sock.recv(MAX_STOP_MESSAGE_BYTES)
         except OSError:
             data = b""
         if not data:  # the server's side went away: stop it without a grace period
@@ -429,9 +431,8 @@ class _Supervisor:
         assert self.shutdown_at is not None
         if not self.commands and not self._leftovers():
             return True
-        if time.monotonic() > self.shutdown_at + self.shutdown_grace + SHUTDOWN_LIMIT_SECS:
-            # stderr is the server's log (stdout, maybe its protocol stream, is /dev/null here).
-            sys.stderr.write("zeroclaw: WARNING: supervisor: processes would not die; exiting\n")
+        if time.monotonic() > self.shutdown_at + self.shutdown_grace + UNKILLABLE_LIMIT_SECS:
+            _warn(f"processes that would not die are left: {self._leftovers()}; exiting")
             return True
         return False
 
@@ -479,6 +480,9 @@ class _Supervisor:
                 _signal_trees(running + leftovers, signal.SIGKILL)
             if command.returncode is not None and not leftovers:
                 self._finish(command)
+            elif now >= command.kill_at + UNKILLABLE_LIMIT_SECS:
+                _warn(f"processes that would not die are left: {running + leftovers}")
+                self._finish(command)
 
     def _finish(self, command: _Command) -> None:
         self.commands.remove(command)
@@ -486,6 +490,11 @@ class _Supervisor:
             _send(command.sock, {"event": "done"})
             self.selector.unregister(command.sock)
         command.sock.close()
+
+
+def _warn(message: str) -> None:
+    # stderr is the server's log (stdout, the protocol stream in stdio mode, is /dev/null).
+    sys.stderr.write(f"zeroclaw: WARNING: supervisor: {message}\n")
 
 
 def _send(sock: socket.socket, message: dict[str, Any]) -> None:
@@ -498,6 +507,8 @@ def _send(sock: socket.socket, message: dict[str, Any]) -> None:
 def main(argv: Sequence[str]) -> None:
     """``supervisor.py CONTROL_FD KILL_GRACE_SECS``."""
     control = socket.socket(fileno=int(argv[1]))
+    # Passed in inheritable; a command holding it could ask for unconfined commands.
+    control.set_inheritable(False)
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     os.chdir("/")  # hold no directory of the server's busy
     _Supervisor(control, shutdown_grace=float(argv[2])).serve()
