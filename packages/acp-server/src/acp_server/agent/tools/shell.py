@@ -177,9 +177,11 @@ async def run_shell_command(
             stdout_fd=write_fd,
             ruleset_fd=plan.ruleset_fd,
         )
-    except SupervisorError as exc:  # no shell, fork limits, the sandbox refused
+    except BaseException as exc:
         os.close(read_fd)
-        raise ToolError(f"Cannot start the shell in {cwd}: {exc}") from None
+        if isinstance(exc, SupervisorError):  # no shell, fork limits, the sandbox refused
+            raise ToolError(f"Cannot start the shell in {cwd}: {exc}") from None
+        raise
     finally:
         os.close(write_fd)  # the command holds its own copy: EOF comes when it is done
     stdout = trio.lowlevel.FdStream(read_fd)
