@@ -11,6 +11,7 @@ is what ``none`` means, and it is what shows that the test can fail.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shlex
@@ -23,6 +24,7 @@ from typing import Final
 import pytest
 import trio
 
+from acp_server.agent.tools.shell import run_shell_command
 from acp_server.config import RiskProfileConfig
 from acp_server.security.sandbox import (
     BackendProbe,
@@ -30,12 +32,13 @@ from acp_server.security.sandbox import (
     plan_spawn,
     resolve_posture,
     seccomp,
+    spawned,
     system_probe,
 )
 from acp_server.security.sandbox.posture import BACKENDS, Backend
-from acp_server.security.sandbox.processes import command_supervisor
 from tests.e2e.helpers import open_session, spawn_acp
 from tests.e2e.test_shell_sandbox import EVERYTHING_ALLOWED, require_backend, run_shell
+from tests.e2e.test_shell_sandbox import _pending_connections as accepted
 from tests.helpers import echo_config, write_config
 
 pytestmark = pytest.mark.e2e
@@ -67,17 +70,6 @@ def connection_attempt(address: bytes) -> str:
         "print('connected')\n"
     )
     return f"python3 -c {shlex.quote(script)}"
-
-
-def accepted(listener: socket.socket) -> int:
-    count = 0
-    while True:
-        try:
-            connection, _ = listener.accept()
-        except BlockingIOError:
-            return count
-        connection.close()
-        count += 1
 
 
 @pytest.mark.parametrize("network", ["allow", "deny"])
@@ -149,25 +141,11 @@ async def test_without_landlock_scopes_unix_sockets_are_refused(
         session_id="seccomp-fallback",
         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
     )
-    read_fd, write_fd = os.pipe()
-    with trio.fail_after(30):
-        try:
-            running = await command_supervisor().start(
-                plan.argv,
-                env=plan.env,
-                cwd=tmp_path,
-                setup=plan.setup,
-                stdout_fd=write_fd,
-                ruleset_fd=plan.ruleset_fd,
-            )
-        finally:
-            os.close(write_fd)
-            if plan.ruleset_fd is not None:
-                os.close(plan.ruleset_fd)
-        returncode = await running.wait()
-        await running.stop(0)
-    with os.fdopen(read_fd, "rb") as output:
-        printed = output.read().decode()
-    assert returncode == 0, printed
-    assert json.loads(printed) == {"paired": True, "unix": 13}  # EACCES
+    with trio.fail_after(30), spawned(plan):
+        result = await run_shell_command(
+            script, cwd=tmp_path, timeout_secs=20, env=plan.env, sandbox=plan
+        )
+    printed = result.output.decode()
+    assert result.returncode == 0, printed
+    assert json.loads(printed) == {"paired": True, "unix": errno.EACCES}
     assert accepted(listener) == 0
