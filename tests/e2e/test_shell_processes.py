@@ -192,6 +192,8 @@ async def test_no_detached_process_outlives_the_server(
     assert client.process.returncode == (0 if how == "sigterm" else -signal.SIGKILL)
 
 
+# bubblewrap has its own parent-death signal (--die-with-parent); none shows ours alone.
+@pytest.mark.parametrize("backend", ["bubblewrap", "none"], indirect=True)
 async def test_a_long_command_is_not_killed_for_outliving_a_worker_thread(
     tmp_path: Path, backend: str
 ) -> None:

@@ -53,6 +53,7 @@ MAX_MESSAGE_BYTES: Final = 384 * 1024
 """Largest request: a command line (one argument is at most 128 KiB on Linux, the
 kernel's ``MAX_ARG_STRLEN``), its environment and a bubblewrap command line."""
 MAX_STOP_MESSAGE_BYTES: Final = 1024
+"""Largest message the server sends about a running command (a stop and its grace)."""
 MAX_DESCRIPTORS: Final = 3
 """Descriptors one spawn request carries: command socket, stdout, Landlock ruleset."""
 STOP_POLL_SECS: Final = 0.02
