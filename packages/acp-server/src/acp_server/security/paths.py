@@ -121,6 +121,18 @@ class PathJail:
             return False
         return True
 
+    def allows_walked(self, path: Path) -> bool:
+        """Whether a path reached by a walk that follows no link (so its own real path,
+        security/beneath.py) may be used: inside the jail while jailed, and not forbidden.
+        No file-system call: this runs for every entry of a search."""
+        if self.jailed and not self.is_inside(path):
+            return False
+        try:
+            self._check_forbidden(str(path), path)
+        except PolicyViolation:
+            return False
+        return True
+
     def first_escaping_link(self, max_entries: int) -> tuple[Path | None, bool]:
         """The first symbolic link in the workspace whose target leaves the jail or is
         forbidden, found by a walk that never follows links; and whether the walk saw the

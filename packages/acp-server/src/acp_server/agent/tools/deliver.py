@@ -1,6 +1,7 @@
 """deliver_file: hand a workspace file back to the client (seed, "Delivering files").
 
-The file must pass the same jail as file_read, be a regular file and be at most 10 MiB
+The file must pass the same jail as file_read (and is opened the same way: the file the
+jail checked, acp_server/security/beneath.py), be a regular file and be at most 10 MiB
 (read bounded to limit + 1, so a file growing under us is still caught). Its bytes are
 copied to ``uploads/<sha256>.<ext>`` and identified by ``attachment://deliver/<sha256>.<ext>``,
 never by the caller's filename. The model-facing result is a small JSON object carrying the
@@ -40,7 +41,7 @@ from acp_server.agent.tools.base import (
     ToolOutput,
 )
 from acp_server.agent.tools.files import display_path, open_regular_file, resolve
-from acp_server.security import PathArgument, ToolRules, deliver_path_denial
+from acp_server.security import PathArgument, SecurityPolicy, ToolRules, deliver_path_denial
 from acp_server.storage.uploads import UploadError, store_upload
 
 DEFAULT_MAX_DELIVER_BYTES: Final = DEFAULT_MAX_BLOB_BYTES
@@ -57,8 +58,8 @@ class _Stored:
     ext: str
 
 
-def _read_bounded(path: Path, shown: str, limit: int) -> bytes:
-    with open(open_regular_file(path, shown), "rb") as handle:
+def _read_bounded(policy: SecurityPolicy, path: Path, shown: str, limit: int) -> bytes:
+    with open(open_regular_file(policy, path, shown), "rb") as handle:
         size = os.fstat(handle.fileno()).st_size
         if size > limit:
             raise ToolError(f"File too large: {size} bytes (limit: {limit} bytes)")
@@ -68,8 +69,10 @@ def _read_bounded(path: Path, shown: str, limit: int) -> bytes:
     return data
 
 
-def _copy_to_uploads(path: Path, shown: str, uploads_dir: Path, limit: int) -> _Stored:
-    data = _read_bounded(path, shown, limit)
+def _copy_to_uploads(
+    policy: SecurityPolicy, path: Path, shown: str, uploads_dir: Path, limit: int
+) -> _Stored:
+    data = _read_bounded(policy, path, shown, limit)
     digest = hashlib.sha256(data).hexdigest()
     ext = file_extension(path.name)
     # The on-disk name is the uri's last segment (seed: "the same full digest").
@@ -147,7 +150,7 @@ class DeliverFileTool:
         path = resolve(ctx, raw_path)
         shown = display_path(ctx.policy, path)
         stored = await trio.to_thread.run_sync(
-            _copy_to_uploads, path, shown, ctx.uploads_dir, self.max_bytes
+            _copy_to_uploads, ctx.policy, path, shown, ctx.uploads_dir, self.max_bytes
         )
         filename = path.name
         delivered = DeliveredFile(
