@@ -25,7 +25,15 @@ from tests.e2e.fake_llm import (
     openai_usage,
     serve_fake_llm,
 )
-from tests.e2e.helpers import JsonDict, child_env, console_script, open_session, spawn_acp
+from tests.e2e.helpers import (
+    JsonDict,
+    allow_once,
+    child_env,
+    console_script,
+    open_session,
+    reject_once,
+    spawn_acp,
+)
 from tests.helpers import echo_config, write_config
 
 pytestmark = pytest.mark.e2e  # binds 127.0.0.1
@@ -78,6 +86,43 @@ async def test_action_budget_trips_after_n_calls_and_the_turn_goes_on(tmp_path: 
         and update.get("status") in ("completed", "failed")
     ]  # fmt: skip
     assert RATE_LIMIT_ERROR in str(finished[-1]["content"])
+
+
+async def test_a_call_that_ran_keeps_its_slot_even_when_it_failed(tmp_path: Path) -> None:
+    """Failing commands still ran their side effects: they use the budget. Calls refused
+    before running (bad arguments, the jail, a rejected approval) do not."""
+    project = tmp_path / "project"
+    project.mkdir()
+    failing = '/tool shell {"command": "echo ran >> marker.txt; cat no-such-file"}'
+    prompt = "\n".join(
+        [
+            '/tool file_read {"path": 5}',
+            '/tool file_read {"path": "/etc/hostname"}',
+            '/tool shell {"command": "echo rejected >> marker.txt"}',
+            *[failing] * 6,
+        ]
+    )
+    answers = iter([reject_once, *[allow_once] * 6])
+
+    def answer(request: JsonDict) -> JsonDict:
+        return next(answers)(request)
+
+    config = echo_config(runtime={"max_actions_per_hour": 2})
+    config_dir = write_config(tmp_path / "cfg", config)
+    with trio.fail_after(CEILING_SECS):
+        async with spawn_acp(config_dir) as client:
+            session_id = await open_session(client, project)
+            response = await client.prompt(session_id, prompt, on_request=answer)
+    assert response["result"]["stopReason"] == "end_turn", response
+    assert (project / "marker.txt").read_text() == "ran\nran\n"
+    outputs = [
+        update.get("rawOutput")
+        for update in client.updates(session_id)
+        if update.get("sessionUpdate") == "tool_call_update"
+        and update.get("status") in ("completed", "failed")
+    ]  # fmt: skip
+    assert len(outputs) == 9
+    assert [RATE_LIMIT_ERROR in str(output) for output in outputs] == [False] * 5 + [True] * 4
 
 
 def priced_reply(text: str, cost_usd: float) -> Reply:

@@ -32,25 +32,27 @@ class FakeClock:
         return self.now
 
 
-def test_budget_refuses_beyond_the_limit_and_frees_slots_an_hour_after_each_success() -> None:
+def test_budget_refuses_beyond_the_limit_and_frees_slots_an_hour_after_each_call() -> None:
     clock = FakeClock()
     budget = ActionBudget(2, clock)
     assert budget.reserve()
-    budget.settle(succeeded=True)
+    budget.settle(ran=True)
     clock.now += 600
     assert budget.reserve()
-    budget.settle(succeeded=True)
+    budget.settle(ran=True)
     assert not budget.reserve()
-    clock.now += ACTION_WINDOW_SECS - 600  # the first success leaves the window
+    clock.now += ACTION_WINDOW_SECS - 600  # the first call leaves the window
     assert budget.reserve()
     assert not budget.reserve()  # one in flight plus one still in the window
 
 
-def test_failed_and_cancelled_calls_give_their_slot_back() -> None:
+def test_only_a_call_refused_before_running_gives_its_slot_back() -> None:
     budget = ActionBudget(1, FakeClock())
     assert budget.reserve()
-    budget.settle(succeeded=False)
+    budget.settle(ran=False)
     assert budget.reserve()
+    assert not budget.reserve()
+    budget.settle(ran=True)  # it ran, whatever its outcome
     assert not budget.reserve()
 
 
@@ -58,7 +60,7 @@ def test_no_limit_and_zero() -> None:
     unlimited = ActionBudget(None, FakeClock())
     for _ in range(10_000):
         assert unlimited.reserve()
-        unlimited.settle(succeeded=True)
+        unlimited.settle(ran=True)
     assert not ActionBudget(0, FakeClock()).reserve()
 
 
@@ -66,16 +68,16 @@ def test_no_limit_and_zero() -> None:
 def test_budget_never_holds_more_than_the_limit(steps: list[tuple[float, bool]], cap: int) -> None:
     clock = FakeClock()
     budget = ActionBudget(cap, clock)
-    successes: list[float] = []
-    for advance, succeeds in steps:
+    started: list[float] = []
+    for advance, ran in steps:
         clock.now += advance
-        recent = [t for t in successes if t > clock.now - ACTION_WINDOW_SECS]
+        recent = [t for t in started if t > clock.now - ACTION_WINDOW_SECS]
         allowed = budget.reserve()
         assert allowed == (len(recent) < cap)
         if allowed:
-            budget.settle(succeeded=succeeds)
-            if succeeds:
-                successes.append(clock.now)
+            budget.settle(ran=ran)
+            if ran:
+                started.append(clock.now)
 
 
 def test_counted_tools_are_the_references() -> None:

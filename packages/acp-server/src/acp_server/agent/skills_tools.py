@@ -28,7 +28,14 @@ from acp_server.agent.skills import LoadedSkills
 from acp_server.agent.skills_manifest import RUNNABLE_TOOL_KINDS, Skill, SkillTool
 from acp_server.agent.skills_prompt import composed_tool_name
 from acp_server.agent.tools._args import required_str
-from acp_server.agent.tools.base import Tool, ToolContext, ToolDefinition, ToolError, ToolOutput
+from acp_server.agent.tools.base import (
+    RefusedCall,
+    Tool,
+    ToolContext,
+    ToolDefinition,
+    ToolError,
+    ToolOutput,
+)
 from acp_server.agent.tools.shell import ShellTool
 from acp_server.security import ToolRules
 
@@ -111,7 +118,7 @@ class SkillShellTool:
         command = self.command(arguments)
         if command is None:
             wanted = ", ".join(name for name, _ in self.tool.args)
-            raise ToolError(f"{self.name} needs string arguments: {wanted}")
+            raise RefusedCall(f"{self.name} needs string arguments: {wanted}")
         if self.tool.timeout_secs is not None:
             ctx = replace(ctx, shell_timeout_secs=float(self.tool.timeout_secs))
         return await ShellTool().run({"command": command}, ctx)

@@ -64,6 +64,7 @@ from acp_server.agent.tool_updates import (
 )
 from acp_server.agent.tools.base import (
     ClientSide,
+    RefusedCall,
     Tool,
     ToolContext,
     ToolDefinition,
@@ -364,7 +365,7 @@ class _TurnRunner:
             elif counted and not session.action_budget.reserve():
                 output = ToolOutput(f"Error: {RATE_LIMIT_ERROR}", ok=False)
             else:
-                succeeded = False
+                ran = True  # a call cut off by a cancel started: it keeps its slot
                 try:
                     await self.io.send_update(
                         schema.ToolCallUpdate(tool_call_id=call_id, status="in_progress")
@@ -372,10 +373,10 @@ class _TurnRunner:
                     output = await self._execute(
                         tool, arguments, tool_streamed, approved=verdict, call_id=call_id
                     )
-                    succeeded = output.ok
+                    ran = output.ran
                 finally:
                     if counted:
-                        session.action_budget.settle(succeeded=succeeded)
+                        session.action_budget.settle(ran=ran)
         return await self._report(call_id, definition, output, tool_streamed, arguments, view)
 
     async def _view(self, definition: ToolDefinition, arguments: Mapping[str, Any]) -> CallView:
@@ -467,7 +468,9 @@ class _TurnRunner:
         )
         try:
             output = await tool.run(arguments, ctx)
-        except (ToolError, PolicyViolation) as exc:
+        except (RefusedCall, PolicyViolation) as exc:  # refused before it did anything
+            return ToolOutput(f"Error: {exc}", ok=False, ran=False)
+        except ToolError as exc:
             return ToolOutput(f"Error: {exc}", ok=False)
         except Exception as exc:  # a tool bug must not end the turn; the model sees it
             logger.exception("tool %s failed unexpectedly", tool.name)

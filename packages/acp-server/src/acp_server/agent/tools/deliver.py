@@ -35,6 +35,7 @@ from acp_server.agent.conversation import DeliveredRecord, ToolRecord
 from acp_server.agent.tools._args import optional_str, required_str, strip_control_chars
 from acp_server.agent.tools.base import (
     DeliveredFile,
+    RefusedCall,
     ToolContext,
     ToolDefinition,
     ToolError,
@@ -146,19 +147,21 @@ class DeliverFileTool:
         raw_path = required_str(arguments, "path")
         denial = deliver_path_denial(raw_path)
         if denial is not None:
-            raise ToolError(denial)
+            raise RefusedCall(denial)
         path = resolve(ctx, raw_path)
         shown = display_path(ctx.policy, path)
+        filename = path.name
+        title = delivery_title(arguments, filename)  # every argument is checked before the copy
+        mime_type = delivery_mime(arguments, filename)
         stored = await trio.to_thread.run_sync(
             _copy_to_uploads, ctx.policy, path, shown, ctx.uploads_dir, self.max_bytes
         )
-        filename = path.name
         delivered = DeliveredFile(
             uri=deliver_uri(stored.sha256, stored.ext),
             path=stored.path,
             filename=filename,
-            title=delivery_title(arguments, filename),
-            mime_type=delivery_mime(arguments, filename),
+            title=title,
+            mime_type=mime_type,
             size=stored.size,
             sha256=stored.sha256,
         )

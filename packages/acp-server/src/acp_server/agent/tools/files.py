@@ -32,6 +32,7 @@ from acp_server.agent.tools._text import encodable, shown_name
 from acp_server.agent.tools.base import (
     DEFAULT_MAX_TOOL_OUTPUT_BYTES,
     ClientSide,
+    RefusedCall,
     ToolContext,
     ToolDefinition,
     ToolError,
@@ -56,7 +57,7 @@ def resolve(ctx: ToolContext, path: str, *, for_write: bool = False) -> Path:
     try:
         return ctx.policy.resolve_path(path, for_write=for_write)
     except PolicyViolation as violation:
-        raise ToolError(str(violation)) from None
+        raise RefusedCall(str(violation)) from None
 
 
 def relative_path(policy: SecurityPolicy, path: Path) -> str:
@@ -417,7 +418,7 @@ class FileWriteTool:
         content = required_str(arguments, "content", allow_empty=True)
         data = content.encode("utf-8")
         if len(data) > DEFAULT_MAX_WRITE_BYTES:
-            raise ToolError(
+            raise RefusedCall(
                 f"Content too large: {len(data)} bytes (limit: {DEFAULT_MAX_WRITE_BYTES} bytes)"
             )
         path = resolve(ctx, raw_path, for_write=True)
@@ -543,9 +544,9 @@ class FileEditTool:
         old = required_str(arguments, "old_string", allow_empty=True)
         new = required_str(arguments, "new_string", allow_empty=True)
         if not old:
-            raise ToolError("old_string must not be empty; use file_write to create a file")
+            raise RefusedCall("old_string must not be empty; use file_write to create a file")
         if old == new:
-            raise ToolError("old_string and new_string are identical; nothing to change")
+            raise RefusedCall("old_string and new_string are identical; nothing to change")
         path = resolve(ctx, raw_path, for_write=True)
         shown = display_path(ctx.policy, path)
         client = ctx.client

@@ -36,6 +36,7 @@ from acp_server.agent.tools._text import shown_name
 from acp_server.agent.tools.base import (
     DEFAULT_MAX_TOOL_OUTPUT_BYTES,
     MAX_CARD_LOCATIONS,
+    RefusedCall,
     ToolContext,
     ToolDefinition,
     ToolError,
@@ -275,7 +276,7 @@ def _glob(
     try:
         for pattern, selectors in zip(patterns, selected, strict=True):
             if not selectors:
-                raise ToolError(f"Invalid glob pattern {pattern!r}: it selects nothing")
+                raise RefusedCall(f"Invalid glob pattern {pattern!r}: it selects nothing")
             walk = _GlobWalk(policy, stop, frozenset(PurePosixPath(pattern).parts))
             selecting = _select(walk, _Directory(top, policy.workspace), selectors)
             with contextlib.closing(selecting):  # the walk's descriptors close on return
@@ -319,10 +320,10 @@ class GlobSearchTool:
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         pattern = required_str(arguments, "pattern")
         if "\x00" in pattern:
-            raise ToolError("Pattern contains a NUL byte")
+            raise RefusedCall("Pattern contains a NUL byte")
         pure = PurePosixPath(pattern)
         if pure.is_absolute() or pattern.startswith("~") or ".." in pure.parts:
-            raise ToolError(
+            raise RefusedCall(
                 f"Pattern escapes workspace directory: {pattern} "
                 "(glob_search patterns are relative to the workspace; no '..' or absolute paths)"
             )

@@ -18,7 +18,7 @@ from typing import Final
 import httpx
 import trio
 
-from acp_server.agent.tools.base import ToolError
+from acp_server.agent.tools.base import RefusedCall, ToolError
 
 WEB_SCHEMES: Final = ("http", "https")
 DEFAULT_PORTS: Final = {"http": 80, "https": 443}
@@ -62,17 +62,17 @@ def address_problem(address: IPAddress) -> str | None:
 
 
 def parse_web_url(raw: str) -> httpx.URL:
-    """``raw`` as an absolute http(s) URL with a host; ToolError otherwise."""
+    """``raw`` as an absolute http(s) URL with a host; ``RefusedCall`` otherwise."""
     try:
         url = httpx.URL(raw.strip())
     except (httpx.InvalidURL, ValueError, TypeError) as exc:
-        raise ToolError(f"Invalid URL {raw!r}: {exc}") from None
+        raise RefusedCall(f"Invalid URL {raw!r}: {exc}") from None
     if url.scheme not in WEB_SCHEMES:
-        raise ToolError(f"Invalid URL {raw!r}: only http and https URLs can be fetched")
+        raise RefusedCall(f"Invalid URL {raw!r}: only http and https URLs can be fetched")
     if not url.host:
-        raise ToolError(f"Invalid URL {raw!r}: it names no host")
+        raise RefusedCall(f"Invalid URL {raw!r}: it names no host")
     if url.userinfo:
-        raise ToolError(f"Invalid URL {raw!r}: credentials in the URL are not accepted")
+        raise RefusedCall(f"Invalid URL {raw!r}: credentials in the URL are not accepted")
     return url
 
 
