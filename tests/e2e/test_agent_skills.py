@@ -290,6 +290,46 @@ async def test_a_skill_tool_runs_through_the_shell_rules(tmp_path: Path) -> None
     assert done, client.updates(session_id)
 
 
+async def test_a_skill_tools_approval_shows_the_command_that_runs(tmp_path: Path) -> None:
+    """The operator approves the composed command line, and a value inside the template's
+    double quotes stays literal text there (``${HOME}`` is not expanded)."""
+    agent_ws, data, project = tmp_path / "agent-ws", tmp_path / "data", tmp_path / "project"
+    project.mkdir()
+    write_skill(
+        agent_ws / "skills",
+        "notes",
+        '[skill]\nname = "notes"\ndescription = "Notes"\n\n'
+        '[[tools]]\nname = "add"\ndescription = "Add a note"\nkind = "shell"\n'
+        'command = \'echo "note: {{msg}}"\'\nargs = { msg = "The note" }\n',
+        manifest="SKILL.toml",
+    )
+    asked: list[JsonDict] = []
+
+    def allow(request: JsonDict) -> JsonDict:
+        asked.append(request["params"]["toolCall"])
+        return {"outcome": {"outcome": "selected", "optionId": "allow-once"}}
+
+    call = openai_tool_reply([("call-1", "notes__add", {"msg": "${HOME} hello"})])
+    llm, _, _ = await run_prompts(
+        tmp_path,
+        lambda url: skills_config(url, agent_ws, data),
+        [call, openai_text_reply("done")],
+        ["note it"],
+        project,
+        on_request=allow,
+    )
+    composed = 'echo "note: \\${HOME} hello"'
+    [tool_call] = asked
+    assert tool_call["rawInput"] == {
+        "tool": "notes__add",
+        "summary": composed,
+        "arguments": {"msg": "${HOME} hello"},
+    }
+    assert [block["content"]["text"] for block in tool_call["content"]] == [f"command: {composed}"]
+    result = llm.requests[-1].json()["messages"][-1]
+    assert result["content"] == "note: ${HOME} hello"
+
+
 async def test_load_and_resume_send_the_commands_after_their_reply(tmp_path: Path) -> None:
     agent_ws, data, project = layout(tmp_path)
     with trio.fail_after(CEILING_SECS):
