@@ -8,6 +8,7 @@ the turn goes on); a cost cap fails the next turn with -32603 naming the cap, an
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from tests.e2e.helpers import (
     allow_once,
     child_env,
     console_script,
+    offline_prefix,
     open_session,
     reject_once,
     spawn_acp,
@@ -197,6 +199,44 @@ async def test_web_fetch_reaches_a_local_server_only_when_private_hosts_are_allo
     assert seen_refused == 0
     assert allowed == "Local docs"
     assert seen_allowed == 1
+
+
+CARRYING_LOOPBACK = (
+    "64:ff9b::7f00:1",  # NAT64, well-known prefix
+    "64:ff9b:1::7f00:1",  # NAT64, local-use prefix
+    "2002:7f00:1::1",  # 6to4
+    "::127.0.0.1",  # IPv4-compatible
+    "::ffff:127.0.0.1",  # IPv4-mapped
+    "::ffff:0:7f00:1",  # IPv4-translated
+    "2001:0:4136:e378:8000:63bf:80ff:fffe",  # Teredo (client 127.0.0.1)
+)
+
+
+async def test_ipv6_addresses_carrying_a_loopback_ipv4_are_refused(tmp_path: Path) -> None:
+    """web_fetch and http_request refuse each before connecting. The server runs in a
+    network namespace with no route, so nothing leaves the machine even if they did not."""
+    calls = [
+        f"/tool {tool} " + json.dumps({"url": f"http://[{address}]:8080/"})
+        for address in CARRYING_LOOPBACK
+        for tool in ("web_fetch", "http_request")
+    ]
+    config_dir = write_config(tmp_path / "cfg", echo_config())
+    with trio.fail_after(CEILING_SECS):
+        async with spawn_acp(config_dir, prefix=offline_prefix()) as client:
+            session_id = await open_session(client, tmp_path)
+            response = await client.prompt(session_id, "\n".join(calls), on_request=allow_once)
+    assert response["result"]["stopReason"] == "end_turn", response
+    outputs = [
+        str(update.get("rawOutput"))
+        for update in client.updates(session_id)
+        if update.get("sessionUpdate") == "tool_call_update"
+        and update.get("status") in ("completed", "failed")
+    ]  # fmt: skip
+    assert len(outputs) == len(calls)
+    for address, output in zip(
+        [address for address in CARRYING_LOOPBACK for _ in range(2)], outputs, strict=True
+    ):
+        assert output.startswith(f"Error: Refusing to connect to {address}"), output
 
 
 def test_cost_command_is_listed() -> None:
