@@ -62,6 +62,7 @@ from acp_server.agent.tool_updates import (
     tool_call_finished,
     tool_call_started,
 )
+from acp_server.agent.tools._args import unreadable_argument
 from acp_server.agent.tools.base import (
     ClientSide,
     RefusedCall,
@@ -322,9 +323,12 @@ class _TurnRunner:
         definition = definition_of(tool, call.name)
         output: ToolOutput
         tool_streamed: list[StreamedText | StreamedPlan] = []
+        # Arguments that are not text (a lone surrogate anywhere) are refused before any
+        # policy, card view, approval or tool sees them: a failed call the model can read.
+        unreadable = unreadable_argument(arguments)
         decision = (
             None
-            if tool is None
+            if tool is None or unreadable is not None
             else session.policy.decide(
                 definition.name,
                 arguments,
@@ -345,7 +349,9 @@ class _TurnRunner:
         # rawInput is the model's arguments verbatim, live and on replay alike (as the
         # reference server does); the approval travels in ToolContext.extra, not there.
         await self._announce(call_id, definition, arguments, view)
-        if tool is None or decision is None:
+        if unreadable is not None:
+            output = ToolOutput(f"Error: {unreadable}", ok=False, ran=False)
+        elif tool is None or decision is None:
             available = ", ".join(sorted(session.tools)) or "none"
             text = f"Error: Unknown tool: {call.name} (available: {available})"
             if call.name.startswith(MCP_TOOL_PREFIX) and session.mcp is not None:

@@ -89,6 +89,13 @@ class PathJail:
         """
         if "\x00" in path:
             raise PolicyViolation(f"Path contains a NUL byte: {path!r}")
+        try:
+            os.fsencode(path)  # a lone surrogate that no file name holds (\udcXX ones do)
+        except UnicodeEncodeError as exc:
+            raise PolicyViolation(
+                f"Path is not text: {path.encode('utf-8', 'backslashreplace').decode()} holds "
+                f"the unpaired surrogate \\u{ord(path[exc.start]):04x} at position {exc.start}"
+            ) from None
         if not path.strip():
             raise PolicyViolation("Path is empty")
         if for_write and self.read_only:

@@ -15,7 +15,9 @@ from acp_server.agent.tools._text import LONE_SURROGATE
 from acp_server.agent.tools.base import RefusedCall
 
 
-def _text(key: str, value: str) -> str:
+def checked_text(key: str, value: str) -> str:
+    """``value`` (the argument ``key``, or a string inside it) when it is text: a lone
+    surrogate (JSON's unpaired ``\\ud800``) is refused, naming where it is."""
     found = LONE_SURROGATE.search(value)
     if found is not None:
         raise RefusedCall(
@@ -25,13 +27,47 @@ def _text(key: str, value: str) -> str:
     return value
 
 
+def unreadable_argument(arguments: Mapping[str, Any]) -> str | None:
+    """Why a call's arguments are not text, or None: the first string anywhere in them
+    (names included, at any depth) holding a lone surrogate. The runtime refuses such a
+    call before deciding, showing or running it, for every tool alike (tools/base.py)."""
+
+    def first(value: Any, where: str) -> str | None:
+        if isinstance(value, str):
+            found = LONE_SURROGATE.search(value)
+            if found is None:
+                return None
+            return (
+                f"Invalid '{where}': contains the unpaired surrogate "
+                f"\\u{ord(found.group()):04x} at position {found.start()}, which is not text"
+            )
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                name = str(key)
+                if LONE_SURROGATE.search(name) is not None:
+                    shown = name.encode("utf-8", "backslashreplace").decode()
+                    inside = f" in '{where}'" if where else ""
+                    return f"Invalid argument name {shown!r}{inside}: it is not text"
+                problem = first(item, f"{where}.{name}" if where else name)
+                if problem is not None:
+                    return problem
+        elif isinstance(value, list | tuple):
+            for index, item in enumerate(value):
+                problem = first(item, f"{where}[{index}]")
+                if problem is not None:
+                    return problem
+        return None
+
+    return first(arguments, "")
+
+
 def required_str(arguments: Mapping[str, Any], key: str, *, allow_empty: bool = False) -> str:
     value = arguments.get(key)
     if not isinstance(value, str):
         raise RefusedCall(f"Missing or invalid '{key}': expected a string")
     if not allow_empty and not value:
         raise RefusedCall(f"'{key}' must not be empty")
-    return _text(key, value)
+    return checked_text(key, value)
 
 
 def optional_str(arguments: Mapping[str, Any], key: str) -> str | None:
@@ -40,7 +76,7 @@ def optional_str(arguments: Mapping[str, Any], key: str) -> str | None:
         return None
     if not isinstance(value, str):
         raise RefusedCall(f"Invalid '{key}': expected a string")
-    return _text(key, value)
+    return checked_text(key, value)
 
 
 def optional_int(
