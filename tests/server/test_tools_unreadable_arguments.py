@@ -10,6 +10,7 @@ card, approval, tool, report, commit.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,13 +20,16 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from acp_server.agent.conversation import ChatMessage, ToolCall
 from acp_server.agent.skills import LoadedSkills
 from acp_server.agent.skills_manifest import Skill, SkillTool
 from acp_server.agent.skills_tools import ReadSkillTool, SkillShellTool
+from acp_server.agent.tools._args import unreadable_argument
 from acp_server.agent.tools.base import Tool
 from acp_server.agent.tools.registry import build_tools
 from acp_server.config.model import WebConfig
 from acp_server.protocol.handlers import UNSAVED_TURN_WARNING
+from acp_server.storage.codec import encode_message
 from acp_server.storage.sqlite import AsyncSessionStore
 from tests.helpers import make_config
 from tests.server.server_harness import (
@@ -160,3 +164,49 @@ async def _one_turn(tmp_path: Path, tool: Tool, arguments: dict[str, Any]) -> No
         if update["sessionUpdate"] == "agent_message_chunk"
     )
     assert UNSAVED_TURN_WARNING not in shown
+
+
+ANY_TEXT = st.text(alphabet=st.one_of(st.characters(), SURROGATES), max_size=5)
+
+
+@given(
+    arguments=st.dictionaries(
+        ANY_TEXT,
+        st.recursive(
+            st.one_of(ANY_TEXT, st.integers(), st.booleans(), st.none()),
+            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(ANY_TEXT, inner),
+            max_leaves=8,
+        ),
+        max_size=3,
+    )
+)
+def test_arguments_are_refused_exactly_when_they_cannot_be_sent_as_text(
+    arguments: dict[str, Any],
+) -> None:
+    try:
+        json.dumps(arguments, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        assert unreadable_argument(arguments) is not None
+    else:
+        assert unreadable_argument(arguments) is None
+
+
+def test_unreadable_argument_paths() -> None:
+    assert unreadable_argument({"todos": [{"content": "ok"}, {"content": "x\udc00"}]}) == (
+        "Invalid 'todos[1].content': contains the unpaired surrogate \\udc00 at position 1, "
+        "which is not text"
+    )
+    assert unreadable_argument({"h": {"\ud800": "v"}}) == (
+        "Invalid argument name '\\\\ud800' in 'h': it is not text"
+    )
+    assert unreadable_argument({"path": "caf\u00e9", "n": 1, "l": [True, None]}) is None
+
+
+@given(text=UNREADABLE)
+def test_stored_arguments_keep_a_lone_surrogate(text: str) -> None:
+    call = ToolCall(id="c", name="file_read", arguments={"path": text, "k": [text]})
+    encoded = encode_message(ChatMessage(role="assistant", content="", tool_calls=(call,)))
+    [row] = encoded.tool_rows
+    payload = row[3]
+    payload.encode("utf-8")  # what a database stores
+    assert json.loads(payload) == call.arguments
