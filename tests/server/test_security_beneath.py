@@ -30,13 +30,13 @@ def test_a_walk_starts_at_the_outermost_root_holding_the_path(
     roots: list[Path], path: Path
 ) -> None:
     start, names = walk_origin(roots, path)
-    assert start.joinpath(*names) == path
+    assert Path(start).joinpath(*names) == path
     holding = [root for root in roots if path == root or root in path.parents]
     if holding:
-        assert start in holding
-        assert not any(root in start.parents for root in holding)
+        assert Path(start) in holding
+        assert not any(root in Path(start).parents for root in holding)
     else:
-        assert start == Path("/")
+        assert start == "/"
 
 
 def test_a_link_anywhere_on_the_way_refuses_the_open(tmp_path: Path) -> None:
@@ -86,7 +86,7 @@ def test_a_nested_root_is_reached_from_the_root_around_it(tmp_path: Path) -> Non
     (workspace / "inner").mkdir(parents=True)
     (workspace / "inner" / "f.txt").write_text("inside")
     inner = workspace / "inner"
-    assert walk_origin([inner, workspace], inner / "f.txt") == (workspace, ("inner", "f.txt"))
+    assert walk_origin([inner, workspace], inner / "f.txt") == (str(workspace), ("inner", "f.txt"))
     os.rename(inner, workspace / "inner.real")
     inner.symlink_to(tmp_path)
     with pytest.raises(OSError) as refused:

@@ -28,8 +28,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
-from acp_server.security.paths import is_within
-
 DIRECTORY_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 READ_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 """A file opened for reading: never through a final link, never blocking on a FIFO."""
@@ -37,15 +35,21 @@ MAX_WALK_DEPTH: Final = 64
 """Directory levels a search descends at most: a walk holds one descriptor per level."""
 
 
-def walk_origin(roots: Sequence[Path], path: Path) -> tuple[Path, tuple[str, ...]]:
+def walk_origin(roots: Sequence[Path], path: Path) -> tuple[str, tuple[str, ...]]:
     """Where the walk to ``path`` (absolute, normalized) starts, and the names below it:
-    the outermost of ``roots`` holding it, else the file system's root."""
-    holding = [root for root in roots if is_within(path, root)]
-    if holding:
-        start = min(holding, key=lambda root: len(root.parts))
-        return start, path.relative_to(start).parts
-    anchor = Path(path.anchor or "/")
-    return anchor, path.relative_to(anchor).parts
+    the outermost of ``roots`` holding it, else the file system's root. (Strings, not
+    ``PurePath`` arithmetic: this runs for every file a tool opens.)"""
+    text = str(path)
+    start = None
+    for root in roots:
+        prefix = str(root)
+        holds = text == prefix or text.startswith(prefix.rstrip("/") + "/")
+        if holds and (start is None or len(prefix) < len(start)):
+            start = prefix
+    if start is None:
+        start = path.anchor or "/"
+    below = text[len(start) :].strip("/")
+    return start, tuple(below.split("/")) if below else ()
 
 
 def _link_or(error: OSError, parent_fd: int, name: str) -> OSError:
@@ -72,13 +76,27 @@ def open_child_directory(parent_fd: int, name: str, *, create: bool = False) -> 
     return open_child_directory(parent_fd, name)
 
 
-def _open_origin(start: Path) -> int:
+def _open_origin(start: str) -> int:
     try:
         return os.open(start, DIRECTORY_FLAGS)
     except NotADirectoryError as exc:
-        if start.is_symlink():
-            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), str(start)) from None
+        if os.path.islink(start):
+            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), start) from None
         raise exc from None
+
+
+def _descend(start: str, names: Sequence[str], *, create: bool = False) -> int:
+    """A descriptor of ``start``/``names``, each name opened in the one before."""
+    fd = _open_origin(start)
+    try:
+        for name in names:
+            child = open_child_directory(fd, name, create=create)
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 @contextlib.contextmanager
@@ -89,12 +107,8 @@ def opened_directory(
     root without following any link; missing directories are created when ``create``.
     Raises ``OSError`` (``ELOOP`` for a link on the way, ``ENOTDIR`` for a file)."""
     start, names = walk_origin(roots, directory)
-    fd = _open_origin(start)
+    fd = _descend(start, names, create=create)
     try:
-        for name in names:
-            child = open_child_directory(fd, name, create=create)
-            os.close(fd)
-            fd = child
         yield fd
     finally:
         os.close(fd)
@@ -109,11 +123,13 @@ def open_beneath(roots: Sequence[Path], path: Path, flags: int = READ_FLAGS) -> 
         if flags & os.O_DIRECTORY:
             return _open_origin(start)
         return os.open(start, flags | os.O_NOFOLLOW | os.O_CLOEXEC)
-    with opened_directory(roots, path.parent) as parent:
-        try:
-            return os.open(names[-1], flags | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
-        except NotADirectoryError as exc:
-            raise _link_or(exc, parent, names[-1]) from None
+    parent = _descend(start, names[:-1])
+    try:
+        return os.open(names[-1], flags | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+    except NotADirectoryError as exc:
+        raise _link_or(exc, parent, names[-1]) from None
+    finally:
+        os.close(parent)
 
 
 def lstat_beneath(roots: Sequence[Path], path: Path) -> os.stat_result:
@@ -122,5 +138,8 @@ def lstat_beneath(roots: Sequence[Path], path: Path) -> os.stat_result:
     start, names = walk_origin(roots, path)
     if not names:
         return os.lstat(start)
-    with opened_directory(roots, path.parent) as parent:
+    parent = _descend(start, names[:-1])
+    try:
         return os.stat(names[-1], dir_fd=parent, follow_symlinks=False)
+    finally:
+        os.close(parent)
