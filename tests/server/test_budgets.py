@@ -21,7 +21,13 @@ from acp_server.agent.budget import (
 from acp_server.config import ConfigError, load_config
 from acp_server.config.model import CostConfig, ModelPrice
 from tests.helpers import echo_config, make_config, write_config
-from tests.server.server_harness import StubTool, open_server, text_round, tool_round
+from tests.server.server_harness import (
+    ScriptedProvider,
+    StubTool,
+    open_server,
+    text_round,
+    tool_round,
+)
 
 
 class FakeClock:
@@ -194,3 +200,27 @@ async def test_action_budget_trips_and_refills_after_an_hour(
 
 def _prompt(session_id: str) -> dict[str, Any]:
     return {"sessionId": session_id, "prompt": [{"type": "text", "text": "go"}]}
+
+
+async def test_a_call_cut_off_by_a_cancel_keeps_its_slot(tmp_path: Path) -> None:
+    """It started (and may have done its work): the next counted call is over the budget."""
+    config = make_config(tmp_path / "cfg", level="full", runtime={"max_actions_per_hour": 1})
+    blocking = StubTool(name="file_read", side_effects=False, block=trio.Event())
+    provider = ScriptedProvider(
+        [tool_round("file_read", {}), tool_round("file_read", {}, "call-2"), text_round("done")]
+    )
+    with trio.fail_after(10):
+        async with open_server(config, provider=provider, tools=[blocking]) as client:
+            session_id = await client.new_session(tmp_path)
+            request_id = await client.prompt_request(session_id, "go")
+            while not blocking.started.is_set():
+                client.notifications.append(await client.receive())
+            await client.notify("session/cancel", {"sessionId": session_id})
+            cancelled = await client.wait_response(request_id)
+            blocking.block = None
+            second = await client.result("session/prompt", _prompt(session_id))
+    assert cancelled["result"]["stopReason"] == "cancelled"
+    assert blocking.cancelled
+    assert len(blocking.calls) == 1  # the second call never ran
+    assert second["stopReason"] == "end_turn"
+    assert provider.requests[-1].messages[-1].content == f"Error: {RATE_LIMIT_ERROR}"
