@@ -175,14 +175,7 @@ class Frame(msgspec.Struct, frozen=True, gc=False):
         try:
             value: JsonValue = _decoder.decode(self.payload)
         except msgspec.DecodeError as exc:
-            what = "result" if self.kind == "response" else "params"
-            message = f"Invalid {what}: {exc}"
-            hint = (
-                _error_reply(self.id, ErrorCode.INVALID_PARAMS, message)
-                if self.kind == "request"
-                else None
-            )
-            raise RemoteProtocolError(message, reply_hint=hint) from None
+            raise _unreadable_payload(self, exc) from None
         return value
 
     def to_message(self) -> Message:
@@ -271,13 +264,20 @@ def _refuse_huge_numbers(data: bytes | str, frame: Frame) -> None:
     try:
         _decoder.decode(data)
     except msgspec.DecodeError as exc:
-        message = f"Invalid params: {exc}"
-        hint = (
-            _error_reply(frame.id, ErrorCode.INVALID_PARAMS, message)
-            if frame.kind == "request"
-            else None
-        )
-        raise RemoteProtocolError(message, reply_hint=hint) from None
+        raise _unreadable_payload(frame, exc) from None
+
+
+def _unreadable_payload(frame: Frame, exc: msgspec.DecodeError) -> RemoteProtocolError:
+    """A payload JSON allows but no reader can hold (``1e400``): a request's error carries
+    the -32602 reply for its id; a notification's or a response's gets none."""
+    what = "result" if frame.kind == "response" else "params"
+    message = f"Invalid {what}: {exc}"
+    hint = (
+        _error_reply(frame.id, ErrorCode.INVALID_PARAMS, message)
+        if frame.kind == "request"
+        else None
+    )
+    return RemoteProtocolError(message, reply_hint=hint)
 
 
 _OPEN_BRACE: Final = ord("{")
