@@ -140,7 +140,8 @@ def approval_request(
 ) -> schema.RequestPermissionParams:
     """Params of the approval request for one tool call, as the seed's example shows them:
     ``rawInput`` ``{"tool": name, "summary": …}``, the summary being the whole command of
-    a shell-like tool (the argument its ``ToolRules.command_argument`` names) or else the
+    a shell-like tool (the argument its ``ToolRules.command_argument`` names, or the line a
+    skill's tool composes with ``ToolRules.command_of``) or else the
     arguments summary (cut at ``DEFAULT_MAX_SUMMARY_CHARS``, then with the full arguments
     in ``rawInput.arguments``). An ``edit`` prompt shows the call's diff (its ``view``'s)
     and, with ``reject_with_edit`` (the client can send the replacement text), offers
@@ -164,9 +165,14 @@ def approval_request(
     summary = arguments_summary(
         arguments, limit=None if command_argument else DEFAULT_MAX_SUMMARY_CHARS
     )
+    composed = command_of(arguments) if (command_of := definition.rules.command_of) else None
+    if composed is not None:
+        # A skill's tool runs a command line built from its arguments: that line is what
+        # is approved, shown whole (the arguments follow in rawInput.arguments).
+        command, summary = composed, arguments_summary({"command": composed}, limit=None)
     shown = command if isinstance(command, str) else summary.text
     raw_input: dict[str, Any] = {"tool": definition.name, "summary": shown}
-    if summary.shortened_by:
+    if summary.shortened_by or composed is not None:
         raw_input["arguments"] = dict(arguments)
     reject_with_edit = edit and reject_with_edit
     content: list[schema.ToolCallContent] | None = None

@@ -62,8 +62,10 @@ from acp_server.agent.tool_updates import (
     tool_call_finished,
     tool_call_started,
 )
+from acp_server.agent.tools._args import unreadable_argument
 from acp_server.agent.tools.base import (
     ClientSide,
+    RefusedCall,
     Tool,
     ToolContext,
     ToolDefinition,
@@ -328,9 +330,12 @@ class _TurnRunner:
         definition = definition_of(tool, call.name)
         output: ToolOutput
         tool_streamed: list[StreamedText | StreamedPlan] = []
+        # Arguments that are not text (a lone surrogate anywhere) are refused before any
+        # policy, card view, approval or tool sees them: a failed call the model can read.
+        unreadable = unreadable_argument(arguments)
         decision = (
             None
-            if tool is None
+            if tool is None or unreadable is not None
             else session.policy.decide(
                 definition.name,
                 arguments,
@@ -351,7 +356,9 @@ class _TurnRunner:
         # rawInput is the model's arguments verbatim, live and on replay alike (as the
         # reference server does); the approval travels in ToolContext.extra, not there.
         await self._announce(call_id, definition, arguments, view)
-        if tool is None or decision is None:
+        if unreadable is not None:
+            output = ToolOutput(f"Error: {unreadable}", ok=False, ran=False)
+        elif tool is None or decision is None:
             available = ", ".join(sorted(session.tools)) or "none"
             text = f"Error: Unknown tool: {call.name} (available: {available})"
             if call.name.startswith(MCP_TOOL_PREFIX) and session.mcp is not None:
@@ -371,7 +378,7 @@ class _TurnRunner:
             elif counted and not session.action_budget.reserve():
                 output = ToolOutput(f"Error: {RATE_LIMIT_ERROR}", ok=False)
             else:
-                succeeded = False
+                ran = True  # a call cut off by a cancel started: it keeps its slot
                 try:
                     await self.io.send_update(
                         schema.ToolCallUpdate(tool_call_id=call_id, status="in_progress")
@@ -379,10 +386,10 @@ class _TurnRunner:
                     output = await self._execute(
                         tool, arguments, tool_streamed, approved=verdict, call_id=call_id
                     )
-                    succeeded = output.ok
+                    ran = output.ran
                 finally:
                     if counted:
-                        session.action_budget.settle(succeeded=succeeded)
+                        session.action_budget.settle(ran=ran)
         return await self._report(call_id, definition, output, tool_streamed, arguments, view)
 
     async def _view(self, definition: ToolDefinition, arguments: Mapping[str, Any]) -> CallView:
@@ -485,7 +492,9 @@ class _TurnRunner:
         )
         try:
             output = await tool.run(arguments, ctx)
-        except (ToolError, PolicyViolation) as exc:
+        except (RefusedCall, PolicyViolation) as exc:  # refused before it did anything
+            return ToolOutput(f"Error: {exc}", ok=False, ran=False)
+        except ToolError as exc:
             return ToolOutput(f"Error: {exc}", ok=False)
         except Exception as exc:  # a tool bug must not end the turn; the model sees it
             logger.exception("tool %s failed unexpectedly", tool.name)

@@ -58,6 +58,8 @@ class ToolOutput:
     locations: tuple[FileLocation, ...] = ()
     card: tuple[schema.ToolCallContent, ...] = ()
     """Content the call's card keeps ahead of the result text (a client terminal)."""
+    ran: bool = True
+    """False when the tool refused the call before doing anything (``RefusedCall``)."""
 
 
 MAX_CARD_LOCATIONS: Final = 20
@@ -206,6 +208,12 @@ class Tool(Protocol):
 
 class ToolError(ZeroclawError):
     """A tool failed in an expected way; ``str()`` becomes ``Error: <reason>`` for the model."""
+
+
+class RefusedCall(ToolError):
+    """The tool refused the call before doing anything: its arguments are unusable (the
+    ``_args`` helpers raise it) or the policy's re-check refused them. The call did not
+    run, so it uses none of the action budget (acp_server/agent/budget.py)."""
 
 
 class ToolPresentation:

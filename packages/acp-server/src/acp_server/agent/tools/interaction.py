@@ -25,6 +25,7 @@ from acp_server.agent.tools._args import optional_bool, optional_str, required_s
 from acp_server.agent.tools._titles import prose_title
 from acp_server.agent.tools.base import (
     ClientSide,
+    RefusedCall,
     ToolContext,
     ToolDefinition,
     ToolError,
@@ -87,7 +88,7 @@ class AskUserTool:
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         question = required_str(arguments, "question")
         if len(question) > DEFAULT_MAX_QUESTION_CHARS:
-            raise ToolError(
+            raise RefusedCall(
                 f"question is too long (limit: {DEFAULT_MAX_QUESTION_CHARS} characters)"
             )
         raw_choices = arguments.get("choices")
@@ -96,7 +97,7 @@ class AskUserTool:
         can_elicit = client is not None and client.can_elicit
         if raw_choices is None or raw_choices == []:
             if not can_elicit:
-                raise ToolError(
+                raise RefusedCall(
                     "ask_user needs 'choices' on this connection: the client does not show "
                     "free-form questions (ACP elicitation, the elicitation RFD's form mode). "
                     "Offer choices, or ask the question in your reply and end the turn."
@@ -105,15 +106,17 @@ class AskUserTool:
         if not isinstance(raw_choices, list) or not all(
             isinstance(choice, str) and choice.strip() for choice in raw_choices
         ):
-            raise ToolError("Invalid 'choices': expected a list of non-empty strings")
+            raise RefusedCall("Invalid 'choices': expected a list of non-empty strings")
         choices = cast(list[str], raw_choices)
         if len(choices) > DEFAULT_MAX_CHOICES:
-            raise ToolError(f"Too many choices: {len(choices)} (limit: {DEFAULT_MAX_CHOICES})")
+            raise RefusedCall(f"Too many choices: {len(choices)} (limit: {DEFAULT_MAX_CHOICES})")
         if any(len(choice) > DEFAULT_MAX_CHOICE_CHARS for choice in choices):
-            raise ToolError(f"A choice is too long (limit: {DEFAULT_MAX_CHOICE_CHARS} characters)")
+            raise RefusedCall(
+                f"A choice is too long (limit: {DEFAULT_MAX_CHOICE_CHARS} characters)"
+            )
         if multi_select:
             if not can_elicit:
-                raise ToolError(
+                raise RefusedCall(
                     "multi_select needs a client that shows forms (ACP elicitation); this one "
                     "does not. Ask for one choice, or ask in your reply and end the turn."
                 )
@@ -151,20 +154,20 @@ def _check_choices_can_be_asked(client: ClientSide | None, count: int) -> None:
     (acp_server/protocol/client_profile.py): the model then asks in its reply instead.
 
     Raises:
-        ToolError: the client answers permission requests by kind (CodeCompanion.nvim,
+        RefusedCall: the client answers permission requests by kind (CodeCompanion.nvim,
             acpx, avante.nvim), or takes fewer choices than ``count``.
     """
     shows = client.choice_questions if client is not None else "names"
     named = f" ({client.client_name})" if client is not None and client.client_name else ""
     if shows == "unasked":
-        raise ToolError(
+        raise RefusedCall(
             f"ask_user cannot offer choices in this client{named}: it answers a permission "
             "request by the kind of option (allow/reject) or on its own, so the answer "
             "could be one the user never picked. Ask the question in your reply, listing "
             "the choices, and end the turn; the user answers in the chat."
         )
     if shows == "one_per_kind" and count > schema.MAX_ONE_PER_KIND_CHOICES:
-        raise ToolError(
+        raise RefusedCall(
             f"This client{named} can be offered at most {schema.MAX_ONE_PER_KIND_CHOICES} "
             f"choices (one per kind of permission option), not {count}. Offer at most "
             f"{schema.MAX_ONE_PER_KIND_CHOICES}, or ask in your reply and end the turn."
@@ -260,7 +263,7 @@ class EscalateToHumanTool:
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         if optional_bool(arguments, "wait_for_response"):
-            raise ToolError(
+            raise RefusedCall(
                 "wait_for_response is not supported on ACP sessions: the escalation is shown "
                 "to the user, but a reply cannot be awaited. Call again without it and end "
                 "the turn so the user can answer."
@@ -281,15 +284,15 @@ def escalation_message(arguments: Mapping[str, Any]) -> str:
     context = (optional_str(arguments, "context") or "").strip()
     urgency = optional_str(arguments, "urgency") or "medium"
     if urgency not in URGENCY_LEVELS:
-        raise ToolError(f"Invalid 'urgency': {urgency!r} (one of {', '.join(URGENCY_LEVELS)})")
+        raise RefusedCall(f"Invalid 'urgency': {urgency!r} (one of {', '.join(URGENCY_LEVELS)})")
     if not summary:
-        raise ToolError("'summary' must not be empty")
+        raise RefusedCall("'summary' must not be empty")
     message = f"\n\n**Escalation ({urgency} urgency):** {summary}"
     if context:
         message += f"\n\n{context}"
     message += "\n\n"
     if len(message) > DEFAULT_MAX_ESCALATION_CHARS:
-        raise ToolError(
+        raise RefusedCall(
             f"Escalation is too long (limit: {DEFAULT_MAX_ESCALATION_CHARS} characters)"
         )
     return message
@@ -298,21 +301,25 @@ def escalation_message(arguments: Mapping[str, Any]) -> str:
 def _plan_entry(index: int, raw: object) -> PlanStep:
     where = f"todos[{index}]"
     if not isinstance(raw, dict):
-        raise ToolError(f"Invalid {where}: expected an object with content and status")
+        raise RefusedCall(f"Invalid {where}: expected an object with content and status")
     content = raw.get("content")
     if not isinstance(content, str) or not content.strip():
-        raise ToolError(f"Invalid {where}.content: expected a non-empty string")
+        raise RefusedCall(f"Invalid {where}.content: expected a non-empty string")
     if len(content) > DEFAULT_MAX_TODO_CHARS:
-        raise ToolError(f"{where}.content is too long (limit: {DEFAULT_MAX_TODO_CHARS} characters)")
+        raise RefusedCall(
+            f"{where}.content is too long (limit: {DEFAULT_MAX_TODO_CHARS} characters)"
+        )
     status = raw.get("status", "pending")
     if status not in _STATUSES:
-        raise ToolError(f"Invalid {where}.status: {status!r} (one of {', '.join(_STATUSES)})")
+        raise RefusedCall(f"Invalid {where}.status: {status!r} (one of {', '.join(_STATUSES)})")
     priority = raw.get("priority", "medium")
     if priority not in _PRIORITIES:
-        raise ToolError(f"Invalid {where}.priority: {priority!r} (one of {', '.join(_PRIORITIES)})")
+        raise RefusedCall(
+            f"Invalid {where}.priority: {priority!r} (one of {', '.join(_PRIORITIES)})"
+        )
     active_form = raw.get("activeForm")
     if active_form is not None and not isinstance(active_form, str):
-        raise ToolError(f"Invalid {where}.activeForm: expected a string")
+        raise RefusedCall(f"Invalid {where}.activeForm: expected a string")
     return PlanStep(
         content=content.strip(),
         status=cast(Literal["pending", "in_progress", "completed"], status),
@@ -392,9 +399,9 @@ class TodoWriteTool:
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         todos = arguments.get("todos")
         if not isinstance(todos, list):
-            raise ToolError("Missing or invalid 'todos': expected a list of items")
+            raise RefusedCall("Missing or invalid 'todos': expected a list of items")
         if len(todos) > DEFAULT_MAX_TODOS:
-            raise ToolError(f"Too many todos: {len(todos)} (limit: {DEFAULT_MAX_TODOS})")
+            raise RefusedCall(f"Too many todos: {len(todos)} (limit: {DEFAULT_MAX_TODOS})")
         entries = [_plan_entry(index, raw) for index, raw in enumerate(todos)]
         await ctx.set_plan(entries)
         counts = {status: sum(entry.status == status for entry in entries) for status in _STATUSES}
