@@ -39,6 +39,7 @@ from acp_server.agent.conversation import (
 from acp_server.agent.delivered import embed_delivered
 from acp_server.agent.permissions import (
     DENIED_BY_USER,
+    Asking,
     VerdictKind,
     approval_request,
     choice_from_outcome,
@@ -424,7 +425,6 @@ class _TurnRunner:
             return False
         if decision.approval is Approval.DENY:
             return decision.reason or f"Tool call not executed: '{name}' is not allowed by policy."
-        client = self.io.client
         outcome = await self.io.request_permission(
             approval_request(
                 session.session_id,
@@ -432,8 +432,7 @@ class _TurnRunner:
                 arguments,
                 tool_call_id=call_id,
                 view=view,
-                option_ids=client.option_ids if client is not None else "zeroclaw",
-                reject_with_edit=client is not None and client.reject_with_edit,
+                asking=Asking.of(self.io.client),
             )
         )
         verdict = verdict_from_outcome(outcome)
@@ -570,25 +569,15 @@ class _TurnRunner:
     # -- callbacks tools may use ----------------------------------------------------
 
     async def _ask_choice(
-        self,
-        question: str,
-        choices: Sequence[str],
-        *,
-        title: str,
-        tool_call_id: str | None = None,
+        self, question: str, choices: Sequence[str], *, title: str, tool_call_id: str | None
     ) -> int | None:
-        """Ask on the call's own card, under its title; a client that does not show each
-        option by name gets one option per kind (ask_user checked it can be asked)."""
-        client = self.io.client
-        one_per_kind = client is not None and client.choice_questions == "one_per_kind"
+        """Ask on the call's own card, under its title, as the client can answer (ask_user
+        checked it can be asked)."""
+        asking = Asking.of(self.io.client)
+        session_id = self.session.session_id
         outcome = await self.io.request_permission(
             choice_request(
-                self.session.session_id,
-                question,
-                choices,
-                title=title,
-                one_per_kind=one_per_kind,
-                tool_call_id=tool_call_id,
+                session_id, question, choices, title=title, asking=asking, tool_call_id=tool_call_id
             )
         )
         return choice_from_outcome(outcome, len(choices))
