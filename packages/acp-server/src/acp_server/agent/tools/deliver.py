@@ -33,6 +33,7 @@ from acp_core.blobs import (
 )
 from acp_server.agent.conversation import DeliveredRecord, ToolRecord
 from acp_server.agent.tools._args import optional_str, required_str, strip_control_chars
+from acp_server.agent.tools._titles import target_title
 from acp_server.agent.tools.base import (
     DeliveredFile,
     RefusedCall,
@@ -118,6 +119,7 @@ class DeliverFileTool:
         name="deliver_file",
         kind="other",
         rules=ToolRules(path_argument=PathArgument(plain=True)),
+        title=target_title("Deliver", "path"),
         legacy_record=_legacy_delivery_record,
     )
     name = definition.name
