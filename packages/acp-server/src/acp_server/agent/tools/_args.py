@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
+
 from acp_server.agent.tools._text import LONE_SURROGATE
 
 
@@ -17,6 +19,12 @@ def unreadable_argument(arguments: Mapping[str, Any]) -> str | None:
     """Why a call's arguments are not text, or None: the first string anywhere in them
     (names included, at any depth) holding a lone surrogate. The runtime refuses such a
     call before deciding, showing or running it, for every tool alike (tools/base.py)."""
+    try:
+        msgspec.json.encode(arguments)
+    except (UnicodeEncodeError, TypeError, ValueError, OverflowError):
+        pass  # a surrogate, or not JSON data: the walk below says which string, if any
+    else:
+        return None  # every string in them, names included, is UTF-8 text
 
     def first(value: Any, where: str) -> str | None:
         if isinstance(value, str):

@@ -125,12 +125,19 @@ def parse_arguments(struct: type[Arguments], arguments: Mapping[str, Any]) -> Ar
     problem = unreadable_argument(arguments)
     if problem is not None:
         raise RefusedCall(problem)
-    given = _whole_numbers_as_int(arguments if isinstance(arguments, dict) else dict(arguments))
-    given = struct.canonical(given)
+    given = struct.canonical(arguments if isinstance(arguments, dict) else dict(arguments))
     try:
         return msgspec.convert(given, struct)
     except msgspec.ValidationError as error:
-        raise RefusedCall(_explained(str(error), _schema(struct), given)) from None
+        problem = str(error)
+    # Only once refused, as it is rare: whole numbers written as floats read as integers.
+    whole = _whole_numbers_as_int(given)
+    if whole is not given:
+        try:
+            return msgspec.convert(whole, struct)
+        except msgspec.ValidationError as error:
+            problem, given = str(error), whole
+    raise RefusedCall(_explained(problem, _schema(struct), given))
 
 
 def read_stored(struct: type[Arguments], arguments: Mapping[str, Any]) -> Arguments | None:
