@@ -255,29 +255,24 @@ def side_by_side(runs: int, name: str, variants: tuple[Variant, Variant]) -> Non
 
 
 def main(runs: int) -> None:
-    print(f"reading one call's arguments, {runs} samples of {BATCH} calls each (µs per call)")
-    print(f"{'tool':<15} {'hand':>7} {'struct':>7} {'ratio':>6} {'p90 hand':>9} {'p90 new':>9}")
-    for name, hand, struct, arguments in CASES:
-        side_by_side(
-            runs,
-            name,
-            (
-                ("hand", partial(hand, arguments)),
-                ("struct", partial(parse_arguments, struct, arguments)),
-            ),
-        )
-    print()
-    print("the runtime's lone-surrogate check of the same arguments (µs per call)")
-    print(f"{'tool':<15} {'walk':>7} {'encode':>7} {'ratio':>6} {'p90 walk':>9} {'p90 new':>9}")
-    for name, _, _, arguments in CASES:
-        side_by_side(
-            runs,
-            name,
-            (
-                ("walk", partial(walked_unreadable, arguments)),
-                ("encode", partial(unreadable_argument, arguments)),
-            ),
-        )
+    reading = [
+        (name, partial(hand, arguments), partial(parse_arguments, struct, arguments))
+        for name, hand, struct, arguments in CASES
+    ]
+    checking = [
+        (name, partial(walked_unreadable, arguments), partial(unreadable_argument, arguments))
+        for name, _, _, arguments in CASES
+    ]
+    tables = (
+        (f"reading one call's arguments, {runs} samples of {BATCH} calls each", "hand", "struct", reading),
+        ("the runtime's lone-surrogate check of the same arguments", "walk", "encode", checking),
+    )  # fmt: skip
+    for title, old, new, rows in tables:
+        print(f"{title} (µs per call)")
+        print(f"{'tool':<15} {old:>7} {new:>7} {'ratio':>6} {'p90 ' + old:>9} {'p90 new':>9}")
+        for name, before, after in rows:
+            side_by_side(runs, name, ((old, before), (new, after)))
+        print()
 
 
 if __name__ == "__main__":
