@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Final
 import trio
 
 from acp_server.gateway.auth import presented_digest
-from acp_server.gateway.pairing import PairingLimits, PairOutcome
+from acp_server.security.pairing import PairingLimits, PairOutcome
 from acp_server.storage.pg_tokens import (
     ALL_TOKENS,
     PairingStatus,
