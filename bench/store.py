@@ -37,8 +37,8 @@ import trio
 
 from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanStep, ToolCall, Usage
 from acp_server.agent.replay import history_updates
-from acp_server.storage.contract import SessionBackend
-from acp_server.storage.sqlite import AsyncSessionStore, SessionStore
+from acp_server.storage import AsyncSessionStore, SessionBackend
+from acp_server.storage.sqlite import SessionStore
 
 MESSAGES_PER_TURN: Final = 20
 SESSION_ID: Final = "bench-0000-4000-8000-000000000000"

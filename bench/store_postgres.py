@@ -42,7 +42,7 @@ from tests.postgres_harness import LocalCluster, find_binaries
 
 from acp_server.config.storage import STORAGE_URL_ENV
 from acp_server.storage.postgres import PostgresSessionStore
-from acp_server.storage.session_store import SessionStore
+from acp_server.storage.sqlite import SessionStore
 
 
 def load_in_process(open_store: Opener, messages: int, rounds: int) -> list[float]:

@@ -29,9 +29,9 @@ from acp_server.gateway.state import REVOKED_REASON, ConnectionRegistry, LiveCon
 from acp_server.gateway.websocket import CloseCode, WebSocketTransport
 from acp_server.protocol.connection import AcpConnection
 from acp_server.security.pairing import PairAccepted, PairingLimits, PairRejected
-from acp_server.storage.pg_tokens import PostgresTokens
+from acp_server.storage import StoreError
 from acp_server.storage.postgres import PostgresSessionStore
-from acp_server.storage.records import StoreError
+from acp_server.storage.postgres.tokens import PostgresTokens
 from tests.helpers import poll_until
 
 LIMITS = PairingLimits(rate_limit_per_minute=100)

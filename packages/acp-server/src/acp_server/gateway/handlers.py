@@ -45,7 +45,7 @@ from acp_server.gateway.revoke import ADMIN_TOKENS_REVOKE_PATH, revoke_tokens
 from acp_server.gateway.routes import Exchange, Handler, RouteTable
 from acp_server.gateway.state import GatewayState
 from acp_server.security.pairing import PairAccepted, PairOutcome
-from acp_server.storage.records import StoreError
+from acp_server.storage import StoreError
 
 logger = logging.getLogger(__name__)
 

@@ -34,8 +34,8 @@ from typing import Final
 
 import psycopg
 
-from acp_server.storage.postgres import PostgresSessionStore
-from acp_server.storage.postgres_schema import Connection
+from acp_server.storage.postgres.schema import Connection
+from acp_server.storage.postgres.store import PostgresSessionStore
 from acp_server.storage.records import SessionFenced, StoreError, UnknownSession
 
 logger = logging.getLogger(__name__)

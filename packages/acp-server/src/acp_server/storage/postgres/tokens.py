@@ -36,8 +36,8 @@ from acp_server.security.pairing import (
     with_fresh_code,
 )
 from acp_server.storage.codec import now_text
-from acp_server.storage.postgres import PostgresSessionStore
-from acp_server.storage.postgres_schema import Connection
+from acp_server.storage.postgres.schema import Connection
+from acp_server.storage.postgres.store import PostgresSessionStore
 from acp_server.storage.records import StoreError
 
 logger = logging.getLogger(__name__)
