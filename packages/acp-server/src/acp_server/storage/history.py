@@ -80,14 +80,20 @@ def claim(conn: Connection, dialect: Dialect, session_id: str) -> int | None:
     return int(row[0][0]) if row else None
 
 
+def read_column(conn: Connection, dialect: Dialect, column: str, session_id: str) -> Any:
+    """One column of the session's row: a one-value row, or None when it is not stored.
+    ``column`` is always a name from this package, never input."""
+    return conn.execute(
+        f"SELECT {column} FROM acp_sessions WHERE session_uuid = {dialect.placeholder}",
+        (dialect.text(session_id),),
+    ).fetchone()
+
+
 def session_number(
     conn: Connection, dialect: Dialect, column: SessionNumber, session_id: str
 ) -> int | None:
     """The session's row id or fencing epoch (None: not stored)."""
-    row = conn.execute(
-        f"SELECT {column} FROM acp_sessions WHERE session_uuid = {dialect.placeholder}",
-        (dialect.text(session_id),),
-    ).fetchone()
+    row = read_column(conn, dialect, column, session_id)
     return None if row is None else int(row[0])
 
 

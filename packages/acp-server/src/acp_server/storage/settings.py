@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from acp_server.storage.dialect import Connection, Dialect
+from acp_server.storage.history import read_column
 
 SettingColumn = Literal["additional_dirs_json", "config_json"]
 
@@ -33,10 +34,7 @@ def read_setting(
     conn: Connection, dialect: Dialect, column: SettingColumn, session_id: str
 ) -> str | None:
     """One stored setting of ``session_id`` (None: not set, or not stored)."""
-    row = conn.execute(
-        f"SELECT {column} FROM acp_sessions WHERE session_uuid = {dialect.placeholder}",
-        (dialect.text(session_id),),
-    ).fetchone()
+    row = read_column(conn, dialect, column, session_id)
     return None if row is None or row[0] is None else str(row[0])
 
 

@@ -82,13 +82,7 @@ class SessionLeases:
         self._listener.start()
 
     def _listening_connection(self) -> Connection:
-        conn = self.store.connect()
-        try:
-            conn.execute(f"LISTEN {TAKEOVER_CHANNEL}")
-        except psycopg.Error as exc:
-            conn.close()
-            raise StoreError(f"Session takeover notifications unavailable: {exc}") from exc
-        return conn
+        return self.store.listen(TAKEOVER_CHANNEL, "Session takeover notifications unavailable")
 
     def held(self) -> set[str]:
         """The sessions whose lock this replica holds."""

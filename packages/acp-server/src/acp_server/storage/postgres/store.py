@@ -114,6 +114,17 @@ class PostgresSessionStore(SqlSessionStore[Connection]):
                 f"The PostgreSQL session store {self.location} is unreachable: {exc}"
             ) from exc
 
+    def listen(self, channel: str, unavailable: str) -> Connection:
+        """A new connection that LISTENs on ``channel`` (read it with ``notifies``); when it
+        cannot, ``StoreError`` with the message ``unavailable`` and the cause."""
+        conn = self.connect()
+        try:
+            conn.execute(f"LISTEN {channel}")
+        except psycopg.Error as exc:
+            conn.close()
+            raise StoreError(f"{unavailable}: {exc}") from exc
+        return conn
+
     def _connection(self) -> Connection:
         if self._closed:
             raise StoreError("The session store is closed")

@@ -262,13 +262,7 @@ class RevocationListener:
         self._thread.start()
 
     def _listening_connection(self) -> Connection:
-        conn = self._store.connect()
-        try:
-            conn.execute(f"LISTEN {REVOKED_CHANNEL}")
-        except psycopg.Error as exc:
-            conn.close()
-            raise StoreError(f"Cannot listen for token revocations: {exc}") from exc
-        return conn
+        return self._store.listen(REVOKED_CHANNEL, "Cannot listen for token revocations")
 
     def _run(self) -> None:
         while not self._stopping.is_set():

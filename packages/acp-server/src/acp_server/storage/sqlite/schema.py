@@ -108,51 +108,6 @@ _SCHEMA_V4: Final = (
 )
 
 
-_SCHEMA_V6: Final = (
-    # The session's extra jail roots (ACP ``additionalDirectories``) as a JSON array of
-    # canonical paths; NULL when it has none.
-    "ALTER TABLE acp_sessions ADD COLUMN additional_dirs_json TEXT",
-)
-
-
-_SCHEMA_V7: Final = (
-    # The session's config option choices (ACP session/set_config_option) as a JSON object
-    # {configId: value}; NULL until a client changes one (the agent's defaults apply).
-    "ALTER TABLE acp_sessions ADD COLUMN config_json TEXT",
-)
-
-
-def _migrate_to_v1(conn: sqlite3.Connection) -> None:
-    for statement in _SCHEMA_V1:
-        conn.execute(statement)
-    _adopt_older_columns(conn)
-
-
-def _adopt_older_columns(conn: sqlite3.Connection) -> None:
-    """Older databases of ZeroClaw's own server predate these two columns (it added them
-    the same way)."""
-    columns = {row[1] for row in conn.execute("PRAGMA table_info(acp_sessions)")}
-    if "killed_at" not in columns:
-        conn.execute("ALTER TABLE acp_sessions ADD COLUMN killed_at TEXT")
-    if "plan_json" not in columns:
-        conn.execute("ALTER TABLE acp_sessions ADD COLUMN plan_json TEXT")
-
-
-def _migrate_to_v2(conn: sqlite3.Connection) -> None:
-    for statement in _SCHEMA_V2:
-        conn.execute(statement)
-
-
-def _migrate_to_v3(conn: sqlite3.Connection) -> None:
-    for statement in _SCHEMA_V3:
-        conn.execute(statement)
-
-
-def _migrate_to_v4(conn: sqlite3.Connection) -> None:
-    for statement in _SCHEMA_V4:
-        conn.execute(statement)
-
-
 _SCHEMA_V5: Final = (
     # The spending ledger of the [cost] caps (storage/spend.py): one row per priced model
     # call; session_uuid is not a reference, the ledger outlives sessions.
@@ -173,19 +128,18 @@ _SCHEMA_V5: Final = (
 )
 
 
-def _migrate_to_v5(conn: sqlite3.Connection) -> None:
-    for statement in _SCHEMA_V5:
-        conn.execute(statement)
+_SCHEMA_V6: Final = (
+    # The session's extra jail roots (ACP ``additionalDirectories``) as a JSON array of
+    # canonical paths; NULL when it has none.
+    "ALTER TABLE acp_sessions ADD COLUMN additional_dirs_json TEXT",
+)
 
 
-def _migrate_to_v6(conn: sqlite3.Connection) -> None:
-    for statement in _SCHEMA_V6:
-        conn.execute(statement)
-
-
-def _migrate_to_v7(conn: sqlite3.Connection) -> None:
-    for statement in _SCHEMA_V7:
-        conn.execute(statement)
+_SCHEMA_V7: Final = (
+    # The session's config option choices (ACP session/set_config_option) as a JSON object
+    # {configId: value}; NULL until a client changes one (the agent's defaults apply).
+    "ALTER TABLE acp_sessions ADD COLUMN config_json TEXT",
+)
 
 
 _SCHEMA_OWNER_EPOCH: Final = (
@@ -197,20 +151,40 @@ _SCHEMA_OWNER_EPOCH: Final = (
 )
 
 
-def _migrate_owner_epoch(conn: sqlite3.Connection) -> None:
-    for statement in _SCHEMA_OWNER_EPOCH:
-        conn.execute(statement)
+def _statements(statements: tuple[str, ...]) -> Callable[[sqlite3.Connection], None]:
+    """A migration step that runs ``statements`` in order."""
+
+    def step(conn: sqlite3.Connection) -> None:
+        for statement in statements:
+            conn.execute(statement)
+
+    return step
+
+
+def _migrate_to_v1(conn: sqlite3.Connection) -> None:
+    _statements(_SCHEMA_V1)(conn)
+    _adopt_older_columns(conn)
+
+
+def _adopt_older_columns(conn: sqlite3.Connection) -> None:
+    """Older databases of ZeroClaw's own server predate these two columns (it added them
+    the same way)."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(acp_sessions)")}
+    if "killed_at" not in columns:
+        conn.execute("ALTER TABLE acp_sessions ADD COLUMN killed_at TEXT")
+    if "plan_json" not in columns:
+        conn.execute("ALTER TABLE acp_sessions ADD COLUMN plan_json TEXT")
 
 
 MIGRATIONS: Final[tuple[Callable[[sqlite3.Connection], None], ...]] = (
     _migrate_to_v1,
-    _migrate_to_v2,
-    _migrate_to_v3,
-    _migrate_to_v4,
-    _migrate_to_v5,
-    _migrate_to_v6,
-    _migrate_to_v7,
-    _migrate_owner_epoch,
+    _statements(_SCHEMA_V2),
+    _statements(_SCHEMA_V3),
+    _statements(_SCHEMA_V4),
+    _statements(_SCHEMA_V5),
+    _statements(_SCHEMA_V6),
+    _statements(_SCHEMA_V7),
+    _statements(_SCHEMA_OWNER_EPOCH),
 )
 """``MIGRATIONS[n]`` takes a database from ``user_version`` n to n + 1. Append, never edit."""
 
