@@ -25,7 +25,13 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal
 
-from acp_server.storage.codec import decode_messages, parse_time, plan_from_json, restore_window
+from acp_server.storage.codec import (
+    decode_messages,
+    parse_time,
+    plan_from_json,
+    restore_window,
+    unescape_nul,
+)
 from acp_server.storage.dialect import Connection, Dialect
 from acp_server.storage.records import (
     CREATOR_EPOCH,
@@ -163,11 +169,22 @@ def load(
         f" WHERE m.session_id = {p}{window} ORDER BY t.id",
         params,
     ).fetchall()
-    if dialect.escapes_nul:
-        text, optional = dialect.read_text, dialect.read_optional_text
-        message_rows = [(r[0], text(r[1]), text(r[2]), optional(r[3])) for r in message_rows]
+    if dialect.escapes_nul:  # per row, as directly as it goes: a load reads every message
+        text = unescape_nul
+        message_rows = [
+            (r[0], text(r[1]), text(r[2]), None if r[3] is None else text(r[3]))
+            for r in message_rows
+        ]
         tool_rows = [
-            (r[0], text(r[1]), text(r[2]), r[3], text(r[4]), r[5], optional(r[6]))
+            (
+                r[0],
+                text(r[1]),
+                text(r[2]),
+                r[3],
+                text(r[4]),
+                r[5],
+                None if r[6] is None else text(r[6]),
+            )
             for r in tool_rows
         ]
     info = StoredSessionInfo(
