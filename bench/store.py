@@ -20,6 +20,10 @@ afterwards: tests/postgres_harness.py):
    read in between). On SQLite, the same rows fetched with a plain ``SELECT`` show the floor
    any implementation pays.
 
+``--cpu-time`` times the in-process measures by the process's CPU time instead of the wall
+clock: what the code itself costs, with the disk's and the database server's time left out,
+which on a shared machine is the steadier figure to compare two checkouts by.
+
 ``--baseline DIR`` names another checkout of this repository (e.g. ``git worktree add
 --detach /var/tmp/zeroclaw-base main``; its own virtualenv is not needed): every
 measurement then also runs on that checkout's code, in the same run, alternating which
@@ -111,20 +115,25 @@ Opener = Callable[[], SessionBackend]
 """Opens a new store of the backend measured."""
 
 
-def commit_direct(open_store: Opener, turns: int) -> list[float]:
+Clock = Callable[[], float]
+
+
+def commit_direct(open_store: Opener, turns: int, clock: Clock = time.perf_counter) -> list[float]:
     store = open_store()
     store.create_session("commit-sync", "default", "/w")
     samples = []
     for index in range(turns):
         turn = make_turn(index)
-        start = time.perf_counter()
+        start = clock()
         store.append_turn("commit-sync", turn)
-        samples.append(time.perf_counter() - start)
+        samples.append(clock() - start)
     store.close()
     return samples
 
 
-def commit_async_store(open_store: Opener, turns: int) -> list[float]:
+def commit_async_store(
+    open_store: Opener, turns: int, clock: Clock = time.perf_counter
+) -> list[float]:
     samples: list[float] = []
 
     async def run() -> None:
@@ -132,9 +141,9 @@ def commit_async_store(open_store: Opener, turns: int) -> list[float]:
         await store.create_session("commit-async", "default", "/w")
         for index in range(turns):
             turn = make_turn(index)
-            start = time.perf_counter()
+            start = clock()
             await store.append_turn("commit-async", turn)
-            samples.append(time.perf_counter() - start)
+            samples.append(clock() - start)
         await store.aclose()
 
     trio.run(run)
@@ -152,14 +161,16 @@ def build_session(open_store: Opener, messages: int) -> None:
     store.close()
 
 
-def load_in_process(open_store: Opener, messages: int, rounds: int) -> list[float]:
+def load_in_process(
+    open_store: Opener, messages: int, rounds: int, clock: Clock = time.perf_counter
+) -> list[float]:
     """``load_session`` of the session ``build_session`` stored, timed per call."""
     store = open_store()
     samples = []
     for _ in range(rounds):
-        start = time.perf_counter()
+        start = clock()
         stored = store.load_session(SESSION_ID)
-        samples.append(time.perf_counter() - start)
+        samples.append(clock() - start)
         assert stored is not None
         assert len(stored.messages) == messages
     store.close()
@@ -276,22 +287,23 @@ def measure(backend: str, location: str, work: Path, args: argparse.Namespace) -
     """Every figure of one backend, on the code this process imports. ``location``: the
     PostgreSQL URL, or (SQLite) ignored: the files go under ``work``."""
     config_dir = work / "cfg"
+    clock = time.process_time if args.cpu_time else time.perf_counter
     if backend == "sqlite":
         db = config_dir / "data" / "sessions" / "acp-sessions.db"
-        commit = commit_direct(opener(backend, str(work / "commit-sync.db")), args.turns)
-        hopped = commit_async_store(opener(backend, str(work / "commit-async.db")), args.turns)
+        commit_store = opener(backend, str(work / "commit-sync.db"))
+        hopped_store = opener(backend, str(work / "commit-async.db"))
         load_store = opener(backend, str(db))
     else:
         config_dir.mkdir(parents=True)
-        commit = commit_direct(opener(backend, location), args.turns)
-        hopped = commit_async_store(opener(backend, location), args.turns)
-        load_store = opener(backend, location)
-    build_session(load_store, args.messages)
+        commit_store = hopped_store = load_store = opener(backend, location)
     figures: Figures = {
-        "commit": commit,
-        "commit through AsyncSessionStore": hopped,
-        "load_session in process": load_in_process(load_store, args.messages, args.rounds),
+        "commit": commit_direct(commit_store, args.turns, clock),
+        "commit through AsyncSessionStore": commit_async_store(hopped_store, args.turns, clock),
     }
+    build_session(load_store, args.messages)
+    figures["load_session in process"] = load_in_process(
+        load_store, args.messages, args.rounds, clock
+    )
     url = None if backend == "sqlite" else location
     figures["session/load over stdio"], _ = bench_load(config_dir, args.rounds, storage_url=url)
     if backend == "sqlite":
@@ -307,7 +319,7 @@ def measure_in_child(
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sources)}
     command = [sys.executable, __file__, "--child", backend, location, str(work)]
     command += ["--turns", str(args.turns), "--messages", str(args.messages)]
-    command += ["--rounds", str(args.rounds)]
+    command += ["--rounds", str(args.rounds)] + (["--cpu-time"] if args.cpu_time else [])
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"measuring {backend} on {tree} failed:\n{done.stderr[-3000:]}")
@@ -356,6 +368,12 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, default=None, help="another checkout to compare")
     parser.add_argument("--url", default=None, help="a PostgreSQL to use (default: start one)")
     parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
+    parser.add_argument(
+        "--cpu-time",
+        action="store_true",
+        help="time the in-process measures by this process's CPU time (its code's own cost,"
+        " without waiting for the disk or the database server); over stdio stays wall time",
+    )
     parser.add_argument(
         "--pg-setting",
         action="append",
