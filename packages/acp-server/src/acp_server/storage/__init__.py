@@ -18,8 +18,9 @@ the store hands out. Layout:
 * ``sqlite/`` and ``postgres/``: the two backends, each with its own schema and
   transactions (PostgreSQL also: replica leases, shared gateway tokens, the SQLite import).
 
-The store imports the conversation model (agent/conversation.py) and ``errors``, never the
-protocol or the gateway.
+Below the store: the conversation model (agent/conversation.py, the only module of the
+agent it imports), ``errors``, ``procfs`` and the pairing rules (security/pairing.py); it
+never imports the protocol, the gateway or the CLI (tests/server/test_storage_layout.py).
 """
 
 from acp_server.storage.async_store import (
