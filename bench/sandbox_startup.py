@@ -1,20 +1,27 @@
-"""Start-up cost of one shell command under each OS sandbox backend, next to unconfined.
+"""Start-up cost of one shell command under each OS sandbox backend, next to unconfined,
+started through the process supervisor and, for comparison, forked by the server itself.
 
 Run: ``uv run python bench/sandbox_startup.py [--runs N]`` (a benchmark, not a test: it
 prints figures, exits 0). Each run is what the shell tool does for one command: plan the
 spawn (``plan_spawn``: the Landlock ruleset, or the bubblewrap command line) and run
-``bash -c true`` through ``run_shell_command`` (a new session, the pipe, the process-group
-reap). The unconfined row is ``sandbox_enabled = false`` (resource limits only); the
-difference to it is what a sandbox adds per command. Expect a few milliseconds.
+``bash -c true`` through ``run_shell_command`` (the supervisor starts it, reports its exit,
+and stops what it left). The ``direct`` rows start the same plan the way the shell tool
+did before the supervisor existed: forked by the server (``preexec_fn``), a process-group
+kill at the end, which leaves whatever left the group running. The unconfined row is
+``sandbox_enabled = false`` (resource limits only). Rounds interleave every row, so drift
+on a shared machine hits them alike. Expect a few milliseconds.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import statistics
+import subprocess
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Final
 
@@ -22,7 +29,13 @@ import trio
 
 from acp_server.agent.tools.shell import run_shell_command
 from acp_server.config import RiskProfileConfig
-from acp_server.security.sandbox import SandboxPosture, plan_spawn, resolve_posture, spawned
+from acp_server.security.sandbox import (
+    SandboxPosture,
+    SpawnPlan,
+    plan_spawn,
+    resolve_posture,
+    spawned,
+)
 
 DEFAULT_RUNS: Final = 200
 WARM_UP_ROUNDS: Final = 5
@@ -32,12 +45,44 @@ PROFILES: Final = {
     "landlock": RiskProfileConfig(level="full", sandbox_backend="landlock"),
     "bubblewrap": RiskProfileConfig(level="full", sandbox_backend="bubblewrap"),
 }
+Runner = Callable[[SpawnPlan, Path], Awaitable[int | None]]
+
+
+async def supervised(plan: SpawnPlan, workspace: Path) -> int | None:
+    result = await run_shell_command(
+        COMMAND, cwd=workspace, timeout_secs=30, env=plan.env, sandbox=plan
+    )
+    return result.returncode
+
+
+async def direct(plan: SpawnPlan, workspace: Path) -> int | None:
+    """The server forks the command and kills its process group afterwards."""
+    process = await trio.lowlevel.open_process(
+        plan.argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        cwd=workspace,
+        env=plan.env,
+        start_new_session=True,
+        preexec_fn=plan.preexec_fn,
+    )
+    assert process.stdout is not None
+    async with process.stdout:
+        while await process.stdout.receive_some(65536):
+            pass
+    await process.wait()
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return process.returncode
 
 
 async def one_command(
-    profile: RiskProfileConfig, posture: SandboxPosture, workspace: Path, shell: str
+    run: Runner, profile: RiskProfileConfig, posture: SandboxPosture, workspace: Path, shell: str
 ) -> float:
-    """Milliseconds for the shell tool's spawn path to plan, run and reap one command."""
+    """Milliseconds to plan, run and reap one command."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     started = time.perf_counter()
     plan = await trio.to_thread.run_sync(
@@ -51,12 +96,10 @@ async def one_command(
         )
     )
     with spawned(plan):
-        result = await run_shell_command(
-            COMMAND, cwd=workspace, timeout_secs=30, env=plan.env, sandbox=plan
-        )
+        returncode = await run(plan, workspace)
     elapsed = (time.perf_counter() - started) * 1000
-    if result.returncode != 0:
-        raise SystemExit(f"{posture.describe()}: `{COMMAND}` failed: {result.output!r}")
+    if returncode != 0:
+        raise SystemExit(f"{posture.describe()}: `{COMMAND}` exited {returncode}")
     return elapsed
 
 
@@ -68,22 +111,26 @@ async def main(runs: int, workspace: Path, shell: str) -> None:
             print(f"{name:<12} unavailable: {posture.reason}")
             continue
         postures[name] = posture
-    timings: dict[str, list[float]] = {name: [] for name in postures}
-    # Rounds interleave the backends, so drift on a shared machine hits them alike.
+    runners: dict[str, Runner] = {"direct": direct, "supervised": supervised}
+    timings: dict[tuple[str, str], list[float]] = {
+        (name, how): [] for name in postures for how in runners
+    }
     for round_index in range(runs + WARM_UP_ROUNDS):
-        for name, posture in postures.items():
-            elapsed = await one_command(PROFILES[name], posture, workspace, shell)
+        for name, how in timings:
+            elapsed = await one_command(
+                runners[how], PROFILES[name], postures[name], workspace, shell
+            )
             if round_index >= WARM_UP_ROUNDS:
-                timings[name].append(elapsed)
+                timings[name, how].append(elapsed)
     print(f"per-command start-up of `{shell} -c {COMMAND}`, {runs} runs each (ms)")
-    print(f"{'backend':<12} {'median':>8} {'p90':>8} {'vs unconfined':>14}")
-    baseline = statistics.median(timings["unconfined"])
-    for name, values in timings.items():
+    print(f"{'backend':<12} {'started':<11} {'median':>8} {'p90':>8} {'vs unconfined':>14}")
+    for (name, how), values in timings.items():
         values.sort()
         median = statistics.median(values)
         p90 = values[max(0, int(len(values) * 0.9) - 1)]
+        baseline = statistics.median(timings["unconfined", how])
         extra = "" if name == "unconfined" else f"{median - baseline:+.2f}"
-        print(f"{name:<12} {median:>8.2f} {p90:>8.2f} {extra:>14}")
+        print(f"{name:<12} {how:<11} {median:>8.2f} {p90:>8.2f} {extra:>14}")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import click
 from acp_core.jsonrpc import JsonValue
 from acp_server.cli.main import CliState
 from acp_server.security.sandbox import resolve_posture, system_probe
+from acp_server.security.sandbox.posture import ABSTRACT_SOCKETS_SAID
 
 
 @click.group("security")
@@ -48,3 +49,5 @@ def status_command(state: CliState, as_json: bool) -> None:
     click.echo("risk profiles:")
     for name, posture in profiles.items():
         click.echo(f"  {name}: {posture.describe()}")
+        said = ABSTRACT_SOCKETS_SAID[posture.abstract_sockets]
+        click.echo(f"    the host's abstract Unix sockets (D-Bus, X11, IDE helpers): {said}")
