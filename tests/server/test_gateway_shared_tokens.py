@@ -22,15 +22,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from acp_server.gateway.auth import hash_token
-from acp_server.gateway.pairing import PairAccepted, PairingLimits, PairRejected, generate_token
+from acp_server.gateway.pairing import generate_token
 from acp_server.gateway.revoke import RevokeRefused, digests_to_revoke
 from acp_server.gateway.shared_tokens import SharedTokens
 from acp_server.gateway.state import REVOKED_REASON, ConnectionRegistry, LiveConnection
 from acp_server.gateway.websocket import CloseCode, WebSocketTransport
 from acp_server.protocol.connection import AcpConnection
-from acp_server.storage.pg_tokens import PostgresTokens
+from acp_server.security.pairing import PairAccepted, PairingLimits, PairRejected
+from acp_server.storage import StoreError
 from acp_server.storage.postgres import PostgresSessionStore
-from acp_server.storage.records import StoreError
+from acp_server.storage.postgres.tokens import PostgresTokens
 from tests.helpers import poll_until
 
 LIMITS = PairingLimits(rate_limit_per_minute=100)

@@ -50,7 +50,7 @@ from acp_server.gateway.routes import Exchange, RouteTable
 from acp_server.gateway.state import RESTART_REASON, GatewayState, LiveConnection
 from acp_server.gateway.upgrade import serve_websocket
 from acp_server.gateway.websocket import DEFAULT_MAX_MESSAGE_BYTES, CloseCode
-from acp_server.storage.records import StoreError, StoreUnavailable
+from acp_server.storage import StoreError, StoreUnavailable
 
 logger = logging.getLogger(__name__)
 

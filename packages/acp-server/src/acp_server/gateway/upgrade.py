@@ -29,7 +29,7 @@ from acp_server.gateway.routes import Exchange
 from acp_server.gateway.state import RESTART_REASON, GatewayState, LiveConnection
 from acp_server.gateway.websocket import CloseCode, WebSocketTransport
 from acp_server.protocol.connection import AcpConnection
-from acp_server.storage.records import StoreError
+from acp_server.storage import StoreError
 
 logger = logging.getLogger(__name__)
 

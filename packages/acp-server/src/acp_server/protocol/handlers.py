@@ -37,6 +37,7 @@ from acp_server.agent.tools.mcp import (
     start_mcp_tools,
 )
 from acp_server.agent.turn import prompt_usage, run_turn
+from acp_server.agent.uploads import write_blobs
 from acp_server.config import McpServerConfig, RiskProfileConfig, RuntimeProfileConfig
 from acp_server.errors import AgentUnavailable, OperationFailed, SessionFenced
 from acp_server.protocol import config_options as options
@@ -56,8 +57,7 @@ from acp_server.protocol.sessions import SessionTable
 from acp_server.protocol.titles import title_from_prompt
 from acp_server.protocol.turn_channel import TurnChannel
 from acp_server.security.sandbox import agent_posture
-from acp_server.storage.sqlite import AsyncSessionStore, TurnUnsaved
-from acp_server.storage.uploads import write_blobs
+from acp_server.storage import AsyncSessionStore, TurnUnsaved
 
 if TYPE_CHECKING:
     from acp_server.protocol.connection import AcpConnection

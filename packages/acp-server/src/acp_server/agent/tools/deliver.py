@@ -43,8 +43,8 @@ from acp_server.agent.tools.base import (
     ToolOutput,
 )
 from acp_server.agent.tools.files import display_path, open_regular_file, resolve
+from acp_server.agent.uploads import UploadError, store_upload
 from acp_server.security import PathArgument, SecurityPolicy, ToolRules, deliver_path_denial
-from acp_server.storage.uploads import UploadError, store_upload
 
 DEFAULT_MAX_DELIVER_BYTES: Final = DEFAULT_MAX_BLOB_BYTES
 _MIME_SHAPE: Final = frozenset(
