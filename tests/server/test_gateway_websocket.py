@@ -12,9 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from wsproto.connection import Connection, ConnectionType
 from wsproto.events import BytesMessage, CloseConnection, Event, Ping, Pong, TextMessage
+from wsproto.frame_protocol import CloseReason
 
 from acp_core.errors import RemoteProtocolError
-from acp_server.gateway.websocket import CloseCode, WebSocketTransport
+from acp_server.gateway.websocket import WebSocketTransport
 from acp_server.protocol.transport import TransportClosed
 
 
@@ -143,7 +144,7 @@ async def test_tiny_fragments_count_against_the_limit_at_their_size(
             await client.send(TextMessage(data="y", message_finished=False))
         event = await client.next_event()
         assert isinstance(event, CloseConnection)
-        assert event.code == CloseCode.MESSAGE_TOO_BIG
+        assert event.code == CloseReason.MESSAGE_TOO_BIG
 
 
 async def test_binary_frames_are_decoded_as_utf8(pair: tuple[WebSocketTransport, Client]) -> None:
@@ -168,7 +169,7 @@ async def test_oversized_message_closes_with_1009(pair: tuple[WebSocketTransport
         await client.send(TextMessage(data="y" * 600, message_finished=True))
         event = await client.next_event()
         assert isinstance(event, CloseConnection)
-        assert event.code == CloseCode.MESSAGE_TOO_BIG
+        assert event.code == CloseReason.MESSAGE_TOO_BIG
         assert "limit" in (event.reason or "")
         assert await transport.receive_message() is None
         with pytest.raises(TransportClosed):
@@ -199,7 +200,7 @@ async def test_close_sends_code_and_reason(pair: tuple[WebSocketTransport, Clien
     transport, client = pair
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(transport.close, CloseCode.SERVICE_RESTART, "gateway restarting")
+            nursery.start_soon(transport.close, CloseReason.SERVICE_RESTART, "gateway restarting")
             event = await client.next_event()
             assert isinstance(event, CloseConnection)
             assert (event.code, event.reason) == (1012, "gateway restarting")
@@ -217,7 +218,7 @@ async def test_silent_peer_is_dropped_after_a_ping(autojump_clock: trio.abc.Cloc
             # The client never reads nor answers: after one interval a ping goes out, after
             # another the peer is dropped and the ACP layer sees the end of the stream.
             assert await transport.receive_message() is None
-            assert transport.close_code == CloseCode.GOING_AWAY
+            assert transport.close_code == CloseReason.GOING_AWAY
             assert trio.current_time() >= 20
     del client_stream
 
@@ -279,7 +280,9 @@ async def test_peer_that_stops_reading_is_dropped_and_the_writer_released(
             nursery.start_soon(transport.run_keepalive)
             nursery.start_soon(write)
             assert await transport.receive_message() is None
-            await transport.close(CloseCode.NORMAL, "")  # bounded even with a stuck writer
+            await transport.close(
+                CloseReason.NORMAL_CLOSURE, ""
+            )  # bounded even with a stuck writer
     assert outcome == ["closed"]
-    assert transport.close_code == CloseCode.GOING_AWAY
+    assert transport.close_code == CloseReason.GOING_AWAY
     del client_stream

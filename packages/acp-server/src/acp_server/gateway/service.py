@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Final
 
 import trio
+from wsproto.frame_protocol import CloseReason
 
 from acp_core.gateway_contract import ACP_PATH, PAIR_PATH, PAIRING_CODE_HEADER
 from acp_server.app import AcpApp
@@ -49,7 +50,7 @@ from acp_server.gateway.pending import DEFAULT_MAX_PENDING_PER_PEER, pending_cap
 from acp_server.gateway.routes import Exchange, RouteTable
 from acp_server.gateway.state import RESTART_REASON, GatewayState, LiveConnection
 from acp_server.gateway.upgrade import serve_websocket
-from acp_server.gateway.websocket import DEFAULT_MAX_MESSAGE_BYTES, CloseCode
+from acp_server.gateway.websocket import DEFAULT_MAX_MESSAGE_BYTES
 from acp_server.storage.records import StoreError, StoreUnavailable
 
 logger = logging.getLogger(__name__)
@@ -360,7 +361,7 @@ class Gateway:
                 connection.acp.active_requests,
                 connection.peer,
             )
-        connection.shut(CloseCode.SERVICE_RESTART, RESTART_REASON)
+        connection.shut(CloseReason.SERVICE_RESTART, RESTART_REASON)
 
     async def _accept_loop(
         self, listener: trio.abc.Listener[trio.abc.Stream], connections: trio.Nursery
