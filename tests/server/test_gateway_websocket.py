@@ -260,6 +260,43 @@ async def test_batched_messages_arrive_as_separate_frames_in_order(
     assert [text.encode() for text in received] == payloads
 
 
+LENGTH_BOUNDARIES = (0, 1, 125, 126, 127, 65_535, 65_536, 65_537)
+"""Payload sizes where RFC 6455 §5.2 moves from a 7-bit to a 16-bit to a 64-bit length."""
+
+
+async def _batch_as_received(payloads: list[bytes]) -> list[str]:
+    """The text messages a wsproto client reads after one ``send_messages(payloads)``."""
+    server_stream, client_stream = trio.testing.memory_stream_pair()
+    transport = WebSocketTransport(server_stream, peer="test", ping_interval_secs=0)
+    client = Client(client_stream)
+    received: list[str] = []
+    parts: list[str] = []
+    await transport.send_messages(payloads)
+    while len(received) < len(payloads):
+        event = await client.next_event()
+        assert isinstance(event, TextMessage)
+        parts.append(event.data)
+        if event.message_finished:
+            received.append("".join(parts))
+            parts.clear()
+    return received
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(LENGTH_BOUNDARIES), st.text(max_size=8)), min_size=1, max_size=6
+    )
+)
+def test_every_payload_of_a_batch_is_one_text_message_of_its_own(
+    shapes: list[tuple[int, str]],
+) -> None:
+    # Padded up to each length boundary, with any text (multi-byte included) at the end.
+    payloads = [b"x" * max(0, size - len(text.encode())) + text.encode() for size, text in shapes]
+    received = trio.run(_batch_as_received, payloads)
+    assert [message.encode() for message in received] == payloads
+
+
 async def test_peer_that_stops_reading_is_dropped_and_the_writer_released(
     autojump_clock: trio.abc.Clock,
 ) -> None:
