@@ -5,9 +5,11 @@ to the route table, and drain on shutdown. The parts live beside it: gateway/sta
 is shared), gateway/routes.py (the route table), gateway/handlers.py (health, pairing,
 admin), gateway/upgrade.py (the WebSocket upgrade), gateway/websocket.py (the transport).
 
-Why a hand-rolled front (h11 + wsproto) rather than trio-websocket's ``serve_websocket``:
-the same port must answer plain HTTP (``/health``, ``/pair``), which trio-websocket cannot,
-and the 401 must be sent before any upgrade. See docs/gateway.md.
+Why an h11 front and a wsproto connection rather than trio-websocket: the same port must
+answer plain HTTP (``/health``, ``/pair``) and send the 401 before any upgrade, and on the
+upgraded socket trio-websocket counts a message's size in characters and keeps one object per
+fragment, and writes each frame on its own. Measured in docs/decisions.md ("gateway: the
+WebSocket on wsproto").
 
 Shutdown (SIGINT/SIGTERM): stop accepting; every connection's ACP layer refuses new
 requests and the gateway waits until the ones already running are answered or the drain
