@@ -36,6 +36,19 @@ class Client:
             data = await self.stream.receive_some(65536)
             self.ws.receive_data(bytes(data) if data else None)
 
+    async def text_messages(self, count: int) -> list[str]:
+        """The next ``count`` whole text messages (any other frame fails the test)."""
+        received: list[str] = []
+        parts: list[str] = []
+        while len(received) < count:
+            event = await self.next_event()
+            assert isinstance(event, TextMessage)
+            parts.append(event.data)
+            if event.message_finished:
+                received.append("".join(parts))
+                parts.clear()
+        return received
+
 
 @pytest.fixture
 async def pair(nursery: trio.Nursery) -> tuple[WebSocketTransport, Client]:
@@ -245,18 +258,10 @@ async def test_batched_messages_arrive_as_separate_frames_in_order(
     transport, client = pair
     payloads = [f'{{"n":{index}}}'.encode() for index in range(50)]
     payloads.insert(25, b'"' + b"b" * 300_000 + b'"')  # forces a write in the middle
-    received: list[str] = []
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(transport.send_messages, payloads)
-            parts: list[str] = []
-            while len(received) < len(payloads):
-                event = await client.next_event()
-                assert isinstance(event, TextMessage)
-                parts.append(event.data)
-                if event.message_finished:
-                    received.append("".join(parts))
-                    parts.clear()
+            received = await client.text_messages(len(payloads))
     assert [text.encode() for text in received] == payloads
 
 
@@ -268,18 +273,8 @@ async def _batch_as_received(payloads: list[bytes]) -> list[str]:
     """The text messages a wsproto client reads after one ``send_messages(payloads)``."""
     server_stream, client_stream = trio.testing.memory_stream_pair()
     transport = WebSocketTransport(server_stream, peer="test", ping_interval_secs=0)
-    client = Client(client_stream)
-    received: list[str] = []
-    parts: list[str] = []
     await transport.send_messages(payloads)
-    while len(received) < len(payloads):
-        event = await client.next_event()
-        assert isinstance(event, TextMessage)
-        parts.append(event.data)
-        if event.message_finished:
-            received.append("".join(parts))
-            parts.clear()
-    return received
+    return await Client(client_stream).text_messages(len(payloads))
 
 
 @settings(max_examples=40, deadline=None)
