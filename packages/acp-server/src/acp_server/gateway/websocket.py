@@ -210,8 +210,8 @@ class WebSocketTransport:
                     self._stream_closed = True
 
     async def _send_control(self, event: Ping | Pong) -> None:
-        """A ping or pong, unless the close handshake has begun (no frame follows a close,
-        RFC 6455 §5.5.1)."""
+        """A ping or pong, only while the connection is open: once a close frame is out,
+        wsproto's state refuses both (and nothing follows the close on the wire)."""
         async with self._write_lock:
             if not self.open:
                 return
