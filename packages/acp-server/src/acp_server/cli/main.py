@@ -58,7 +58,7 @@ def configure_logging() -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     # Third-party chatter stays at warnings unless asked for.
-    for noisy in ("httpx", "httpcore", "trio-websocket", "mcp"):
+    for noisy in ("httpx", "httpcore", "mcp"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
 
 
