@@ -1,0 +1,278 @@
+"""Prompt turns on the path real users take: `zeroclaw acp` calling a model over HTTP.
+
+A local model server (bench/support/fake_provider.py: stdlib ``http.server`` in a thread,
+keep-alive, both providers' real streaming wire shapes, answering at once) stands in for
+the service. The same client (bench/support/peer.py) drives, in one run and alternating:
+
+* ``zeroclaw acp`` with an ``openai_compatible`` provider (Chat Completions) at the server;
+* ``zeroclaw acp`` with an ``anthropic`` provider (Messages API) at the server;
+* the official ACP SDK echo agent (bench/support/sdk_echo_agent.py) sending the same
+  frames without any model: the floor;
+* with ``--base DIR``, the first two again from another checkout (``DIR/.venv``), to compare
+  before and after a change in the same minutes.
+
+Per agent and round it measures:
+
+* short turns: a one-word prompt answered with five words (one model round); median and
+  p90 of the turn time, and the OVERHEAD: the turn time minus the server's own time for
+  that turn (the part of the turn that is ours);
+* tool turns: the model asks for ``shell`` with ``echo hi``, the client approves, the
+  command runs, the model answers (two model rounds); median and p90 end to end;
+* long turns: a reply of ``--words`` words, one chunk each; streamed chunks per second.
+
+Each agent runs ``--rounds`` times (the order rotates each round). Turn times are pooled
+over the rounds; chunks/s are the median of the rounds.
+
+Usage: ``uv run python bench/provider_turns.py [--rounds 3] [--short-turns 100]
+[--tool-turns 20] [--long-turns 2] [--words 20000] [--in-memory] [--base /path/to/checkout]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import tomli_w
+import trio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.support.fake_provider import LONG_TRIGGER, SHORT_REPLY, TOOL_TRIGGER, FakeProvider
+from bench.support.peer import Peer
+
+HERE: Final = Path(__file__).resolve().parent
+SDK_NAME: Final = "SDK echo agent (floor)"
+EXIT_WAIT_SECS: Final = 10.0
+
+
+@dataclass(frozen=True)
+class Prompts:
+    short: str
+    tool: str
+    long: str
+
+
+@dataclass(frozen=True)
+class Agent:
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    prompts: Prompts
+
+
+@dataclass
+class Samples:
+    short: list[float] = field(default_factory=list)
+    short_server: list[float] = field(default_factory=list)
+    tool: list[float] = field(default_factory=list)
+    tool_server: list[float] = field(default_factory=list)
+    chunks_per_sec: list[float] = field(default_factory=list)
+    chunks_per_long_turn: int = 0
+
+
+def text_prompt(session_id: str, text: str) -> dict[str, Any]:
+    return {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
+
+
+async def timed_turns(
+    peer: Peer, params: dict[str, Any], count: int, server: FakeProvider
+) -> tuple[list[float], list[float]]:
+    """(turn seconds, server seconds) for ``count`` turns of ``params``, one after another."""
+    turns, served = [], []
+    for _ in range(count):
+        server.take_server_seconds()
+        start = time.perf_counter()
+        await peer.call("session/prompt", params)
+        turns.append(time.perf_counter() - start)
+        served.append(server.take_server_seconds())
+    return turns, served
+
+
+async def measure(
+    agent: Agent, args: argparse.Namespace, server: FakeProvider, samples: Samples
+) -> None:
+    process = await trio.lowlevel.open_process(
+        agent.argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=None if args.show_stderr else subprocess.DEVNULL,
+        env=agent.env,
+    )
+    try:
+        peer = Peer(process)
+        await peer.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        new, _ = await peer.call("session/new", {"cwd": args.cwd, "mcpServers": []})
+        session_id = new["sessionId"]
+        short = text_prompt(session_id, agent.prompts.short)
+        tool = text_prompt(session_id, agent.prompts.tool)
+        long = text_prompt(session_id, agent.prompts.long)
+        # Warm-up: the first call of each kind pays for lazy imports and connecting.
+        await timed_turns(peer, short, args.warmup, server)
+        await timed_turns(peer, tool, 1, server)
+        turns, served = await timed_turns(peer, short, args.short_turns, server)
+        samples.short += turns
+        samples.short_server += served
+        turns, served = await timed_turns(peer, tool, args.tool_turns, server)
+        samples.tool += turns
+        samples.tool_server += served
+        await peer.call("session/prompt", long)  # warm the long path too
+        chunks = 0
+        start = time.perf_counter()
+        for _ in range(args.long_turns):
+            _, notes = await peer.call("session/prompt", long)
+            chunks += notes
+        samples.chunks_per_sec.append(chunks / (time.perf_counter() - start))
+        samples.chunks_per_long_turn = chunks // max(1, args.long_turns)
+    finally:
+        assert process.stdin is not None
+        await process.stdin.aclose()
+        with trio.move_on_after(EXIT_WAIT_SECS):
+            await process.wait()
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+def write_config(config_dir: Path, base_url: str, *, persist: bool) -> None:
+    providers = {
+        "openai_compatible": {"bench": {"model": "fake-model", "uri": f"{base_url}/v1"}},
+        "anthropic": {
+            "bench": {"model": "fake-model", "uri": base_url, "api_key": "sk-bench-not-a-key"}
+        },
+    }
+    profiles = {"risk_profile": "default", "runtime_profile": "default"}
+    document = {
+        "schema_version": 3,
+        "acp": {"session_persistence": persist},
+        "providers": {"models": providers},
+        "agents": {
+            "openai": {"model_provider": "openai_compatible.bench", **profiles},
+            "anthropic": {"model_provider": "anthropic.bench", **profiles},
+        },
+        "risk_profiles": {"default": {"level": "supervised"}},
+        "runtime_profiles": {"default": {}},
+    }
+    config_dir.mkdir(parents=True, exist_ok=True)
+    (config_dir / "config.toml").write_text(tomli_w.dumps(document))
+
+
+def zeroclaw_agents(label: str, venv_bin: Path, config_dir: Path) -> list[Agent]:
+    env = dict(os.environ, ZEROCLAW_CONFIG_DIR=str(config_dir), ZEROCLAW_LOG="warning")
+    for scrubbed in ("OPENROUTER_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
+        env.pop(scrubbed, None)
+    prompts = Prompts(short="hello", tool=f"please {TOOL_TRIGGER} hi", long=f"a {LONG_TRIGGER}")
+    return [
+        Agent(
+            f"{label}, {wire}", [str(venv_bin / "zeroclaw"), "acp", "--agent", wire], env, prompts
+        )
+        for wire in ("openai", "anthropic")
+    ]
+
+
+def sdk_agent(words: int) -> Agent:
+    prompts = Prompts(
+        short="".join(SHORT_REPLY),
+        tool="/tool shell " + json.dumps({"command": "echo hi"}),
+        long=" ".join(f"word{index}" for index in range(words)),
+    )
+    argv = [sys.executable, str(HERE / "support" / "sdk_echo_agent.py")]
+    return Agent(SDK_NAME, argv, dict(os.environ), prompts)
+
+
+async def main(args: argparse.Namespace) -> None:
+    server = FakeProvider(long_words=args.words)
+    results: dict[str, Samples] = {}
+    try:
+        with tempfile.TemporaryDirectory(prefix="zc-provider-bench-") as tmp:
+            args.cwd = tmp
+            config_dir = Path(tmp) / "config"
+            write_config(config_dir, server.base_url, persist=not args.in_memory)
+            agents = [sdk_agent(args.words)]
+            agents += zeroclaw_agents("zeroclaw acp", Path(sys.executable).parent, config_dir)
+            if args.base is not None:
+                base_bin = args.base / ".venv" / "bin"
+                agents += zeroclaw_agents("base checkout", base_bin, config_dir)
+            for agent in agents:
+                results[agent.name] = Samples()
+            for round_index in range(args.rounds):
+                shift = round_index % len(agents)
+                for agent in agents[shift:] + agents[:shift]:
+                    await measure(agent, args, server, results[agent.name])
+    finally:
+        server.close()
+    report(results, args, server)
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f}"
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
+
+
+def report(results: dict[str, Samples], args: argparse.Namespace, server: FakeProvider) -> None:
+    print(
+        f"{'agent':<28} {'short turn ms':>14} {'overhead':>9} {'tool turn ms':>14}"
+        f" {'overhead':>9} {'chunks/s':>9} {'(min-max)':>15}"
+    )
+    print(f"{'':<28} {'median/p90':>14} {'median':>9} {'median/p90':>14} {'median':>9}")
+    for name, samples in results.items():
+        short_overhead = [t - s for t, s in zip(samples.short, samples.short_server, strict=True)]
+        tool_overhead = [t - s for t, s in zip(samples.tool, samples.tool_server, strict=True)]
+        chunks = samples.chunks_per_sec
+        print(
+            f"{name:<28}"
+            f" {ms(statistics.median(samples.short)) + '/' + ms(percentile(samples.short, 0.9)):>14}"
+            f" {ms(statistics.median(short_overhead)):>9}"
+            f" {ms(statistics.median(samples.tool)) + '/' + ms(percentile(samples.tool, 0.9)):>14}"
+            f" {ms(statistics.median(tool_overhead)):>9}"
+            f" {statistics.median(chunks):>9,.0f} {f'({min(chunks):,.0f}-{max(chunks):,.0f})':>15}"
+        )
+    served = [seconds for samples in results.values() for seconds in samples.short_server]
+    server_short = statistics.median([seconds for seconds in served if seconds > 0] or [0.0])
+    print(
+        f"overhead = turn time minus the model server's own time (the SDK agent calls no"
+        f" server: its overhead is its turn). {args.rounds} rounds of {args.short_turns} short"
+        f" turns, {args.tool_turns} tool turns (2 model rounds each) and {args.long_turns}"
+        f" turns of {args.words} words per agent; persisting: {not args.in_memory};"
+        f" {server.requests} model requests over {server.connections} connections"
+        f" (server time per short answer ~{server_short * 1e6:.0f} us)."
+    )
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--short-turns", type=int, default=100)
+    parser.add_argument("--tool-turns", type=int, default=20)
+    parser.add_argument("--long-turns", type=int, default=2)
+    parser.add_argument("--words", type=int, default=20_000, help="words of a long reply")
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument(
+        "--in-memory", action="store_true", help="[acp] session_persistence = false"
+    )
+    parser.add_argument(
+        "--base",
+        type=lambda path: Path(path).resolve(),
+        default=None,
+        metavar="DIR",
+        help="also run DIR/.venv/bin/zeroclaw (a checkout)",
+    )
+    parser.add_argument("--show-stderr", action="store_true", help="the agents' logs")
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    trio.run(main, parse_args())
