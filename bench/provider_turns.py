@@ -20,6 +20,9 @@ Per agent and round it measures:
   command runs, the model answers (two model rounds); median and p90 end to end;
 * long turns: a reply of ``--words`` words, one chunk each; streamed chunks per second.
 
+Short and tool turns run ``--turns-per-session`` to a session (a model call sends the
+whole history, so a longer session makes every call bigger); each long turn has its own.
+
 Each agent runs ``--rounds`` times (the order rotates each round). Turn times are pooled
 over the rounds; chunks/s are the median of the rounds.
 
@@ -53,6 +56,7 @@ from bench.support.peer import Peer
 HERE: Final = Path(__file__).resolve().parent
 SDK_NAME: Final = "SDK echo agent (floor)"
 EXIT_WAIT_SECS: Final = 10.0
+BENCH_MAX_SESSIONS: Final = 100_000
 
 
 @dataclass(frozen=True)
@@ -84,12 +88,23 @@ def text_prompt(session_id: str, text: str) -> dict[str, Any]:
     return {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
 
 
+async def new_session(peer: Peer, cwd: str) -> str:
+    new, _ = await peer.call("session/new", {"cwd": cwd, "mcpServers": []})
+    session_id: str = new["sessionId"]
+    return session_id
+
+
 async def timed_turns(
-    peer: Peer, params: dict[str, Any], count: int, server: FakeProvider
+    peer: Peer, text: str, count: int, server: FakeProvider, args: argparse.Namespace
 ) -> tuple[list[float], list[float]]:
-    """(turn seconds, server seconds) for ``count`` turns of ``params``, one after another."""
+    """(turn seconds, server seconds) for ``count`` prompts of ``text``, one after another,
+    in a new session every ``--turns-per-session`` turns (the history a model call sends
+    grows with the session: a conversation of a few turns is the common case)."""
     turns, served = [], []
-    for _ in range(count):
+    params: dict[str, Any] = {}
+    for index in range(count):
+        if index % args.turns_per_session == 0:
+            params = text_prompt(await new_session(peer, args.cwd), text)
         server.take_server_seconds()
         start = time.perf_counter()
         await peer.call("session/prompt", params)
@@ -111,24 +126,24 @@ async def measure(
     try:
         peer = Peer(process)
         await peer.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-        new, _ = await peer.call("session/new", {"cwd": args.cwd, "mcpServers": []})
-        session_id = new["sessionId"]
-        short = text_prompt(session_id, agent.prompts.short)
-        tool = text_prompt(session_id, agent.prompts.tool)
-        long = text_prompt(session_id, agent.prompts.long)
+        prompts = agent.prompts
         # Warm-up: the first call of each kind pays for lazy imports and connecting.
-        await timed_turns(peer, short, args.warmup, server)
-        await timed_turns(peer, tool, 1, server)
-        turns, served = await timed_turns(peer, short, args.short_turns, server)
+        await timed_turns(peer, prompts.short, args.warmup, server, args)
+        await timed_turns(peer, prompts.tool, 1, server, args)
+        turns, served = await timed_turns(peer, prompts.short, args.short_turns, server, args)
         samples.short += turns
         samples.short_server += served
-        turns, served = await timed_turns(peer, tool, args.tool_turns, server)
+        turns, served = await timed_turns(peer, prompts.tool, args.tool_turns, server, args)
         samples.tool += turns
         samples.tool_server += served
-        await peer.call("session/prompt", long)  # warm the long path too
+        long_turns = [
+            text_prompt(await new_session(peer, args.cwd), prompts.long)
+            for _ in range(args.long_turns + 1)
+        ]
+        await peer.call("session/prompt", long_turns.pop())  # warm the long path too
         chunks = 0
         start = time.perf_counter()
-        for _ in range(args.long_turns):
+        for long in long_turns:
             _, notes = await peer.call("session/prompt", long)
             chunks += notes
         samples.chunks_per_sec.append(chunks / (time.perf_counter() - start))
@@ -153,7 +168,8 @@ def write_config(config_dir: Path, base_url: str, *, persist: bool) -> None:
     profiles = {"risk_profile": "default", "runtime_profile": "default"}
     document = {
         "schema_version": 3,
-        "acp": {"session_persistence": persist},
+        # Every --turns-per-session turns a new session: room for all of them.
+        "acp": {"session_persistence": persist, "max_sessions": BENCH_MAX_SESSIONS},
         "providers": {"models": providers},
         "agents": {
             "openai": {"model_provider": "openai_compatible.bench", **profiles},
@@ -260,6 +276,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--long-turns", type=int, default=2)
     parser.add_argument("--words", type=int, default=20_000, help="words of a long reply")
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument(
+        "--turns-per-session", type=int, default=10, help="a new session after this many turns"
+    )
     parser.add_argument(
         "--in-memory", action="store_true", help="[acp] session_persistence = false"
     )

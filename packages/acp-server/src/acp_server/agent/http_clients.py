@@ -96,8 +96,8 @@ def tls_context() -> ssl.SSLContext:
     return _tls_context
 
 
-def _needs_tls(spec: PoolSpec, url: httpx.URL) -> bool:
-    if url.scheme == "https":
+def _needs_tls(spec: PoolSpec, scheme: str) -> bool:
+    if scheme == "https":
         return True
     import urllib.request  # loaded by httpx already
 
@@ -106,19 +106,22 @@ def _needs_tls(spec: PoolSpec, url: httpx.URL) -> bool:
 
 
 class HttpClients:
-    """One trio run's clients, by pool name and whether they carry the TLS context."""
+    """One trio run's clients, by pool name and URL scheme."""
 
     def __init__(self) -> None:
-        self._clients: dict[tuple[str, bool], httpx.AsyncClient] = {}
+        self._clients: dict[tuple[str, str], httpx.AsyncClient] = {}
         self.built = 0
         """Clients built so far (each one is a pool; tests check none is built per call)."""
 
-    def client(self, spec: PoolSpec, url: httpx.URL) -> httpx.AsyncClient:
-        tls = _needs_tls(spec, url)
-        key = (spec.name, tls)
+    def client(self, spec: PoolSpec, url: str) -> httpx.AsyncClient:
+        # Called for every request: no URL parsing and no look at the environment here.
+        scheme = url.partition(":")[0].lower()
+        key = (spec.name, scheme)
         client = self._clients.get(key)
         if client is None or client.is_closed:
             import httpx
+
+            tls = _needs_tls(spec, scheme)
 
             client = httpx.AsyncClient(
                 verify=tls_context() if tls else False,
@@ -175,9 +178,7 @@ async def _close_when_run_ends(clients: HttpClients) -> None:
 
 def shared_client(spec: PoolSpec, url: str | httpx.URL) -> httpx.AsyncClient:
     """The long-lived client of pool ``spec`` for requests to ``url``."""
-    import httpx
-
-    return current_http_clients().client(spec, httpx.URL(url))
+    return current_http_clients().client(spec, str(url))
 
 
 class ConnectionWatch:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from functools import lru_cache
 from typing import Final
 
 import httpx
@@ -41,6 +42,7 @@ from acp_server.agent.providers.http import (
     RETRYABLE_STATUSES,
     Endpoint,
     SseCall,
+    encode_json,
     error_detail,
     parse_retry_after,
     status_error,
@@ -53,6 +55,8 @@ MAX_STALE_CONNECTION_RETRIES: Final = 1
 """Extra tries of a call whose pooled connection turned out closed (before any answer)."""
 STALE_CONNECTION_ERRORS: Final = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
 """What a request sent on a connection the server had closed meanwhile fails with."""
+MAX_KNOWN_ENDPOINTS: Final = 64
+"""Endpoint URLs and pools remembered parsed (one per configured provider in practice)."""
 
 
 async def _read_bounded(response: httpx.Response, limit: int) -> bytes:
@@ -150,8 +154,15 @@ def _retry_delay(response: httpx.Response, attempt: int) -> float | None:
     return min(DEFAULT_RETRY_BASE_DELAY_SECS * 2.0 ** (attempt - 1), DEFAULT_MAX_RETRY_DELAY_SECS)
 
 
-def _pool_for(call: SseCall) -> PoolSpec:
-    return PoolSpec(name=call.pool)
+@lru_cache(maxsize=MAX_KNOWN_ENDPOINTS)
+def _pool_named(name: str) -> PoolSpec:
+    return PoolSpec(name=name)
+
+
+@lru_cache(maxsize=MAX_KNOWN_ENDPOINTS)
+def _parsed_url(url: str) -> httpx.URL:
+    """``url`` parsed once: every call of a provider goes to the same address."""
+    return httpx.URL(url)
 
 
 @asynccontextmanager
@@ -168,11 +179,14 @@ async def open_sse(call: SseCall) -> AsyncIterator[AsyncIterator[ServerSentEvent
     endpoint = call.endpoint
     headers = {
         **call.headers,
+        "Content-Type": "application/json",
         "Accept": "text/event-stream",
         "Cache-Control": "no-store",
     }
     timeout = httpx.Timeout(call.timeout_secs)
-    client = shared_client(_pool_for(call), endpoint.url)
+    body = encode_json(call.body)  # once, whatever the number of attempts
+    url = _parsed_url(endpoint.url)
+    client = shared_client(_pool_named(call.pool), endpoint.url)
     async with AsyncExitStack() as stack:
         attempt = 0
         stale_retries = 0
@@ -185,9 +199,9 @@ async def open_sse(call: SseCall) -> AsyncIterator[AsyncIterator[ServerSentEvent
                     response = await attempt_stack.enter_async_context(
                         client.stream(
                             "POST",
-                            endpoint.url,
+                            url,
                             headers=headers,
-                            json=call.body,
+                            content=body,
                             timeout=timeout,
                             extensions={"trace": watch},
                         )
