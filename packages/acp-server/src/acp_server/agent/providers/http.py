@@ -16,7 +16,6 @@ person can do about it. API keys never appear in logs or messages.
 
 from __future__ import annotations
 
-import email.utils
 import json
 import logging
 import os
@@ -117,6 +116,8 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
         return max(0.0, float(value))
     except ValueError:
         pass
+    import email.utils  # an HTTP-date Retry-After is rare: not loaded at start-up
+
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
