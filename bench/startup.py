@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -57,12 +58,26 @@ class Command:
     env: dict[str, str]
 
 
-async def time_to_session(
-    command: Command, cwd: str, *, importtime: bool = False
-) -> tuple[float, bytes]:
-    """Seconds from spawn to the ``session/new`` answer (and stderr, with ``importtime``)."""
+@dataclass(frozen=True)
+class Start:
+    wall: float
+    """Seconds from spawn to the ``session/new`` answer."""
+    cpu: float
+    """CPU seconds the process used in all (start, the two answers, exit): steadier than
+    the wall time on a machine other work shares."""
+    stderr: bytes
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+async def time_to_session(command: Command, cwd: str, *, importtime: bool = False) -> Start:
+    """One start of ``command`` (its stderr kept with ``importtime``)."""
     python_flags = ["-X", "importtime"] if importtime else []
     argv = [command.argv[0], *python_flags, *command.argv[1:]]
+    cpu_before = children_cpu()
     start = time.perf_counter()
     process = await trio.lowlevel.open_process(
         argv,
@@ -92,7 +107,7 @@ async def time_to_session(
         if process.returncode is None:
             process.kill()
             await process.wait()
-    return elapsed, stderr
+    return Start(elapsed, children_cpu() - cpu_before, stderr)
 
 
 def top_imports(stderr: bytes, top: int) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
@@ -179,7 +194,7 @@ async def main(args: argparse.Namespace) -> None:
                     runs += commands("base", args.base / ".venv" / "bin", env, url, token)
                 await time_starts(runs, mode, tmp, args)
             for command in runs:
-                _, stderr = await time_to_session(command, tmp, importtime=True)
+                stderr = (await time_to_session(command, tmp, importtime=True)).stderr
                 by_package, by_module = top_imports(stderr, args.top)
                 total = sum(us for us, _ in top_imports(stderr, 10**6)[0]) / 1000
                 print(f"\n{command.name} ({args.modes[-1]}): -X importtime, {total:.0f} ms in all")
@@ -193,19 +208,20 @@ async def main(args: argparse.Namespace) -> None:
 
 
 async def time_starts(runs: list[Command], mode: str, cwd: str, args: argparse.Namespace) -> None:
-    timings: dict[str, list[float]] = {command.name: [] for command in runs}
+    starts: dict[str, list[Start]] = {command.name: [] for command in runs}
     for command in runs:  # warm the file cache (and write the bytecode) first
         await time_to_session(command, cwd)
     for run_index in range(args.runs):
         shift = run_index % len(runs)
         for command in runs[shift:] + runs[:shift]:
-            elapsed, _ = await time_to_session(command, cwd)
-            timings[command.name].append(elapsed)
+            starts[command.name].append(await time_to_session(command, cwd))
     print(f"\nspawn → initialize + session/new answered, {mode} ({args.runs} runs, alternating)")
-    print(f"{'command':<34} {'median ms':>10} {'min-max ms':>14}")
-    for name, values in timings.items():
-        spread = f"{min(values) * 1000:.0f}-{max(values) * 1000:.0f}"
-        print(f"{name:<34} {statistics.median(values) * 1000:>10.0f} {spread:>14}")
+    print(f"{'command':<34} {'median ms':>10} {'min-max ms':>14} {'CPU ms, median':>15}")
+    for name, values in starts.items():
+        walls = [start.wall * 1000 for start in values]
+        cpu = statistics.median(start.cpu * 1000 for start in values)
+        spread = f"{min(walls):.0f}-{max(walls):.0f}"
+        print(f"{name:<34} {statistics.median(walls):>10.0f} {spread:>14} {cpu:>15.0f}")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
