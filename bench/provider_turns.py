@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+import psutil
 import tomli_w
 import trio
 
@@ -78,10 +79,19 @@ class Agent:
 class Samples:
     short: list[float] = field(default_factory=list)
     short_server: list[float] = field(default_factory=list)
+    short_cpu: list[float] = field(default_factory=list)
+    """CPU seconds per short turn, one figure per round (the agent and its children)."""
     tool: list[float] = field(default_factory=list)
     tool_server: list[float] = field(default_factory=list)
+    tool_cpu: list[float] = field(default_factory=list)
     chunks_per_sec: list[float] = field(default_factory=list)
     chunks_per_long_turn: int = 0
+
+
+def cpu_seconds(process: psutil.Process) -> float:
+    """CPU time of ``process`` and of the children it has reaped (the tool's shell)."""
+    times = process.cpu_times()
+    return times.user + times.system + times.children_user + times.children_system
 
 
 def text_prompt(session_id: str, text: str) -> dict[str, Any]:
@@ -125,17 +135,22 @@ async def measure(
     )
     try:
         peer = Peer(process)
+        usage = psutil.Process(process.pid)
         await peer.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
         prompts = agent.prompts
         # Warm-up: the first call of each kind pays for lazy imports and connecting.
         await timed_turns(peer, prompts.short, args.warmup, server, args)
         await timed_turns(peer, prompts.tool, 1, server, args)
+        cpu = cpu_seconds(usage)
         turns, served = await timed_turns(peer, prompts.short, args.short_turns, server, args)
         samples.short += turns
         samples.short_server += served
+        samples.short_cpu.append((cpu_seconds(usage) - cpu) / args.short_turns)
+        cpu = cpu_seconds(usage)
         turns, served = await timed_turns(peer, prompts.tool, args.tool_turns, server, args)
         samples.tool += turns
         samples.tool_server += served
+        samples.tool_cpu.append((cpu_seconds(usage) - cpu) / args.tool_turns)
         long_turns = [
             text_prompt(await new_session(peer, args.cwd), prompts.long)
             for _ in range(args.long_turns + 1)
@@ -240,10 +255,13 @@ def percentile(values: Sequence[float], fraction: float) -> float:
 
 def report(results: dict[str, Samples], args: argparse.Namespace, server: FakeProvider) -> None:
     print(
-        f"{'agent':<28} {'short turn ms':>14} {'overhead':>9} {'tool turn ms':>14}"
-        f" {'overhead':>9} {'chunks/s':>9} {'(min-max)':>15}"
+        f"{'agent':<28} {'short turn ms':>14} {'overhead':>9} {'CPU':>6} {'tool turn ms':>14}"
+        f" {'overhead':>9} {'CPU':>6} {'chunks/s':>9} {'(min-max)':>15}"
     )
-    print(f"{'':<28} {'median/p90':>14} {'median':>9} {'median/p90':>14} {'median':>9}")
+    print(
+        f"{'':<28} {'median/p90':>14} {'median':>9} {'ms':>6} {'median/p90':>14} {'median':>9}"
+        f" {'ms':>6}"
+    )
     for name, samples in results.items():
         short_overhead = [t - s for t, s in zip(samples.short, samples.short_server, strict=True)]
         tool_overhead = [t - s for t, s in zip(samples.tool, samples.tool_server, strict=True)]
@@ -252,15 +270,18 @@ def report(results: dict[str, Samples], args: argparse.Namespace, server: FakePr
             f"{name:<28}"
             f" {ms(statistics.median(samples.short)) + '/' + ms(percentile(samples.short, 0.9)):>14}"
             f" {ms(statistics.median(short_overhead)):>9}"
+            f" {ms(statistics.median(samples.short_cpu)):>6}"
             f" {ms(statistics.median(samples.tool)) + '/' + ms(percentile(samples.tool, 0.9)):>14}"
             f" {ms(statistics.median(tool_overhead)):>9}"
+            f" {ms(statistics.median(samples.tool_cpu)):>6}"
             f" {statistics.median(chunks):>9,.0f} {f'({min(chunks):,.0f}-{max(chunks):,.0f})':>15}"
         )
     served = [seconds for samples in results.values() for seconds in samples.short_server]
     server_short = statistics.median([seconds for seconds in served if seconds > 0] or [0.0])
     print(
         f"overhead = turn time minus the model server's own time (the SDK agent calls no"
-        f" server: its overhead is its turn). {args.rounds} rounds of {args.short_turns} short"
+        f" server: its overhead is its turn); CPU = the agent's CPU time per turn (its tool"
+        f" commands included), steadier than wall time on a busy machine. {args.rounds} rounds of {args.short_turns} short"
         f" turns, {args.tool_turns} tool turns (2 model rounds each) and {args.long_turns}"
         f" turns of {args.words} words per agent; persisting: {not args.in_memory};"
         f" {server.requests} model requests over {server.connections} connections"

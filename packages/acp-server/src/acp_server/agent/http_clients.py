@@ -173,7 +173,10 @@ async def _close_when_run_ends(clients: HttpClients) -> None:
     try:
         await trio.sleep_forever()
     finally:
-        await clients.aclose()
+        try:
+            await clients.aclose()
+        except Exception as error:  # a system task must not fail the run on its way out
+            logger.debug("closing the HTTP clients at the end of the run: %r", error)
 
 
 def shared_client(spec: PoolSpec, url: str | httpx.URL) -> httpx.AsyncClient:
