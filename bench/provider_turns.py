@@ -51,6 +51,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.support.checkouts import add_base_argument, venv_bin
 from bench.support.fake_provider import LONG_TRIGGER, SHORT_REPLY, TOOL_TRIGGER, FakeProvider
 from bench.support.peer import Peer
 
@@ -231,7 +232,7 @@ async def main(args: argparse.Namespace) -> None:
             agents = [sdk_agent(args.words)]
             agents += zeroclaw_agents("zeroclaw acp", Path(sys.executable).parent, config_dir)
             if args.base is not None:
-                base_bin = args.base / ".venv" / "bin"
+                base_bin = venv_bin(args.base)
                 agents += zeroclaw_agents("base checkout", base_bin, config_dir)
             for agent in agents:
                 results[agent.name] = Samples()
@@ -303,13 +304,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--in-memory", action="store_true", help="[acp] session_persistence = false"
     )
-    parser.add_argument(
-        "--base",
-        type=lambda path: Path(path).resolve(),
-        default=None,
-        metavar="DIR",
-        help="also run DIR/.venv/bin/zeroclaw (a checkout)",
-    )
+    add_base_argument(parser, "run zeroclaw acp")
     parser.add_argument("--show-stderr", action="store_true", help="the agents' logs")
     return parser.parse_args(argv)
 

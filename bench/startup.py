@@ -42,6 +42,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.support.checkouts import add_base_argument, venv_bin
 from bench.support.peer import Peer
 from tests.e2e.gateway_harness import run_gateway
 
@@ -191,7 +192,7 @@ async def main(args: argparse.Namespace) -> None:
                 env.update(ZEROCLAW_CONFIG_DIR=str(config_dir), ZEROCLAW_LOG="warning")
                 runs = commands("ours", Path(sys.executable).parent, env, url, token)
                 if args.base is not None:
-                    runs += commands("base", args.base / ".venv" / "bin", env, url, token)
+                    runs += commands("base", venv_bin(args.base), env, url, token)
                 await time_starts(runs, mode, tmp, args)
             for command in runs:
                 stderr = (await time_to_session(command, tmp, importtime=True)).stderr
@@ -234,13 +235,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="comma-separated: bytecode (cached .pyc, as installed), source (no .pyc)",
     )
     parser.add_argument("--top", type=int, default=15, help="import-time entries to show")
-    parser.add_argument(
-        "--base",
-        type=lambda path: Path(path).resolve(),
-        default=None,
-        metavar="DIR",
-        help="also time DIR/.venv/bin's commands (another checkout), alternating",
-    )
+    add_base_argument(parser, "time the commands")
     return parser.parse_args(argv)
 
 

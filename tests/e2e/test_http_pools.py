@@ -24,6 +24,8 @@ from acp_server.agent.http_clients import PoolSpec, shared_client
 from acp_server.agent.http_clients import http_clients as open_http_clients
 from acp_server.agent.providers import create_provider
 from acp_server.agent.providers.base import Provider, ProviderError, TextDelta
+from acp_server.agent.providers.http import Endpoint
+from acp_server.agent.providers.sse import transport_error
 from acp_server.agent.tools.web import WebFetchTool
 from acp_server.config.model import WebConfig
 from tests.e2e.fake_llm import (
@@ -195,3 +197,10 @@ async def test_web_fetch_builds_no_client_per_call(
     assert [output.text for output in outputs] == ["page 0", "page 1", "page 2"]
     assert len(built) == 1
     assert server.connections == 1
+
+
+def test_a_pool_whose_connections_stay_busy_says_so() -> None:
+    endpoint = Endpoint("OpenRouter", "https://openrouter.ai/api/v1/chat/completions", "t")
+    message = str(transport_error(endpoint, httpx.PoolTimeout("no connection"), 7))
+    assert "Every connection to OpenRouter stayed busy with other calls for 7 s" in message
+    assert "raise timeout_secs in [t]" in message
