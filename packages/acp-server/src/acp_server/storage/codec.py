@@ -128,7 +128,7 @@ def plan_from_json(raw: str, session_id: str) -> tuple[PlanStep, ...] | None:
         return None
 
 
-_LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+_LONE_SURROGATE: Final = LazyPattern("[\ud800-\udfff]")
 
 
 def _encode_arguments(call: ToolCall) -> str:
