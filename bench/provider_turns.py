@@ -86,6 +86,8 @@ class Samples:
     tool_server: list[float] = field(default_factory=list)
     tool_cpu: list[float] = field(default_factory=list)
     chunks_per_sec: list[float] = field(default_factory=list)
+    chunk_cpu: list[float] = field(default_factory=list)
+    """CPU seconds per streamed chunk, one figure per round."""
     chunks_per_long_turn: int = 0
 
 
@@ -158,11 +160,13 @@ async def measure(
         ]
         await peer.call("session/prompt", long_turns.pop())  # warm the long path too
         chunks = 0
+        cpu = cpu_seconds(usage)
         start = time.perf_counter()
         for long in long_turns:
             _, notes = await peer.call("session/prompt", long)
             chunks += notes
         samples.chunks_per_sec.append(chunks / (time.perf_counter() - start))
+        samples.chunk_cpu.append((cpu_seconds(usage) - cpu) / max(1, chunks))
         samples.chunks_per_long_turn = chunks // max(1, args.long_turns)
     finally:
         assert process.stdin is not None
@@ -257,11 +261,11 @@ def percentile(values: Sequence[float], fraction: float) -> float:
 def report(results: dict[str, Samples], args: argparse.Namespace, server: FakeProvider) -> None:
     print(
         f"{'agent':<28} {'short turn ms':>14} {'overhead':>9} {'CPU':>6} {'tool turn ms':>14}"
-        f" {'overhead':>9} {'CPU':>6} {'chunks/s':>9} {'(min-max)':>15}"
+        f" {'overhead':>9} {'CPU':>6} {'chunks/s':>9} {'(min-max)':>15} {'CPU':>6}"
     )
     print(
         f"{'':<28} {'median/p90':>14} {'median':>9} {'ms':>6} {'median/p90':>14} {'median':>9}"
-        f" {'ms':>6}"
+        f" {'ms':>6} {'':>25} {'us/ch':>6}"
     )
     for name, samples in results.items():
         short_overhead = [t - s for t, s in zip(samples.short, samples.short_server, strict=True)]
@@ -276,6 +280,7 @@ def report(results: dict[str, Samples], args: argparse.Namespace, server: FakePr
             f" {ms(statistics.median(tool_overhead)):>9}"
             f" {ms(statistics.median(samples.tool_cpu)):>6}"
             f" {statistics.median(chunks):>9,.0f} {f'({min(chunks):,.0f}-{max(chunks):,.0f})':>15}"
+            f" {statistics.median(samples.chunk_cpu) * 1e6:>6.0f}"
         )
     served = [seconds for samples in results.values() for seconds in samples.short_server]
     server_short = statistics.median([seconds for seconds in served if seconds > 0] or [0.0])
