@@ -33,4 +33,5 @@ def test_every_method_answers_as_re_does(text: str) -> None:
             found, expected = getattr(lazy, method)(text), getattr(eager, method)(text)
             assert (found and found.group(0)) == (expected and expected.group(0))
         assert [m.span() for m in lazy.finditer(text)] == [m.span() for m in eager.finditer(text)]
+        assert lazy.findall(text) == eager.findall(text)
         assert lazy.sub("<\\g<0>>", text) == eager.sub("<\\g<0>>", text)

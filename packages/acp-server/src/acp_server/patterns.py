@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable, Iterator
+from typing import Any
 
 Replacement = str | Callable[[re.Match[str]], str]
 
@@ -48,6 +49,9 @@ class LazyPattern:
         self, string: str, pos: int = 0, endpos: int = sys.maxsize
     ) -> Iterator[re.Match[str]]:
         return self.compiled.finditer(string, pos, endpos)
+
+    def findall(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> list[Any]:
+        return self.compiled.findall(string, pos, endpos)
 
     def sub(self, repl: Replacement, string: str, count: int = 0) -> str:
         return self.compiled.sub(repl, string, count)
