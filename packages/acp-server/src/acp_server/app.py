@@ -21,6 +21,7 @@ from typing import Final, TypeAlias
 import trio
 
 from acp_server.agent.cost import CachedLedger, CostMeter, MemoryLedger, SpendLedger, utc_now
+from acp_server.agent.http_clients import http_clients
 from acp_server.agent.providers import ProviderFactory, create_provider
 from acp_server.agent.tools.base import Tool
 from acp_server.config import (
@@ -146,18 +147,21 @@ def shared_store_message(exc: Exception) -> str:
 
 @asynccontextmanager
 async def open_app(config: Config) -> AsyncIterator[AcpApp]:
-    """The process's ``AcpApp``; its store is closed on the way out, even when cancelled."""
+    """The process's ``AcpApp``; its store and its HTTP clients (the providers' and the web
+    tools' connection pools, agent/http_clients.py) are closed on the way out, even when
+    cancelled."""
     store = await open_session_store(config)
     try:
-        app = AcpApp(config=config, store=store)
-        if store is None or config.storage.url is None:
-            yield app
-        else:
-            # One live copy per session across replicas (protocol/replica_leases.py).
-            from acp_server.protocol.replica_leases import open_replica_leases
-
-            async with open_replica_leases(app):
+        async with http_clients():
+            app = AcpApp(config=config, store=store)
+            if store is None or config.storage.url is None:
                 yield app
+            else:
+                # One live copy per session across replicas (protocol/replica_leases.py).
+                from acp_server.protocol.replica_leases import open_replica_leases
+
+                async with open_replica_leases(app):
+                    yield app
     finally:
         if store is not None:
             with trio.CancelScope(shield=True):

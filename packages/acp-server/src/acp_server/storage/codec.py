@@ -27,6 +27,7 @@ from acp_server.agent.conversation import (
     ToolCall,
     ToolRecord,
 )
+from acp_server.patterns import LazyPattern
 from acp_server.storage.records import StoreError
 
 logger = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ _ROLES: Final[dict[str, Role]] = {
 
 
 _NUL_ESCAPE: Final = "\x01"
-_ESCAPED: Final = re.compile("\x01(.)", re.DOTALL)
+_ESCAPED: Final = LazyPattern("\x01(.)", re.DOTALL)
 
 
 def escape_nul(text: str) -> str:
@@ -127,7 +128,7 @@ def plan_from_json(raw: str, session_id: str) -> tuple[PlanStep, ...] | None:
         return None
 
 
-_LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+_LONE_SURROGATE: Final = LazyPattern("[\ud800-\udfff]")
 
 
 def _encode_arguments(call: ToolCall) -> str:

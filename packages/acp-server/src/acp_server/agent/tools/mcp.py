@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -59,6 +58,7 @@ from acp_core.errors import InvalidParamsError
 from acp_server.agent.tools.base import DEFAULT_MAX_TOOL_OUTPUT_BYTES, ToolContext, ToolOutput
 from acp_server.agent.uploads import UploadError, store_upload
 from acp_server.config import AgentConfig, McpServerConfig
+from acp_server.patterns import LazyPattern
 
 if TYPE_CHECKING:
     # The SDK costs ~0.7 s to import: only sessions that actually start an MCP server
@@ -87,7 +87,7 @@ DEFAULT_MAX_TOOL_LIST_PAGES: Final = 32
 DEFAULT_MAX_MCP_DESCRIPTION_CHARS: Final = 2000
 """Longest tool description passed on to the model."""
 
-_UNSAFE_NAME_CHARS: Final = re.compile(r"[^A-Za-z0-9_-]+")
+_UNSAFE_NAME_CHARS: Final = LazyPattern(r"[^A-Za-z0-9_-]+")
 _EXTENSION_BY_MIME: Final = {
     "image/png": "png",
     "image/jpeg": "jpg",
