@@ -33,7 +33,12 @@ from acp_server.agent.skills_manifest import RUNNABLE_TOOL_KINDS, Skill, SkillTo
 from acp_server.agent.skills_prompt import composed_tool_name
 from acp_server.agent.skills_templates import fill, unquotable_placeholders
 from acp_server.agent.tools._titles import target_title
-from acp_server.agent.tools.arguments import ToolArguments, arguments_schema, parse_arguments
+from acp_server.agent.tools.arguments import (
+    SchemaOf,
+    ToolArguments,
+    arguments_schema,
+    parse_arguments,
+)
 from acp_server.agent.tools.base import (
     RefusedCall,
     Tool,
@@ -67,10 +72,10 @@ class ReadSkillTool:
         "(its SKILL.md or SKILL.toml as written)."
     )
     side_effects = False
+    parameters = SchemaOf(ReadSkillArguments)
 
     def __init__(self, skills: Callable[[], LoadedSkills]) -> None:
         self._skills = skills
-        self.parameters = arguments_schema(ReadSkillArguments)
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         wanted = parse_arguments(ReadSkillArguments, arguments).name
@@ -125,7 +130,10 @@ class SkillShellTool:
             rules=ToolRules(command_of=self.command),
             arguments=self.arguments,
         )
-        self.parameters = arguments_schema(self.arguments)
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return arguments_schema(self.arguments)
 
     def command(self, arguments: Mapping[str, Any]) -> str | None:
         """The command line for ``arguments``; None when one is missing or not a string."""

@@ -65,17 +65,23 @@ def arguments_schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
     """The JSON Schema of ``struct`` as the model is sent it: one flat object (nested
     Structs inlined, no ``$ref``), property descriptions kept, the Structs' own names and
     docstrings left out (the tool's description speaks for it), an optional argument's
-    ``null`` left unsaid, and ``required`` always present. A fresh copy each call."""
-    copy: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(_schema(struct)))
-    return copy
-
-
-def _schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
-    """``arguments_schema``, made once per Struct and shared: never to be changed."""
+    ``null`` left unsaid, and ``required`` always present. Made once per Struct and
+    shared by every session: read it, never change it."""
     cached = _SCHEMAS.get(struct)
     if cached is None:
         cached = _SCHEMAS[struct] = _flat_schema(struct)
     return cached
+
+
+class SchemaOf:
+    """A tool class's ``parameters``: ``arguments_schema(struct)``, made the first time a
+    model is told the tools, not when a session builds them (``session/new`` stays quick)."""
+
+    def __init__(self, struct: type[msgspec.Struct]) -> None:
+        self.struct = struct
+
+    def __get__(self, instance: object, owner: type | None = None) -> dict[str, Any]:
+        return arguments_schema(self.struct)
 
 
 def _flat_schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
@@ -137,7 +143,7 @@ def parse_arguments(struct: type[Arguments], arguments: Mapping[str, Any]) -> Ar
             return msgspec.convert(whole, struct)
         except msgspec.ValidationError as error:
             problem, given = str(error), whole
-    raise RefusedCall(_explained(problem, _schema(struct), given))
+    raise RefusedCall(_explained(problem, arguments_schema(struct), given))
 
 
 def read_stored(struct: type[Arguments], arguments: Mapping[str, Any]) -> Arguments | None:

@@ -202,7 +202,12 @@ class ToolContext:
 class Tool(Protocol):
     name: str
     description: str
-    parameters: dict[str, Any]  # JSON Schema of the arguments object
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """JSON Schema of the arguments object (built-ins: their Struct's, shared)."""
+        ...
+
     side_effects: bool  # readonly risk profiles refuse tools with side effects
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput: ...

@@ -35,12 +35,7 @@ from acp_core.blobs import (
 from acp_server.agent.conversation import DeliveredRecord, ToolRecord
 from acp_server.agent.tools._args import strip_control_chars
 from acp_server.agent.tools._titles import target_title
-from acp_server.agent.tools.arguments import (
-    ToolArguments,
-    arguments_schema,
-    parse_arguments,
-    read_stored,
-)
+from acp_server.agent.tools.arguments import SchemaOf, ToolArguments, parse_arguments, read_stored
 from acp_server.agent.tools.base import (
     DeliveredFile,
     RefusedCall,
@@ -155,9 +150,9 @@ class DeliverFileTool:
     # Reads a workspace file; the uploads/ copy is server-managed storage, so read-only
     # profiles may still hand files to the user.
     side_effects = False
+    parameters = SchemaOf(DeliverFileArguments)
 
     def __init__(self, *, max_bytes: int = DEFAULT_MAX_DELIVER_BYTES) -> None:
-        self.parameters = arguments_schema(DeliverFileArguments)
         self.max_bytes = max_bytes
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:

@@ -30,7 +30,7 @@ from acp_server.agent.conversation import CallView, FileDiff, FileLocation
 from acp_server.agent.tools._replace import replace_contents, write_error
 from acp_server.agent.tools._text import encodable, shown_name
 from acp_server.agent.tools._titles import target_title
-from acp_server.agent.tools.arguments import ToolArguments, arguments_schema, parse_arguments
+from acp_server.agent.tools.arguments import SchemaOf, ToolArguments, parse_arguments
 from acp_server.agent.tools.base import (
     DEFAULT_MAX_TOOL_OUTPUT_BYTES,
     ClientSide,
@@ -369,9 +369,7 @@ class FileReadTool:
         "to page through long files."
     )
     side_effects = False
-
-    def __init__(self) -> None:
-        self.parameters = arguments_schema(FileReadArguments)
+    parameters = SchemaOf(FileReadArguments)
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         given = parse_arguments(FileReadArguments, arguments)
@@ -414,9 +412,7 @@ class FileWriteTool:
         "parent directories are created. Prefer file_edit for changing part of a file."
     )
     side_effects = True
-
-    def __init__(self) -> None:
-        self.parameters = arguments_schema(FileWriteArguments)
+    parameters = SchemaOf(FileWriteArguments)
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         given = parse_arguments(FileWriteArguments, arguments)
@@ -540,9 +536,7 @@ class FileEditTool:
         "to make it unique. new_string may be empty to delete the text."
     )
     side_effects = True
-
-    def __init__(self) -> None:
-        self.parameters = arguments_schema(FileEditArguments)
+    parameters = SchemaOf(FileEditArguments)
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         given = parse_arguments(FileEditArguments, arguments)

@@ -26,8 +26,8 @@ from acp_core import schema
 from acp_server.agent.conversation import PlanStep, StreamedPlan, StreamedText, ToolRecord
 from acp_server.agent.tools._titles import prose_title
 from acp_server.agent.tools.arguments import (
+    SchemaOf,
     ToolArguments,
-    arguments_schema,
     one_of,
     parse_arguments,
     read_stored,
@@ -95,9 +95,7 @@ class AskUserTool:
         "or ask in your reply instead."
     )
     side_effects = False
-
-    def __init__(self) -> None:
-        self.parameters = arguments_schema(AskUserArguments)
+    parameters = SchemaOf(AskUserArguments)
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         given = parse_arguments(AskUserArguments, arguments)
@@ -260,9 +258,7 @@ class EscalateToHumanTool:
         "for a reply."
     )
     side_effects = False
-
-    def __init__(self) -> None:
-        self.parameters = arguments_schema(EscalateArguments)
+    parameters = SchemaOf(EscalateArguments)
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         given = parse_arguments(EscalateArguments, arguments)
@@ -376,9 +372,7 @@ class TodoWriteTool:
         "item in_progress while working."
     )
     side_effects = False
-
-    def __init__(self) -> None:
-        self.parameters = arguments_schema(TodoWriteArguments)
+    parameters = SchemaOf(TodoWriteArguments)
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         entries = _plan(parse_arguments(TodoWriteArguments, arguments))

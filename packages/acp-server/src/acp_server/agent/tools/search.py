@@ -34,7 +34,7 @@ from acp_server.agent.conversation import FileLocation
 from acp_server.agent.tools._matching import GlobPattern, LinePattern, has_wildcards
 from acp_server.agent.tools._text import shown_name
 from acp_server.agent.tools._titles import target_title
-from acp_server.agent.tools.arguments import ToolArguments, arguments_schema, parse_arguments
+from acp_server.agent.tools.arguments import SchemaOf, ToolArguments, parse_arguments
 from acp_server.agent.tools.base import (
     DEFAULT_MAX_TOOL_OUTPUT_BYTES,
     MAX_CARD_LOCATIONS,
@@ -316,9 +316,7 @@ class GlobSearchTool:
         "Patterns are relative to the workspace; directories are listed with a trailing '/'."
     )
     side_effects = False
-
-    def __init__(self) -> None:
-        self.parameters = arguments_schema(GlobSearchArguments)
+    parameters = SchemaOf(GlobSearchArguments)
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         pattern = parse_arguments(GlobSearchArguments, arguments).pattern
@@ -551,9 +549,7 @@ class ContentSearchTool:
         "skipped, as are .git and node_modules unless searched explicitly."
     )
     side_effects = False
-
-    def __init__(self) -> None:
-        self.parameters = arguments_schema(ContentSearchArguments)
+    parameters = SchemaOf(ContentSearchArguments)
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         given = parse_arguments(ContentSearchArguments, arguments)

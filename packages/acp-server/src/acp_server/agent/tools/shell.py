@@ -41,7 +41,7 @@ from msgspec import Meta
 
 from acp_core import schema
 from acp_core.schema import text_tool_content
-from acp_server.agent.tools.arguments import ToolArguments, arguments_schema, parse_arguments
+from acp_server.agent.tools.arguments import SchemaOf, ToolArguments, parse_arguments
 from acp_server.agent.tools.base import (
     DEFAULT_MAX_TOOL_OUTPUT_BYTES,
     ClientSide,
@@ -249,9 +249,7 @@ class ShellTool:
         "workspace are refused."
     )
     side_effects = True
-
-    def __init__(self) -> None:
-        self.parameters = arguments_schema(ShellArguments)
+    parameters = SchemaOf(ShellArguments)
 
     @staticmethod
     def _plan(command: str, ctx: ToolContext) -> SpawnPlan:

@@ -24,12 +24,7 @@ from msgspec import Meta
 
 from acp_server.agent.http_clients import PoolSpec, finish_stream, shared_client
 from acp_server.agent.tools._titles import code_span, one_line, target_title
-from acp_server.agent.tools.arguments import (
-    ToolArguments,
-    arguments_schema,
-    one_of,
-    parse_arguments,
-)
+from acp_server.agent.tools.arguments import SchemaOf, ToolArguments, one_of, parse_arguments
 from acp_server.agent.tools.base import (
     RefusedCall,
     ToolContext,
@@ -172,10 +167,10 @@ class WebFetchTool:
         "text. For documentation and API reference pages."
     )
     side_effects = False
+    parameters = SchemaOf(WebFetchArguments)
 
     def __init__(self, web: WebConfig | None = None) -> None:
         self.web = web or WebConfig()
-        self.parameters = arguments_schema(WebFetchArguments)
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         from acp_server.agent.tools._html import html_to_text
@@ -235,10 +230,10 @@ class HttpRequestTool:
         "the body. Redirects are returned as they are, not followed."
     )
     side_effects = True
+    parameters = SchemaOf(HttpRequestArguments)
 
     def __init__(self, web: WebConfig | None = None) -> None:
         self.web = web or WebConfig()
-        self.parameters = arguments_schema(HttpRequestArguments)
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         from acp_server.agent.tools.web_guard import parse_web_url
