@@ -11,6 +11,7 @@ defaults: ``web_fetch`` is in the default ``auto_approve`` list, ``http_request`
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any, Final
 
 import httpx
@@ -18,7 +19,7 @@ import trio
 
 from acp_server.agent.providers.http import finish_stream
 from acp_server.agent.tools._args import optional_str, required_str
-from acp_server.agent.tools._html import html_to_text
+from acp_server.agent.tools._html import html_to_markdown
 from acp_server.agent.tools.base import (
     RefusedCall,
     ToolContext,
@@ -26,6 +27,7 @@ from acp_server.agent.tools.base import (
     ToolError,
     ToolOutput,
 )
+from acp_server.agent.tools.search import run_stoppable
 from acp_server.agent.tools.web_guard import WebTarget, parse_web_url, resolve_target
 from acp_server.config.model import WebConfig
 
@@ -129,8 +131,9 @@ class WebFetchTool:
     definition: Final = ToolDefinition(name="web_fetch", kind="other")
     name = definition.name
     description = (
-        "Fetch a web page (http or https GET) and return its text; HTML is reduced to plain "
-        "text. For documentation and API reference pages."
+        "Fetch a web page (http or https GET) and return its text; HTML is converted to "
+        "Markdown (headings, lists, tables, code, links). For documentation and API "
+        "reference pages."
     )
     side_effects = False
 
@@ -157,7 +160,8 @@ class WebFetchTool:
             raise ToolError(f"{final} is not text ({content_type.split(';')[0]})")
         text = _decode(response, data)
         if "html" in content_type or (not content_type and "<html" in text[:1024].lower()):
-            text = html_to_text(text)
+            # CPU work (up to seconds for a hostile page): a worker thread, stopped on cancel.
+            text = await run_stoppable(ctx, partial(html_to_markdown, text, str(final)))
         if truncated:
             text += _cut_notice(limit)
         return ToolOutput(text if text.strip() else f"{final}: the page has no text")
