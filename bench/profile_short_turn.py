@@ -38,7 +38,7 @@ from acp_server.config import default_config
 from acp_server.protocol import ownership
 from acp_server.protocol.connection import serve_connection
 from acp_server.protocol.stdio import StdioTransport
-from acp_server.storage.sqlite import AsyncSessionStore
+from acp_server.storage import open_store
 
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
@@ -120,7 +120,7 @@ def _percentiles(samples: list[float]) -> str:
 
 async def epoch_read_alone(calls: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        store = await AsyncSessionStore.open(Path(tmp) / "acp-sessions.db")
+        store = await open_store(Path(tmp) / "acp-sessions.db")
         await store.create_session("s1", "default", tmp)
         direct: list[float] = []
         for _ in range(calls):

@@ -254,9 +254,26 @@ def spawn_acp(
     return spawn_zeroclaw(["acp", *args], config_dir=config_dir, cwd=cwd, env=env, prefix=prefix)
 
 
-async def open_session(client: RpcPipeClient, cwd: Path, **params: Any) -> str:
-    """initialize + session/new; returns the session id."""
-    init = await client.call("initialize", {"protocolVersion": 1})
+ZED_CLIENT_INFO: Final = {"name": "zed", "version": "0.0.0"}
+"""``clientInfo`` of a client that shows permission options by name (Zed's name)."""
+
+
+async def open_session(
+    client: RpcPipeClient,
+    cwd: Path,
+    *,
+    client_info: Mapping[str, Any] | None = None,
+    zeroclaw_meta: Mapping[str, Any] | None = None,
+    **params: Any,
+) -> str:
+    """initialize (with ``client_info`` and ``_meta.zeroclaw`` when given) + session/new;
+    returns the session id."""
+    init_params: JsonDict = {"protocolVersion": 1}
+    if client_info is not None:
+        init_params["clientInfo"] = dict(client_info)
+    if zeroclaw_meta is not None:
+        init_params["_meta"] = {"zeroclaw": dict(zeroclaw_meta)}
+    init = await client.call("initialize", init_params)
     assert "result" in init, init
     new = await client.call("session/new", {"cwd": str(cwd), **params})
     assert "result" in new, new

@@ -31,6 +31,7 @@ from acp_server.agent.skills_manifest import RUNNABLE_TOOL_KINDS, Skill, SkillTo
 from acp_server.agent.skills_prompt import composed_tool_name
 from acp_server.agent.skills_templates import fill, unquotable_placeholders
 from acp_server.agent.tools._args import required_str
+from acp_server.agent.tools._titles import target_title
 from acp_server.agent.tools.base import (
     RefusedCall,
     Tool,
@@ -48,6 +49,11 @@ READ_SKILL_TOOL: Final = "read_skill"
 
 
 class ReadSkillTool:
+    definition: Final = ToolDefinition(
+        name=READ_SKILL_TOOL,
+        kind=tool_kind(READ_SKILL_TOOL),
+        title=target_title("Read skill", "name"),
+    )
     name = READ_SKILL_TOOL
     description = (
         "Read the full instructions of one of the skills listed under Available Skills "

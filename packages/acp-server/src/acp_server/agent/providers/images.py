@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from acp_core.blobs import DEFAULT_MAX_BLOB_BYTES, guess_mime
+from acp_server.agent.uploads import UPLOADS_DIR_NAME, read_verified
 from acp_server.config import DEFAULT_AGENT_ALIAS, Config
-from acp_server.storage.uploads import UPLOADS_DIR_NAME, read_verified
 
 IMAGE_MARKER: Final = re.compile(r"\[IMAGE:([^\]\n]+)\]")
 IMAGE_MIME_TYPES: Final = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})

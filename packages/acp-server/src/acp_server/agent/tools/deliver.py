@@ -33,6 +33,7 @@ from acp_core.blobs import (
 )
 from acp_server.agent.conversation import DeliveredRecord, ToolRecord
 from acp_server.agent.tools._args import optional_str, required_str, strip_control_chars
+from acp_server.agent.tools._titles import target_title
 from acp_server.agent.tools.base import (
     DeliveredFile,
     RefusedCall,
@@ -42,8 +43,8 @@ from acp_server.agent.tools.base import (
     ToolOutput,
 )
 from acp_server.agent.tools.files import display_path, open_regular_file, resolve
+from acp_server.agent.uploads import UploadError, store_upload
 from acp_server.security import PathArgument, SecurityPolicy, ToolRules, deliver_path_denial
-from acp_server.storage.uploads import UploadError, store_upload
 
 DEFAULT_MAX_DELIVER_BYTES: Final = DEFAULT_MAX_BLOB_BYTES
 _MIME_SHAPE: Final = frozenset(
@@ -118,6 +119,7 @@ class DeliverFileTool:
         name="deliver_file",
         kind="other",
         rules=ToolRules(path_argument=PathArgument(plain=True)),
+        title=target_title("Deliver", "path"),
         legacy_record=_legacy_delivery_record,
     )
     name = definition.name

@@ -29,6 +29,7 @@ from acp_server.agent.conversation import CallView, FileDiff, FileLocation
 from acp_server.agent.tools._args import optional_int, required_str
 from acp_server.agent.tools._replace import replace_contents, write_error
 from acp_server.agent.tools._text import encodable, shown_name
+from acp_server.agent.tools._titles import target_title
 from acp_server.agent.tools.base import (
     DEFAULT_MAX_TOOL_OUTPUT_BYTES,
     ClientSide,
@@ -346,6 +347,7 @@ class FileReadTool:
         kind="other",
         rules=ToolRules(path_argument=PathArgument()),
         presentation=ToolPresentation(line_argument="offset"),
+        title=target_title("Read", "path"),
     )
     name = definition.name
     description = (
@@ -394,6 +396,7 @@ class FileWriteTool:
         kind="edit",
         rules=ToolRules(path_argument=PathArgument(for_write=True)),
         presentation=FileEditPresentation(old_key=None, new_key="content"),
+        title=target_title("Write", "path"),
     )
     name = definition.name
     description = (
@@ -518,6 +521,7 @@ class FileEditTool:
         kind="edit",
         rules=ToolRules(path_argument=PathArgument(for_write=True)),
         presentation=FileEditPresentation(old_key="old_string", new_key="new_string"),
+        title=target_title("Edit", "path"),
     )
     name = definition.name
     description = (

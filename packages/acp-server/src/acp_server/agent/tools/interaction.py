@@ -1,10 +1,15 @@
 """Tools that talk to the person rather than the machine: ask_user, escalate_to_human, todo_write.
 
 On ACP, ask_user maps its choices onto ``session/request_permission`` options (seed,
-"session/request_permission"). A free-form question (no choices), or several choices the
-user may pick together (``multi_select``), is an ACP ``elicitation/create`` form when the
-client advertises ``elicitation.form``: one text field, or the choices as an enum array;
-without that capability ask_user fails fast, as the seed says. escalate_to_human's text reaches the client as an
+"session/request_permission") for clients that show each option by its name. A client
+that answers permission requests by the option's kind gets one option per kind (at most
+``MAX_ONE_PER_KIND_CHOICES`` choices), or a form when it offers one; a client that
+cannot send back the person's pick at all is not asked: the call fails fast and the
+model asks in its reply (acp_server/protocol/client_profile.py says which client is
+which). A free-form question (no choices), or several choices the user may pick together
+(``multi_select``), is an ACP ``elicitation/create`` form when the client advertises
+``elicitation.form``: one text field, or the choices as an enum array; without that
+capability ask_user fails fast, as the ZeroClaw ACP docs say. escalate_to_human's text reaches the client as an
 ``agent_message_chunk``; waiting for a reply is not possible on ACP. todo_write replaces
 the session plan, which the runtime emits as a ``plan`` update.
 """
@@ -14,9 +19,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final, Literal, cast
 
+from acp_core import schema
 from acp_server.agent.conversation import PlanStep, StreamedPlan, StreamedText, ToolRecord
 from acp_server.agent.tools._args import optional_bool, optional_str, required_str
+from acp_server.agent.tools._titles import prose_title
 from acp_server.agent.tools.base import (
+    ClientSide,
     RefusedCall,
     ToolContext,
     ToolDefinition,
@@ -43,7 +51,11 @@ _PRIORITIES: Final = ("high", "medium", "low")
 
 
 class AskUserTool:
-    definition: Final = ToolDefinition(name="ask_user", kind="execute", rules=_TALKS_TO_THE_USER)
+    # A question is not execution: kind "other" (CodeCompanion.nvim would label it
+    # "Execute: …"), titled by the question itself.
+    definition: Final = ToolDefinition(
+        name="ask_user", kind="other", rules=_TALKS_TO_THE_USER, title=prose_title("question")
+    )
     name = definition.name
     description = (
         "Ask the user a question and wait for the answer: a pick from 'choices', several "
@@ -109,6 +121,13 @@ class AskUserTool:
                     "does not. Ask for one choice, or ask in your reply and end the turn."
                 )
             return await _elicit(ctx, question, multi_select_form(question, choices))
+        shows = client.choice_questions if client is not None else "names"
+        if shows != "names" and can_elicit:
+            # Only a client that shows each permission option by name gets the ZeroClaw
+            # ACP docs' permission mapping; any other that offers forms gets a form, which
+            # shows every choice by its text.
+            return await _elicit(ctx, question, single_select_form(question, choices))
+        _check_choices_can_be_asked(client, len(choices))
         picked = await ctx.ask_choice(question, choices)
         if picked is None:
             return ToolOutput(
@@ -127,6 +146,37 @@ ANSWER_FIELD: Final = "answer"
 def free_text_form(question: str) -> dict[str, Any]:
     """The ``requestedSchema`` of a free-form question: one required text field."""
     field = {"type": "string", "title": "Answer", "description": question}
+    return {"type": "object", "properties": {ANSWER_FIELD: field}, "required": [ANSWER_FIELD]}
+
+
+def _check_choices_can_be_asked(client: ClientSide | None, count: int) -> None:
+    """Fail fast where a permission request cannot carry the person's pick faithfully
+    (acp_server/protocol/client_profile.py): the model then asks in its reply instead.
+
+    Raises:
+        RefusedCall: the client answers permission requests by kind (CodeCompanion.nvim,
+            acpx, avante.nvim), or takes fewer choices than ``count``.
+    """
+    shows = client.choice_questions if client is not None else "names"
+    named = f" ({client.client_name})" if client is not None and client.client_name else ""
+    if shows == "unasked":
+        raise RefusedCall(
+            f"ask_user cannot offer choices in this client{named}: it answers a permission "
+            "request by the kind of option (allow/reject) or on its own, so the answer "
+            "could be one the user never picked. Ask the question in your reply, listing "
+            "the choices, and end the turn; the user answers in the chat."
+        )
+    if shows == "one_per_kind" and count > schema.MAX_ONE_PER_KIND_CHOICES:
+        raise RefusedCall(
+            f"This client{named} can be offered at most {schema.MAX_ONE_PER_KIND_CHOICES} "
+            f"choices (one per kind of permission option), not {count}. Offer at most "
+            f"{schema.MAX_ONE_PER_KIND_CHOICES}, or ask in your reply and end the turn."
+        )
+
+
+def single_select_form(question: str, choices: list[str]) -> dict[str, Any]:
+    """The ``requestedSchema`` of a one-choice question: the choices as a string enum."""
+    field = {"type": "string", "title": "Answer", "description": question, "enum": list(choices)}
     return {"type": "object", "properties": {ANSWER_FIELD: field}, "required": [ANSWER_FIELD]}
 
 
@@ -158,7 +208,12 @@ async def _elicit(ctx: ToolContext, question: str, form: dict[str, Any]) -> Tool
         if allowed is not None and any(item not in allowed for item in value):
             return ToolOutput("Error: the client answered with a choice not offered.", ok=False)
         return ToolOutput("The user chose: " + ", ".join(value))
-    if isinstance(value, str) and "items" not in form["properties"][ANSWER_FIELD]:
+    field = form["properties"][ANSWER_FIELD]
+    if isinstance(value, str) and "enum" in field:
+        if value not in field["enum"]:
+            return ToolOutput("Error: the client answered with a choice not offered.", ok=False)
+        return ToolOutput(f"The user chose: {value}")
+    if isinstance(value, str) and "items" not in field:
         return ToolOutput(f"The user answered: {value}")
     return ToolOutput("Error: the client accepted the question but sent no answer.", ok=False)
 
@@ -179,6 +234,7 @@ class EscalateToHumanTool:
         name="escalate_to_human",
         kind="execute",
         rules=_TALKS_TO_THE_USER,
+        title=prose_title("summary", prefix="Escalate: "),
         legacy_record=_legacy_escalation_record,
     )
     name = definition.name
@@ -293,11 +349,20 @@ def _legacy_plan_record(arguments: Mapping[str, Any], text: str) -> ToolRecord |
     return None if plan is None else ToolRecord(streamed=(StreamedPlan(plan),))
 
 
+def _plan_title(arguments: Mapping[str, Any]) -> str | None:
+    """``Update the plan (3 items)``."""
+    todos = arguments.get("todos")
+    if not isinstance(todos, list):
+        return None
+    return f"Update the plan ({len(todos)} item{'' if len(todos) == 1 else 's'})"
+
+
 class TodoWriteTool:
     definition: Final = ToolDefinition(
         name="todo_write",
         kind="other",
         rules=_TALKS_TO_THE_USER,
+        title=_plan_title,
         legacy_record=_legacy_plan_record,
     )
     name = definition.name

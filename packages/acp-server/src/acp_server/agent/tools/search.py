@@ -33,6 +33,7 @@ from acp_server.agent.conversation import FileLocation
 from acp_server.agent.tools._args import optional_bool, optional_int, optional_str, required_str
 from acp_server.agent.tools._matching import GlobPattern, LinePattern, has_wildcards
 from acp_server.agent.tools._text import shown_name
+from acp_server.agent.tools._titles import target_title
 from acp_server.agent.tools.base import (
     DEFAULT_MAX_TOOL_OUTPUT_BYTES,
     MAX_CARD_LOCATIONS,
@@ -296,7 +297,9 @@ def _glob(
 
 
 class GlobSearchTool:
-    definition: Final = ToolDefinition(name="glob_search", kind="other")
+    definition: Final = ToolDefinition(
+        name="glob_search", kind="other", title=target_title("Find", "pattern")
+    )
     name = definition.name
     description = (
         "Find files in the workspace by glob pattern, e.g. '**/*.py' or 'src/*.{ts,tsx}'. "
@@ -509,7 +512,10 @@ def _matching_lines(
 
 class ContentSearchTool:
     definition: Final = ToolDefinition(
-        name="content_search", kind="other", rules=ToolRules(path_argument=PathArgument())
+        name="content_search",
+        kind="other",
+        rules=ToolRules(path_argument=PathArgument()),
+        title=target_title("Search", "pattern"),
     )
     name = definition.name
     description = (

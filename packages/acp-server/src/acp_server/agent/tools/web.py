@@ -20,6 +20,7 @@ import trio
 from acp_server.agent.providers.http import finish_stream
 from acp_server.agent.tools._args import optional_str, required_str
 from acp_server.agent.tools._html import html_to_markdown
+from acp_server.agent.tools._titles import code_span, one_line, target_title
 from acp_server.agent.tools.base import (
     RefusedCall,
     ToolContext,
@@ -128,7 +129,9 @@ def _cut_notice(limit: int) -> str:
 
 
 class WebFetchTool:
-    definition: Final = ToolDefinition(name="web_fetch", kind="other")
+    definition: Final = ToolDefinition(
+        name="web_fetch", kind="other", title=target_title("Fetch", "url")
+    )
     name = definition.name
     description = (
         "Fetch a web page (http or https GET) and return its text; HTML is converted to "
@@ -167,8 +170,18 @@ class WebFetchTool:
         return ToolOutput(text if text.strip() else f"{final}: the page has no text")
 
 
+def _request_title(arguments: Mapping[str, Any]) -> str | None:
+    """``POST `https://api.example.com/items```: the method and the URL."""
+    url = arguments.get("url")
+    if not isinstance(url, str) or not url.strip():
+        return None
+    method = arguments.get("method")
+    verb = method.upper() if isinstance(method, str) and method.upper() in HTTP_METHODS else "GET"
+    return f"{verb} {code_span(one_line(url))}"
+
+
 class HttpRequestTool:
-    definition: Final = ToolDefinition(name="http_request", kind="other")
+    definition: Final = ToolDefinition(name="http_request", kind="other", title=_request_title)
     name = definition.name
     description = (
         "Send one HTTP request (for APIs) and return the status, the response headers and "
