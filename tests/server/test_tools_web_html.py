@@ -180,6 +180,13 @@ def test_nesting_past_the_depth_limit_is_flattened_and_its_text_kept() -> None:
     depth = 100_000
     page = "<div>" * depth + "<p>deep one</p><p>deep two</p>" + "</div>" * depth + "<p>end</p>"
     assert html_to_markdown(page, BASE) == "deep one deep two\n\nend"
+    # The deepest tree kept leaves room on the stack for a caller 300 frames deep.
+    deepest = "<div>" * (2 * MAX_HTML_DEPTH) + "<b><a href=/x>deep</a></b>"
+
+    def convert_below(frames: int) -> str:
+        return convert_below(frames - 1) if frames else html_to_markdown(deepest, BASE)
+
+    assert convert_below(300) == "deep"
     # Just inside the limit the paragraphs are still paragraphs.
     shallow = "<div>" * (MAX_HTML_DEPTH - 4) + "<p>a</p><p>b</p>"
     assert html_to_markdown(shallow, BASE) == "a\n\nb"

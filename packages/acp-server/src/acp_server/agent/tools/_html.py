@@ -34,9 +34,10 @@ from urllib.parse import urljoin, urlsplit
 
 MAX_HTML_DEPTH: Final = 128
 """Deepest element nesting converted; deeper elements are flattened into their ancestor
-at this depth. Three Python frames per level on 3.11 keep markdownify well inside the
-interpreter's default 1,000-frame recursion limit; pages rarely nest past 32 (the depth
-Lighthouse's DOM-size audit reports as excessive)."""
+at this depth. Four Python frames per level on 3.11 (markdownify's three and the stop
+check) keep the conversion well inside the interpreter's default 1,000-frame recursion
+limit; pages rarely nest past 32 (the depth Lighthouse's DOM-size audit reports as
+excessive)."""
 MAX_HTML_ELEMENTS: Final = 25_000
 """Most elements converted per page; later ones are flattened like deep ones (their text
 is kept). Conversion costs tens of microseconds per element: a 500 KB page of ``<b>x</b>``
