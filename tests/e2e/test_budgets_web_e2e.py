@@ -197,7 +197,7 @@ async def test_web_fetch_reaches_a_local_server_only_when_private_hosts_are_allo
     assert refused.startswith("Error: Refusing to connect to 127.0.0.1: a loopback address")
     assert "allow_private_hosts = true" in refused
     assert seen_refused == 0
-    assert allowed == "Local docs"
+    assert allowed == "# Local docs"
     assert seen_allowed == 1
 
 

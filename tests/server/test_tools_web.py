@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from acp_server.agent.tools import web, web_guard
-from acp_server.agent.tools._html import html_to_text
+from acp_server.agent.tools._html import html_to_markdown
 from acp_server.agent.tools.base import ToolError
 from acp_server.agent.tools.web import (
     DEFAULT_WEB_FETCH_MAX_BYTES,
@@ -42,18 +42,21 @@ def page(body: str, *, status: int = 200, content_type: str = "text/html; charse
     return Reply(status=status, chunks=(body.encode(),), content_type=content_type)
 
 
-def test_html_is_reduced_to_text() -> None:
+def test_html_becomes_markdown() -> None:
     markup = (
         "<html><head><title>Docs</title><style>p{}</style></head><body><h1>A &amp; B</h1>"
         "<p>one\n  two</p><ul><li>x</li><li>y</li></ul><script>secret()</script>"
         "<pre>keep\n  this</pre></body></html>"
     )
-    assert html_to_text(markup) == "Docs\n\nA & B\n\none two\n\n- x\n- y\n\nkeep\n  this"
+    assert (
+        html_to_markdown(markup)
+        == "Docs\n\n# A & B\n\none two\n\n- x\n- y\n\n```\nkeep\n  this\n```"
+    )
 
 
 @given(st.text(alphabet=st.sampled_from(list("<>/ab =\"'&;#x1\n")), max_size=200))
 def test_any_markup_reduces_without_error(markup: str) -> None:
-    text = html_to_text(f"<script>{markup}</script>{markup}")
+    text = html_to_markdown(f"<script>{markup}</script>{markup}")
     assert "\x00" not in text
     assert text == text.strip()
 
@@ -171,7 +174,7 @@ async def test_loopback_is_refused_by_default_and_reached_when_allowed(tmp_path:
         with pytest.raises(ToolError, match="loopback"):
             await fetch(f"http://localhost:{server.port}/doc", WebConfig(), tmp_path)
         assert server.requests == []
-        assert await fetch(f"{server.base_url}/doc", OPEN, tmp_path) == "hello web"
+        assert await fetch(f"{server.base_url}/doc", OPEN, tmp_path) == "hello **web**"
     assert server.requests[0].headers["host"] == f"127.0.0.1:{server.port}"
 
 
@@ -183,6 +186,18 @@ async def test_redirects_are_followed_and_checked(tmp_path: Path) -> None:
         )
         assert await fetch(f"{server.base_url}/start", OPEN, tmp_path) == "arrived"
         assert [r.target for r in server.requests] == ["/start", "/final"]
+
+
+async def test_links_are_resolved_against_the_page_reached(tmp_path: Path) -> None:
+    async with serve_fake_llm() as server:
+        server.add(
+            Reply(status=302, headers=(("Location", "/docs/guide/"),), content_type="text/plain"),
+            page(
+                '<p>See <a href="../api?q=1">the API</a> or <a href="javascript:go()">run</a>.</p>'
+            ),
+        )
+        text = await fetch(f"{server.base_url}/start", OPEN, tmp_path)
+    assert text == f"See [the API]({server.base_url}/docs/api?q=1) or run."
 
 
 async def test_big_pages_are_cut_and_binary_is_refused(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ session builds its tools.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, get_args
 
 import trio
@@ -163,8 +164,9 @@ class WebFetchTool:
     )
     name = definition.name
     description = (
-        "Fetch a web page (http or https GET) and return its text; HTML is reduced to plain "
-        "text. For documentation and API reference pages."
+        "Fetch a web page (http or https GET) and return its text; HTML is converted to "
+        "Markdown (headings, lists, tables, code, links). For documentation and API "
+        "reference pages."
     )
     side_effects = False
     parameters = SchemaOf(WebFetchArguments)
@@ -173,7 +175,8 @@ class WebFetchTool:
         self.web = web or WebConfig()
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        from acp_server.agent.tools._html import html_to_text
+        from acp_server.agent.tools._html import html_to_markdown
+        from acp_server.agent.tools.search import run_stoppable
         from acp_server.agent.tools.web_guard import parse_web_url
 
         url = parse_web_url(parse_arguments(WebFetchArguments, arguments).url)
@@ -189,7 +192,8 @@ class WebFetchTool:
             raise ToolError(f"{final} is not text ({content_type.split(';')[0]})")
         text = _decode(response, data)
         if "html" in content_type or (not content_type and "<html" in text[:1024].lower()):
-            text = html_to_text(text)
+            # CPU work (up to seconds for a hostile page): a worker thread, stopped on cancel.
+            text = await run_stoppable(ctx, partial(html_to_markdown, text, str(final)))
         if truncated:
             text += _cut_notice(limit)
         return ToolOutput(text if text.strip() else f"{final}: the page has no text")
