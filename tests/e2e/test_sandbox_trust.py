@@ -1,0 +1,202 @@
+"""What a sandboxed command can reach of the server's own trust: the gateway's pairing and
+admin routes, the config directory, the data directory and the session store.
+
+A real ``zeroclaw gateway`` (unpaired) and a real ``zeroclaw acp`` share a config directory
+placed where the sandbox profiles grant read access (``/etc``, ``/opt``) or where nothing
+hides it (``/srv``); each lives in a throwaway directory removed afterwards. The session's
+``full`` profile lets every command through the word-level policy, so whatever is refused
+is refused by the kernel or the gateway. The command is ``python3 w.py``: a script in the
+workspace, which no word-level check can read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+import tomli_w
+import trio
+
+from tests.e2e.gateway_harness import run_gateway
+from tests.e2e.helpers import child_env, console_script, open_session, spawn_acp
+from tests.e2e.test_shell_sandbox import (
+    EVERYTHING_ALLOWED,
+    REQUIRE_ENV,
+    SANDBOXED_BACKENDS,
+    require_backend,
+    run_shell,
+)
+from tests.helpers import echo_config, write_config
+
+pytestmark = pytest.mark.e2e
+
+PROVIDER_KEY: Final = "sk-zeroclaw-test-provider-key"
+ATTACK_SCRIPT: Final = r"""
+import json, os, sys, urllib.error, urllib.request
+with open("targets.json") as handle:  # the paths, out of sight of the word-level policy
+    targets = json.load(handle)
+port, config_dir, store = targets["port"], targets["config_dir"], targets["store"]
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+def http(method, path, headers=None):
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}", method=method, headers=headers or {}
+    )
+    try:
+        with opener.open(request, timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except OSError as exc:
+        return None, str(exc)
+
+def read(path):
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(4096).decode(errors="replace")
+    except OSError as exc:
+        return None
+
+report = {}
+status, body = http("GET", "/pair/code")
+code = json.loads(body).get("pairing_code") if status == 200 else None
+report["pair_code"] = code
+secret = read(os.path.join(config_dir, "gateway-admin.token"))
+report["admin_secret"] = secret
+report["config_toml"] = read(os.path.join(config_dir, "config.toml"))
+report["store"] = read(store)
+try:
+    report["config_listing"] = os.listdir(config_dir)
+except OSError:
+    report["config_listing"] = None
+report["pair"] = http("POST", "/pair", {"X-Pairing-Code": code or "not-a-code"})[0]
+admin = {"X-ZeroClaw-Admin": (secret or "a-guess").strip()}
+report["admin_paircode"] = http("GET", "/admin/paircode", admin)[0]
+report["admin_new_code"] = http("POST", "/admin/paircode/new", admin)[0]
+print(json.dumps(report))
+"""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the config directory and the data directory (``workspace_dir``) live."""
+
+    name: str
+    config_parent: str
+    data_parent: str
+
+
+LAYOUTS: Final = (
+    # /srv: readable under bubblewrap; /etc: granted to every command under Landlock.
+    Layout("config-in-srv-data-in-etc", "/srv", "/etc"),
+    Layout("config-in-etc-data-in-opt", "/etc", "/opt"),
+)
+
+
+def throwaway_dir(parent: str) -> Path:
+    """A fresh directory under ``parent`` (a system directory: root only)."""
+    try:
+        return Path(tempfile.mkdtemp(prefix="zeroclaw-test-", dir=parent)).resolve()
+    except OSError as exc:
+        message = f"cannot create a throwaway directory in {parent}: {exc.strerror}"
+        if os.environ.get(REQUIRE_ENV) == "1":
+            pytest.fail(f"{message} ({REQUIRE_ENV}=1 requires it)")
+        pytest.skip(message)
+
+
+@dataclass(frozen=True)
+class ServerFiles:
+    config_dir: Path
+    data_dir: Path
+
+    @property
+    def store(self) -> Path:
+        return self.data_dir / "sessions" / "acp-sessions.db"
+
+
+@pytest.fixture(params=LAYOUTS, ids=lambda layout: layout.name)
+def server_files(request: pytest.FixtureRequest) -> Iterator[ServerFiles]:
+    layout: Layout = request.param
+    made: list[Path] = []
+    try:
+        made.append(throwaway_dir(layout.config_parent))
+        made.append(throwaway_dir(layout.data_parent))
+        yield ServerFiles(config_dir=made[0], data_dir=made[1])
+    finally:
+        for path in made:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(params=SANDBOXED_BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    require_backend(name)
+    return name
+
+
+def write_server_config(files: ServerFiles, backend: str, **risk: Any) -> Path:
+    document = echo_config(
+        level="full",
+        risk={**EVERYTHING_ALLOWED, "sandbox_backend": backend, **risk},
+        providers={"openai": {"spare": {"model": "gpt-4.1", "api_key": PROVIDER_KEY}}},
+    )
+    document["workspace_dir"] = str(files.data_dir)
+    return write_config(files.config_dir, tomli_w.dumps(document))
+
+
+async def test_a_sandboxed_command_cannot_pair_read_the_servers_files_or_administer(
+    tmp_path: Path, backend: str, server_files: ServerFiles
+) -> None:
+    config_dir = write_server_config(server_files, backend)
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "w.py").write_text(ATTACK_SCRIPT)
+    with trio.fail_after(120):
+        async with run_gateway(config_dir) as gateway:
+            startup_code = gateway.pairing_code
+            assert startup_code is not None
+            async with spawn_acp(config_dir) as client:
+                session_id = await open_session(client, workspace)
+                targets = {
+                    "port": gateway.port,
+                    "config_dir": str(config_dir),
+                    "store": str(server_files.store),
+                }
+                (workspace / "targets.json").write_text(json.dumps(targets))
+                output = await run_shell(client, session_id, "python3 w.py")
+            assert server_files.store.exists()  # the store really is there to be read
+            assert output.startswith("{"), output
+            report = json.loads(output.splitlines()[-1])
+            # The operator's own command still works, and the code is still unused.
+            printed = await trio.run_process(
+                [
+                    str(console_script("zeroclaw")),
+                    "gateway",
+                    "get-paircode",
+                    "--port",
+                    str(gateway.port),
+                ],
+                env=child_env(config_dir),
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+            )
+            paired = await gateway.http("POST", "/pair", headers={"X-Pairing-Code": startup_code})
+    assert report["pair_code"] is None, report
+    assert report["admin_secret"] is None, report
+    assert report["config_toml"] is None, report
+    assert report["store"] is None, report
+    assert report["config_listing"] in (None, []), report  # refused, or an empty cover
+    assert report["pair"] == 403, report
+    assert report["admin_paircode"] == 403, report
+    assert report["admin_new_code"] == 403, report
+    assert PROVIDER_KEY not in output
+    assert printed.stdout.decode().strip() == startup_code, printed.stderr
+    assert paired.status_code == 200, paired.text
