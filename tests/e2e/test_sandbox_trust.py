@@ -24,8 +24,16 @@ import pytest
 import tomli_w
 import trio
 
+from acp_server.config import DEFAULT_FORBIDDEN_PATHS
 from tests.e2e.gateway_harness import run_gateway
-from tests.e2e.helpers import child_env, console_script, open_session, spawn_acp
+from tests.e2e.helpers import (
+    RpcPipeClient,
+    allow_once,
+    child_env,
+    console_script,
+    open_session,
+    spawn_acp,
+)
 from tests.e2e.test_shell_sandbox import (
     EVERYTHING_ALLOWED,
     REQUIRE_ENV,
@@ -33,7 +41,7 @@ from tests.e2e.test_shell_sandbox import (
     require_backend,
     run_shell,
 )
-from tests.helpers import echo_config, write_config
+from tests.helpers import JsonDict, echo_config, write_config
 
 pytestmark = pytest.mark.e2e
 
@@ -200,3 +208,86 @@ async def test_a_sandboxed_command_cannot_pair_read_the_servers_files_or_adminis
     assert PROVIDER_KEY not in output
     assert printed.stdout.decode().strip() == startup_code, printed.stderr
     assert paired.status_code == 200, paired.text
+
+
+PROBE_SCRIPT: Final = r"""
+import json
+with open("paths.json") as handle:
+    paths = json.load(handle)
+readable = {}
+for path in paths:
+    try:
+        with open(path, "rb") as handle:
+            handle.read(1)
+        readable[path] = True
+    except OSError:
+        readable[path] = False
+print(json.dumps(readable))
+"""
+
+
+async def run_tool(
+    client: RpcPipeClient, session_id: str, name: str, arguments: dict[str, Any]
+) -> JsonDict:
+    """One ``/tool`` turn (any permission request allowed once); the call's final update."""
+    before = len(client.updates(session_id))
+    response = await client.prompt(session_id, f"/tool {name} {json.dumps(arguments)}")
+    assert "result" in response, response
+    [done] = [
+        update
+        for update in client.updates(session_id)[before:]
+        if update["sessionUpdate"] == "tool_call_update"
+        and update.get("status") in ("completed", "failed")
+    ]
+    return done
+
+
+async def test_the_shell_and_the_file_tools_reach_exactly_the_same_files(
+    tmp_path: Path, backend: str
+) -> None:
+    workspace, extra, outside = (tmp_path / name for name in ("ws", "extra", "outside"))
+    files = {
+        "in the workspace": workspace / "a.txt",
+        "in a forbidden directory of the workspace": workspace / "private" / "key.txt",
+        "in a root inside that directory": workspace / "private" / "open" / "c.txt",
+        "in an extra root": extra / "b.txt",
+        "outside every root": outside / "d.txt",
+    }
+    for path in files.values():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("content\n")
+    (workspace / "probe.py").write_text(PROBE_SCRIPT)
+    (workspace / "paths.json").write_text(json.dumps([str(p) for p in files.values()]))
+    document = echo_config(
+        risk={
+            "allowed_commands": ["*"],
+            "block_high_risk_commands": False,
+            "require_approval_for_medium_risk": False,
+            "forbidden_paths": [*DEFAULT_FORBIDDEN_PATHS, "private"],
+            "sandbox_backend": backend,
+        }
+    )
+    config_dir = write_config(tmp_path / "cfg", document)
+    with trio.fail_after(120):
+        async with spawn_acp(config_dir) as client:
+            client.on_request = allow_once
+            roots = [str(extra), str(workspace / "private" / "open")]
+            session_id = await open_session(client, workspace, additionalDirectories=roots)
+            probe = await run_tool(client, session_id, "shell", {"command": "python3 probe.py"})
+            by_file_tool = {
+                name: (await run_tool(client, session_id, "file_read", {"path": str(path)}))[
+                    "status"
+                ]
+                == "completed"
+                for name, path in files.items()
+            }
+    by_shell = json.loads(probe["rawOutput"].splitlines()[-1])
+    by_command = {name: by_shell[str(path)] for name, path in files.items()}
+    assert by_command == by_file_tool
+    assert by_file_tool == {
+        "in the workspace": True,
+        "in a forbidden directory of the workspace": False,
+        "in a root inside that directory": True,
+        "in an extra root": True,
+        "outside every root": False,
+    }

@@ -99,11 +99,10 @@ def canonical_workspace(raw: str | None, launch_dir: Path, profile: RiskProfileC
 
 
 def canonical_roots(
-    raw: Sequence[str] | None, workspace: Path, profile: RiskProfileConfig, stored: str = ""
+    raw: Sequence[str] | None, workspace: Path, profile: RiskProfileConfig
 ) -> tuple[Path, ...]:
     """The extra roots of ``additionalDirectories``, each checked like ``cwd`` (relative
     entries are taken from the session's cwd), duplicates and the cwd itself dropped.
-    ``stored`` prefixes the messages about a stored list.
 
     Raises:
         InvalidParamsError: an entry is not a usable directory or may not be a root, or
@@ -119,7 +118,7 @@ def canonical_roots(
     roots: list[Path] = []
     for index, entry in enumerate(raw):
         label = f"additionalDirectories[{index}]"
-        root = check_root(canonical_directory(entry, workspace, label), label, profile, stored)
+        root = check_root(canonical_directory(entry, workspace, label), label, profile)
         if root != workspace and root not in roots:
             roots.append(root)
     return tuple(roots)

@@ -144,17 +144,20 @@ def add_rule_excluding(ruleset_fd: int, path: Path, access: int, excluded: Seque
 
 def rule_targets(path: Path, excluded: Sequence[Path]) -> Iterator[tuple[int, Path]]:
     """What to grant so that everything beneath ``path`` is granted except beneath the
-    ``excluded`` paths: ``path`` itself when none is inside it, else its children, child by
-    child, down to each excluded path, which gets nothing. Landlock only adds rights, so
-    the directories on the way get no rule of their own: when granted read-write, entries
-    cannot be created or removed directly in them.
+    ``excluded`` paths: ``path`` itself when none that exists is inside it, else its
+    children, child by child, down to each excluded path, which gets nothing. Landlock only
+    adds rights, so the directories on the way get no rule of their own: they can be passed
+    through but not listed, and (granted read-write) nothing can be created or removed
+    directly in them.
 
     Each item is an ``O_PATH`` descriptor (closed when the next item is asked for) and the
     path it was opened as. Children are opened relative to their parent's descriptor without
     following symbolic links, and a link is skipped (its target is granted or not on its
     own), so swapping a directory for a link during the walk grants nothing."""
     real = Path(os.path.realpath(path))
-    inner = [item for item in excluded if is_within(item, real)]
+    # Only what exists is carved out: a granted directory keeps its own rule (entries can
+    # be created in it) unless it really holds an excluded path.
+    inner = [item for item in excluded if is_within(item, real) and os.path.lexists(item)]
     if real in inner:
         return
     try:
