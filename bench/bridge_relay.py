@@ -18,7 +18,11 @@ next to what websockets' own frame parser manages on the same frames in memory (
 for any websockets-based client, so for the bridge too).
 
     uv run python bench/bridge_relay.py [--round-trips N] [--update-mib N] [--rounds N]
-        [--update-bytes N ...]
+        [--update-bytes N ...] [--baseline-bridge PATH]
+
+``--baseline-bridge`` adds a third client, another bridge executable (say, one installed
+from the commit before a change into a venv of its own), so that before and after are
+measured side by side in one run.
 """
 
 from __future__ import annotations
@@ -138,8 +142,9 @@ class DirectClient:
 
 
 class BridgeClient:
-    def __init__(self, config_dir: Path) -> None:
+    def __init__(self, config_dir: Path, executable: Path = BRIDGE) -> None:
         self.config_dir = config_dir
+        self.executable = executable
 
     async def run(
         self,
@@ -149,7 +154,7 @@ class BridgeClient:
     ) -> Any:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ZEROCLAW_")}
         process = await trio.lowlevel.open_process(
-            [str(BRIDGE), "--config-dir", str(self.config_dir), "--ping-interval", "0"],
+            [str(self.executable), "--config-dir", str(self.config_dir), "--ping-interval", "0"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
@@ -249,10 +254,16 @@ async def bench(args: argparse.Namespace) -> None:
                 "direct": DirectClient(f"ws://127.0.0.1:{port}/acp"),
                 "bridge": BridgeClient(config_dir),
             }
+            if args.baseline_bridge is not None:
+                clients["baseline"] = BridgeClient(config_dir, args.baseline_bridge)
             latency: dict[str, list[float]] = {}
             throughput: dict[tuple[str, int], list[float]] = {}
-            for name, client in clients.items():
-                latency[name] = await client.run(round_trips(args.round_trips))
+            # Every measure alternates between the clients, round after round, so that load
+            # from other work on the machine falls on all of them alike.
+            per_round = max(10, args.round_trips // args.rounds)
+            for _ in range(args.rounds):
+                for name, client in clients.items():
+                    latency.setdefault(name, []).extend(await client.run(round_trips(per_round)))
             for _ in range(args.rounds):
                 for size in args.update_bytes:
                     count = max(100, args.update_mib * MIB // size)
@@ -271,8 +282,9 @@ async def bench(args: argparse.Namespace) -> None:
             f"  {name:8} {_percentile(ms, 0.5):8.3f} {_percentile(ms, 0.99):8.3f}"
             f" {statistics.fmean(ms):8.3f}"
         )
-    added = (_percentile(latency["bridge"], 0.5) - _percentile(latency["direct"], 0.5)) * 1000
-    print(f"  bridge adds {added:.3f} ms at p50 (target < 0.5 ms)")
+    for name in [name for name in latency if name != "direct"]:
+        added = (_percentile(latency[name], 0.5) - _percentile(latency["direct"], 0.5)) * 1000
+        print(f"  {name} adds {added:.3f} ms at p50 (target < 0.5 ms)")
     print(
         f"session/update throughput, ~{args.update_mib} MiB per run, median of {args.rounds}"
         " (MB/s of frames):"
@@ -280,8 +292,11 @@ async def bench(args: argparse.Namespace) -> None:
     for size in args.update_bytes:
         direct = statistics.median(throughput["direct", size])
         bridged = statistics.median(throughput["bridge", size])
+        baseline = ""
+        if ("baseline", size) in throughput:
+            baseline = f"  baseline {statistics.median(throughput['baseline', size]):7.1f}"
         print(
-            f"  {size:>7}-byte updates: direct {direct:7.1f}  bridge {bridged:7.1f}"
+            f"  {size:>7}-byte updates: direct {direct:7.1f}  bridge {bridged:7.1f}{baseline}"
             f"  ({bridged / direct:.0%} of direct; target >= 50)"
             f"  [websockets frame parser alone: {parser_ceiling(size):7.1f}]"
         )
@@ -324,7 +339,14 @@ def main() -> None:
         default=[256, 1024, 16 * 1024, 256 * 1024],
         help="update frame sizes (a streamed agent_message_chunk is ~150-300 bytes)",
     )
-    parser.add_argument("--rounds", type=int, default=3, help="throughput runs per size")
+    parser.add_argument("--rounds", type=int, default=3, help="runs per measure, alternating")
+    parser.add_argument(
+        "--baseline-bridge",
+        type=Path,
+        metavar="PATH",
+        help="another zeroclaw-acp-bridge executable (e.g. one installed from an earlier"
+        " commit into its own venv), measured alternately with this one",
+    )
     args = parser.parse_args()
     if args.serve:
         asyncio.run(_serve())

@@ -1,20 +1,28 @@
-"""Start-up cost of one shell command under each OS sandbox backend, next to unconfined and
-next to another revision's sandbox code (``main`` by default), in the same run.
+"""Start-up cost of one shell command under each OS sandbox backend, next to unconfined,
+started through the process supervisor and, for comparison, forked by the server itself,
+and planned by this tree's sandbox code and by another revision's (``main`` by default).
 
-Run: ``uv run python bench/sandbox_startup.py [--runs N] [--baseline REF]`` (a benchmark, not
-a test: it prints figures, exits 0). Each run is what the shell tool does for one command:
-plan the spawn (``plan_spawn``: the Landlock ruleset, or the bubblewrap command line) and run
-``bash -c true`` through ``run_shell_command`` (a new session, the pipe, the process-group
-reap). The unconfined row is ``sandbox_enabled = false`` (resource limits only); the
-difference to it is what a sandbox adds per command.
+Run: ``uv run python bench/sandbox_startup.py [--runs N] [--baseline REF]`` (a benchmark,
+not a test: it prints figures, exits 0). Each run is what the shell tool does for one
+command: plan the spawn (``plan_spawn``: the Landlock ruleset, or the bubblewrap command
+line) and run ``bash -c true`` through ``run_shell_command`` (the supervisor starts it,
+reports its exit, and stops what it left). Rounds interleave every row, so drift on a shared
+machine hits them alike. Expect a few milliseconds.
 
-``REF``'s ``acp_server/security/sandbox`` package is read with ``git show`` and imported
-under another name, so its ``plan_spawn`` runs in this process, interleaved with this tree's
-(rounds alternate every row, so drift on a shared machine hits them alike). This tree's rows
-run as the shell tool runs them: with the session's grants, the server's private paths
-hidden. Two layouts: the private paths where nothing grants them (the home directory, the
-usual case: no carving), and, when this user may create one, a config directory under
-``/etc``, which Landlock then grants child by child.
+Rows, per backend:
+
+* ``supervised``: this tree's plan as the shell tool makes it, with the session's grants
+  and the server's private paths (a config directory in the home directory, the usual
+  case: nothing to carve out of a granted directory);
+* ``direct``: the same plan started the way the shell tool did before the supervisor
+  existed: forked by the server (``preexec_fn``), a process-group kill at the end;
+* ``REF's plan``: ``REF``'s ``acp_server/security/sandbox`` package, read with ``git show``
+  and imported under another name, plans the command (no grants, nothing hidden); it runs
+  like ``supervised``, so the difference is what the file-system checks cost;
+* ``config in /etc``: this tree's plan with the config directory under ``/etc`` (made and
+  removed here, when this user may), which Landlock then grants child by child.
+
+The unconfined row is ``sandbox_enabled = false`` (resource limits only).
 """
 
 from __future__ import annotations
@@ -24,113 +32,135 @@ import importlib
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Final
+from typing import Final
 
 import trio
 
 from acp_server.agent.tools.shell import run_shell_command
 from acp_server.config import PrivatePath, RiskProfileConfig
 from acp_server.security.grants import session_grants
-from acp_server.security.sandbox import plan_spawn, resolve_posture, spawned
+from acp_server.security.sandbox import SpawnPlan, plan_spawn, resolve_posture, spawned
 
 DEFAULT_RUNS: Final = 200
 WARM_UP_ROUNDS: Final = 5
 COMMAND: Final = "true"
+BACKENDS: Final = ("landlock", "bubblewrap")
 SANDBOX_PACKAGE: Final = "acp_server.security.sandbox"
 SANDBOX_SOURCE: Final = "packages/acp-server/src/acp_server/security/sandbox"
 BASELINE_PACKAGE: Final = "zeroclaw_bench_baseline_sandbox"
-BACKENDS: Final = ("landlock", "bubblewrap")
+Runner = Callable[[SpawnPlan, Path], Awaitable[int | None]]
+Planner = Callable[[Path, str], SpawnPlan]
 
-Planner = Callable[[RiskProfileConfig, Any, Path, str], Any]
+
+async def supervised(plan: SpawnPlan, workspace: Path) -> int | None:
+    result = await run_shell_command(
+        COMMAND, cwd=workspace, timeout_secs=30, env=plan.env, sandbox=plan
+    )
+    return result.returncode
+
+
+async def direct(plan: SpawnPlan, workspace: Path) -> int | None:
+    """The server forks the command and kills its process group afterwards."""
+    process = await trio.lowlevel.open_process(
+        plan.argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        cwd=workspace,
+        env=plan.env,
+        start_new_session=True,
+        preexec_fn=plan.preexec_fn,
+    )
+    assert process.stdout is not None
+    async with process.stdout:
+        while await process.stdout.receive_some(65536):
+            pass
+    await process.wait()
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return process.returncode
 
 
 @dataclass(frozen=True)
 class Row:
-    name: str
-    profile: RiskProfileConfig
-    posture: Any
+    backend: str
+    started: str
     plan: Planner
+    run: Runner
 
 
-def load_baseline(ref: str, into: Path) -> ModuleType:
-    """``ref``'s sandbox package, imported as ``BASELINE_PACKAGE`` from ``into``."""
-    root = Path(__file__).resolve().parent.parent
-    names = subprocess.run(
-        ["git", "ls-tree", "--name-only", f"{ref}:{SANDBOX_SOURCE}"],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    package = into / BASELINE_PACKAGE
-    package.mkdir()
-    for name in names:
-        if not name.endswith(".py"):
-            continue
-        source = subprocess.run(
-            ["git", "show", f"{ref}:{SANDBOX_SOURCE}/{name}"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        (package / name).write_text(re.sub(re.escape(SANDBOX_PACKAGE), BASELINE_PACKAGE, source))
-    sys.path.insert(0, str(into))
-    return importlib.import_module(BASELINE_PACKAGE)
+def command_env() -> dict[str, str]:
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
 
 
-def this_tree(profile: RiskProfileConfig, posture: Any, workspace: Path, shell: str) -> Any:
-    """The shell tool's spawn: the session's grants (computed once per session, with the
+def this_tree(profile: RiskProfileConfig) -> Planner:
+    """The shell tool's plan: the session's grants (computed once per session, with its
     jail; here per command, which only costs more) and the command line."""
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-    return plan_spawn(
-        [shell, "-c", COMMAND],
-        posture=posture,
-        profile=profile,
-        workspace=workspace,
-        session_id="bench",
-        env=env,
-        grants=session_grants(profile, workspace),
-    )
+    posture = resolve_posture(profile)
 
-
-def baseline_planner(module: ModuleType) -> Planner:
-    def plan(profile: RiskProfileConfig, posture: Any, workspace: Path, shell: str) -> Any:
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-        return module.plan_spawn(
+    def plan(workspace: Path, shell: str) -> SpawnPlan:
+        return plan_spawn(
             [shell, "-c", COMMAND],
             posture=posture,
             profile=profile,
             workspace=workspace,
-            session_id="bench-baseline",
-            env=env,
+            session_id="bench",
+            env=command_env(),
+            grants=session_grants(profile, workspace),
         )
 
     return plan
 
 
-async def one_command(row: Row, workspace: Path, shell: str) -> float:
-    """Milliseconds for the shell tool's spawn path to plan, run and reap one command."""
-    started = time.perf_counter()
-    plan = await trio.to_thread.run_sync(row.plan, row.profile, row.posture, workspace, shell)
-    with spawned(plan):
-        result = await run_shell_command(
-            COMMAND, cwd=workspace, timeout_secs=30, env=plan.env, sandbox=plan
+def baseline_plan(module: ModuleType, profile: RiskProfileConfig) -> Planner:
+    posture = module.resolve_posture(profile)
+
+    def plan(workspace: Path, shell: str) -> SpawnPlan:
+        baseline: SpawnPlan = module.plan_spawn(
+            [shell, "-c", COMMAND],
+            posture=posture,
+            profile=profile,
+            workspace=workspace,
+            session_id="bench-baseline",
+            env=command_env(),
         )
-    elapsed = (time.perf_counter() - started) * 1000
-    if result.returncode != 0:
-        raise SystemExit(f"{row.name}: `{COMMAND}` failed: {result.output!r}")
-    return elapsed
+        return baseline
+
+    return plan
+
+
+def load_baseline(ref: str, into: Path) -> ModuleType:
+    """``ref``'s sandbox package, imported as ``BASELINE_PACKAGE`` from ``into``."""
+    root = Path(__file__).resolve().parent.parent
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=root, capture_output=True, text=True, check=True
+        ).stdout
+
+    package = into / BASELINE_PACKAGE
+    package.mkdir()
+    for name in git("ls-tree", "--name-only", f"{ref}:{SANDBOX_SOURCE}").split():
+        if name.endswith(".py"):
+            source = git("show", f"{ref}:{SANDBOX_SOURCE}/{name}")
+            (package / name).write_text(
+                re.sub(re.escape(SANDBOX_PACKAGE), BASELINE_PACKAGE, source)
+            )
+    sys.path.insert(0, str(into))
+    return importlib.import_module(BASELINE_PACKAGE)
 
 
 @contextmanager
@@ -147,56 +177,70 @@ def config_under_etc() -> Iterator[Path | None]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def private_paths(config_dir: Path) -> tuple[PrivatePath, ...]:
-    return (
-        PrivatePath("the config directory", config_dir),
-        PrivatePath("the data directory (workspace_dir)", config_dir / "data"),
-        PrivatePath("the server user's home directory", Path.home()),
+def with_private_paths(profile: RiskProfileConfig, config_dir: Path) -> RiskProfileConfig:
+    return replace(
+        profile,
+        private_paths=(
+            PrivatePath("the config directory", config_dir),
+            PrivatePath("the data directory (workspace_dir)", config_dir / "data"),
+            PrivatePath("the server user's home directory", Path.home()),
+        ),
     )
 
 
-def rows(baseline: ModuleType, etc_config: Path | None) -> list[Row]:
-    found = [
-        Row(
-            "unconfined",
-            RiskProfileConfig(level="full", sandbox_enabled=False),
-            resolve_posture(RiskProfileConfig(sandbox_enabled=False)),
-            this_tree,
-        )
+def rows(baseline: ModuleType, ref: str, etc_config: Path | None) -> list[Row]:
+    unconfined = RiskProfileConfig(level="full", sandbox_enabled=False)
+    table = [
+        Row("unconfined", "direct", this_tree(unconfined), direct),
+        Row("unconfined", "supervised", this_tree(unconfined), supervised),
     ]
-    home_config = Path.home() / ".zeroclaw"
     for backend in BACKENDS:
         profile = RiskProfileConfig(level="full", sandbox_backend=backend)
-        mine = resolve_posture(profile)
-        theirs = baseline.resolve_posture(profile)
-        if mine.refuses:
-            print(f"{backend:<12} unavailable: {mine.reason}")
+        posture = resolve_posture(profile)
+        if posture.refuses:
+            print(f"{backend:<12} unavailable: {posture.reason}")
             continue
-        found.append(Row(f"{backend} (baseline)", profile, theirs, baseline_planner(baseline)))
-        hidden = replace(profile, private_paths=private_paths(home_config))
-        found.append(Row(f"{backend} (this tree)", hidden, mine, this_tree))
+        usual = this_tree(with_private_paths(profile, Path.home() / ".zeroclaw"))
+        table += [
+            Row(backend, "direct", usual, direct),
+            Row(backend, "supervised", usual, supervised),
+            Row(backend, f"{ref}'s plan", baseline_plan(baseline, profile), supervised),
+        ]
         if etc_config is not None:
-            in_etc = replace(profile, private_paths=private_paths(etc_config))
-            found.append(Row(f"{backend} (this, config in /etc)", in_etc, mine, this_tree))
-    return found
+            in_etc = this_tree(with_private_paths(profile, etc_config))
+            table.append(Row(backend, "config in /etc", in_etc, supervised))
+    return table
 
 
-async def main(runs: int, workspace: Path, shell: str, table: list[Row], ref: str) -> None:
-    timings: dict[str, list[float]] = {row.name: [] for row in table}
+async def one_command(row: Row, workspace: Path, shell: str) -> float:
+    """Milliseconds to plan, run and reap one command."""
+    started = time.perf_counter()
+    plan = await trio.to_thread.run_sync(row.plan, workspace, shell)
+    with spawned(plan):
+        returncode = await row.run(plan, workspace)
+    elapsed = (time.perf_counter() - started) * 1000
+    if returncode != 0:
+        raise SystemExit(f"{row.backend} ({row.started}): `{COMMAND}` exited {returncode}")
+    return elapsed
+
+
+async def main(runs: int, workspace: Path, shell: str, table: list[Row]) -> None:
+    timings: dict[Row, list[float]] = {row: [] for row in table}
     for round_index in range(runs + WARM_UP_ROUNDS):
         for row in table:
             elapsed = await one_command(row, workspace, shell)
             if round_index >= WARM_UP_ROUNDS:
-                timings[row.name].append(elapsed)
-    print(f"per-command start-up of `{shell} -c {COMMAND}`, {runs} runs each (ms); baseline {ref}")
-    print(f"{'row':<34} {'median':>8} {'p90':>8} {'vs unconfined':>14}")
-    unconfined = statistics.median(timings["unconfined"])
-    for name, values in timings.items():
+                timings[row].append(elapsed)
+    unconfined = {row.started: statistics.median(timings[row]) for row in table[:2]}
+    print(f"per-command start-up of `{shell} -c {COMMAND}`, {runs} runs each (ms)")
+    print(f"{'backend':<12} {'started':<16} {'median':>8} {'p90':>8} {'vs unconfined':>14}")
+    for row, values in timings.items():
         values.sort()
         median = statistics.median(values)
         p90 = values[max(0, int(len(values) * 0.9) - 1)]
-        extra = "" if name == "unconfined" else f"{median - unconfined:+.2f}"
-        print(f"{name:<34} {median:>8.2f} {p90:>8.2f} {extra:>14}")
+        base = unconfined.get(row.started, unconfined["supervised"])
+        extra = "" if row.backend == "unconfined" else f"{median - base:+.2f}"
+        print(f"{row.backend:<12} {row.started:<16} {median:>8.2f} {p90:>8.2f} {extra:>14}")
 
 
 if __name__ == "__main__":
@@ -212,7 +256,5 @@ if __name__ == "__main__":
         baseline_module = load_baseline(arguments.baseline, Path(scratch))
         workspace = Path(scratch) / "workspace"
         workspace.mkdir()
-        table = rows(baseline_module, etc_config)
-        trio.run(
-            main, arguments.runs, workspace.resolve(), shell_program, table, arguments.baseline
-        )
+        table = rows(baseline_module, arguments.baseline, etc_config)
+        trio.run(main, arguments.runs, workspace.resolve(), shell_program, table)

@@ -6,16 +6,15 @@ import errno
 import logging
 
 import pytest
-import trio
 
 from acp_bridge.cli import _bridge_exit_in, _RedactingFormatter, build_parser
 from acp_bridge.errors import BridgeExit, ExitCode, describe_error
+from acp_bridge.inflight import InFlightTable
 from acp_bridge.reconnect_policy import (
     RECONNECT_FIRST_DELAY_SECS,
     RECONNECT_MAX_DELAY_SECS,
     backoff,
 )
-from acp_bridge.relay import InFlight
 
 
 def test_exit_codes_are_the_documented_ones() -> None:
@@ -122,36 +121,15 @@ def test_formatter_redacts_secrets_and_prints_fatal_messages_bare() -> None:
 
 
 class TestInFlight:
-    async def test_wait_empty_returns_once_every_reply_is_in(self) -> None:
-        inflight = InFlight()
-        await inflight.wait_empty()  # nothing owed: immediate
-        inflight.add(1, "a")
-        inflight.add("x", "b")
-        assert len(inflight) == 2
-        done = trio.Event()
-
-        async def waiter() -> None:
-            await inflight.wait_empty()
-            done.set()
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(waiter)
-            inflight.settle(1)
-            inflight.settle("unknown")
-            await trio.testing.wait_all_tasks_blocked()
-            assert not done.is_set()
-            inflight.settle("x")
-        assert done.is_set()
-
     def test_drain_returns_what_is_owed_in_order(self) -> None:
-        inflight = InFlight()
+        inflight = InFlightTable()
         inflight.add(2, "b")
         inflight.add(1, "a")
         assert [(i, owed.method) for i, owed in inflight.drain()] == [(2, "b"), (1, "a")]
         assert len(inflight) == 0
 
     def test_the_table_is_bounded(self) -> None:
-        inflight = InFlight(limit=2)
+        inflight = InFlightTable(limit=2)
         for request_id in range(3):
             inflight.add(request_id, "m")
         assert [request_id for request_id, _ in inflight.drain()] == [1, 2]

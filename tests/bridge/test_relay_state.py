@@ -5,13 +5,27 @@ from __future__ import annotations
 import ast
 import json
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import acp_bridge.inflight
+import acp_bridge.notices
+import acp_bridge.relay_phase
 import acp_bridge.relay_state
 from acp_bridge.messages import Forward, ReplyToGateway, classify_line
+from acp_bridge.notices import Outage
+from acp_bridge.relay_phase import (
+    TRANSITIONS,
+    Ending,
+    RelayEvent,
+    RelayPhase,
+    RelayStateError,
+    next_phase,
+)
 from acp_bridge.relay_state import (
     INTERNAL_ID_PREFIX,
     REPLAY_ANSWERED,
@@ -80,8 +94,13 @@ def _reply(state: RelayState, frame: bytes) -> object:
     return line
 
 
-def test_the_state_module_does_no_io() -> None:
-    source = Path(acp_bridge.relay_state.__file__).read_text()
+@pytest.mark.parametrize(
+    "module",
+    [acp_bridge.relay_state, acp_bridge.relay_phase, acp_bridge.inflight, acp_bridge.notices],
+)
+def test_the_state_modules_do_no_io(module: ModuleType) -> None:
+    assert module.__file__ is not None
+    source = Path(module.__file__).read_text()
     imported: set[str] = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -453,3 +472,143 @@ class TestGatewayRequests:
             for gateway_id in ids:
                 assert answer(gateway_id) is None
         assert len(state.server_requests) == 0
+
+
+def _phase(state: RelayState) -> RelayPhase:
+    """The current phase (a call, so that type checkers do not carry one assert's narrowing
+    over the events that follow it)."""
+    return state.phase
+
+
+class TestPhases:
+    def test_a_connection_s_life_goes_through_the_phases_in_order(self) -> None:
+        state = _state()
+        assert _phase(state) is RelayPhase.DISCONNECTED
+        _set_up_sessions(state)
+        assert _phase(state) is RelayPhase.READY
+        state.connection_closed(1)
+        assert _phase(state) is RelayPhase.DISCONNECTED
+        state.connection_opened()
+        assert _phase(state) is RelayPhase.REPLAYING
+        out = state.start_replay()
+        while out is not None:
+            assert state.frame_received(_result(_sent(out)["id"])) is REPLAY_ANSWERED
+            out = state.advance_replay()
+        assert _phase(state) is RelayPhase.FLUSHING
+        state.connection_ready()
+        assert _phase(state) is RelayPhase.READY
+        assert state.end(Ending.STDIN_EOF, "bye")
+        assert not state.end(Ending.FATAL, "later")  # the first ending is kept
+        assert (state.phase, state.ending, state.cause) == (
+            RelayPhase.ENDED,
+            Ending.STDIN_EOF,
+            "bye",
+        )
+        state.connection_closed(2)  # the connection may still close afterwards
+        assert _phase(state) is RelayPhase.ENDED
+
+    def test_moves_the_table_does_not_list_raise(self) -> None:
+        state = _state()
+        with pytest.raises(RelayStateError, match="every held message was sent"):
+            state.connection_ready()  # not connected
+        _connect_first(state)
+        with pytest.raises(RelayStateError, match="a connection was opened"):
+            state.connection_opened()  # already connected
+        state.end(Ending.STDIN_EOF)
+        with pytest.raises(RelayStateError, match="while the relay is ended"):
+            state.connection_opened()
+        assert next_phase(RelayPhase.READY, RelayEvent.CLOSED) is RelayPhase.DISCONNECTED
+
+    def test_every_phase_can_end_and_only_ended_is_final(self) -> None:
+        for phase in RelayPhase:
+            assert TRANSITIONS[phase, RelayEvent.END] is RelayPhase.ENDED
+        leaving_ended = {
+            event for (phase, event), to in TRANSITIONS.items() if phase is RelayPhase.ENDED
+        }
+        assert {TRANSITIONS[RelayPhase.ENDED, event] for event in leaving_ended} == {
+            RelayPhase.ENDED
+        }
+
+    def test_lines_queued_says_when_the_last_reply_is_in(self) -> None:
+        state = _state()
+        _connect_first(state)
+        state.client_message(_request(1, "session/list"))
+        state.client_message(_request(2, "session/list"))
+        assert not state.lines_queued()  # nothing answered yet
+        state.frame_received(_result(1))
+        assert not state.lines_queued()  # one still owed
+        state.frame_received(_result(2))
+        assert state.lines_queued()
+
+    def test_a_replay_given_up_on_moves_on_and_drops_its_late_answer(self) -> None:
+        state = _state()
+        _set_up_sessions(state)
+        state.connection_lost("closed", reconnecting=True)
+        state.client_message(_request(10, "session/list"))
+        state.connection_opened()
+        request = _sent(state.start_replay())
+        state.replay_abandoned()
+        assert state.phase is RelayPhase.FLUSHING
+        assert _sent(state.next_held())["id"] == 10
+        assert state.frame_received(_result(request["id"])) is None  # not the IDE's
+        assert state.advance_replay() is None
+
+
+def _update_texts(lines: list[bytes]) -> list[tuple[str, str, str]]:
+    """(session, text, _meta.zeroclaw.bridge) of each session/update line."""
+    found = []
+    for line in lines:
+        body = _written(line)
+        assert body["method"] == "session/update"
+        params = body["params"]
+        assert params["update"]["sessionUpdate"] == "agent_message_chunk"
+        content = params["update"]["content"]
+        assert content["type"] == "text"
+        found.append((params["sessionId"], content["text"], params["_meta"]["zeroclaw"]["bridge"]))
+    return found
+
+
+class TestHeldPromptNotices:
+    def test_a_prompt_held_while_disconnected_is_announced_once_then_followed_up(self) -> None:
+        state = _state()
+        _set_up_sessions(state)
+        state.connection_lost("closed", reconnecting=True)
+        state.client_message(_request(20, "session/prompt", {"sessionId": "new-1"}))
+        state.client_message(_request(21, "session/list"))
+        assert state.prompts
+        [(session, text, marker)] = _update_texts(state.held_prompt_notices("gateway down"))
+        assert (session, text, marker) == ("new-1", "gateway down", "reconnecting")
+        assert not state.prompts
+        assert state.held_prompt_notices("gateway down") == []  # told once
+        state.connection_opened()
+        [(session, text, marker)] = _update_texts(state.prompts.reconnected())
+        assert (session, marker) == ("new-1", "reconnected")
+        assert "sending this prompt now" in text
+        assert state.prompts.reconnected() == []
+
+    def test_no_notice_while_connected_or_for_a_prompt_already_sent(self) -> None:
+        state = _state()
+        _set_up_sessions(state)
+        state.connection_lost("closed", reconnecting=True)
+        state.connection_opened()  # replaying: held, but the gateway is there
+        state.client_message(_request(20, "session/prompt", {"sessionId": "new-1"}))
+        assert state.held_prompt_notices("gateway down") == []
+        state.replay_abandoned()
+        assert _sent(state.next_held())["id"] == 20
+        assert not state.prompts  # sent before anyone was told: nothing to say
+        state.connection_closed(2)
+        assert state.held_prompt_notices("gateway down") == []
+
+    def test_the_outage_text_says_what_failed_for_how_long_and_that_the_prompt_waits(
+        self,
+    ) -> None:
+        outage = Outage("the gateway closed the connection (code 1012)", retry_until=100.4)
+        assert "code 1012" in outage.text(URL, now=40)
+        outage.last_attempt = f"failed to connect to {URL}: connection refused. Is it running?"
+        text = outage.text(URL, now=40)
+        assert text.count(URL) == 1
+        assert f"{URL} cannot be reached right now (connection refused. Is it running?)" in text
+        assert "for up to 60 s more" in text
+        assert "this prompt is kept and will be sent as soon as the gateway is back" in text
+        assert "for up to 0 s more" in outage.text(URL, now=500)
+        assert "The bridge is reconnecting;" in Outage("lost").text(URL, now=0)

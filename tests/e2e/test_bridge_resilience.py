@@ -12,7 +12,7 @@ import trio
 
 from tests.e2e.gateway_harness import RunningGateway, run_gateway
 from tests.e2e.helpers import RpcPipeClient, open_session, spawn_zeroclaw, unused_port
-from tests.helpers import echo_config, session_dir, write_config
+from tests.helpers import echo_config, poll_until, session_dir, write_config
 
 pytestmark = pytest.mark.e2e
 
@@ -150,3 +150,71 @@ async def test_a_gateway_that_stays_down_ends_the_bridge_with_exit_1(tmp_path: P
                 with trio.fail_after(20):
                     await ide.process.wait()
             assert ide.process.returncode == 1
+
+
+NOTICE_DEADLINE_SECS = 5
+"""How soon the user must learn why a prompt sent while the gateway is down does not move."""
+
+
+def _chunks(notes: list[dict[str, Any]], session_id: str) -> list[tuple[str, str | None]]:
+    """(text, ``_meta.zeroclaw.bridge``) of every ``agent_message_chunk`` on the session, in
+    order: what an editor renders as the agent's reply."""
+    found = []
+    for note in notes:
+        params = note.get("params", {})
+        update = params.get("update", {})
+        if params.get("sessionId") == session_id and (
+            update.get("sessionUpdate") == "agent_message_chunk"
+        ):
+            marker = params.get("_meta", {}).get("zeroclaw", {}).get("bridge")
+            found.append((update["content"]["text"], marker))
+    return found
+
+
+async def test_a_prompt_sent_while_the_gateway_is_down_says_so_in_the_chat_then_goes_through(
+    tmp_path: Path,
+) -> None:
+    port = unused_port()
+    document = echo_config()
+    document["gateway"] = {"require_pairing": False}
+    config_dir = write_config(tmp_path / "cfg", document)
+    log = tmp_path / "bridge.log"
+    url = f"ws://127.0.0.1:{port}/acp"
+    with trio.fail_after(TIMEOUT):
+        async with trio.open_nursery() as nursery:
+            gateway: RunningGateway = await nursery.start(_serve, config_dir, port)
+            args = ["--log-file", str(log), "--log-level", "info"]
+            async with _bridge(config_dir, port, *args) as ide:
+                session_id = await open_session(ide, session_dir(tmp_path))
+                gateway.process.kill()
+                await gateway.process.wait()
+                await poll_until(lambda: log.exists() and "reconnecting" in log.read_text())
+
+                started = trio.current_time()
+                held = await ide.prompt_request(session_id, "still there?")
+                notice = await ide.receive(within=NOTICE_DEADLINE_SECS)
+                waited = trio.current_time() - started
+                # No editor here shows the agent's stderr: the notice is in the chat itself.
+                assert notice["method"] == "session/update"
+                assert notice["params"]["sessionId"] == session_id
+                [(text, marker)] = _chunks([notice], session_id)
+                assert marker == "reconnecting"
+                assert url in text
+                assert "cannot be reached" in text
+                assert "connection refused" in text  # what the last attempt ran into
+                assert "keeps trying to reconnect" in text
+                assert "will be sent as soon as the gateway is back" in text
+
+                # The gateway comes back within the retry window: the prompt goes through.
+                await nursery.start(_serve, config_dir, port)
+                reply = await ide.wait_response(held)
+                assert reply["result"]["stopReason"] == "end_turn", reply
+                chunks = _chunks([notice, *ide.notifications], session_id)
+                assert [marker for _, marker in chunks[:2]] == ["reconnecting", "reconnected"]
+                assert "sending this prompt now" in chunks[1][0]
+                assert "".join(text for text, marker in chunks if marker is None) == (
+                    "still there?"
+                )
+            assert ide.process.returncode == 0
+            nursery.cancel_scope.cancel()
+    assert waited < NOTICE_DEADLINE_SECS

@@ -31,6 +31,7 @@ from acp_server.security.sandbox import (
     discard_session_temp_dir,
     plan_spawn,
     resolve_posture,
+    seccomp,
     session_temp_dir,
 )
 from acp_server.security.sandbox import posture as posture_module
@@ -190,6 +191,7 @@ def test_security_status_lists_backends_and_profiles(tmp_path: Path) -> None:
     assert text.exit_code == 0, text.output
     assert "sandbox backends:" in text.output
     assert "default: none (shell commands run unconfined; sandbox off)" in text.output
+    assert "abstract Unix sockets (D-Bus, X11, IDE helpers): reachable" in text.output
     as_json = CliRunner().invoke(
         cli, ["--config-dir", str(config_dir), "security", "status", "--json"]
     )
@@ -198,6 +200,7 @@ def test_security_status_lists_backends_and_profiles(tmp_path: Path) -> None:
     assert [b["name"] for b in document_out["backends"]] == list(posture_module.BACKENDS)
     assert all(b["available"] or b["detail"] for b in document_out["backends"])
     assert document_out["riskProfiles"]["default"]["requested"] == "off"
+    assert document_out["riskProfiles"]["default"]["abstractUnixSockets"] == "reachable"
 
 
 def test_program_dirs_never_grant_the_root_the_home_or_the_cwd(tmp_path: Path) -> None:
@@ -243,3 +246,28 @@ def test_bubblewrap_mounts_every_root_as_it_mounts_the_workspace(writable: bool)
         # After the tmpfs over /tmp, so a root beneath it is shown, not hidden.
         assert at > argv.index("/tmp")
     assert argv[-3:] == ["--chdir", "/srv/work", "--"]
+
+
+@pytest.mark.parametrize(
+    ("active", "network", "abi", "expected"),
+    [
+        ("landlock", True, 7, "landlock"),
+        ("landlock", False, 6, "landlock"),
+        ("landlock", False, 5, "seccomp"),  # Landlock's network rules make no namespace
+        ("bubblewrap", True, 7, "landlock"),  # the host's network namespace is shared
+        ("bubblewrap", True, 0, "seccomp"),
+        ("bubblewrap", False, 0, "network-namespace"),
+        ("firejail", True, 7, "reachable"),  # set-user-ID: no no_new_privs, so neither
+        ("firejail", False, 0, "network-namespace"),
+        ("none", True, 7, "reachable"),
+    ],
+)
+def test_what_keeps_each_backend_from_the_hosts_abstract_sockets(
+    active: Backend, network: bool, abi: int, expected: str
+) -> None:
+    if expected == "seccomp" and seccomp.unix_socket_filter() is None:
+        expected = "reachable"  # an architecture the filter does not know
+    confinement = posture_module.abstract_socket_confinement(active, network, abi)
+    assert confinement == expected
+    said = posture_module.ABSTRACT_SOCKETS_SAID[confinement]
+    assert said.startswith("reachable" if expected == "reachable" else "out of reach")

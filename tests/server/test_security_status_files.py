@@ -15,6 +15,12 @@ from acp_server.security.sandbox import posture as posture_module
 from tests.helpers import echo_config, write_config
 
 
+def server_files_line(lines: list[str], profile_line: str) -> str:
+    """The ``the server's own files`` line under the profile whose line starts so."""
+    start = next(index for index, line in enumerate(lines) if line.startswith(profile_line))
+    return next(line for line in lines[start + 1 :] if "the server's own files" in line)
+
+
 def test_status_names_the_server_files_each_profile_hides(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -35,13 +41,13 @@ def test_status_names_the_server_files_each_profile_hides(
     as_json = runner.invoke(cli, ["--config-dir", str(config_dir), "security", "status", "--json"])
     assert text.exit_code == 0, text.output
     lines = text.output.splitlines()
-    default = lines.index("  default: landlock ABI 7 (workspace rw, system ro, network allowed)")
-    assert lines[default + 1].startswith("    hidden from shell commands: ")
-    assert f"the config directory {config_dir}" in lines[default + 1]
-    assert f"the data directory (workspace_dir) {tmp_path / 'elsewhere'}" in lines[default + 1]
-    assert f"the server user's home directory {Path.home()}" in lines[default + 1]
-    off = lines.index("  off: none (shell commands run unconfined; sandbox off)")
-    assert lines[off + 1].startswith("    NOT hidden from shell commands (none): ")
+    default = server_files_line(lines, "  default: landlock ABI 7 (")
+    assert default.startswith("    the server's own files, hidden from shell commands: ")
+    assert f"the config directory {config_dir}" in default
+    assert f"the data directory (workspace_dir) {tmp_path / 'elsewhere'}" in default
+    assert f"the server user's home directory {Path.home()}" in default
+    off = server_files_line(lines, "  off: none (shell commands run unconfined; sandbox off)")
+    assert off.startswith("    the server's own files, NOT hidden (none) from shell commands: ")
     profiles = json.loads(as_json.output)["riskProfiles"]
     assert profiles["default"]["serverFiles"]["hidden"] is True
     assert profiles["off"]["serverFiles"]["hidden"] is False

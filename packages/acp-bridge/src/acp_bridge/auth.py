@@ -1,7 +1,7 @@
 """The bearer token: where it comes from, how it is cached, and pairing.
 
 Only when the gateway requires pairing (``[gateway].require_pairing``, default true) is a
-token looked for; first match wins (the reference's order):
+token looked for; first match wins (the order docs/bridge.md documents):
 
 1. ``ZEROCLAW_ACP_BRIDGE_TOKEN`` (trimmed, non-empty);
 2. the cached file ``<config_dir>/acp-bridge-token``, refused when group or others can read it;
@@ -11,7 +11,7 @@ token looked for; first match wins (the reference's order):
    admin secret the gateway keeps in the config directory (``gateway-admin.token``, sent
    only to a loopback gateway); then ``POST <base>/pair`` with ``X-Pairing-Code`` returns
    the token, cached with mode 0600;
-4. none: the reference's message telling the user how to pair.
+4. none: ``NO_TOKEN_MESSAGE``, telling the user how to pair.
 
 The token only ever travels as ``Authorization: Bearer`` and is never logged: the log
 handlers redact it (``cli._RedactingFormatter``), and ``Credentials`` hides it from repr.
@@ -64,7 +64,7 @@ DEFAULT_PAIRING_LOCK_WAIT_SECS: Final = 2 * DEFAULT_HTTP_TIMEOUT_SECS + 5.0
 """Longest wait for another bridge's pairing (its two HTTP requests) before pairing anyway."""
 PAIRING_LOCK_POLL_SECS: Final = 0.02
 
-# The reference bridge's wording, kept verbatim.
+# Word for word what the Rust zeroclaw-acp-bridge prints: users search for this text.
 NO_TOKEN_MESSAGE: Final = (
     "ERROR: Gateway pairing is active but no ACP bridge token is cached. Run "
     "`zeroclaw gateway get-paircode --new`, then run `zeroclaw-acp-bridge --pair-code <code>`, "

@@ -18,6 +18,7 @@ import trio
 from websockets.exceptions import ConnectionClosed
 
 from acp_bridge import __version__
+from acp_bridge.connection import GatewayConnection
 from acp_bridge.errors import BridgeExit, ExitCode
 from acp_bridge.gateway import ConnectOptions, describe_close, open_gateway
 from acp_bridge.messages import response_id
@@ -46,25 +47,22 @@ def initialize_request() -> bytes:
 async def run_check(options: ConnectOptions, write: Callable[[str], object]) -> int:
     """Run the check, writing the report with ``write``; returns 0 or raises BridgeExit."""
     timeout = DEFAULT_CHECK_TIMEOUT_SECS
-    async with open_gateway(options) as websocket:
+    async with open_gateway(options) as connection:
         try:
             with trio.move_on_after(timeout) as scope:
                 started = time.perf_counter()
-                await websocket.send(initialize_request(), text=True)
-                while True:
-                    frame = await websocket.recv(decode=False)
-                    is_response, request_id = response_id(frame)
-                    if is_response and request_id == CHECK_REQUEST_ID:
-                        break
+                await connection.send(initialize_request())
+                frame = await _response_to(connection, CHECK_REQUEST_ID)
                 initialize_ms = (time.perf_counter() - started) * 1000
                 started = time.perf_counter()
-                pong = await websocket.ping()
-                await pong.wait()
+                pong = await connection.ping()
+                while not pong.is_set():
+                    await connection.receive()  # the pong is read with whatever comes
                 ping_ms = (time.perf_counter() - started) * 1000
         except ConnectionClosed as exc:
             raise BridgeExit(
                 ExitCode.CONNECTION,
-                f"ERROR: {describe_close(exc, websocket)} ({options.url}) during initialize.",
+                f"ERROR: {describe_close(exc, connection)} ({options.url}) during initialize.",
             ) from None
         if scope.cancelled_caught:
             raise BridgeExit(
@@ -84,6 +82,15 @@ async def run_check(options: ConnectOptions, write: Callable[[str], object]) -> 
         result = result if isinstance(result, dict) else {}
         write(_report(options, result, initialize_ms, ping_ms))
     return int(ExitCode.OK)
+
+
+async def _response_to(connection: GatewayConnection, request_id: str) -> bytes:
+    """The gateway's response to ``request_id`` (other frames are skipped)."""
+    while True:
+        for frame in await connection.receive():
+            is_response, answered = response_id(frame)
+            if is_response and answered == request_id:
+                return frame
 
 
 def _report(

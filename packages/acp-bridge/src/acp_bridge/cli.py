@@ -53,7 +53,7 @@ LOG_LEVELS: Final = ("debug", "info", "warning", "error")
 DEFAULT_LOG_LEVEL: Final = "warning"
 REDACTED: Final = "<redacted>"
 
-# The reference bridge's wording for a flag without its value.
+# What a flag given without its value says (the same words as the Rust zeroclaw-acp-bridge).
 _MISSING_VALUE_MESSAGES: Final = {
     "--config-dir": "--config-dir requires a path value",
     "--pair-code": "--pair-code requires a code value",

@@ -1,6 +1,7 @@
 """Where the gateway is: the config directory, ``[gateway]`` from config.toml, and the URL.
 
-The bridge reads the same config as the daemon (seed, "Running"), so an IDE only needs
+The bridge reads the same config as the daemon (the ZeroClaw ACP documentation, "Running"),
+so an IDE only needs
 ``zeroclaw-acp-bridge`` (plus ``--config-dir`` when the daemon uses a non-default one).
 Only the ``[gateway]`` table is read; everything else in config.toml is the daemon's.
 Since that table decides where the cached token is sent, a config.toml (or a config
@@ -53,8 +54,8 @@ __all__ = [
 DEFAULT_MAX_CONFIG_BYTES: Final = 4 * 1024 * 1024
 """config.toml larger than this is refused rather than read into memory."""
 
-# The reference bridge's wording, kept verbatim so that documentation
-# and support answers written for it still match.
+# Word for word what the Rust zeroclaw-acp-bridge prints, so that documentation and
+# support answers written for it still match.
 CONFIG_NOT_FOUND_MESSAGE: Final = (
     "ERROR: config.toml not found.  Are you sure the bridge and ZeroClaw are running on the "
     "same host?  Tool use will not work remotely!"
@@ -178,7 +179,7 @@ def load_gateway_target(config_dir: Path, *, required: bool = True) -> GatewayTa
             file means "daemon defaults" instead of an error.
 
     Raises:
-        BridgeExit: connection code (1) with the reference's message when the file is
+        BridgeExit: connection code (1) with ``CONFIG_NOT_FOUND_MESSAGE`` when the file is
             missing and required; usage code (2) when it cannot be read.
     """
     path = config_dir / CONFIG_FILE_NAME

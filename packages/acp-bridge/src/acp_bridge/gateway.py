@@ -15,9 +15,9 @@ from websockets.exceptions import (
     InvalidStatus,
     InvalidURI,
 )
-from websockets.trio.client import ClientConnection, connect
 
 from acp_bridge.auth import Credentials
+from acp_bridge.connection import GatewayConnection, connect
 from acp_bridge.errors import BridgeExit, ExitCode, describe_error
 from acp_core.framing import DEFAULT_MAX_LINE_BYTES
 
@@ -30,8 +30,6 @@ DEFAULT_PING_INTERVAL_SECS: Final = 20.0
 DEFAULT_PING_TIMEOUT_SECS: Final = 20.0
 DEFAULT_MAX_MESSAGE_BYTES: Final = DEFAULT_MAX_LINE_BYTES
 """A frame may be as large as a stdio line: the same blobs travel both ways."""
-DEFAULT_MAX_QUEUED_FRAMES: Final = 16
-"""Frames websockets buffers before it stops reading the socket (backpressure)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,32 +44,28 @@ class ConnectOptions:
 
 
 @asynccontextmanager
-async def open_gateway(options: ConnectOptions) -> AsyncIterator[ClientConnection]:
+async def open_gateway(options: ConnectOptions) -> AsyncIterator[GatewayConnection]:
     """Connect and authenticate; the connection is closed normally on exit.
 
     Raises:
         BridgeExit: (auth) HTTP 401; (connection) anything else that stops the upgrade;
             (usage) an unusable URL.
     """
+    # No proxy: an IDE's environment proxy settings are meant for its own traffic, and a
+    # local gateway must never be reached through them. No compression: ACP frames are
+    # JSON that is mostly already compact, on loopback deflate only costs CPU, and
+    # `zeroclaw gateway` does not negotiate it.
     client = connect(
         options.url,
-        additional_headers=options.credentials.headers,
-        # The reference bridge connects directly; an IDE's environment proxy settings are
-        # meant for its own traffic, and a local gateway must never go through them.
-        proxy=None,
-        # ACP frames are JSON that is mostly already compact; on loopback deflate only costs
-        # CPU, and the reference gateway does not negotiate it.
-        compression=None,
+        headers=options.credentials.headers,
+        max_message_bytes=options.max_message_bytes,
         open_timeout=options.open_timeout,
         close_timeout=options.close_timeout,
         ping_interval=options.ping_interval,
         ping_timeout=options.ping_timeout,
-        max_size=options.max_message_bytes,
-        max_queue=DEFAULT_MAX_QUEUED_FRAMES,
-        user_agent_header="zeroclaw-acp-bridge",
     )
     try:
-        websocket = await client.__aenter__()
+        connection = await client.__aenter__()
     except InvalidStatus as exc:
         raise _rejected(options, exc) from None
     except InvalidURI as exc:
@@ -85,7 +79,7 @@ async def open_gateway(options: ConnectOptions) -> AsyncIterator[ClientConnectio
         ) from None
     logger.info("connected to %s (%s)", options.url, options.credentials.describe())
     try:
-        yield websocket
+        yield connection
     except BaseException as exc:
         await client.__aexit__(type(exc), exc, exc.__traceback__)
         raise
@@ -113,7 +107,7 @@ def _rejected(options: ConnectOptions, exc: InvalidStatus) -> BridgeExit:
     )
 
 
-def describe_close(exc: ConnectionClosed, websocket: ClientConnection) -> str:
+def describe_close(exc: ConnectionClosed, connection: GatewayConnection) -> str:
     """Why the connection ended, in words, for the error sent to the IDE and the exit message."""
     if exc.rcvd is not None:
         reason = f": {exc.rcvd.reason}" if exc.rcvd.reason else ""
@@ -122,6 +116,6 @@ def describe_close(exc: ConnectionClosed, websocket: ClientConnection) -> str:
         return f"the gateway stopped answering pings ({exc.sent.reason or 'keepalive timeout'})"
     if exc.sent is not None and exc.sent.code == 1009:
         return f"the gateway sent a message larger than the limit ({exc.sent.reason})"
-    underlying = websocket.connection_exc
+    underlying = connection.connection_exc
     detail = f": {describe_error(underlying)}" if underlying is not None else ""
     return f"the connection to the gateway was lost{detail}"

@@ -10,8 +10,8 @@ The bridge does not interpret JSON-RPC beyond what it must:
 * frames go to stdout byte for byte unless they hold a raw newline (legal JSON whitespace,
   fatal on a line-delimited stream), in which case they are re-serialised compactly.
 
-Binary frames are treated exactly like text frames: their payload must be UTF-8 JSON. The
-reference gateway decodes binary frames the same way, and an IDE can
+Binary frames are treated exactly like text frames: their payload must be UTF-8 JSON.
+`zeroclaw gateway` decodes binary frames the same way, and an IDE can
 only receive text, so there is nothing else useful to do with them.
 """
 
@@ -24,6 +24,7 @@ from typing import Any, Final, NamedTuple
 
 import msgspec
 
+from acp_core import methods
 from acp_core.errors import ErrorCode, RemoteProtocolError
 from acp_core.framing import DEFAULT_MAX_LINE_BYTES, LineDecoder
 from acp_core.jsonrpc import (
@@ -96,6 +97,25 @@ def error_line(request_id: RequestId, code: int, message: str, data: JsonValue =
     """One JSON-RPC error response, newline-terminated, for stdout."""
     reply = ErrorResponse(id=request_id, error=error_object(code, message, data))
     return serialize_message(reply) + b"\n"
+
+
+def agent_message_line(session_id: str, text: str, meta: dict[str, JsonValue]) -> bytes:
+    """A ``session/update`` notification (ACP ``agent_message_chunk``) for stdout: ``text``
+    shown as part of the agent's reply in ``session_id``, with ``_meta.zeroclaw = meta``
+    telling a client that cares that the bridge wrote it, not the agent."""
+    notification = {
+        "jsonrpc": "2.0",
+        "method": methods.SESSION_UPDATE,
+        "params": {
+            "sessionId": session_id,
+            "update": {
+                "sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": text},
+            },
+            "_meta": {"zeroclaw": meta},
+        },
+    }
+    return _encoder.encode(notification) + b"\n"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,9 @@
 """The relay: stdin lines → WebSocket frames, frames → stdout lines, across reconnections.
 
-The bookkeeping (requests in flight, held messages, sessions, the replay, renamed ids) is
-``acp_bridge.relay_state.RelayState``, which does no I/O; the tasks here feed it what they
-read and perform what it returns. Tasks (aesthetics notes §2.4.11), all in one nursery:
+The bookkeeping (the phase, requests in flight, held messages, sessions, the replay,
+renamed ids) is ``acp_bridge.relay_state.RelayState``, which does no I/O; the tasks here
+feed it what they read, perform what it returns, and wake each other when it reports a
+change. All in one nursery:
 
 * the stdin pump reads lines, answers bad ones locally and hands the good ones to the
   state, which says whether to send each as one text frame, hold it or refuse it;
@@ -10,12 +11,14 @@ read and perform what it returns. Tasks (aesthetics notes §2.4.11), all in one 
   it sends the replay the state plans (the IDE's ``initialize``, ``session/resume`` for
   every session seen so far), then the held frames, and only then lets the stdin pump
   send directly again; per connection it runs
-* the gateway pump, which turns each frame into one stdout line through the state;
+* the gateway pump, which turns each batch of frames into stdout lines through the state;
+* the notice task, which tells the user in the chat when a prompt is held because the
+  gateway cannot be reached (editors do not show the agent's stderr);
 * the stdout writer is the only task that writes stdout; the others hand it lines through a
   bounded channel, so a slow IDE slows the gateway down instead of growing memory.
 
-Only one task sends on a connection at a time: the manager while it is not yet "ready"
-(replay, held frames), the stdin pump once it is.
+Only one task sends IDE messages on a connection at a time: the manager while the state is
+REPLAYING or FLUSHING, the stdin pump once it is READY.
 
 How it ends:
 
@@ -32,7 +35,6 @@ How it ends:
 
 from __future__ import annotations
 
-import enum
 import logging
 import signal
 from collections.abc import Callable
@@ -43,26 +45,20 @@ from typing import Final
 import trio
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
-from websockets.trio.client import ClientConnection
 
+from acp_bridge.connection import GatewayConnection
 from acp_bridge.errors import BridgeExit, ExitCode
 from acp_bridge.gateway import DEFAULT_CLOSE_TIMEOUT_SECS, describe_close
 from acp_bridge.messages import Forward, ReplyToClient, ReplyToGateway, StdinFramer
-from acp_bridge.ready_messages import nothing_ready, ready_message_taker
+from acp_bridge.notices import Outage
 from acp_bridge.reconnect_policy import (
     REJECTED_CLOSE_CODES,
     STABLE_CONNECTION_SECS,
     backoff,
     may_reconnect,
 )
-from acp_bridge.relay_state import (
-    MAX_IN_FLIGHT_REQUESTS,
-    REPLAY_ANSWERED,
-    InFlightTable,
-    RelayState,
-    SendToGateway,
-    WriteToClient,
-)
+from acp_bridge.relay_phase import Ending, RelayPhase
+from acp_bridge.relay_state import REPLAY_ANSWERED, RelayState, SendToGateway, WriteToClient
 from acp_bridge.stdio import DEFAULT_READ_CHUNK_BYTES
 from acp_core.framing import DEFAULT_MAX_LINE_BYTES
 
@@ -77,41 +73,15 @@ DEFAULT_REPLAY_TIMEOUT_SECS: Final = 10.0
 DEFAULT_MAX_HELD_MESSAGES: Final = 1000
 DEFAULT_MAX_HELD_BYTES: Final = 32 * 1024 * 1024
 """IDE messages held while reconnecting; beyond either bound they are refused."""
+DEFAULT_HELD_PROMPT_NOTICE_SECS: Final = 2.0
+"""A prompt held this long while disconnected gets a notice the user sees (a gateway that
+restarts in a second or two goes unmentioned)."""
 DEFAULT_OUTBOX_LINES: Final = 64
 """Lines waiting for stdout before the gateway pump blocks (backpressure)."""
 DEFAULT_MAX_WRITE_BATCH_BYTES: Final = 1024 * 1024
 """Queued lines are joined into one stdout write up to this size (fewer syscalls)."""
 TRACE_CHARS: Final = 500
 """With --log-level debug, how much of each relayed message is logged."""
-
-
-class InFlight(InFlightTable):
-    """The in-flight table, with a way to wait until every reply is in."""
-
-    __slots__ = ("_empty",)
-
-    def __init__(self, *, limit: int = MAX_IN_FLIGHT_REQUESTS) -> None:
-        super().__init__(limit=limit)
-        self._empty = trio.Event()
-        self._empty.set()
-
-    def _became_busy(self) -> None:
-        self._empty = trio.Event()
-
-    def _became_empty(self) -> None:
-        self._empty.set()
-
-    async def wait_empty(self) -> None:
-        while self:
-            await self._empty.wait()
-
-
-class Ending(enum.Enum):
-    STDIN_EOF = "stdin closed"
-    CONNECTION_LOST = "connection lost"
-    STDOUT_CLOSED = "stdout closed"
-    SIGNALLED = "signal"
-    FATAL = "fatal"
 
 
 @dataclass(slots=True)
@@ -125,8 +95,9 @@ class RelayOptions:
     max_held_messages: int = DEFAULT_MAX_HELD_MESSAGES
     max_held_bytes: int = DEFAULT_MAX_HELD_BYTES
     replay_timeout: float = DEFAULT_REPLAY_TIMEOUT_SECS
+    held_prompt_notice: float = DEFAULT_HELD_PROMPT_NOTICE_SECS
     close_timeout: float = 2 * DEFAULT_CLOSE_TIMEOUT_SECS
-    """Outer bound on closing a connection when the relay ends (websockets has its own)."""
+    """Outer bound on closing a connection when the relay ends (the connection has its own)."""
     rejected_advice: str = (
         "Check that the bridge's token is still paired (`zeroclaw-acp-bridge --check`)."
     )
@@ -137,14 +108,14 @@ class RelayOptions:
 
 @dataclass(slots=True)
 class _Connection:
-    websocket: ClientConnection
+    socket: GatewayConnection
     generation: int
     opened_at: float
     closed: ConnectionClosed | None = None
     cause: str = ""
 
 
-OpenConnection = Callable[[], AbstractAsyncContextManager[ClientConnection]]
+OpenConnection = Callable[[], AbstractAsyncContextManager[GatewayConnection]]
 
 
 class _Relay:
@@ -160,47 +131,53 @@ class _Relay:
         self.outbox = outbox
         self.url = url
         self.options = options
-        self.inflight = InFlight()
         self.state = RelayState(
             url=url,
             max_held_messages=options.max_held_messages,
             max_held_bytes=options.max_held_bytes,
-            inflight=self.inflight,
             shared_filesystem=options.shared_filesystem,
         )
-        self.held_flushed = trio.Event()
-        """Set when the held messages have all been sent and the connection is ready."""
-        self.replay_answered = trio.Event()
         self.connection: _Connection | None = None
         """The open connection (while replaying too), None while there is none."""
+        self.outage: Outage | None = None
         self.trace = logger.isEnabledFor(logging.DEBUG)
-        self.pumps = trio.CancelScope()
-        self.ended = trio.Event()
-        self.attempt_scope: trio.CancelScope | None = None
+        # What the state reports, turned into wake-ups for the tasks that wait on it.
+        self.progress = trio.Event()
+        """Set when the replies owed may have changed (a reply queued, the hold flushed)."""
+        self.replay_answered = trio.Event()
+        self.prompt_held = trio.Event()
+        """Set when a prompt was held that the user has not been told about."""
         self.first_attempt_done = trio.Event()
-        self.ending: Ending | None = None
-        self.cause = ""
+        self.ended = trio.Event()
+        # Cancel scopes that end() cancels.
+        self.pumps = trio.CancelScope()
+        self.attempt_scope: trio.CancelScope | None = None
         self.fatal: BridgeExit | None = None
         self.signal_number = 0
 
     # --- ending ----------------------------------------------------------------------
 
     def end(self, ending: Ending, cause: str = "") -> None:
-        if self.ending is None:
-            self.ending, self.cause = ending, cause
+        self.state.end(ending, cause)
         self.ended.set()
         self.pumps.cancel()
         if self.attempt_scope is not None:
             self.attempt_scope.cancel()
 
     def _close_code(self) -> tuple[int, str]:
-        if self.ending in (Ending.SIGNALLED, Ending.FATAL):
+        if self.state.ending in (Ending.SIGNALLED, Ending.FATAL):
             return int(CloseCode.GOING_AWAY), "bridge stopped"
         return int(CloseCode.NORMAL_CLOSURE), ""
 
+    def _woke(self) -> None:
+        """Wake whoever waits for the replies owed to change."""
+        self.progress.set()
+        self.progress = trio.Event()
+
     async def answer_owed(self) -> None:
         """Never leave a request silently unanswered: the IDE would wait for it forever."""
-        if self.ending is Ending.STDIN_EOF:
+        ending = self.state.ending
+        if ending is Ending.STDIN_EOF:
             message = (
                 f"zeroclaw-acp-bridge: no reply within {self.options.eof_grace:g} s after "
                 "stdin was closed; the bridge is exiting"
@@ -212,8 +189,11 @@ class _Relay:
                     len(lines),
                     self.options.eof_grace,
                 )
-        elif self.ending in (Ending.CONNECTION_LOST, Ending.FATAL):
-            message = f"zeroclaw-acp-bridge: the bridge stopped before this request was sent: {self.cause}"
+        elif ending in (Ending.CONNECTION_LOST, Ending.FATAL):
+            message = (
+                "zeroclaw-acp-bridge: the bridge stopped before this request was sent: "
+                f"{self.state.cause}"
+            )
             lines = self.state.abandon(message, "connection_lost")
         else:
             return  # nobody is reading stdout, or we were told to stop
@@ -251,17 +231,15 @@ class _Relay:
             )
             with trio.move_on_after(self.options.eof_grace):
                 while state.owes_replies:
-                    if state.held:
-                        self.held_flushed = trio.Event()
-                        await self.held_flushed.wait()
-                    else:
-                        await self.inflight.wait_empty()
+                    await self.progress.wait()
         self.end(Ending.STDIN_EOF)
 
     async def send_or_hold(self, action: Forward | ReplyToGateway) -> None:
         """Send a client message now, or leave it held (or answered) as the state says."""
         outcome = self.state.client_message(action)
         if outcome is None:
+            if self.state.prompts:
+                self.prompt_held.set()
             return
         if isinstance(outcome, WriteToClient):
             await self.outbox.send(outcome.line)
@@ -275,12 +253,27 @@ class _Relay:
         if self.trace:
             logger.debug("→ %s", text[:TRACE_CHARS])
         try:
-            await connection.websocket.send(text)
+            await connection.socket.send(text)
         except ConnectionClosed:
             # The gateway pump sees the same closure; a request sent here is in flight and
             # is answered with the connection-lost error, anything else is lost with it.
             if not outgoing.is_request:
                 logger.warning("lost with the connection: %s", text[:200])
+
+    async def announce_held_prompts(self) -> None:
+        """Tell the user, in the chat itself, why a held prompt does not move: none of the
+        editors shows the agent's stderr, and a bare spinner for a minute says nothing."""
+        while True:
+            await self.prompt_held.wait()
+            self.prompt_held = trio.Event()
+            await trio.sleep(self.options.held_prompt_notice)
+            outage = self.outage
+            if outage is not None:
+                text = outage.text(self.url, trio.current_time())
+                for line in self.state.held_prompt_notices(text):
+                    await self.outbox.send(line)
+            if self.state.prompts:
+                self.prompt_held.set()  # connected meanwhile but not ready: look again
 
     # --- the gateway side ------------------------------------------------------------
 
@@ -288,8 +281,7 @@ class _Relay:
         """Connect; after each loss, reconnect (unless told not to) until the relay ends.
 
         Runs outside the pumps' cancel scope: when the relay ends while connected, the
-        connection is closed with a proper close frame rather than torn down by cancellation
-        (websockets' own tasks live in the connection's context, inside this task).
+        connection is closed with a proper close frame rather than torn down by cancellation.
         """
         first = True
         given_up_at: float | None = None
@@ -304,6 +296,8 @@ class _Relay:
                         self.end(Ending.FATAL, exc.message)
                         return
                     last_error = exc.message.removeprefix("ERROR: ")
+                    if self.outage is not None:
+                        self.outage.last_attempt = last_error
                     if self._give_up_if_past(given_up_at, last_error):
                         return
                     now = trio.current_time()
@@ -330,6 +324,8 @@ class _Relay:
                     given_up_at = trio.current_time() + self.options.reconnect_max_secs
                 elif self._give_up_if_past(given_up_at, f"{lost.cause} right after connecting"):
                     return
+                if self.outage is not None:
+                    self.outage.retry_until = given_up_at
                 delay = backoff(attempt)
                 attempt += 1
                 await self._pause(delay)
@@ -365,12 +361,12 @@ class _Relay:
             self.attempt_scope = scope
             if self.ended.is_set():
                 scope.cancel()
-            async with manager as websocket:
+            async with manager as socket:
                 self.attempt_scope = None
                 self.first_attempt_done.set()
                 if not first:
                     logger.warning("reconnected to %s", self.url)
-                connection = await self._run_connection(websocket)
+                connection = await self._run_connection(socket)
         self.attempt_scope = None
         if connection is None:
             return None
@@ -380,7 +376,7 @@ class _Relay:
         """Answer what was in flight; whether to reconnect (else the relay is ended)."""
         closed = connection.closed
         assert closed is not None
-        cause = connection.cause = describe_close(closed, connection.websocket)
+        cause = connection.cause = describe_close(closed, connection.socket)
         code = closed.rcvd.code if closed.rcvd is not None else None
         reconnecting = may_reconnect(code, enabled=self.options.reconnect)
         await self._connection_lost(cause, reconnecting=reconnecting)
@@ -398,6 +394,9 @@ class _Relay:
             self.end(Ending.CONNECTION_LOST, cause)
             return False
         logger.warning("%s (%s); reconnecting", cause, self.url)
+        self.outage = Outage(cause, retry_until=None)
+        if self.state.prompts:
+            self.prompt_held.set()
         return True
 
     async def _connection_lost(self, cause: str, *, reconnecting: bool) -> None:
@@ -405,23 +404,26 @@ class _Relay:
         self.connection = None
         for line in self.state.connection_lost(cause, reconnecting=reconnecting):
             await self.outbox.send(line)
+        self._woke()
 
-    async def _run_connection(self, websocket: ClientConnection) -> _Connection:
-        """Serve one connection until it closes or the relay ends (then close it properly)."""
+    async def _run_connection(self, socket: GatewayConnection) -> _Connection | None:
+        """Serve one connection until it closes or the relay ends (then close it properly);
+        None when the relay ended before it could be used."""
+        if self.state.phase is RelayPhase.ENDED:
+            return None
         generation = self.state.connection_opened()
-        connection = _Connection(websocket, generation, trio.current_time())
+        connection = _Connection(socket, generation, trio.current_time())
         # Visible (not ready) at once, so that the IDE's answers can be matched.
         self.connection = connection
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._pump_gateway, connection, nursery.cancel_scope)
             nursery.start_soon(self._cancel_when_ended, nursery.cancel_scope)
-            if generation > 1:
-                await self._replay(connection)
+            await self._replay(connection)
             await self._flush_held(connection)
         if connection.closed is None:
             code, reason = self._close_code()
             with trio.move_on_after(self.options.close_timeout):
-                await websocket.aclose(code, reason)
+                await socket.aclose(code, reason)
         return connection
 
     async def _cancel_when_ended(self, scope: trio.CancelScope) -> None:
@@ -438,7 +440,7 @@ class _Relay:
             while request is not None:
                 self.replay_answered = answered = trio.Event()
                 try:
-                    await connection.websocket.send(request.text)
+                    await connection.socket.send(request.text)
                 except ConnectionClosed:
                     await trio.sleep_forever()  # the gateway pump ends this connection
                 await answered.wait()
@@ -448,11 +450,16 @@ class _Relay:
                 "the gateway did not answer the replayed requests within %g s; continuing",
                 self.options.replay_timeout,
             )
+            state.replay_abandoned()
         elif planned:
             logger.info("resumed %d of %d sessions", state.resumed, state.to_resume)
 
     async def _flush_held(self, connection: _Connection) -> None:
         state = self.state
+        if self.outage is not None:
+            self.outage = None
+            for line in state.prompts.reconnected():
+                await self.outbox.send(line)
         while (outgoing := state.next_held()) is not None:
             await self._send(connection, outgoing)
             if connection.closed is not None:
@@ -461,44 +468,38 @@ class _Relay:
             # No await between the last check and this: the stdin pump cannot slip a message
             # in ahead of the held ones.
             state.connection_ready()
-            self.held_flushed.set()
+            self._woke()
 
     async def _pump_gateway(self, connection: _Connection, scope: trio.CancelScope) -> None:
-        websocket = connection.websocket
+        socket = connection.socket
         state = self.state
         frame_received = state.frame_received
-        take_ready = ready_message_taker(websocket) or nothing_ready
         while True:
-            # Frames websockets has already received are gathered into one stdout write:
-            # one syscall per socket read instead of one per (often tiny) session/update.
-            batch: list[bytes] = []
-            batch_bytes = 0
+            # Every frame one socket read completed goes to stdout in one write: one syscall
+            # per read instead of one per (often tiny) session/update.
             try:
-                frame: bytes | None = await websocket.recv(decode=False)
+                frames = await socket.receive()
             except ConnectionClosed as exc:
                 connection.closed = exc
-                frame = None
-            while frame is not None:
+                frames = []
+            lines: list[bytes] = []
+            for frame in frames:
                 line = frame_received(frame)
-                if line is not None:
-                    if line is REPLAY_ANSWERED:
-                        self.replay_answered.set()
-                    else:
-                        if self.trace:
-                            logger.debug(
-                                "← %s", line[:TRACE_CHARS].decode(errors="replace").rstrip()
-                            )
-                        batch.append(line)
-                        batch_bytes += len(line)
-                if batch_bytes >= DEFAULT_MAX_WRITE_BATCH_BYTES:
-                    break
-                frame = take_ready()
-            if batch:
-                await self.outbox.send(batch[0] if len(batch) == 1 else b"".join(batch))
+                if line is None:
+                    continue
+                if line is REPLAY_ANSWERED:
+                    self.replay_answered.set()
+                    continue
+                if self.trace:
+                    logger.debug("← %s", line[:TRACE_CHARS].decode(errors="replace").rstrip())
+                lines.append(line)
+            if lines:
+                await self.outbox.send(lines[0] if len(lines) == 1 else b"".join(lines))
             # Settled only once the replies are queued for stdout.
-            state.lines_queued()
+            if state.lines_queued():
+                self._woke()
             if connection.closed is not None:
-                logger.info("%s", describe_close(connection.closed, websocket))
+                logger.info("%s", describe_close(connection.closed, socket))
                 if self.connection is connection:
                     self.connection = None
                 state.connection_closed(connection.generation)
@@ -523,27 +524,29 @@ async def relay(
             gateway rejected the bridge.
     """
     outbox_send, outbox_recv = trio.open_memory_channel[bytes](DEFAULT_OUTBOX_LINES)
-    state = _Relay(open_connection, outbox_send, url=url, options=options)
+    bridge = _Relay(open_connection, outbox_send, url=url, options=options)
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(_write_stdout, stdout, outbox_recv, state.end)
+        nursery.start_soon(_write_stdout, stdout, outbox_recv, bridge.end)
         async with outbox_send:
             async with trio.open_nursery() as work:
-                work.start_soon(state.manage_connections)
-                with state.pumps:
+                work.start_soon(bridge.manage_connections)
+                with bridge.pumps:
                     async with trio.open_nursery() as pumps:
-                        pumps.start_soon(state.pump_stdin, stdin)
+                        pumps.start_soon(bridge.pump_stdin, stdin)
+                        pumps.start_soon(bridge.announce_held_prompts)
                         if options.handle_signals:
-                            pumps.start_soon(_watch_signals, state)
-            await state.answer_owed()
+                            pumps.start_soon(_watch_signals, bridge)
+            await bridge.answer_owed()
         # Leaving the nursery waits for the writer to flush every queued line.
 
-    if state.fatal is not None:
-        raise state.fatal
-    if state.ending is Ending.CONNECTION_LOST:
-        raise BridgeExit(ExitCode.CONNECTION, f"ERROR: {state.cause} ({url}).")
-    if state.ending is Ending.SIGNALLED:
-        return 128 + state.signal_number
-    logger.info("relay ended (%s); connection closed normally", state.ending)
+    ending, cause = bridge.state.ending, bridge.state.cause
+    if bridge.fatal is not None:
+        raise bridge.fatal
+    if ending is Ending.CONNECTION_LOST:
+        raise BridgeExit(ExitCode.CONNECTION, f"ERROR: {cause} ({url}).")
+    if ending is Ending.SIGNALLED:
+        return 128 + bridge.signal_number
+    logger.info("relay ended (%s); connection closed normally", ending)
     return int(ExitCode.OK)
 
 
@@ -575,10 +578,10 @@ async def _write_stdout(
     await stdout.aclose()
 
 
-async def _watch_signals(state: _Relay) -> None:
+async def _watch_signals(bridge: _Relay) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for signal_number in signals:
             logger.info("received %s; closing", signal.Signals(signal_number).name)
-            state.signal_number = signal_number
-            state.end(Ending.SIGNALLED)
+            bridge.signal_number = signal_number
+            bridge.end(Ending.SIGNALLED)
             return

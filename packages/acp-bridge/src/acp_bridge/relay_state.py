@@ -1,24 +1,27 @@
 """The relay's bookkeeping as a state machine: events in, actions out, no I/O.
 
-``RelayState`` knows which requests are in flight, which IDE messages are held while there
-is no usable connection, which sessions exist, the IDE's ``initialize``, the gateway → IDE
-requests awaiting an answer (and the ids they were renamed to), and what to replay on a new
-connection. It never sends, writes or waits: the trio tasks in ``acp_bridge.relay`` feed it
-events and perform the actions it returns.
+Rule 1 (as in h11's ``_state.py``): the relay's phase changes only through
+``relay_phase.next_phase`` and its table of moves, which also describes the phases; a move
+the table does not list raises ``RelayStateError``. Rule 2: this file never calls into the
+I/O side. Every method returns what the trio tasks in ``acp_bridge.relay`` must do (send,
+write, wake a waiter), and they do it.
 
-Events (method calls) and the actions they return:
+Besides the phase, ``RelayState`` knows which requests are in flight, which IDE messages are
+held, which sessions exist, the IDE's ``initialize``, the gateway → IDE requests awaiting an
+answer (and the ids they were renamed to), and which held prompts the IDE was told about.
+
+Events (method calls) and what they return:
 
 * ``client_message(action)``: a ``Forward`` or ``ReplyToGateway`` from ``StdinFramer``.
-  Returns ``SendToGateway`` (send now on the ready connection; a request is already recorded
-  as in flight), ``WriteToClient`` (the hold is full: this error line answers the request),
-  or None (held until a connection is ready, or dropped: an answer to a gateway request that
-  died with its connection).
-* ``connection_opened()``: a new connection (its generation is returned); then
-  ``start_replay()`` and, after each answer, ``advance_replay()`` return the next internal
-  request to send (the captured ``initialize``, then ``session/resume`` for every known
-  session) or None when the replay is over; ``next_held()`` returns the held messages one at
-  a time as ``SendToGateway``, and ``connection_ready()`` says they are all sent, so that
-  ``client_message`` sends directly again.
+  Returns ``SendToGateway`` (send now; a request is already recorded as in flight),
+  ``WriteToClient`` (the hold is full: this error line answers the request), or None (held
+  until READY, or dropped: an answer to a gateway request that died with its connection).
+* ``connection_opened()``: DISCONNECTED → REPLAYING (→ FLUSHING at once when there is
+  nothing to replay); returns the connection's generation. ``start_replay()`` and, after
+  each answer, ``advance_replay()`` return the next replayed request, or None when the
+  replay is over (→ FLUSHING); ``replay_abandoned()`` gives up waiting (→ FLUSHING).
+  ``next_held()`` returns the held messages one at a time as ``SendToGateway``, and
+  ``connection_ready()`` says they are all sent (→ READY).
 * ``frame_received(frame)``: one gateway frame. Returns the stdout line (``bytes``), None
   (not for the IDE), or ``REPLAY_ANSWERED`` (the answer the replay waits for has arrived).
   This is the per-frame path, hence a bare ``bytes`` rather than an action object. What
@@ -28,12 +31,16 @@ Events (method calls) and the actions they return:
   already answered.
 * ``lines_queued()``: the lines for the frames fed so far are queued for stdout; the
   requests they answer leave the in-flight table only now (an emptied table may end the
-  EOF grace period, and the reply must not be lost to that).
-* ``connection_closed(generation)``: the gateway side saw its connection close.
-* ``connection_lost(cause, reconnecting=...)``: returns the error lines answering every
-  request that was in flight (its outcome is unknown).
-* ``abandon(message, reason)``: the relay is ending; returns the error lines answering
-  every request still in flight or held.
+  EOF grace period, and the reply must not be lost to that). Returns True when nothing is
+  in flight any more.
+* ``connection_closed(generation)`` / ``connection_lost(cause, reconnecting=...)``: →
+  DISCONNECTED; the second returns the error lines answering every request that was in
+  flight (its outcome is unknown).
+* ``held_prompt_notices(outage)``: while DISCONNECTED, a ``session/update`` line for each
+  held ``session/prompt`` not yet announced, telling the user why nothing happens
+  (``prompts.reconnected()``: the follow-up lines once the connection is back).
+* ``end(ending, cause)``: → ENDED (True the first time); ``abandon(message, reason)`` ends
+  too and returns the error lines answering every request still in flight or held.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
+from acp_bridge.inflight import InFlightTable
 from acp_bridge.messages import (
     Forward,
     FrameError,
@@ -58,6 +66,8 @@ from acp_bridge.messages import (
     with_id,
     with_shared_filesystem,
 )
+from acp_bridge.notices import HeldPrompts
+from acp_bridge.relay_phase import Ending, RelayEvent, RelayPhase, RelayStateError, next_phase
 from acp_core import methods
 from acp_core.errors import ErrorCode
 from acp_core.jsonrpc import RequestId
@@ -65,9 +75,6 @@ from acp_core.jsonrpc import RequestId
 # The relay's log lines keep one logger name, whichever half of the relay writes them.
 logger = logging.getLogger("acp_bridge.relay")
 
-MAX_IN_FLIGHT_REQUESTS: Final = 100_000
-"""Ids kept for requests awaiting a reply; beyond this the oldest are forgotten (a client
-that never reads its replies must not grow the bridge without bound)."""
 MAX_TRACKED_SESSIONS: Final = 10_000
 MAX_TRACKED_SERVER_REQUESTS: Final = 10_000
 MAX_REMEMBERED_ANSWERS: Final = 10_000
@@ -83,69 +90,6 @@ REPLAY_INPUT_METHODS: Final = frozenset(
 """Requests whose params the bridge keeps, to replay initialize and resume sessions."""
 RESUMED_SESSION_PARAMS: Final = ("cwd", "mcpServers")
 """What of a session/new, session/load or session/resume is kept to resume the session."""
-
-
-@dataclass(slots=True)
-class Owed:
-    """A request relayed to the gateway and not yet answered."""
-
-    method: str
-    session_id: str | None = None
-    params: dict[str, Any] | None = None
-    """session/new, session/load or session/resume params (to resume with the same cwd)."""
-
-
-class InFlightTable:
-    """Requests relayed to the gateway and not yet answered, oldest first, bounded.
-
-    ``_became_busy`` and ``_became_empty`` are called when the table goes from empty to
-    not empty and back; a subclass can wake waiters there.
-    """
-
-    __slots__ = ("_limit", "_owed")
-
-    def __init__(self, *, limit: int = MAX_IN_FLIGHT_REQUESTS) -> None:
-        self._owed: dict[RequestId, Owed] = {}
-        self._limit = limit
-
-    def __len__(self) -> int:
-        return len(self._owed)
-
-    def add(
-        self,
-        request_id: RequestId,
-        method: str,
-        session_id: str | None = None,
-        params: dict[str, Any] | None = None,
-    ) -> None:
-        if not self._owed:
-            self._became_busy()
-        elif len(self._owed) >= self._limit:
-            forgotten = next(iter(self._owed))
-            del self._owed[forgotten]
-            logger.warning("more than %d requests in flight; forgot id %r", self._limit, forgotten)
-        self._owed[request_id] = Owed(method, session_id, params)
-
-    def get(self, request_id: RequestId) -> Owed | None:
-        return self._owed.get(request_id)
-
-    def settle(self, request_id: RequestId) -> Owed | None:
-        owed = self._owed.pop(request_id, None)
-        if owed is not None and not self._owed:
-            self._became_empty()
-        return owed
-
-    def drain(self) -> list[tuple[RequestId, Owed]]:
-        owed = list(self._owed.items())
-        self._owed.clear()
-        self._became_empty()
-        return owed
-
-    def _became_busy(self) -> None:
-        pass
-
-    def _became_empty(self) -> None:
-        pass
 
 
 class SendToGateway(NamedTuple):
@@ -193,6 +137,18 @@ class _ReplayStep(NamedTuple):
     body: dict[str, Any]
 
 
+@dataclass(slots=True)
+class _Replay:
+    """The replay on the current connection (REPLAYING)."""
+
+    steps: deque[_ReplayStep]
+    awaited_id: RequestId = None
+    """The id of the replayed request sent and not yet answered."""
+    awaited_step: _ReplayStep | None = None
+    error: str | None = None
+    """The error answering the awaited request, once it has arrived."""
+
+
 class RelayState:
     """See the module docstring."""
 
@@ -202,7 +158,6 @@ class RelayState:
         url: str,
         max_held_messages: int,
         max_held_bytes: int,
-        inflight: InFlightTable | None = None,
         shared_filesystem: bool = False,
     ) -> None:
         self.url = url
@@ -210,7 +165,11 @@ class RelayState:
         """The IDE's ``initialize`` says it shares the gateway's filesystem (added here)."""
         self.max_held_messages = max_held_messages
         self.max_held_bytes = max_held_bytes
-        self.inflight = inflight if inflight is not None else InFlightTable()
+        self.phase = RelayPhase.DISCONNECTED
+        self.ending: Ending | None = None
+        self.cause = ""
+        """What ended the relay, in words (for the exit message)."""
+        self.inflight = InFlightTable()
         self.held: deque[ClientMessage] = deque()
         self.held_bytes = 0
         self.sessions: OrderedDict[str, dict[str, Any]] = OrderedDict()
@@ -220,16 +179,10 @@ class RelayState:
         self.server_requests: OrderedDict[RequestId, ServerRequest] = OrderedDict()
         self.generation = 0
         """Connections opened so far; the current one's number."""
-        self.connected = False
-        """A connection is open (possibly still replaying)."""
-        self.ready = False
-        """Replay and held messages are done: client messages are sent directly."""
         self._internal_ids = 0
-        self._replay: deque[_ReplayStep] = deque()
-        self._awaited_id: RequestId = None
-        """The id of the replayed request sent and not yet answered."""
-        self._awaited_step: _ReplayStep | None = None
-        self._replay_error: str | None = None
+        self._replay = _Replay(deque())
+        self._late_replay_id: RequestId = None
+        """A replayed request given up on: its answer, if it comes, is the bridge's own."""
         self.resumed = 0
         """Sessions the last replay resumed, of ``to_resume``."""
         self.to_resume = 0
@@ -237,11 +190,37 @@ class RelayState:
         """Ids answered by the frames fed since the last ``lines_queued``."""
         self._answered_before: OrderedDict[RequestId, None] = OrderedDict()
         """Ids already answered (latest ``MAX_REMEMBERED_ANSWERS``), oldest first."""
+        self.prompts = HeldPrompts()
+        """Held session/prompt requests, and which the user was told about."""
+
+    # --- the phase -------------------------------------------------------------------
+
+    def _move(self, event: RelayEvent) -> RelayPhase:
+        self.phase = next_phase(self.phase, event)
+        return self.phase
+
+    @property
+    def connected(self) -> bool:
+        """A connection is open (possibly still replaying or flushing)."""
+        return self.phase in (RelayPhase.REPLAYING, RelayPhase.FLUSHING, RelayPhase.READY)
+
+    @property
+    def ready(self) -> bool:
+        """Client messages are sent directly."""
+        return self.phase is RelayPhase.READY
 
     @property
     def owes_replies(self) -> bool:
         """Some request is in flight or held: the IDE is still owed a reply."""
         return bool(self.inflight) or bool(self.held)
+
+    def end(self, ending: Ending, cause: str = "") -> bool:
+        """→ ENDED; True the first time (the first ending and cause are kept)."""
+        if self.phase is RelayPhase.ENDED:
+            return False
+        self._move(RelayEvent.END)
+        self.ending, self.cause = ending, cause
+        return True
 
     # --- the client side -------------------------------------------------------------
 
@@ -295,6 +274,10 @@ class RelayState:
             )
         self.held.append(action)
         self.held_bytes += size
+        if isinstance(action, Forward) and action.method == methods.SESSION_PROMPT:
+            session_id = session_id_of(text)
+            if session_id is not None:
+                self.prompts.held(session_id)
         return True
 
     def _refuse(self, action: ClientMessage) -> WriteToClient | None:
@@ -345,19 +328,11 @@ class RelayState:
     # --- a connection's life ---------------------------------------------------------
 
     def connection_opened(self) -> int:
+        """DISCONNECTED → REPLAYING (→ FLUSHING with nothing to replay); the generation."""
+        self._move(RelayEvent.OPENED)
         self.generation += 1
-        self.connected = True
-        self.ready = False
-        self._replay.clear()
-        self._awaited_id = self._awaited_step = None
         self._answered.clear()
-        return self.generation
-
-    def start_replay(self) -> SendToGateway | None:
-        """The first request re-establishing the IDE's context on a reconnection (None: none
-        to send): its initialize, then session/resume for every known session."""
-        steps = self._replay
-        steps.clear()
+        steps: deque[_ReplayStep] = deque()
         if self.initialize is not None:
             steps.append(_ReplayStep(None, self.initialize))
         for session_id, params in self.sessions.items():
@@ -367,56 +342,84 @@ class RelayState:
             }
             body = {"jsonrpc": "2.0", "method": methods.SESSION_RESUME, "params": resume}
             steps.append(_ReplayStep(session_id, body))
+        self._replay = _Replay(steps)
         self.resumed = 0
         self.to_resume = len(self.sessions)
+        if not steps:
+            self._move(RelayEvent.REPLAY_OVER)
+        return self.generation
+
+    def start_replay(self) -> SendToGateway | None:
+        """The first request re-establishing the IDE's context on a reconnection (None: none
+        to send): its initialize, then session/resume for every known session."""
+        if self.phase is not RelayPhase.REPLAYING or self._replay.awaited_step is not None:
+            return None
         return self._next_replay_request()
 
     def advance_replay(self) -> SendToGateway | None:
-        """After ``REPLAY_ANSWERED``: take in the answer, return the next request (or None)."""
-        step = self._awaited_step
-        if step is None:
+        """After ``REPLAY_ANSWERED``: take in the answer, return the next request (None: the
+        replay is over, → FLUSHING)."""
+        replay = self._replay
+        step = replay.awaited_step
+        if self.phase is not RelayPhase.REPLAYING or step is None:
             return None
-        self._awaited_step = None
-        error = self._replay_error
-        if error is None:
+        replay.awaited_step = None
+        if replay.error is None:
             self.resumed += step.session_id is not None
         elif step.session_id is None:
-            logger.warning("replayed initialize failed: %s", error)
+            logger.warning("replayed initialize failed: %s", replay.error)
         else:
-            logger.warning("could not resume session %s: %s", step.session_id, error)
+            logger.warning("could not resume session %s: %s", step.session_id, replay.error)
             self.sessions.pop(step.session_id, None)
         return self._next_replay_request()
 
+    def replay_abandoned(self) -> None:
+        """The replay's answers took too long: REPLAYING → FLUSHING without them."""
+        if self.phase is RelayPhase.REPLAYING:
+            self._late_replay_id = self._replay.awaited_id
+            self._replay = _Replay(deque())
+            self._move(RelayEvent.REPLAY_OVER)
+
     def _next_replay_request(self) -> SendToGateway | None:
-        if not self._replay:
+        replay = self._replay
+        if not replay.steps:
+            self._move(RelayEvent.REPLAY_OVER)
             return None
-        step = self._replay.popleft()
+        step = replay.steps.popleft()
         self._internal_ids += 1
         internal_id = f"{INTERNAL_ID_PREFIX}{self._internal_ids}"
-        self._awaited_id, self._awaited_step = internal_id, step
-        self._replay_error = None
+        replay.awaited_id, replay.awaited_step, replay.error = internal_id, step, None
         return SendToGateway(encode_message({**step.body, "id": internal_id}).decode())
 
     def next_held(self) -> SendToGateway | None:
-        """The next held message to send (its request now in flight), or None."""
-        if not self.held:
+        """While FLUSHING, the next held message to send (its request now in flight)."""
+        if self.phase is not RelayPhase.FLUSHING or not self.held:
             return None
         action = self.held.popleft()
         self.held_bytes -= len(action.text)
+        if isinstance(action, Forward) and action.method == methods.SESSION_PROMPT:
+            self.prompts.sent(session_id_of(action.text) or "")
         return self._outgoing(action, action.text)
 
     def connection_ready(self) -> None:
-        self.ready = True
+        """Every held message was sent: FLUSHING → READY."""
+        if self.held:
+            raise RelayStateError(f"{len(self.held)} held messages were not sent yet")
+        self._move(RelayEvent.HELD_SENT)
 
     def connection_closed(self, generation: int) -> None:
+        """The gateway side saw connection ``generation`` close: → DISCONNECTED."""
         if generation == self.generation:
-            self.connected = self.ready = False
-            self._answered.clear()
+            self._disconnected()
+
+    def _disconnected(self) -> None:
+        self._move(RelayEvent.CLOSED)
+        self._answered.clear()
+        self._replay = _Replay(deque())
 
     def connection_lost(self, cause: str, *, reconnecting: bool) -> list[bytes]:
         """Answer every request in flight: its outcome on the lost connection is unknown."""
-        self.connected = self.ready = False
-        self._answered.clear()
+        self._disconnected()
         lines: list[bytes] = []
         for request_id, owed in self.inflight.drain():
             kept = (
@@ -441,7 +444,8 @@ class RelayState:
         return lines
 
     def abandon(self, message: str, reason: str) -> list[bytes]:
-        """Error lines for every request in flight or held: the relay is ending."""
+        """→ ENDED; error lines for every request in flight or held."""
+        self.end(Ending.FATAL, message)
         owed = [(request_id, entry.method) for request_id, entry in self.inflight.drain()]
         held = [
             (action.request_id, action.method)
@@ -450,10 +454,18 @@ class RelayState:
         ]
         self.held.clear()
         self.held_bytes = 0
+        self.prompts.clear()
         return [
             error_line(request_id, BRIDGE_ERROR_CODE, message, {"bridge": reason, "method": method})
             for request_id, method in [*owed, *held]
         ]
+
+    def held_prompt_notices(self, outage: str) -> list[bytes]:
+        """While DISCONNECTED: a line for each held prompt not yet announced, saying
+        ``outage`` (see ``acp_bridge.notices``)."""
+        if self.phase is not RelayPhase.DISCONNECTED:
+            return []
+        return self.prompts.announce(outage)
 
     # --- the gateway side ------------------------------------------------------------
 
@@ -466,13 +478,17 @@ class RelayState:
             return None
         if kind is Kind.RESPONSE and peeked.id is not None:
             response_to = peeked.id
-            awaited_id = self._awaited_id
-            if awaited_id is not None and awaited_id == response_to:
+            replay = self._replay
+            if replay.awaited_id is not None and replay.awaited_id == response_to:
                 # The answer to a replayed request: the bridge's own.
-                self._awaited_id = None
+                replay.awaited_id = None
                 if peeked.is_error:
-                    self._replay_error = str((decode_object(frame) or {}).get("error"))
+                    replay.error = str((decode_object(frame) or {}).get("error"))
                 return REPLAY_ANSWERED
+            if self._late_replay_id is not None and self._late_replay_id == response_to:
+                self._late_replay_id = None
+                logger.info("the late answer to a replayed request arrived; dropped")
+                return None
             if response_to in self._answered or (
                 response_to in self._answered_before and self.inflight.get(response_to) is None
             ):
@@ -490,15 +506,19 @@ class RelayState:
             self._note_session(peeked.id, frame)
         return line
 
-    def lines_queued(self) -> None:
+    def lines_queued(self) -> bool:
+        """The lines for the frames fed so far are queued for stdout: settle the requests
+        they answer. True when that left nothing in flight (a waiter may wake)."""
         answered = self._answered
-        if answered:
-            settle = self.inflight.settle
-            remember = self._remember_answered
-            for request_id in answered:
-                settle(request_id)
-                remember(request_id)
-            answered.clear()
+        if not answered:
+            return False
+        settle = self.inflight.settle
+        remember = self._remember_answered
+        for request_id in answered:
+            settle(request_id)
+            remember(request_id)
+        answered.clear()
+        return not self.inflight
 
     def _remember_answered(self, request_id: RequestId) -> None:
         remembered = self._answered_before

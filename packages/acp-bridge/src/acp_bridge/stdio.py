@@ -5,7 +5,8 @@ When fd 0/1 are pipes or sockets (how an IDE starts an agent), they are wrapped 
 anything else (a TTY while someone experiments by hand, or a regular file from ``< file``)
 the bridge uses a worker thread per call instead: FdStream would switch the shared open file
 description of a terminal to non-blocking mode, which can make stderr writes fail with
-``BlockingIOError`` (aesthetics notes §2.4.8), and epoll cannot wait on regular files.
+``BlockingIOError`` (O_NONBLOCK is a property of the open file description, shared by
+fds 0, 1 and 2 of a terminal), and epoll cannot wait on regular files.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from acp_core.jsonrpc import JsonValue
 from acp_server.cli.main import CliState
 from acp_server.config import Config
 from acp_server.security.sandbox import SandboxPosture, resolve_posture, system_probe
+from acp_server.security.sandbox.posture import ABSTRACT_SOCKETS_SAID
 
 
 @click.group("security")
@@ -54,13 +55,13 @@ def status_command(state: CliState, as_json: bool) -> None:
     click.echo("risk profiles:")
     for name, posture in profiles.items():
         click.echo(f"  {name}: {posture.describe()}")
+        said = ABSTRACT_SOCKETS_SAID[posture.abstract_sockets]
+        click.echo(f"    the host's abstract Unix sockets (D-Bus, X11, IDE helpers): {said}")
         listed = ", ".join(
             f"{item.label} {item.path}" for item in config.risk_profiles[name].private_paths
         )
-        if posture.hides_private_paths:
-            click.echo(f"    hidden from shell commands: {listed}")
-        else:
-            click.echo(f"    NOT hidden from shell commands ({posture.active}): {listed}")
+        hidden = "hidden" if posture.hides_private_paths else f"NOT hidden ({posture.active})"
+        click.echo(f"    the server's own files, {hidden} from shell commands: {listed}")
 
 
 def _server_files_json(config: Config, name: str, posture: SandboxPosture) -> JsonValue:

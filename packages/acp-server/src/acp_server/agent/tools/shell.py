@@ -1,11 +1,12 @@
-"""The shell tool: one command in the session workspace, its whole process group reaped.
+"""The shell tool: one command in the session workspace; nothing it started outlives it.
 
-The command runs under ``bash -c`` (``sh -c`` without bash) as the leader of a new
-session (``start_new_session=True``), so it and everything it starts share one process
-group. Whatever way the call ends (normal exit, timeout, turn cancel, session close), that
-group gets SIGTERM, then SIGKILL after ``DEFAULT_KILL_GRACE_SECS``: no orphans keep
-running behind the user's back. Only processes that deliberately leave the group
-(``setsid``) escape; the policy classes ``setsid`` as high-risk for that reason.
+The command runs under ``bash -c`` (``sh -c`` without bash), started by the process
+supervisor (``acp_server.security.sandbox.supervisor``) in a session of its own and as a
+child subreaper, so whatever it starts stays below it, also what leaves its process group
+(``setsid``), double-forks or ignores SIGHUP (``nohup``). Whatever way the call ends
+(normal exit, timeout, turn cancel, session close, the server's exit), the command and
+everything it started get SIGTERM, then SIGKILL after ``DEFAULT_KILL_GRACE_SECS``; the
+tool call returns once none of it is left.
 
 stdin is /dev/null and stdout+stderr go to a pipe we read, never to our own stdout, which
 is the protocol channel in stdio mode. The environment is reduced to
@@ -30,7 +31,6 @@ import logging
 import os
 import shutil
 import signal
-import subprocess
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,11 +58,13 @@ from acp_server.security.sandbox import (
     resolve_posture,
     spawned,
 )
+from acp_server.security.sandbox.processes import SupervisorError, command_supervisor
+from acp_server.security.sandbox.supervisor import ChildSetup
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_KILL_GRACE_SECS: Final = 2.0
-"""Time between SIGTERM and SIGKILL for a command's process group."""
+"""Time between SIGTERM and SIGKILL for a command and everything it started."""
 DEFAULT_DRAIN_GRACE_SECS: Final = 0.5
 """After the command exits, how long background children may keep our pipe open."""
 DEFAULT_READ_CHUNK_BYTES: Final = 64 * 1024
@@ -70,9 +72,7 @@ DEFAULT_LIVE_OUTPUT_INTERVAL_SECS: Final = 0.5
 """Least time between two live-output updates of a running command's card."""
 DEFAULT_LIVE_OUTPUT_TAIL_BYTES: Final = 8 * 1024
 """How much of a running command's latest output its card shows."""
-_KILL_POLL_SECS: Final = 0.02
 _FALLBACK_PATH: Final = "/usr/local/bin:/usr/bin:/bin"
-_PROC: Final = Path("/proc")
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,62 +136,6 @@ def _shell_program() -> str:
     return shutil.which("bash") or shutil.which("sh") or "/bin/sh"
 
 
-def _signal_group(pgid: int, signum: int) -> bool:
-    """Signal every process of the group; False when the group no longer exists."""
-    try:
-        os.killpg(pgid, signum)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # pragma: no cover - our own children; only after pid reuse
-        logger.warning("not permitted to signal process group %d", pgid)
-        return False
-    return True
-
-
-def _group_has_live_members(pgid: int) -> bool:
-    """Whether any process of the group still runs (zombies do not count).
-
-    Orphaned children are re-parented to init, and some container inits reap late; their
-    zombies keep ``killpg(pgid, 0)`` succeeding although nothing runs any more. On Linux
-    /proc tells the two apart; elsewhere the signal probe is the best we have.
-    """
-    if not _PROC.is_dir():
-        return _signal_group(pgid, 0)
-    for entry in _PROC.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat_line = (entry / "stat").read_text()
-        except OSError:
-            continue  # exited meanwhile
-        # "pid (comm) state ppid pgrp ...": comm may contain spaces and parentheses.
-        fields = stat_line.rpartition(")")[2].split()
-        if len(fields) >= 3 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
-            return True
-    return False
-
-
-async def kill_process_group(
-    process: trio.Process, *, grace_secs: float = DEFAULT_KILL_GRACE_SECS
-) -> None:
-    """SIGTERM the process's group, SIGKILL whatever is left after ``grace_secs``, reap.
-
-    The process must have been started with ``start_new_session=True`` (its pid is the
-    group id). Call it shielded from cancellation: it is cleanup.
-    """
-    pgid = process.pid
-    if _signal_group(pgid, signal.SIGTERM):
-        with trio.move_on_after(grace_secs):
-            while True:
-                # Reap the leader as soon as it exits, or its zombie keeps the group alive.
-                process.poll()
-                if not _group_has_live_members(pgid):
-                    break
-                await trio.sleep(_KILL_POLL_SECS)
-        _signal_group(pgid, signal.SIGKILL)
-    await process.wait()
-
-
 async def _pump(
     stream: trio.abc.ReceiveStream, collector: _OutputCollector, done: trio.Event
 ) -> None:
@@ -222,48 +166,56 @@ async def run_shell_command(
     command line (``[shell, "-c", command]``); unconfined when None."""
     env = dict(env)
     env.setdefault("PATH", _FALLBACK_PATH)
-    argv = [_shell_program(), "-c", command]
-    preexec_fn = None
-    if sandbox is not None:
-        argv, env, preexec_fn = sandbox.argv, sandbox.env, sandbox.preexec_fn
+    plan = sandbox or SpawnPlan([_shell_program(), "-c", command], env, ChildSetup())
+    read_fd, write_fd = os.pipe()
     try:
-        process = await trio.lowlevel.open_process(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+        running = await command_supervisor().start(
+            plan.argv,
+            env=plan.env,
             cwd=cwd,
-            env=env,
-            start_new_session=True,
-            preexec_fn=preexec_fn,
+            setup=plan.setup,
+            stdout_fd=write_fd,
+            ruleset_fd=plan.ruleset_fd,
         )
-    except (OSError, subprocess.SubprocessError) as exc:  # no shell, fork limits, sandbox
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        raise ToolError(f"Cannot start the shell in {cwd}: {reason}") from None
-    assert process.stdout is not None  # stdout=PIPE
+    except BaseException as exc:
+        os.close(read_fd)
+        if isinstance(exc, SupervisorError):  # no shell, fork limits, the sandbox refused
+            raise ToolError(f"Cannot start the shell in {cwd}: {exc}") from None
+        raise
+    finally:
+        os.close(write_fd)  # the command holds its own copy: EOF comes when it is done
+    stdout = trio.lowlevel.FdStream(read_fd)
     collector = _OutputCollector(max_output_bytes)
+    returncode: int | None = None
+    lost: SupervisorError | None = None
     try:
         with trio.move_on_after(timeout_secs) as deadline:
             async with trio.open_nursery() as nursery:
                 pipe_closed = trio.Event()
-                nursery.start_soon(_pump, process.stdout, collector, pipe_closed)
+                nursery.start_soon(_pump, stdout, collector, pipe_closed)
                 if on_output is not None:
                     nursery.start_soon(_report_live_output, collector, on_output, live_interval)
-                await process.wait()
-                # A background child may hold the pipe open forever; give it a moment
-                # to flush, then the group is killed below anyway.
-                with trio.move_on_after(DEFAULT_DRAIN_GRACE_SECS):
-                    await pipe_closed.wait()
+                try:
+                    returncode = await running.wait()
+                except SupervisorError as exc:  # the supervisor died under the command
+                    lost = exc
+                else:
+                    # A background child may hold the pipe open forever; give it a moment
+                    # to flush, then everything the command started is stopped below.
+                    with trio.move_on_after(DEFAULT_DRAIN_GRACE_SECS):
+                        await pipe_closed.wait()
                 nursery.cancel_scope.cancel()
     finally:
         with trio.CancelScope(shield=True):
-            await kill_process_group(process, grace_secs=kill_grace_secs)
-            await process.stdout.aclose()
+            await running.stop(kill_grace_secs)
+            await stdout.aclose()
+    if lost is not None:
+        raise ToolError(f"Command lost: {lost}")
     timed_out = deadline.cancelled_caught
     return ShellResult(
         output=collector.data(),
         dropped_bytes=collector.dropped,
-        returncode=None if timed_out else process.returncode,
+        returncode=None if timed_out else returncode,
         timed_out=timed_out,
     )
 

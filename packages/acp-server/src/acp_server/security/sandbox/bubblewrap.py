@@ -4,7 +4,8 @@ namespaces with a read-only view of the system.
 ``--cap-drop ALL`` is not optional: run as root, bubblewrap keeps its capabilities inside
 the sandbox, and a ``mount -o remount,bind,rw /`` there would make ``/`` writable again.
 ``--unshare-pid --die-with-parent`` keeps the command's processes inside one pid namespace
-that dies with bubblewrap, so killing the process group leaves nothing behind.
+that dies with bubblewrap (the process supervisor, ``supervisor.py``, stops what is left of
+every command under every backend; bubblewrap's namespace is a second wall).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -114,8 +115,9 @@ def _cover(paths: Iterable[Path]) -> list[str]:
     return argv
 
 
-def probe(program: str | None) -> str | None:
-    """None when bubblewrap really runs a command with our options, else the reason.
+def probe(program: str | None, preexec_fn: Callable[[], None] | None = None) -> str | None:
+    """None when bubblewrap really runs a command with our options (and under
+    ``preexec_fn``, the set-up its commands get), else the reason.
 
     A real run, not ``--version``: a bwrap binary without the user namespaces or
     privileges it needs is installed but unusable."""
@@ -136,6 +138,7 @@ def probe(program: str | None) -> str | None:
                 [*argv, "/bin/sh", "-c", "true"],
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
+                preexec_fn=preexec_fn,
                 timeout=_PROBE_TIMEOUT_SECS,
                 check=False,
             )

@@ -1,9 +1,10 @@
 """Landlock (Linux ≥ 5.13) through its three system calls, with ctypes.
 
-The ruleset is built in the parent (``build_ruleset``): creating a ruleset and adding rules
+The ruleset is built in the server (``build_ruleset``): creating a ruleset and adding rules
 affects no thread. Only ``landlock_restrict_self`` confines, and it confines the calling
-thread and what it execs, so it runs in the forked child before exec (``restrict_child``,
-a ``preexec_fn``), never in a server thread (trio reuses its worker threads).
+thread and what it execs, so it runs in the command's forked child before exec
+(``supervisor.apply_child_setup``), never in a server thread (trio reuses its worker
+threads).
 
 Rights follow the kernel's ABI version (the ``LANDLOCK_ACCESS_*`` and ``LANDLOCK_SCOPE_*``
 constants of the kernel's ``include/uapi/linux/landlock.h``): file-system rights from ABI 1
@@ -18,7 +19,7 @@ import ctypes
 import os
 import platform
 import stat
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -29,10 +30,8 @@ from acp_server.security.grants import is_within
 # System call numbers: 444-446 on every architecture with the unified table.
 _SYS_CREATE_RULESET: Final = 444
 _SYS_ADD_RULE: Final = 445
-_SYS_RESTRICT_SELF: Final = 446
 _CREATE_RULESET_VERSION: Final = 1 << 0
 _RULE_PATH_BENEATH: Final = 1
-_PR_SET_NO_NEW_PRIVS: Final = 38
 
 EXECUTE: Final = 1 << 0
 WRITE_FILE: Final = 1 << 1
@@ -54,6 +53,8 @@ NET_BIND_TCP: Final = 1 << 0  # ABI 4
 NET_CONNECT_TCP: Final = 1 << 1  # ABI 4
 SCOPE_ABSTRACT_UNIX_SOCKET: Final = 1 << 0  # ABI 6
 SCOPE_SIGNAL: Final = 1 << 1  # ABI 6
+SCOPE_ABI: Final = 6
+"""The first ABI with scopes (abstract Unix sockets, signals)."""
 
 _ABI1_FS: Final = (1 << 13) - 1
 FILE_RIGHTS: Final = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV
@@ -228,15 +229,11 @@ def build_ruleset(rules: LandlockRules, abi: int) -> int:
         size = 16
         if not rules.network:
             attr.handled_access_net = NET_BIND_TCP | NET_CONNECT_TCP
-    if abi >= 6:
+    if abi >= SCOPE_ABI:
         size = 24
         attr.scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL
-    fd = _syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), 0)
-    if fd < 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, f"landlock_create_ruleset: {os.strerror(errno)}")
+    fd = _create_ruleset(attr, size)
     try:
-        os.set_inheritable(fd, False)
         for path, rights, excluded in planned_rules(rules, fs):
             add_rule_excluding(fd, path, rights, excluded)
     except BaseException:
@@ -245,21 +242,26 @@ def build_ruleset(rules: LandlockRules, abi: int) -> int:
     return fd
 
 
-def restrict_child(ruleset_fd: int) -> Callable[[], None]:
-    """A ``preexec_fn`` that confines the forked child with the ruleset, or raises.
+def _create_ruleset(attr: _RulesetAttr, size: int) -> int:
+    fd = _syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), 0)
+    if fd < 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"landlock_create_ruleset: {os.strerror(errno)}")
+    os.set_inheritable(fd, False)
+    return fd
 
-    ``no_new_privs`` first (Landlock requires it without CAP_SYS_ADMIN, and it keeps a
-    setuid program from shedding the sandbox). A failure raises in the child, so the spawn
-    fails and the command never runs unconfined."""
-    libc = _libc()
 
-    def apply() -> None:
-        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
-        if libc.syscall(_SYS_RESTRICT_SELF, ruleset_fd, 0) != 0:
-            raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
+def build_scope_ruleset() -> int:
+    """A ruleset (fd, close-on-exec; the caller closes it) that handles no file-system or
+    network right and only scopes abstract Unix sockets: under it a process can connect to
+    the abstract sockets of its own Landlock domain only, not to the host's. ABI >= 6.
 
-    return apply
+    What bubblewrap runs under: it leaves the file system to bubblewrap's mounts (a domain
+    that handles no file-system right does not forbid them)."""
+    attr = _RulesetAttr(
+        handled_access_fs=0, handled_access_net=0, scoped=SCOPE_ABSTRACT_UNIX_SOCKET
+    )
+    return _create_ruleset(attr, ctypes.sizeof(_RulesetAttr))
 
 
 def existing(paths: Iterable[Path]) -> tuple[Path, ...]:

@@ -10,11 +10,12 @@ makes the sandbox required: when it cannot be had the shell tool refuses to run 
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import cache
+from functools import cache, partial
 from typing import Final, Literal
 
 from acp_core.jsonrpc import JsonValue
@@ -24,7 +25,8 @@ from acp_server.config.model import (
     Config,
     RiskProfileConfig,
 )
-from acp_server.security.sandbox import bubblewrap, landlock
+from acp_server.security.sandbox import bubblewrap, landlock, seccomp
+from acp_server.security.sandbox.supervisor import ChildSetup, apply_child_setup
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +34,16 @@ Backend = Literal["landlock", "bubblewrap", "firejail", "none"]
 BACKENDS: Final[tuple[Backend, ...]] = ("landlock", "bubblewrap", "firejail", "none")
 AUTO_ORDER: Final[tuple[Backend, ...]] = ("landlock", "bubblewrap")
 _FIREJAIL_PROBE_TIMEOUT_SECS: Final = 10.0
+
+AbstractSockets = Literal["landlock", "network-namespace", "seccomp", "reachable"]
+"""How a command is kept from the host's abstract Unix sockets (D-Bus, X11, IDE helpers),
+which have no file to protect and belong to a network namespace."""
+ABSTRACT_SOCKETS_SAID: Final[dict[AbstractSockets, str]] = {
+    "landlock": "out of reach (Landlock scope)",
+    "network-namespace": "out of reach (a network namespace of its own)",
+    "seccomp": "out of reach (Unix sockets refused by seccomp: Landlock ABI < 6)",
+    "reachable": "reachable (no confinement)",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,8 +62,18 @@ def landlock_status() -> BackendStatus:
 
 
 def bubblewrap_status() -> BackendStatus:
+    """Measured the way commands run: under the scope-only Landlock ruleset where the kernel
+    has scopes (``no_new_privs`` with it, which a set-user-ID bwrap does not survive)."""
     program = bubblewrap.bwrap_program()
-    problem = bubblewrap.probe(program)
+    if landlock.abi_version() < landlock.SCOPE_ABI:
+        problem = bubblewrap.probe(program)
+    else:
+        ruleset_fd = landlock.build_scope_ruleset()
+        try:
+            scoped = partial(apply_child_setup, ChildSetup(landlock=True), ruleset_fd)
+            problem = bubblewrap.probe(program, preexec_fn=scoped)
+        finally:
+            os.close(ruleset_fd)
     if problem is not None or program is None:
         return BackendStatus("bubblewrap", False, problem or "bwrap not found on PATH")
     return BackendStatus("bubblewrap", True, program)
@@ -132,6 +154,7 @@ class SandboxPosture:
     writable_workspace: bool
     reason: str | None = None
     """Why the active backend is not the requested one (fallback or refusal)."""
+    abstract_sockets: AbstractSockets = "reachable"
 
     @property
     def hides_private_paths(self) -> bool:
@@ -170,7 +193,27 @@ class SandboxPosture:
             body["landlockAbi"] = self.detail.removeprefix("ABI ")
         if self.reason is not None:
             body["reason"] = self.reason
+        body["abstractUnixSockets"] = self.abstract_sockets
         return body
+
+
+def abstract_socket_confinement(
+    active: Backend, network: bool, landlock_abi: int
+) -> AbstractSockets:
+    """What keeps a command of ``active`` from the host's abstract Unix sockets: Landlock's
+    scope where the kernel has it (bubblewrap runs under a scope-only ruleset), else a
+    network namespace of its own (bubblewrap and firejail with the network denied), else
+    a seccomp filter refusing Unix sockets. ``none`` confines nothing, by definition;
+    firejail is set-user-ID, which ``no_new_privs`` (needed by both) would break."""
+    if active == "none":
+        return "reachable"
+    if active != "firejail" and landlock_abi >= landlock.SCOPE_ABI:
+        return "landlock"
+    if active != "landlock" and not network:
+        return "network-namespace"
+    if active == "firejail" or seccomp.unix_socket_filter() is None:
+        return "reachable"
+    return "seccomp"
 
 
 def resolve_posture(
@@ -181,6 +224,9 @@ def resolve_posture(
     network = profile.sandbox_network != "deny"
     writable = profile.level != "readonly"
 
+    landlock_now = probe.status("landlock")
+    abi = int(landlock_now.detail.removeprefix("ABI ")) if landlock_now.available else 0
+
     def posture(requested: str, required: bool, status: BackendStatus) -> SandboxPosture:
         return SandboxPosture(
             requested=requested,
@@ -189,6 +235,7 @@ def resolve_posture(
             detail=status.detail,
             network=network,
             writable_workspace=writable,
+            abstract_sockets=abstract_socket_confinement(status.name, network, abi),
         )
 
     off = BackendStatus("none", True, "no OS confinement")

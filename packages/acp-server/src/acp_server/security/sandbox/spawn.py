@@ -1,6 +1,7 @@
 """How one shell command is started under its session's sandbox: the wrapped argv, the
-environment, and the ``preexec_fn`` that sets resource limits (and, for Landlock, confines
-the forked child before exec).
+environment, and what the forked child applies to itself before exec (``ChildSetup``:
+resource limits, the Landlock ruleset, a seccomp filter). The process supervisor
+(``supervisor.py``) starts it.
 
 Every backend sees the same file-system shape: the system read-only, the session's roots
 (its workspace and ACP ``additionalDirectories``) read-write (read-only for ``readonly``
@@ -24,8 +25,8 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from functools import cache
+from dataclasses import dataclass, replace
+from functools import cache, partial
 from pathlib import Path
 from typing import Final
 
@@ -38,8 +39,9 @@ from acp_server.config.model import (
 )
 from acp_server.errors import ZeroclawError
 from acp_server.security.grants import SessionGrants, session_grants
-from acp_server.security.sandbox import bubblewrap, landlock
+from acp_server.security.sandbox import bubblewrap, landlock, seccomp
 from acp_server.security.sandbox.posture import SandboxPosture, firejail_argv
+from acp_server.security.sandbox.supervisor import ChildSetup, apply_child_setup
 
 SYSTEM_READ_DIRS: Final = (
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
@@ -85,8 +87,15 @@ class ResourceLimits:
 class SpawnPlan:
     argv: list[str]
     env: dict[str, str]
-    preexec_fn: Callable[[], None]
-    close_fds_after_spawn: list[int] = field(default_factory=list)
+    setup: ChildSetup
+    """What the child applies to itself before exec (limits, Landlock, seccomp)."""
+    ruleset_fd: int | None = None
+    """The Landlock ruleset ``setup`` restricts with; ``spawned`` closes it."""
+
+    @property
+    def preexec_fn(self) -> Callable[[], None]:
+        """``setup`` as a ``preexec_fn``, for starting the plan without the supervisor."""
+        return partial(apply_child_setup, self.setup, self.ruleset_fd)
 
 
 class SandboxRefused(ZeroclawError):
@@ -153,16 +162,13 @@ def program_dirs(env: Mapping[str, str]) -> tuple[Path, ...]:
     return tuple(resolved)
 
 
-def _limits_preexec(limits: ResourceLimits, then: Callable[[], None] | None) -> Callable[[], None]:
-    pairs = limits.pairs()
-
-    def apply() -> None:
-        for which, value in pairs:
-            resource.setrlimit(which, (value, value))
-        if then is not None:
-            then()
-
-    return apply
+def _refusing_unix_sockets(setup: ChildSetup, posture: SandboxPosture) -> ChildSetup:
+    """``setup`` with the seccomp filter that refuses Unix sockets, when that is what keeps
+    this posture's commands from the host's abstract sockets (``posture.abstract_sockets``)."""
+    program = seccomp.unix_socket_filter()
+    if posture.abstract_sockets != "seccomp" or program is None:
+        return setup
+    return replace(setup, seccomp_filter=program)
 
 
 def plan_spawn(
@@ -187,8 +193,9 @@ def plan_spawn(
             f"available: {posture.reason}"
         )
     child_env = dict(env)
+    rlimits = ChildSetup(rlimits=limits.pairs())
     if posture.active == "none":
-        return SpawnPlan(list(command_argv), child_env, _limits_preexec(limits, None))
+        return SpawnPlan(list(command_argv), child_env, rlimits)
     temp_dir = session_temp_dir(session_id)
     # The user's home is not readable in the sandbox (keys, tokens, shell history); the
     # session's temp dir stands in, so tools that read ~/.gitconfig and the like still run.
@@ -208,9 +215,9 @@ def plan_spawn(
             denied=grants.denied,
         )
         abi = int(posture.detail.removeprefix("ABI "))
-        ruleset_fd = landlock.build_ruleset(rules, abi)
-        preexec = _limits_preexec(limits, landlock.restrict_child(ruleset_fd))
-        return SpawnPlan(list(command_argv), child_env, preexec, [ruleset_fd])
+        ruleset_fd = landlock.build_ruleset(rules, abi)  # scopes abstract sockets (ABI >= 6)
+        setup = _refusing_unix_sockets(replace(rlimits, landlock=True), posture)
+        return SpawnPlan(list(command_argv), child_env, setup, ruleset_fd)
     if posture.active == "bubblewrap":
         program = posture.detail
         prefix = bubblewrap.bwrap_argv(
@@ -224,9 +231,19 @@ def plan_spawn(
             hidden=grants.private,
             denied=grants.denied,
         )
-    else:  # firejail
-        prefix = firejail_argv(posture.detail, profile.firejail_args, network=posture.network)
-    return SpawnPlan([*prefix, *command_argv], child_env, _limits_preexec(limits, None))
+        # With the network allowed bubblewrap shares the host's network namespace, and
+        # with it the host's abstract Unix sockets (D-Bus, X11, IDE helpers).
+        if posture.abstract_sockets == "landlock":
+            setup = replace(rlimits, landlock=True)
+            return SpawnPlan(
+                [*prefix, *command_argv], child_env, setup, landlock.build_scope_ruleset()
+            )
+        return SpawnPlan(
+            [*prefix, *command_argv], child_env, _refusing_unix_sockets(rlimits, posture)
+        )
+    # firejail (set-user-ID: no_new_privs would stop it, so no Landlock scope either)
+    prefix = firejail_argv(posture.detail, profile.firejail_args, network=posture.network)
+    return SpawnPlan([*prefix, *command_argv], child_env, rlimits)
 
 
 @contextmanager
@@ -235,5 +252,5 @@ def spawned(plan: SpawnPlan) -> Iterator[SpawnPlan]:
     try:
         yield plan
     finally:
-        for fd in plan.close_fds_after_spawn:
-            os.close(fd)
+        if plan.ruleset_fd is not None:
+            os.close(plan.ruleset_fd)
