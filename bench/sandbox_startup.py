@@ -49,7 +49,7 @@ import trio
 
 from acp_server.agent.tools.shell import run_shell_command
 from acp_server.config import PrivatePath, RiskProfileConfig
-from acp_server.security.grants import session_grants
+from acp_server.security.grants import SessionGrants, session_grants
 from acp_server.security.sandbox import SpawnPlan, plan_spawn, resolve_posture, spawned
 
 DEFAULT_RUNS: Final = 200
@@ -108,10 +108,13 @@ def command_env() -> dict[str, str]:
 
 def this_tree(profile: RiskProfileConfig) -> Planner:
     """The shell tool's plan: the session's grants (computed once per session, with its
-    jail; here per command, which only costs more) and the command line."""
+    jail, as here) and the command line."""
     posture = resolve_posture(profile)
+    grants: dict[Path, SessionGrants] = {}
 
     def plan(workspace: Path, shell: str) -> SpawnPlan:
+        if workspace not in grants:
+            grants[workspace] = session_grants(profile, workspace)
         return plan_spawn(
             [shell, "-c", COMMAND],
             posture=posture,
@@ -119,7 +122,7 @@ def this_tree(profile: RiskProfileConfig) -> Planner:
             workspace=workspace,
             session_id="bench",
             env=command_env(),
-            grants=session_grants(profile, workspace),
+            grants=grants[workspace],
         )
 
     return plan

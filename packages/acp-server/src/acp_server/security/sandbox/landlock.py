@@ -155,23 +155,32 @@ def rule_targets(path: Path, excluded: Sequence[Path]) -> Iterator[tuple[int, Pa
     path it was opened as. Children are opened relative to their parent's descriptor without
     following symbolic links, and a link is skipped (its target is granted or not on its
     own), so swapping a directory for a link during the walk grants nothing."""
-    real = Path(os.path.realpath(path))
-    # Only what exists is carved out: a granted directory keeps its own rule (entries can
-    # be created in it) unless it really holds an excluded path.
-    inner = [item for item in excluded if is_within(item, real) and os.path.lexists(item)]
-    if real in inner:
-        return
     try:
-        fd = os.open(real, os.O_PATH | os.O_CLOEXEC)
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
     except OSError:
         return
     try:
+        real = _opened_path(fd, path) if excluded else path
+        # Only what exists is carved out: a granted directory keeps its own rule (entries
+        # can be created in it) unless it really holds an excluded path.
+        inner = [item for item in excluded if is_within(item, real) and os.path.lexists(item)]
+        if real in inner:
+            return
         if inner and stat.S_ISDIR(os.fstat(fd).st_mode):
             yield from _children_except(fd, real, inner)
         else:
             yield fd, real
     finally:
         os.close(fd)
+
+
+def _opened_path(fd: int, path: Path) -> Path:
+    """The real path of what ``fd`` (opened as ``path``, links followed) is: one
+    ``readlink`` of /proc/self/fd, else a walk resolving each link."""
+    try:
+        return Path(os.readlink(f"/proc/self/fd/{fd}"))
+    except OSError:
+        return Path(os.path.realpath(path))
 
 
 def _children_except(dir_fd: int, directory: Path, inner: list[Path]) -> Iterator[tuple[int, Path]]:
