@@ -43,7 +43,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
-from typing import Final
+from typing import Any, Final
 
 import trio
 
@@ -106,43 +106,36 @@ def command_env() -> dict[str, str]:
     return {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
 
 
-def this_tree(profile: RiskProfileConfig) -> Planner:
-    """The shell tool's plan: the session's grants (computed once per session, with its
-    jail, as here) and the command line."""
-    posture = resolve_posture(profile)
-    grants: dict[Path, SessionGrants] = {}
+def planner(
+    spawn: Callable[..., SpawnPlan], posture: Any, profile: RiskProfileConfig, *, grants: bool
+) -> Planner:
+    """Plans with ``spawn`` (a revision's ``plan_spawn``); ``grants``: as the shell tool
+    does, with the session's grants (computed once per session, with its jail)."""
+    computed: dict[Path, SessionGrants] = {}
 
     def plan(workspace: Path, shell: str) -> SpawnPlan:
-        if workspace not in grants:
-            grants[workspace] = session_grants(profile, workspace)
-        return plan_spawn(
+        extra: dict[str, SessionGrants] = {}
+        if grants:
+            extra["grants"] = computed.setdefault(workspace, session_grants(profile, workspace))
+        return spawn(
             [shell, "-c", COMMAND],
             posture=posture,
             profile=profile,
             workspace=workspace,
             session_id="bench",
             env=command_env(),
-            grants=grants[workspace],
+            **extra,
         )
 
     return plan
+
+
+def this_tree(profile: RiskProfileConfig) -> Planner:
+    return planner(plan_spawn, resolve_posture(profile), profile, grants=True)
 
 
 def baseline_plan(module: ModuleType, profile: RiskProfileConfig) -> Planner:
-    posture = module.resolve_posture(profile)
-
-    def plan(workspace: Path, shell: str) -> SpawnPlan:
-        baseline: SpawnPlan = module.plan_spawn(
-            [shell, "-c", COMMAND],
-            posture=posture,
-            profile=profile,
-            workspace=workspace,
-            session_id="bench-baseline",
-            env=command_env(),
-        )
-        return baseline
-
-    return plan
+    return planner(module.plan_spawn, module.resolve_posture(profile), profile, grants=False)
 
 
 def load_baseline(ref: str, into: Path) -> ModuleType:

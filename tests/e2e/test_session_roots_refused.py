@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from acp_server.storage.session_store import SessionStore
-from tests.e2e.helpers import RpcPipeClient, open_session, spawn_acp
+from tests.e2e.helpers import open_session, spawn_acp
 from tests.helpers import JsonDict, echo_config, write_config
 
 pytestmark = pytest.mark.e2e
@@ -95,21 +95,26 @@ async def test_session_new_refuses_a_root_that_would_grant_too_much(
     assert "sessionId" in served["result"]  # the server keeps serving
 
 
-async def _closed_session(client: RpcPipeClient, dirs: Dirs) -> str:
-    session_id = await open_session(client, dirs.workspace)
-    assert "result" in await client.call("session/close", {"sessionId": session_id})
-    return session_id
+@pytest.fixture
+async def closed_session(tmp_path: Path) -> tuple[Dirs, dict[str, Any]]:
+    """A session made and closed by a first ``zeroclaw acp``: the directories, and the
+    params that restore it (``sessionId``, ``cwd``)."""
+    dirs = Dirs(tmp_path)
+    with trio.fail_after(30):
+        async with spawn_acp(dirs.config) as client:
+            session_id = await open_session(client, dirs.workspace)
+            assert "result" in await client.call("session/close", {"sessionId": session_id})
+    return dirs, {"sessionId": session_id, "cwd": str(dirs.workspace)}
 
 
 @pytest.mark.parametrize("method", ["session/load", "session/resume"])
 async def test_a_restore_refuses_a_root_that_would_grant_too_much(
-    tmp_path: Path, method: str
+    closed_session: tuple[Dirs, dict[str, Any]], method: str
 ) -> None:
-    dirs = Dirs(tmp_path)
+    dirs, base = closed_session
     with trio.fail_after(30):
         async with spawn_acp(dirs.config) as client:
-            session_id = await _closed_session(client, dirs)
-            base: dict[str, Any] = {"sessionId": session_id, "cwd": str(dirs.workspace)}
+            await client.call("initialize", {"protocolVersion": 1})
             refused = await client.call(method, {**base, "additionalDirectories": ["/"]})
             data = await client.call(method, {**base, "additionalDirectories": [str(dirs.data)]})
             restored = await client.call(method, base)
@@ -120,26 +125,23 @@ async def test_a_restore_refuses_a_root_that_would_grant_too_much(
 
 @pytest.mark.parametrize("method", ["session/load", "session/resume"])
 async def test_a_stored_root_that_would_grant_too_much_is_refused_until_replaced(
-    tmp_path: Path, method: str
+    closed_session: tuple[Dirs, dict[str, Any]], method: str
 ) -> None:
-    dirs = Dirs(tmp_path)
-    with trio.fail_after(60):
-        async with spawn_acp(dirs.config) as client:
-            session_id = await _closed_session(client, dirs)
-        # Stored by an older server, or another one: "/" among the session's roots.
-        store = SessionStore.open(dirs.data / "sessions" / "acp-sessions.db")
-        try:
-            assert store.set_additional_dirs(session_id, [str(dirs.workspace), "/"])
-        finally:
-            store.close()
+    dirs, base = closed_session
+    # Stored by an older server, or another one: "/" among the session's roots.
+    store = SessionStore.open(dirs.data / "sessions" / "acp-sessions.db")
+    try:
+        assert store.set_additional_dirs(base["sessionId"], [str(dirs.workspace), "/"])
+    finally:
+        store.close()
+    with trio.fail_after(30):
         async with spawn_acp(dirs.config) as client:
             await client.call("initialize", {"protocolVersion": 1})
-            base: dict[str, Any] = {"sessionId": session_id, "cwd": str(dirs.workspace)}
             refused = await client.call(method, base)
             replaced = await client.call(method, {**base, "additionalDirectories": []})
     assert_refused(
         refused,
-        f"session {session_id} cannot be restored with its stored roots",
+        f"session {base['sessionId']} cannot be restored with its stored roots",
         "send additionalDirectories to replace them",
         "additionalDirectories[1] is not allowed (/): it is the file system root",
     )
