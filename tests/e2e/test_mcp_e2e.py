@@ -105,7 +105,7 @@ async def test_mcp_tools_from_config_and_client_run_with_approval(tmp_path: Path
     assert output_text(survivor) == "echo: still"
     # Supervised: every MCP call asked first, labelled like any other tool.
     assert len(permissions) == 6
-    assert permissions[0]["title"] == "Approve mcp__docs__environment?"
+    assert permissions[0]["title"] == "mcp__docs__environment"
     # The servers ended with the session's process.
     assert not psutil.pid_exists(int(output_text(pid_update)))
 

@@ -92,7 +92,7 @@ async def test_deliver_file_embeds_the_blob_after_approval(tmp_path: Path) -> No
     prompt = _tool_line("deliver_file", {"path": "report.md", "title": "Quarterly report"})
     client, [result] = await _run_turn(config_dir, workspace, prompt)
     [permission] = client.server_requests
-    assert permission["params"]["toolCall"]["title"] == "Approve deliver_file?"
+    assert permission["params"]["toolCall"]["title"] == "Deliver `report.md`"
     assert result["status"] == "completed"
     assert result["title"] == "Quarterly report"
     # A short human line, no machine trailer (the uri travels on the resource).

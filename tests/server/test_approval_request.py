@@ -53,14 +53,14 @@ def test_permission_box_draws_every_line_and_counts_padding() -> None:
     renderer.permission_box(
         {
             "toolCall": {
-                "title": "Approve shell?",
+                "title": "`ls`",
                 "content": [{"type": "content", "content": {"type": "text", "text": text}}],
             },
             "options": [{"optionId": "reject-once", "name": "Reject"}],
         }
     )
     assert "".join(out) == (
-        "? Approve shell?\n"
+        "? Allow `ls`?\n"
         "  command: ls⟨500 blanks⟩; echo tail\n"
         f"  second line {'x' * 300}\n"
         "  1) Reject\n"

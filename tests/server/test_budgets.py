@@ -21,7 +21,13 @@ from acp_server.agent.budget import (
 from acp_server.config import ConfigError, load_config
 from acp_server.config.model import CostConfig, ModelPrice
 from tests.helpers import echo_config, make_config, session_dir, write_config
-from tests.server.server_harness import StubTool, open_server, text_round, tool_round
+from tests.server.server_harness import (
+    ScriptedProvider,
+    StubTool,
+    open_server,
+    text_round,
+    tool_round,
+)
 
 
 class FakeClock:
@@ -32,25 +38,27 @@ class FakeClock:
         return self.now
 
 
-def test_budget_refuses_beyond_the_limit_and_frees_slots_an_hour_after_each_success() -> None:
+def test_budget_refuses_beyond_the_limit_and_frees_slots_an_hour_after_each_call() -> None:
     clock = FakeClock()
     budget = ActionBudget(2, clock)
     assert budget.reserve()
-    budget.settle(succeeded=True)
+    budget.settle(ran=True)
     clock.now += 600
     assert budget.reserve()
-    budget.settle(succeeded=True)
+    budget.settle(ran=True)
     assert not budget.reserve()
-    clock.now += ACTION_WINDOW_SECS - 600  # the first success leaves the window
+    clock.now += ACTION_WINDOW_SECS - 600  # the first call leaves the window
     assert budget.reserve()
     assert not budget.reserve()  # one in flight plus one still in the window
 
 
-def test_failed_and_cancelled_calls_give_their_slot_back() -> None:
+def test_only_a_call_refused_before_running_gives_its_slot_back() -> None:
     budget = ActionBudget(1, FakeClock())
     assert budget.reserve()
-    budget.settle(succeeded=False)
+    budget.settle(ran=False)
     assert budget.reserve()
+    assert not budget.reserve()
+    budget.settle(ran=True)  # it ran, whatever its outcome
     assert not budget.reserve()
 
 
@@ -58,7 +66,7 @@ def test_no_limit_and_zero() -> None:
     unlimited = ActionBudget(None, FakeClock())
     for _ in range(10_000):
         assert unlimited.reserve()
-        unlimited.settle(succeeded=True)
+        unlimited.settle(ran=True)
     assert not ActionBudget(0, FakeClock()).reserve()
 
 
@@ -66,16 +74,16 @@ def test_no_limit_and_zero() -> None:
 def test_budget_never_holds_more_than_the_limit(steps: list[tuple[float, bool]], cap: int) -> None:
     clock = FakeClock()
     budget = ActionBudget(cap, clock)
-    successes: list[float] = []
-    for advance, succeeds in steps:
+    started: list[float] = []
+    for advance, ran in steps:
         clock.now += advance
-        recent = [t for t in successes if t > clock.now - ACTION_WINDOW_SECS]
+        recent = [t for t in started if t > clock.now - ACTION_WINDOW_SECS]
         allowed = budget.reserve()
         assert allowed == (len(recent) < cap)
         if allowed:
-            budget.settle(succeeded=succeeds)
-            if succeeds:
-                successes.append(clock.now)
+            budget.settle(ran=ran)
+            if ran:
+                started.append(clock.now)
 
 
 def test_counted_tools_are_the_references() -> None:
@@ -192,3 +200,27 @@ async def test_action_budget_trips_and_refills_after_an_hour(
 
 def _prompt(session_id: str) -> dict[str, Any]:
     return {"sessionId": session_id, "prompt": [{"type": "text", "text": "go"}]}
+
+
+async def test_a_call_cut_off_by_a_cancel_keeps_its_slot(tmp_path: Path) -> None:
+    """It started (and may have done its work): the next counted call is over the budget."""
+    config = make_config(tmp_path / "cfg", level="full", runtime={"max_actions_per_hour": 1})
+    blocking = StubTool(name="file_read", side_effects=False, block=trio.Event())
+    provider = ScriptedProvider(
+        [tool_round("file_read", {}), tool_round("file_read", {}, "call-2"), text_round("done")]
+    )
+    with trio.fail_after(10):
+        async with open_server(config, provider=provider, tools=[blocking]) as client:
+            session_id = await client.new_session(session_dir(tmp_path))
+            request_id = await client.prompt_request(session_id, "go")
+            while not blocking.started.is_set():
+                client.notifications.append(await client.receive())
+            await client.notify("session/cancel", {"sessionId": session_id})
+            cancelled = await client.wait_response(request_id)
+            blocking.block = None
+            second = await client.result("session/prompt", _prompt(session_id))
+    assert cancelled["result"]["stopReason"] == "cancelled"
+    assert blocking.cancelled
+    assert len(blocking.calls) == 1  # the second call never ran
+    assert second["stopReason"] == "end_turn"
+    assert provider.requests[-1].messages[-1].content == f"Error: {RATE_LIMIT_ERROR}"

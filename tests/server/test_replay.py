@@ -68,7 +68,7 @@ def test_tool_calls_and_results() -> None:
         {
             "sessionUpdate": "tool_call",
             "toolCallId": "toolu_1",
-            "title": "shell",
+            "title": "`ls`",
             "kind": "execute",
             "status": "completed",
             "rawInput": {"command": "ls"},
@@ -80,7 +80,7 @@ def test_tool_calls_and_results() -> None:
             "status": "completed",
             "rawOutput": "a.txt\n",
             "name": "shell",
-            "title": "shell",
+            "title": "`ls`",
             "kind": "execute",
             "body": "a.txt\n",
             "content": [{"type": "content", "content": text("a.txt\n")}],
@@ -120,7 +120,7 @@ def test_file_edits_use_acp_diff_fields() -> None:
         {
             "sessionUpdate": "tool_call",
             "toolCallId": "e1",
-            "title": "file_edit",
+            "title": "Edit `src/a.py`",
             "kind": "edit",
             "status": "completed",
             "rawInput": {"path": "src/a.py", "old_string": "x = 1", "new_string": "x = 2"},
@@ -132,7 +132,7 @@ def test_file_edits_use_acp_diff_fields() -> None:
         {
             "sessionUpdate": "tool_call",
             "toolCallId": "w1",
-            "title": "file_write",
+            "title": "Write `b.md`",
             "kind": "edit",
             "status": "completed",
             "rawInput": {"path": "b.md", "content": "# B\n"},

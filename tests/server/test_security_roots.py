@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from acp_server.config import RiskProfileConfig
+from acp_server.config import RiskLevel, RiskProfileConfig
 from acp_server.security import CommandRisk, PolicyViolation, SecurityPolicy
 
 
@@ -50,6 +51,24 @@ def test_a_read_only_profile_keeps_extra_roots_read_only(roots: tuple[Path, Path
     assert policy.resolve_path(str(extra / "doc.md")) == extra / "doc.md"
     with pytest.raises(PolicyViolation, match="read-only"):
         policy.resolve_path(str(extra / "doc.md"), for_write=True)
+
+
+@pytest.mark.parametrize("level", ["readonly", "supervised", "full"])
+def test_a_policy_at_another_level_keeps_its_roots_and_its_profile(
+    roots: tuple[Path, Path, Path], level: RiskLevel
+) -> None:
+    workspace, extra, _ = roots
+    profile = RiskProfileConfig(
+        forbidden_paths=(str(extra / ".keys"),), auto_approve=("file_read",), level="full"
+    )
+    policy = SecurityPolicy(profile, workspace)
+    policy.jail.add_roots([extra])
+    changed = policy.at_level(level)
+    assert changed.profile == replace(profile, level=level)
+    assert (changed.workspace, changed.jail.extra_roots) == (workspace, (extra,))
+    assert changed.resolve_path(str(extra / "doc.md")) == extra / "doc.md"
+    with pytest.raises(PolicyViolation, match="forbidden"):
+        changed.resolve_path(str(extra / ".keys" / "id"))
 
 
 def test_a_shell_redirect_into_an_extra_root_is_medium_not_high(

@@ -273,6 +273,24 @@ async def test_cancel_mid_stream_returns_partial_text(
     )
     assert streamed.startswith("w0 w1 w2 ")
     assert result["content"] == streamed + "\n\n[turn cancelled via client]"
+    # No phantom tool: clients draw any tool_call as a tool (acpx prints it, avante
+    # stays on "tool calling"); the result carries the marker text.
+    assert [u for u in client.updates(session_id) if u["sessionUpdate"] == "tool_call"] == []
+
+
+async def test_the_styled_cancel_marker_is_sent_to_a_client_that_asks(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    provider = ScriptedProvider([[StreamEnd()]], delay=10.0)
+    with trio.fail_after(50):
+        async with open_server(make_config(tmp_path), provider=provider) as client:
+            meta = {"zeroclaw": {"cancelMarkerToolCall": True}}
+            await client.result("initialize", {"protocolVersion": 1, "_meta": meta})
+            session_id = await client.new_session(session_dir(tmp_path))
+            request_id = await client.prompt_request(session_id, "go")
+            await client.notify("session/cancel", {"sessionId": session_id})
+            response = await client.wait_response(request_id)
+    assert response["result"]["content"] == "[turn cancelled via client]"
     marker = client.updates(session_id)[-1]
     assert marker["sessionUpdate"] == "tool_call"
     assert marker["toolCallId"].startswith(f"turn-cancelled-{session_id}-")

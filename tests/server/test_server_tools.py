@@ -62,7 +62,9 @@ async def test_allow_once_runs_the_tool_and_pairs_the_updates(tmp_path: Path) ->
         "allow-always",
         "reject-once",
     ]
-    assert params["toolCall"]["title"] == "Approve stub?"
+    # The card's own title (a tool without a definition: its name), so approving does
+    # not rename the card.
+    assert params["toolCall"]["title"] == "stub"
     # One card per call: the prompt carries the call's own id, announced first.
     assert params["toolCall"]["toolCallId"] == "call-1"
     assert params["toolCall"]["rawInput"] == {"tool": "stub", "summary": "x: 1"}
@@ -206,7 +208,9 @@ async def test_risk_levels(tmp_path: Path) -> None:
     assert "read-only" in text
 
 
-async def test_file_edit_approval_offers_reject_with_edit(tmp_path: Path) -> None:
+async def test_file_edit_approval_offers_reject_with_edit_to_a_client_that_asks(
+    tmp_path: Path,
+) -> None:
     tool = StubTool(name="file_edit")
     (session_dir(tmp_path) / "a.txt").write_text("first\nold\n")
     path = str((session_dir(tmp_path) / "a.txt").resolve())
@@ -225,6 +229,11 @@ async def test_file_edit_approval_offers_reject_with_edit(tmp_path: Path) -> Non
     with trio.fail_after(5):
         async with open_server(make_config(tmp_path), provider=provider, tools=[tool]) as client:
             client.on_request = edit
+            meta = {"zeroclaw": {"rejectWithEdit": True}}
+            info = {"name": "test-client", "version": "1"}
+            await client.result(
+                "initialize", {"protocolVersion": 1, "clientInfo": info, "_meta": meta}
+            )
             session_id, _ = await run_prompt(tmp_path, client)
     [request] = client.server_requests
     tool_call = request["params"]["toolCall"]
@@ -324,9 +333,13 @@ async def test_tool_callbacks_ask_user_escalate_and_plan(tmp_path: Path) -> None
             session_id, result = await run_prompt(tmp_path, client)
     assert picked == [1]
     [question] = client.server_requests
-    assert question["params"]["toolCall"]["title"] == "Which colour?"
-    # The question is asked on the asking call's own card, which its update then closes.
+    # The question is asked on the asking call's own card, under its title, which its
+    # update then closes; the card shows the question and the numbered choices.
+    start = next(u for u in client.updates(session_id) if u["sessionUpdate"] == "tool_call")
+    assert question["params"]["toolCall"]["title"] == start["title"]
     assert question["params"]["toolCall"]["toolCallId"] == "call-1"
+    [content] = question["params"]["toolCall"]["content"]
+    assert content["content"]["text"] == "Which colour?\n\n1. red\n2. blue"
     assert [o["kind"] for o in question["params"]["options"]] == ["allow_once", "reject_once"]
     updates = client.updates(session_id)
     assert {

@@ -8,7 +8,7 @@ import msgspec
 import pytest
 
 from acp_core.tools import approval_kind, tool_kind
-from acp_server.agent.permissions import approval_request
+from acp_server.agent.permissions import Asking, approval_request
 from acp_server.agent.tools.base import ToolDefinition
 from acp_server.agent.tools.registry import BUILTIN_TOOL_CLASSES, builtin_tools, definition_for
 from acp_server.config import RiskProfileConfig
@@ -54,7 +54,8 @@ def test_declared_path_arguments_are_jailed_before_asking(tmp_path: Path) -> Non
 
 def test_edit_tools_present_a_diff_everywhere() -> None:
     arguments = {"path": "a.py", "old_string": "x = 1", "new_string": "x = 2"}
-    params = approval_request("s", definition_for("file_edit"), arguments)
+    asking = Asking(reject_with_edit=True)
+    params = approval_request("s", definition_for("file_edit"), arguments, asking=asking)
     prompt = msgspec.to_builtins(params.tool_call)
     assert prompt["kind"] == "edit"
     assert prompt["rawInput"] == {

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
+from acp_server.agent.tools import web
 from acp_server.agent.tools._html import html_to_text
 from acp_server.agent.tools.base import ToolError
 from acp_server.agent.tools.web import (
@@ -18,7 +20,13 @@ from acp_server.agent.tools.web import (
     HttpRequestTool,
     WebFetchTool,
 )
-from acp_server.agent.tools.web_guard import address_problem, parse_web_url
+from acp_server.agent.tools.web_guard import (
+    WebTarget,
+    address_problem,
+    embedded_ipv4,
+    parse_web_url,
+    resolve_target,
+)
 from acp_server.config import RiskProfileConfig
 from acp_server.config.model import WebConfig
 from acp_server.security import Approval, SecurityPolicy
@@ -72,7 +80,73 @@ def test_ipv4_verdict_matches_is_global(value: int) -> None:
     mapped = ipaddress.IPv6Address(f"::ffff:{address}")
     allowed = address.is_global and not address.is_multicast
     assert (address_problem(address) is None) == allowed
-    assert address_problem(mapped) == address_problem(address)
+    assert (address_problem(mapped) is None) == allowed
+
+
+EMBEDDINGS = {
+    "IPv4-mapped": lambda v4: f"::ffff:{v4}",
+    "IPv4-translated": lambda v4: f"::ffff:0:{v4}",
+    "IPv4-compatible": lambda v4: f"::{v4}",
+    "NAT64": lambda v4: f"64:ff9b::{v4}",
+    "6to4": lambda v4: str(ipaddress.IPv6Address((0x2002 << 112) | (int(v4) << 80) | 1)),
+}
+
+
+@pytest.mark.parametrize("embedding", list(EMBEDDINGS))
+@given(v4=st.ip_addresses(v=4))
+def test_an_ipv6_address_carrying_an_ipv4_one_is_judged_as_that_address(
+    embedding: str, v4: ipaddress.IPv4Address
+) -> None:
+    carrier = ipaddress.IPv6Address(EMBEDDINGS[embedding](v4))
+    if embedding == "IPv4-compatible" and int(v4) <= 1:
+        return  # :: and ::1 are themselves
+    assert embedded_ipv4(carrier) == v4
+    problem = address_problem(carrier)
+    assert (problem is None) == (address_problem(v4) is None)
+    if problem is not None:
+        assert f"({v4})" in problem
+
+
+@given(low=st.integers(0, 2**80 - 1))
+def test_local_use_nat64_and_teredo_are_refused_whatever_they_carry(low: int) -> None:
+    local_nat64 = ipaddress.IPv6Address((0x0064_FF9B_0001 << 80) | low)
+    teredo = ipaddress.IPv6Address((0x2001_0000 << 96) | (low & (2**96 - 1)))
+    assert address_problem(local_nat64) == "a local-use NAT64 address (RFC 8215)"
+    assert address_problem(teredo) == "a Teredo address (RFC 4380)"
+
+
+async def test_every_redirect_hop_is_checked_for_a_carried_ipv4(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first hop (the local test server) is let through; the redirect to a NAT64
+    address of 127.0.0.1 is refused before any connection to it (http_request follows no
+    redirect: it shows the 302)."""
+    hops: list[str] = []
+    real_exchange = web._exchange
+
+    async def first_hop_allowed(url: Any, *, allow_private: bool) -> Any:
+        hops.append(str(url))
+        return await resolve_target(url, allow_private=len(hops) == 1)
+
+    async def only_the_first_hop(target: WebTarget, *args: Any) -> Any:
+        # Never a real connection to the carried address, even should the check regress.
+        assert len(hops) == 1, f"connected to {target.connect_url}"
+        return await real_exchange(target, *args)
+
+    monkeypatch.setattr(web, "resolve_target", first_hop_allowed)
+    monkeypatch.setattr(web, "_exchange", only_the_first_hop)
+    async with serve_fake_llm() as server:
+        server.add(
+            Reply(
+                status=302,
+                headers=(("Location", "http://[64:ff9b::7f00:1]:9/"),),
+                content_type="text/plain",
+            )
+        )
+        ctx, _ = make_context(tmp_path)
+        with pytest.raises(ToolError, match=r"loopback address \(127\.0\.0\.1\)"):
+            await WebFetchTool().run({"url": f"{server.base_url}/start"}, ctx)
+    assert hops == [f"{server.base_url}/start", "http://[64:ff9b::7f00:1]:9/"]
 
 
 @pytest.mark.parametrize(

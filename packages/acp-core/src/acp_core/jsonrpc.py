@@ -14,6 +14,7 @@ the same string, a float with the same float.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final, Literal, TypeAlias, TypeVar
 
 import msgspec
@@ -174,14 +175,7 @@ class Frame(msgspec.Struct, frozen=True, gc=False):
         try:
             value: JsonValue = _decoder.decode(self.payload)
         except msgspec.DecodeError as exc:
-            what = "result" if self.kind == "response" else "params"
-            message = f"Invalid {what}: {exc}"
-            hint = (
-                _error_reply(self.id, ErrorCode.INVALID_PARAMS, message)
-                if self.kind == "request"
-                else None
-            )
-            raise RemoteProtocolError(message, reply_hint=hint) from None
+            raise _unreadable_payload(self, exc) from None
         return value
 
     def to_message(self) -> Message:
@@ -228,6 +222,8 @@ def parse_frame(data: bytes | str) -> Frame:
         raise _parse_error("JSON nested too deeply") from None
     fast = _fast_frame(envelope)
     if fast is not None:
+        if fast.kind != "response":
+            _refuse_huge_numbers(data, fast)
         return fast
     params = envelope.params
     params_kind = _raw_kind(params) if params else None
@@ -243,7 +239,45 @@ def parse_frame(data: bytes | str) -> Frame:
     payload = envelope.result if kind == "response" else params
     if kind in ("request", "notification") and params_kind == "null":
         payload = _ABSENT
-    return Frame(kind=kind, id=request_id, method=method, payload=payload, error=error)
+    frame = Frame(kind=kind, id=request_id, method=method, payload=payload, error=error)
+    if kind in ("request", "notification"):
+        _refuse_huge_numbers(data, frame)
+    return frame
+
+
+# A number token with a three-digit exponent or 300 digits in a row: the only spellings
+# of a number no double holds (1.8e308 is the largest). Anything else skips the full read.
+_MAYBE_HUGE_NUMBER: Final = re.compile(r"[0-9.][eE][+-]?[0-9]{3}|[0-9]{300}")
+_MAYBE_HUGE_NUMBER_BYTES: Final = re.compile(_MAYBE_HUGE_NUMBER.pattern.encode())
+
+
+def _refuse_huge_numbers(data: bytes | str, frame: Frame) -> None:
+    """A call holding a number beyond the double range anywhere (``-2.5E+310`` in a
+    ``_meta`` a typed decoder would skip) is refused, a request with -32602 and its id, as
+    such a number in its params is: never read as infinity, never silently dropped."""
+    if isinstance(data, str):
+        maybe = _MAYBE_HUGE_NUMBER.search(data) is not None
+    else:
+        maybe = _MAYBE_HUGE_NUMBER_BYTES.search(data) is not None
+    if not maybe:
+        return
+    try:
+        _decoder.decode(data)
+    except msgspec.DecodeError as exc:
+        raise _unreadable_payload(frame, exc) from None
+
+
+def _unreadable_payload(frame: Frame, exc: msgspec.DecodeError) -> RemoteProtocolError:
+    """A payload JSON allows but no reader can hold (``1e400``): a request's error carries
+    the -32602 reply for its id; a notification's or a response's gets none."""
+    what = "result" if frame.kind == "response" else "params"
+    message = f"Invalid {what}: {exc}"
+    hint = (
+        _error_reply(frame.id, ErrorCode.INVALID_PARAMS, message)
+        if frame.kind == "request"
+        else None
+    )
+    return RemoteProtocolError(message, reply_hint=hint)
 
 
 _OPEN_BRACE: Final = ord("{")

@@ -174,6 +174,19 @@ class InitializeParams(InboundParams, kw_only=True):
     shared_filesystem: bool = False
     """``_meta.zeroclaw.sharedFilesystem: true``: the client's files are the server's (a
     gateway client on the gateway's machine), so the client's ``fs/*`` may serve them."""
+    reject_with_edit: bool = False
+    """``_meta.zeroclaw.rejectWithEdit: true``: the client can send the replacement text of
+    a ``reject-with-edit`` answer (``replacementContent``), so edit approvals offer it."""
+    cancel_marker_tool_call: bool = False
+    """``_meta.zeroclaw.cancelMarkerToolCall: true``: the client draws the styled
+    ``turn-cancelled`` tool call of the ZeroClaw ACP docs; without it a cancel sends no such call."""
+
+    @property
+    def client_name(self) -> str | None:
+        """``clientInfo.name`` as the client sent it (None when it sent none)."""
+        info = self.client_info
+        name = info.get("name") if isinstance(info, dict) else None
+        return name if isinstance(name, str) else None
 
     @classmethod
     def from_object(cls, params: JsonObject) -> InitializeParams:
@@ -183,12 +196,14 @@ class InitializeParams(InboundParams, kw_only=True):
         capabilities = _client_capabilities(raw) if isinstance(raw, dict) else None
         meta = params.get("_meta")
         zeroclaw = meta.get("zeroclaw") if isinstance(meta, dict) else None
-        shared = isinstance(zeroclaw, dict) and zeroclaw.get("sharedFilesystem") is True
+        flags = zeroclaw if isinstance(zeroclaw, dict) else {}
         return cls(
             protocol_version=params.get("protocolVersion", UNSET),
             client_capabilities=capabilities,
             client_info=params.get("clientInfo", UNSET),
-            shared_filesystem=shared,
+            shared_filesystem=flags.get("sharedFilesystem") is True,
+            reject_with_edit=flags.get("rejectWithEdit") is True,
+            cancel_marker_tool_call=flags.get("cancelMarkerToolCall") is True,
         )
 
     @property

@@ -170,9 +170,11 @@ class InboundUpdateResult(WireStruct, omit_defaults=False, kw_only=True):
     status: str = "processed"
 
 
-class SessionInfo(WireStruct, omit_defaults=False, kw_only=True):
-    """One entry of ``session/list`` (ACP ``SessionInfo``): ``title`` is null until the
-    session's first prompt names it; ``updatedAt`` is ISO 8601."""
+class SessionInfo(WireStruct, kw_only=True):
+    """One entry of ``session/list`` (ACP ``SessionInfo``): ``title`` is absent until the
+    session's first prompt names it (never null: Lua clients decode null as a truthy
+    value, and CodeCompanion.nvim's ``/resume`` then fails on it); ``updatedAt`` is
+    ISO 8601."""
 
     session_id: str
     cwd: str

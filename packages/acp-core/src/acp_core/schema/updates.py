@@ -162,7 +162,10 @@ class HistoryTrimmedParams(WireStruct, kw_only=True):
 def turn_cancelled_update(
     session_id: str, marker: str, *, marker_id: str | None = None
 ) -> ToolCallStart:
-    """The reference's styled notice that a turn was cancelled (the ZeroClaw ACP docs: cancellation).
+    """The styled notice that a turn was cancelled (the ZeroClaw ACP docs:
+    cancellation), sent only to a client that asks for it in ``initialize``
+    (``_meta.zeroclaw.cancelMarkerToolCall``): every ACP client draws a ``tool_call`` as
+    a tool, and the prompt result's ``stopReason`` and ``content`` carry the cancel.
 
     Its ``toolCallId`` is ``turn-cancelled-<sessionId>-<marker_id>``, a fresh random
     ``marker_id`` unless one is given: ACP tool call ids are unique within a session, and

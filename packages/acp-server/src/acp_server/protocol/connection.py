@@ -35,6 +35,7 @@ from acp_core.errors import InternalError, MethodNotFoundError, RemoteProtocolEr
 from acp_core.jsonrpc import ErrorResponse, Frame, Payload, RequestId, Response, serialize_message
 from acp_server.app import AcpApp
 from acp_server.errors import rpc_error_for
+from acp_server.protocol.client_profile import BEFORE_INITIALIZE
 from acp_server.protocol.followups import ReplyThen
 from acp_server.protocol.handlers import AcpHandlers, Job, Route
 from acp_server.protocol.limits import ByteBudget, shortened
@@ -120,6 +121,7 @@ class AcpConnection:
         self.remote = remote
         self.shares_filesystem = False
         self.client_capabilities: schema.ClientCapabilities | None = None
+        self.client_profile = BEFORE_INITIALIZE
         self.config = app.config
         self.transport = transport
         self.connection_default_agent = connection_default_agent

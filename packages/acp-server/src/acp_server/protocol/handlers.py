@@ -41,6 +41,7 @@ from acp_server.config import McpServerConfig, RiskProfileConfig, RuntimeProfile
 from acp_server.errors import AgentUnavailable, OperationFailed, SessionFenced
 from acp_server.protocol import config_options as options
 from acp_server.protocol import ownership
+from acp_server.protocol.client_profile import client_profile
 from acp_server.protocol.followups import with_commands
 from acp_server.protocol.listing import list_stored_sessions
 from acp_server.protocol.restore_replay import send_restored
@@ -284,6 +285,7 @@ class AcpHandlers:
 
     async def initialize(self, params: schema.InitializeParams) -> Payload:
         self.connection.client_capabilities = params.client_capabilities
+        self.connection.client_profile = client_profile(params)
         self.connection.shares_filesystem = params.shared_filesystem
         return schema.initialize_result(
             store_available=self.app.store is not None,
@@ -418,8 +420,9 @@ class AcpHandlers:
         if plan.writes:
             await trio.to_thread.run_sync(write_blobs, session.workspace, plan.writes)
         if session.title is None:
+            # The user's own words only: a resource link or an image names nothing.
             texts = [part.text for part in request.prompt if isinstance(part, schema.TextContent)]
-            await self._name_session(session, title_from_prompt(texts or [plan.text]))
+            await self._name_session(session, title_from_prompt(texts))
         io = TurnChannel(
             self.connection, session_id, permission_timeout=self.config.acp.permission_timeout
         )
@@ -428,9 +431,12 @@ class AcpHandlers:
             outcome = await run_turn(session, plan.text, io)
         if outcome is None:
             partial_text = turn.partial_text
-            await self.connection.send_update(
-                session_id, schema.turn_cancelled_update(session_id, CANCEL_MARKER)
-            )
+            if self.connection.client_profile.cancel_marker_tool_call:
+                # Opt-in only: clients draw any tool_call as a tool (acpx prints it, avante
+                # stays on "tool calling"); stopReason and content carry the cancel.
+                await self.connection.send_update(
+                    session_id, schema.turn_cancelled_update(session_id, CANCEL_MARKER)
+                )
             content = f"{partial_text}\n\n{CANCEL_MARKER}" if partial_text else CANCEL_MARKER
             logger.info("session %s: turn cancelled", session_id)
             return schema.PromptResult(

@@ -89,6 +89,13 @@ class PathJail:
         """
         if "\x00" in path:
             raise PolicyViolation(f"Path contains a NUL byte: {path!r}")
+        try:
+            os.fsencode(path)  # a lone surrogate that no file name holds (\udcXX ones do)
+        except UnicodeEncodeError as exc:
+            raise PolicyViolation(
+                f"Path is not text: {path.encode('utf-8', 'backslashreplace').decode()} holds "
+                f"the unpaired surrogate \\u{ord(path[exc.start]):04x} at position {exc.start}"
+            ) from None
         if not path.strip():
             raise PolicyViolation("Path is empty")
         if for_write and self.read_only:
@@ -117,6 +124,18 @@ class PathJail:
         """Whether an already-absolute path (e.g. found by a directory walk) may be read."""
         try:
             self.resolve_path(str(path))
+        except PolicyViolation:
+            return False
+        return True
+
+    def allows_walked(self, path: Path) -> bool:
+        """Whether a path reached by a walk that follows no link (so its own real path,
+        security/beneath.py) may be used: inside the jail while jailed, and not forbidden.
+        No file-system call: this runs for every entry of a search."""
+        if self.jailed and not self.is_inside(path):
+            return False
+        try:
+            self._check_forbidden(str(path), path)
         except PolicyViolation:
             return False
         return True

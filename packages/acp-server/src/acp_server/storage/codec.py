@@ -127,9 +127,17 @@ def plan_from_json(raw: str, session_id: str) -> tuple[PlanStep, ...] | None:
         return None
 
 
+_LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
 def _encode_arguments(call: ToolCall) -> str:
+    """The arguments as JSON text. A lone surrogate (a model's unpaired ``\\ud800``: the
+    call was refused, but it is part of the conversation) is kept as its JSON escape,
+    which no database refuses and ``json.loads`` reads back as it was."""
     try:
         encoded = json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":"))
+        if _LONE_SURROGATE.search(encoded) is not None:
+            encoded = json.dumps(call.arguments, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
         raise StoreError(
             f"Tool call {call.id} ({call.name}) has arguments that are not JSON: {exc}"

@@ -1,7 +1,9 @@
 """Argument validation shared by the built-in tools.
 
 Models send arguments as a decoded JSON object; these helpers turn a wrong type or a
-missing field into a ``ToolError`` the model can act on, naming the field.
+missing field into a ``RefusedCall`` error the model can act on, naming the field.
+Tools read every argument through them before doing anything, so such a call did not run
+(the action budget does not count it).
 """
 
 from __future__ import annotations
@@ -10,26 +12,62 @@ from collections.abc import Mapping
 from typing import Any
 
 from acp_server.agent.tools._text import LONE_SURROGATE
-from acp_server.agent.tools.base import ToolError
+from acp_server.agent.tools.base import RefusedCall
 
 
-def _text(key: str, value: str) -> str:
+def checked_text(key: str, value: str) -> str:
+    """``value`` (the argument ``key``, or a string inside it) when it is text: a lone
+    surrogate (JSON's unpaired ``\\ud800``) is refused, naming where it is."""
     found = LONE_SURROGATE.search(value)
     if found is not None:
-        raise ToolError(
+        raise RefusedCall(
             f"Invalid '{key}': contains the unpaired surrogate \\u{ord(found.group()):04x} "
             f"at position {found.start()}, which is not text"
         )
     return value
 
 
+def unreadable_argument(arguments: Mapping[str, Any]) -> str | None:
+    """Why a call's arguments are not text, or None: the first string anywhere in them
+    (names included, at any depth) holding a lone surrogate. The runtime refuses such a
+    call before deciding, showing or running it, for every tool alike (tools/base.py)."""
+
+    def first(value: Any, where: str) -> str | None:
+        if isinstance(value, str):
+            found = LONE_SURROGATE.search(value)
+            if found is None:
+                return None
+            return (
+                f"Invalid '{where}': contains the unpaired surrogate "
+                f"\\u{ord(found.group()):04x} at position {found.start()}, which is not text"
+            )
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                name = str(key)
+                if LONE_SURROGATE.search(name) is not None:
+                    shown = name.encode("utf-8", "backslashreplace").decode()
+                    inside = f" in '{where}'" if where else ""
+                    return f"Invalid argument name {shown!r}{inside}: it is not text"
+                problem = first(item, f"{where}.{name}" if where else name)
+                if problem is not None:
+                    return problem
+        elif isinstance(value, list | tuple):
+            for index, item in enumerate(value):
+                problem = first(item, f"{where}[{index}]")
+                if problem is not None:
+                    return problem
+        return None
+
+    return first(arguments, "")
+
+
 def required_str(arguments: Mapping[str, Any], key: str, *, allow_empty: bool = False) -> str:
     value = arguments.get(key)
     if not isinstance(value, str):
-        raise ToolError(f"Missing or invalid '{key}': expected a string")
+        raise RefusedCall(f"Missing or invalid '{key}': expected a string")
     if not allow_empty and not value:
-        raise ToolError(f"'{key}' must not be empty")
-    return _text(key, value)
+        raise RefusedCall(f"'{key}' must not be empty")
+    return checked_text(key, value)
 
 
 def optional_str(arguments: Mapping[str, Any], key: str) -> str | None:
@@ -37,8 +75,8 @@ def optional_str(arguments: Mapping[str, Any], key: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise ToolError(f"Invalid '{key}': expected a string")
-    return _text(key, value)
+        raise RefusedCall(f"Invalid '{key}': expected a string")
+    return checked_text(key, value)
 
 
 def optional_int(
@@ -51,11 +89,11 @@ def optional_int(
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ToolError(f"Invalid '{key}': expected an integer")
+        raise RefusedCall(f"Invalid '{key}': expected an integer")
     if value < minimum:
-        raise ToolError(f"Invalid '{key}': must be at least {minimum}")
+        raise RefusedCall(f"Invalid '{key}': must be at least {minimum}")
     if maximum is not None and value > maximum:
-        raise ToolError(f"Invalid '{key}': must be at most {maximum}")
+        raise RefusedCall(f"Invalid '{key}': must be at most {maximum}")
     return value
 
 
@@ -64,7 +102,7 @@ def optional_bool(arguments: Mapping[str, Any], key: str) -> bool | None:
     if value is None:
         return None
     if not isinstance(value, bool):
-        raise ToolError(f"Invalid '{key}': expected true or false")
+        raise RefusedCall(f"Invalid '{key}': expected true or false")
     return value
 
 

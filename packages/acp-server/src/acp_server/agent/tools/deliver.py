@@ -1,6 +1,7 @@
 """deliver_file: hand a workspace file back to the client (seed, "Delivering files").
 
-The file must pass the same jail as file_read, be a regular file and be at most 10 MiB
+The file must pass the same jail as file_read (and is opened the same way: the file the
+jail checked, acp_server/security/beneath.py), be a regular file and be at most 10 MiB
 (read bounded to limit + 1, so a file growing under us is still caught). Its bytes are
 copied to ``uploads/<sha256>.<ext>`` and identified by ``attachment://deliver/<sha256>.<ext>``,
 never by the caller's filename. The model-facing result is a small JSON object carrying the
@@ -32,15 +33,17 @@ from acp_core.blobs import (
 )
 from acp_server.agent.conversation import DeliveredRecord, ToolRecord
 from acp_server.agent.tools._args import optional_str, required_str, strip_control_chars
+from acp_server.agent.tools._titles import target_title
 from acp_server.agent.tools.base import (
     DeliveredFile,
+    RefusedCall,
     ToolContext,
     ToolDefinition,
     ToolError,
     ToolOutput,
 )
 from acp_server.agent.tools.files import display_path, open_regular_file, resolve
-from acp_server.security import PathArgument, ToolRules, deliver_path_denial
+from acp_server.security import PathArgument, SecurityPolicy, ToolRules, deliver_path_denial
 from acp_server.storage.uploads import UploadError, store_upload
 
 DEFAULT_MAX_DELIVER_BYTES: Final = DEFAULT_MAX_BLOB_BYTES
@@ -57,8 +60,8 @@ class _Stored:
     ext: str
 
 
-def _read_bounded(path: Path, shown: str, limit: int) -> bytes:
-    with open(open_regular_file(path, shown), "rb") as handle:
+def _read_bounded(policy: SecurityPolicy, path: Path, shown: str, limit: int) -> bytes:
+    with open(open_regular_file(policy, path, shown), "rb") as handle:
         size = os.fstat(handle.fileno()).st_size
         if size > limit:
             raise ToolError(f"File too large: {size} bytes (limit: {limit} bytes)")
@@ -68,8 +71,10 @@ def _read_bounded(path: Path, shown: str, limit: int) -> bytes:
     return data
 
 
-def _copy_to_uploads(path: Path, shown: str, uploads_dir: Path, limit: int) -> _Stored:
-    data = _read_bounded(path, shown, limit)
+def _copy_to_uploads(
+    policy: SecurityPolicy, path: Path, shown: str, uploads_dir: Path, limit: int
+) -> _Stored:
+    data = _read_bounded(policy, path, shown, limit)
     digest = hashlib.sha256(data).hexdigest()
     ext = file_extension(path.name)
     # The on-disk name is the uri's last segment (seed: "the same full digest").
@@ -114,6 +119,7 @@ class DeliverFileTool:
         name="deliver_file",
         kind="other",
         rules=ToolRules(path_argument=PathArgument(plain=True)),
+        title=target_title("Deliver", "path"),
         legacy_record=_legacy_delivery_record,
     )
     name = definition.name
@@ -143,19 +149,21 @@ class DeliverFileTool:
         raw_path = required_str(arguments, "path")
         denial = deliver_path_denial(raw_path)
         if denial is not None:
-            raise ToolError(denial)
+            raise RefusedCall(denial)
         path = resolve(ctx, raw_path)
         shown = display_path(ctx.policy, path)
-        stored = await trio.to_thread.run_sync(
-            _copy_to_uploads, path, shown, ctx.uploads_dir, self.max_bytes
-        )
         filename = path.name
+        title = delivery_title(arguments, filename)  # every argument is checked before the copy
+        mime_type = delivery_mime(arguments, filename)
+        stored = await trio.to_thread.run_sync(
+            _copy_to_uploads, ctx.policy, path, shown, ctx.uploads_dir, self.max_bytes
+        )
         delivered = DeliveredFile(
             uri=deliver_uri(stored.sha256, stored.ext),
             path=stored.path,
             filename=filename,
-            title=delivery_title(arguments, filename),
-            mime_type=delivery_mime(arguments, filename),
+            title=title,
+            mime_type=mime_type,
             size=stored.size,
             sha256=stored.sha256,
         )

@@ -1,10 +1,15 @@
 """Tools that talk to the person rather than the machine: ask_user, escalate_to_human, todo_write.
 
 On ACP, ask_user maps its choices onto ``session/request_permission`` options (seed,
-"session/request_permission"). A free-form question (no choices), or several choices the
-user may pick together (``multi_select``), is an ACP ``elicitation/create`` form when the
-client advertises ``elicitation.form``: one text field, or the choices as an enum array;
-without that capability ask_user fails fast, as the seed says. escalate_to_human's text reaches the client as an
+"session/request_permission") for clients that show each option by its name. A client
+that answers permission requests by the option's kind gets one option per kind (at most
+``MAX_ONE_PER_KIND_CHOICES`` choices), or a form when it offers one; a client that
+cannot send back the person's pick at all is not asked: the call fails fast and the
+model asks in its reply (acp_server/protocol/client_profile.py says which client is
+which). A free-form question (no choices), or several choices the user may pick together
+(``multi_select``), is an ACP ``elicitation/create`` form when the client advertises
+``elicitation.form``: one text field, or the choices as an enum array; without that
+capability ask_user fails fast, as the ZeroClaw ACP docs say. escalate_to_human's text reaches the client as an
 ``agent_message_chunk``; waiting for a reply is not possible on ACP. todo_write replaces
 the session plan, which the runtime emits as a ``plan`` update.
 """
@@ -14,9 +19,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final, Literal, cast
 
+from acp_core import schema
 from acp_server.agent.conversation import PlanStep, StreamedPlan, StreamedText, ToolRecord
 from acp_server.agent.tools._args import optional_bool, optional_str, required_str
-from acp_server.agent.tools.base import ToolContext, ToolDefinition, ToolError, ToolOutput
+from acp_server.agent.tools._titles import prose_title
+from acp_server.agent.tools.base import (
+    ClientSide,
+    RefusedCall,
+    ToolContext,
+    ToolDefinition,
+    ToolError,
+    ToolOutput,
+)
 from acp_server.security import ToolRules
 
 DEFAULT_MAX_CHOICES: Final = 20
@@ -37,7 +51,11 @@ _PRIORITIES: Final = ("high", "medium", "low")
 
 
 class AskUserTool:
-    definition: Final = ToolDefinition(name="ask_user", kind="execute", rules=_TALKS_TO_THE_USER)
+    # A question is not execution: kind "other" (CodeCompanion.nvim would label it
+    # "Execute: …"), titled by the question itself.
+    definition: Final = ToolDefinition(
+        name="ask_user", kind="other", rules=_TALKS_TO_THE_USER, title=prose_title("question")
+    )
     name = definition.name
     description = (
         "Ask the user a question and wait for the answer: a pick from 'choices', several "
@@ -70,7 +88,7 @@ class AskUserTool:
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         question = required_str(arguments, "question")
         if len(question) > DEFAULT_MAX_QUESTION_CHARS:
-            raise ToolError(
+            raise RefusedCall(
                 f"question is too long (limit: {DEFAULT_MAX_QUESTION_CHARS} characters)"
             )
         raw_choices = arguments.get("choices")
@@ -79,7 +97,7 @@ class AskUserTool:
         can_elicit = client is not None and client.can_elicit
         if raw_choices is None or raw_choices == []:
             if not can_elicit:
-                raise ToolError(
+                raise RefusedCall(
                     "ask_user needs 'choices' on this connection: the client does not show "
                     "free-form questions (ACP elicitation, the elicitation RFD's form mode). "
                     "Offer choices, or ask the question in your reply and end the turn."
@@ -88,19 +106,28 @@ class AskUserTool:
         if not isinstance(raw_choices, list) or not all(
             isinstance(choice, str) and choice.strip() for choice in raw_choices
         ):
-            raise ToolError("Invalid 'choices': expected a list of non-empty strings")
+            raise RefusedCall("Invalid 'choices': expected a list of non-empty strings")
         choices = cast(list[str], raw_choices)
         if len(choices) > DEFAULT_MAX_CHOICES:
-            raise ToolError(f"Too many choices: {len(choices)} (limit: {DEFAULT_MAX_CHOICES})")
+            raise RefusedCall(f"Too many choices: {len(choices)} (limit: {DEFAULT_MAX_CHOICES})")
         if any(len(choice) > DEFAULT_MAX_CHOICE_CHARS for choice in choices):
-            raise ToolError(f"A choice is too long (limit: {DEFAULT_MAX_CHOICE_CHARS} characters)")
+            raise RefusedCall(
+                f"A choice is too long (limit: {DEFAULT_MAX_CHOICE_CHARS} characters)"
+            )
         if multi_select:
             if not can_elicit:
-                raise ToolError(
+                raise RefusedCall(
                     "multi_select needs a client that shows forms (ACP elicitation); this one "
                     "does not. Ask for one choice, or ask in your reply and end the turn."
                 )
             return await _elicit(ctx, question, multi_select_form(question, choices))
+        shows = client.choice_questions if client is not None else "names"
+        if shows != "names" and can_elicit:
+            # Only a client that shows each permission option by name gets the ZeroClaw
+            # ACP docs' permission mapping; any other that offers forms gets a form, which
+            # shows every choice by its text.
+            return await _elicit(ctx, question, single_select_form(question, choices))
+        _check_choices_can_be_asked(client, len(choices))
         picked = await ctx.ask_choice(question, choices)
         if picked is None:
             return ToolOutput(
@@ -119,6 +146,37 @@ ANSWER_FIELD: Final = "answer"
 def free_text_form(question: str) -> dict[str, Any]:
     """The ``requestedSchema`` of a free-form question: one required text field."""
     field = {"type": "string", "title": "Answer", "description": question}
+    return {"type": "object", "properties": {ANSWER_FIELD: field}, "required": [ANSWER_FIELD]}
+
+
+def _check_choices_can_be_asked(client: ClientSide | None, count: int) -> None:
+    """Fail fast where a permission request cannot carry the person's pick faithfully
+    (acp_server/protocol/client_profile.py): the model then asks in its reply instead.
+
+    Raises:
+        RefusedCall: the client answers permission requests by kind (CodeCompanion.nvim,
+            acpx, avante.nvim), or takes fewer choices than ``count``.
+    """
+    shows = client.choice_questions if client is not None else "names"
+    named = f" ({client.client_name})" if client is not None and client.client_name else ""
+    if shows == "unasked":
+        raise RefusedCall(
+            f"ask_user cannot offer choices in this client{named}: it answers a permission "
+            "request by the kind of option (allow/reject) or on its own, so the answer "
+            "could be one the user never picked. Ask the question in your reply, listing "
+            "the choices, and end the turn; the user answers in the chat."
+        )
+    if shows == "one_per_kind" and count > schema.MAX_ONE_PER_KIND_CHOICES:
+        raise RefusedCall(
+            f"This client{named} can be offered at most {schema.MAX_ONE_PER_KIND_CHOICES} "
+            f"choices (one per kind of permission option), not {count}. Offer at most "
+            f"{schema.MAX_ONE_PER_KIND_CHOICES}, or ask in your reply and end the turn."
+        )
+
+
+def single_select_form(question: str, choices: list[str]) -> dict[str, Any]:
+    """The ``requestedSchema`` of a one-choice question: the choices as a string enum."""
+    field = {"type": "string", "title": "Answer", "description": question, "enum": list(choices)}
     return {"type": "object", "properties": {ANSWER_FIELD: field}, "required": [ANSWER_FIELD]}
 
 
@@ -150,7 +208,12 @@ async def _elicit(ctx: ToolContext, question: str, form: dict[str, Any]) -> Tool
         if allowed is not None and any(item not in allowed for item in value):
             return ToolOutput("Error: the client answered with a choice not offered.", ok=False)
         return ToolOutput("The user chose: " + ", ".join(value))
-    if isinstance(value, str) and "items" not in form["properties"][ANSWER_FIELD]:
+    field = form["properties"][ANSWER_FIELD]
+    if isinstance(value, str) and "enum" in field:
+        if value not in field["enum"]:
+            return ToolOutput("Error: the client answered with a choice not offered.", ok=False)
+        return ToolOutput(f"The user chose: {value}")
+    if isinstance(value, str) and "items" not in field:
         return ToolOutput(f"The user answered: {value}")
     return ToolOutput("Error: the client accepted the question but sent no answer.", ok=False)
 
@@ -171,6 +234,7 @@ class EscalateToHumanTool:
         name="escalate_to_human",
         kind="execute",
         rules=_TALKS_TO_THE_USER,
+        title=prose_title("summary", prefix="Escalate: "),
         legacy_record=_legacy_escalation_record,
     )
     name = definition.name
@@ -199,7 +263,7 @@ class EscalateToHumanTool:
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         if optional_bool(arguments, "wait_for_response"):
-            raise ToolError(
+            raise RefusedCall(
                 "wait_for_response is not supported on ACP sessions: the escalation is shown "
                 "to the user, but a reply cannot be awaited. Call again without it and end "
                 "the turn so the user can answer."
@@ -220,15 +284,15 @@ def escalation_message(arguments: Mapping[str, Any]) -> str:
     context = (optional_str(arguments, "context") or "").strip()
     urgency = optional_str(arguments, "urgency") or "medium"
     if urgency not in URGENCY_LEVELS:
-        raise ToolError(f"Invalid 'urgency': {urgency!r} (one of {', '.join(URGENCY_LEVELS)})")
+        raise RefusedCall(f"Invalid 'urgency': {urgency!r} (one of {', '.join(URGENCY_LEVELS)})")
     if not summary:
-        raise ToolError("'summary' must not be empty")
+        raise RefusedCall("'summary' must not be empty")
     message = f"\n\n**Escalation ({urgency} urgency):** {summary}"
     if context:
         message += f"\n\n{context}"
     message += "\n\n"
     if len(message) > DEFAULT_MAX_ESCALATION_CHARS:
-        raise ToolError(
+        raise RefusedCall(
             f"Escalation is too long (limit: {DEFAULT_MAX_ESCALATION_CHARS} characters)"
         )
     return message
@@ -237,21 +301,25 @@ def escalation_message(arguments: Mapping[str, Any]) -> str:
 def _plan_entry(index: int, raw: object) -> PlanStep:
     where = f"todos[{index}]"
     if not isinstance(raw, dict):
-        raise ToolError(f"Invalid {where}: expected an object with content and status")
+        raise RefusedCall(f"Invalid {where}: expected an object with content and status")
     content = raw.get("content")
     if not isinstance(content, str) or not content.strip():
-        raise ToolError(f"Invalid {where}.content: expected a non-empty string")
+        raise RefusedCall(f"Invalid {where}.content: expected a non-empty string")
     if len(content) > DEFAULT_MAX_TODO_CHARS:
-        raise ToolError(f"{where}.content is too long (limit: {DEFAULT_MAX_TODO_CHARS} characters)")
+        raise RefusedCall(
+            f"{where}.content is too long (limit: {DEFAULT_MAX_TODO_CHARS} characters)"
+        )
     status = raw.get("status", "pending")
     if status not in _STATUSES:
-        raise ToolError(f"Invalid {where}.status: {status!r} (one of {', '.join(_STATUSES)})")
+        raise RefusedCall(f"Invalid {where}.status: {status!r} (one of {', '.join(_STATUSES)})")
     priority = raw.get("priority", "medium")
     if priority not in _PRIORITIES:
-        raise ToolError(f"Invalid {where}.priority: {priority!r} (one of {', '.join(_PRIORITIES)})")
+        raise RefusedCall(
+            f"Invalid {where}.priority: {priority!r} (one of {', '.join(_PRIORITIES)})"
+        )
     active_form = raw.get("activeForm")
     if active_form is not None and not isinstance(active_form, str):
-        raise ToolError(f"Invalid {where}.activeForm: expected a string")
+        raise RefusedCall(f"Invalid {where}.activeForm: expected a string")
     return PlanStep(
         content=content.strip(),
         status=cast(Literal["pending", "in_progress", "completed"], status),
@@ -281,11 +349,20 @@ def _legacy_plan_record(arguments: Mapping[str, Any], text: str) -> ToolRecord |
     return None if plan is None else ToolRecord(streamed=(StreamedPlan(plan),))
 
 
+def _plan_title(arguments: Mapping[str, Any]) -> str | None:
+    """``Update the plan (3 items)``."""
+    todos = arguments.get("todos")
+    if not isinstance(todos, list):
+        return None
+    return f"Update the plan ({len(todos)} item{'' if len(todos) == 1 else 's'})"
+
+
 class TodoWriteTool:
     definition: Final = ToolDefinition(
         name="todo_write",
         kind="other",
         rules=_TALKS_TO_THE_USER,
+        title=_plan_title,
         legacy_record=_legacy_plan_record,
     )
     name = definition.name
@@ -322,9 +399,9 @@ class TodoWriteTool:
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         todos = arguments.get("todos")
         if not isinstance(todos, list):
-            raise ToolError("Missing or invalid 'todos': expected a list of items")
+            raise RefusedCall("Missing or invalid 'todos': expected a list of items")
         if len(todos) > DEFAULT_MAX_TODOS:
-            raise ToolError(f"Too many todos: {len(todos)} (limit: {DEFAULT_MAX_TODOS})")
+            raise RefusedCall(f"Too many todos: {len(todos)} (limit: {DEFAULT_MAX_TODOS})")
         entries = [_plan_entry(index, raw) for index, raw in enumerate(todos)]
         await ctx.set_plan(entries)
         counts = {status: sum(entry.status == status for entry in entries) for status in _STATUSES}

@@ -44,6 +44,7 @@ from acp_server.agent.tools._args import required_str
 from acp_server.agent.tools.base import (
     DEFAULT_MAX_TOOL_OUTPUT_BYTES,
     ClientSide,
+    RefusedCall,
     ToolContext,
     ToolDefinition,
     ToolError,
@@ -278,9 +279,9 @@ class ShellTool:
         # refused command into an allowed one.
         assessment = ctx.policy.assess_command(command)
         if assessment.denial is not None:
-            raise ToolError(assessment.denial)
+            raise RefusedCall(assessment.denial)
         if assessment.blocked_high_risk:
-            raise ToolError(
+            raise RefusedCall(
                 "High-risk command blocked by security policy: "
                 + "; ".join(assessment.blocked_high_risk)
             )

@@ -19,7 +19,14 @@ import trio
 from acp_server.agent.providers.http import finish_stream
 from acp_server.agent.tools._args import optional_str, required_str
 from acp_server.agent.tools._html import html_to_text
-from acp_server.agent.tools.base import ToolContext, ToolDefinition, ToolError, ToolOutput
+from acp_server.agent.tools._titles import code_span, one_line, target_title
+from acp_server.agent.tools.base import (
+    RefusedCall,
+    ToolContext,
+    ToolDefinition,
+    ToolError,
+    ToolOutput,
+)
 from acp_server.agent.tools.web_guard import WebTarget, parse_web_url, resolve_target
 from acp_server.config.model import WebConfig
 
@@ -99,7 +106,10 @@ async def _request(
             hops += 1
             if hops > DEFAULT_MAX_REDIRECTS:
                 raise ToolError(f"{url}: more than {DEFAULT_MAX_REDIRECTS} redirects")
-            url = parse_web_url(str(url.join(location)))
+            try:
+                url = parse_web_url(str(url.join(location)))
+            except RefusedCall as refused:  # the server's hop, not the call's argument: it ran
+                raise ToolError(str(refused)) from None
     assert deadline.cancelled_caught
     raise ToolError(f"{method} {url}: no answer within {DEFAULT_WEB_TIMEOUT_SECS:g} s")
 
@@ -117,7 +127,9 @@ def _cut_notice(limit: int) -> str:
 
 
 class WebFetchTool:
-    definition: Final = ToolDefinition(name="web_fetch", kind="other")
+    definition: Final = ToolDefinition(
+        name="web_fetch", kind="other", title=target_title("Fetch", "url")
+    )
     name = definition.name
     description = (
         "Fetch a web page (http or https GET) and return its text; HTML is reduced to plain "
@@ -154,8 +166,18 @@ class WebFetchTool:
         return ToolOutput(text if text.strip() else f"{final}: the page has no text")
 
 
+def _request_title(arguments: Mapping[str, Any]) -> str | None:
+    """``POST `https://api.example.com/items```: the method and the URL."""
+    url = arguments.get("url")
+    if not isinstance(url, str) or not url.strip():
+        return None
+    method = arguments.get("method")
+    verb = method.upper() if isinstance(method, str) and method.upper() in HTTP_METHODS else "GET"
+    return f"{verb} {code_span(one_line(url))}"
+
+
 class HttpRequestTool:
-    definition: Final = ToolDefinition(name="http_request", kind="other")
+    definition: Final = ToolDefinition(name="http_request", kind="other", title=_request_title)
     name = definition.name
     description = (
         "Send one HTTP request (for APIs) and return the status, the response headers and "
@@ -185,12 +207,12 @@ class HttpRequestTool:
         url = parse_web_url(required_str(arguments, "url"))
         method = (optional_str(arguments, "method") or "GET").upper()
         if method not in HTTP_METHODS:
-            raise ToolError(f"Invalid 'method': one of {', '.join(HTTP_METHODS)}")
+            raise RefusedCall(f"Invalid 'method': one of {', '.join(HTTP_METHODS)}")
         headers = _request_headers(arguments.get("headers"))
         raw_body = optional_str(arguments, "body")
         body = raw_body.encode("utf-8") if raw_body is not None else None
         if body is not None and len(body) > DEFAULT_HTTP_REQUEST_MAX_BODY_BYTES:
-            raise ToolError(f"'body' is larger than {DEFAULT_HTTP_REQUEST_MAX_BODY_BYTES} bytes")
+            raise RefusedCall(f"'body' is larger than {DEFAULT_HTTP_REQUEST_MAX_BODY_BYTES} bytes")
         limit = DEFAULT_HTTP_REQUEST_MAX_BYTES
         _, response, data, truncated = await _request(
             self.web, url, method, headers, body, limit, follow=False
@@ -209,8 +231,8 @@ def _request_headers(value: object) -> dict[str, str]:
     if not isinstance(value, dict) or not all(
         isinstance(key, str) and isinstance(item, str) for key, item in value.items()
     ):
-        raise ToolError("Invalid 'headers': expected an object of strings")
+        raise RefusedCall("Invalid 'headers': expected an object of strings")
     refused = sorted(key for key in value if key.strip().lower() in REFUSED_HEADERS)
     if refused:
-        raise ToolError(f"Invalid 'headers': {', '.join(refused)} cannot be set")
+        raise RefusedCall(f"Invalid 'headers': {', '.join(refused)} cannot be set")
     return dict(value)
