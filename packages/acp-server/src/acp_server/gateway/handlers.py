@@ -176,13 +176,13 @@ async def _pair_code(state: GatewayState, exchange: Exchange) -> None:
         "pairing_required": state.settings.require_pairing,
         "pairing_code": None,
     }
-    # The reference hands the code to anyone until the first pairing. Being on loopback
-    # proves nothing (another local user, or a command the agent's shell runs, is a
-    # loopback peer too), so the code goes only to the operator: a local request carrying
-    # the admin secret from the config directory (gateway/admin.py), which is what
-    # `zeroclaw gateway get-paircode` and a bridge sharing this gateway's config directory
-    # send. Only the code printed at start-up is shown here: one the operator issued with
-    # `get-paircode --new`/`--rotate` is meant for another client.
+    # Whoever uses the code first is paired, and being on loopback proves nothing (another
+    # local user, or a command the agent's shell runs, is a loopback peer too), so the
+    # code goes only to the operator: a local request carrying the admin secret from the
+    # config directory (gateway/admin.py), which is what `zeroclaw gateway get-paircode`
+    # and a bridge sharing this gateway's config directory send. Only the code issued at
+    # start-up is shown here: one the operator issued with `get-paircode --new`/`--rotate`
+    # is meant for another client.
     try:
         view = await pairing_view(state)
     except StoreError as exc:
