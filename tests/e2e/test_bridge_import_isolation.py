@@ -1,8 +1,8 @@
 """The bridge is a small local relay: it must never pull in the server or its HTTP/WebSocket stacks.
 
 acp_bridge never imports acp_server: an IDE starts the bridge for every agent
-session, so loading the server (and with it trio-websocket, httpx, sqlite) would cost start time and
-would couple the two packages' releases.
+session, so loading the server (and with it its WebSocket stack, wsproto and h11, httpx, sqlite)
+would cost start time and would couple the two packages' releases.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tests.e2e.helpers import modules_loaded_by
 
 pytestmark = pytest.mark.e2e  # imports the bridge in a fresh interpreter process
 
-FORBIDDEN_TOP_LEVEL = ("acp_server", "trio_websocket", "httpx")
+FORBIDDEN_TOP_LEVEL = ("acp_server", "wsproto", "h11", "httpx")
 
 
 def test_importing_the_bridge_cli_loads_neither_the_server_nor_its_stacks() -> None:

@@ -17,8 +17,7 @@ from typing import Any
 import pytest
 import trio
 
-from acp_server.storage.migrations import MIGRATIONS
-from acp_server.storage.sqlite import SessionStore
+from acp_server.storage.sqlite import MIGRATIONS, SessionStore
 from tests.e2e.helpers import (
     JsonDict,
     RpcPipeClient,

@@ -10,7 +10,8 @@ import pytest
 import trio
 from websockets.exceptions import ConnectionClosed
 
-from acp_server.storage.sqlite import SessionStore, StoredSession
+from acp_server.storage import StoredSession
+from acp_server.storage.sqlite import SessionStore
 from tests.e2e.gateway_harness import WsRpc, run_gateway, ws_connect
 from tests.helpers import echo_config, session_dir, write_config
 

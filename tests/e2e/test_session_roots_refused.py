@@ -14,7 +14,7 @@ from typing import Any, Final
 import pytest
 import trio
 
-from acp_server.storage.session_store import SessionStore
+from acp_server.storage.sqlite import SessionStore
 from tests.e2e.helpers import open_session, spawn_acp
 from tests.helpers import JsonDict, echo_config, write_config
 

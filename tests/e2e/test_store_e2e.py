@@ -18,7 +18,8 @@ import pytest
 import trio
 
 from acp_server.agent.conversation import ChatMessage, CompletedTurn
-from acp_server.storage.sqlite import DEFAULT_MAX_RESTORED_MESSAGES, SessionStore
+from acp_server.storage import DEFAULT_MAX_RESTORED_MESSAGES
+from acp_server.storage.sqlite import SessionStore
 from tests.e2e.helpers import (
     JsonDict,
     RpcPipeClient,

@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 from acp_server.config import ConfigError
 from acp_server.protocol.config_options import level_choices, provider_choices
-from acp_server.storage.migrations import MIGRATIONS
-from acp_server.storage.session_config import read_choices, write_choices
+from acp_server.storage.dialect import SQLITE
+from acp_server.storage.settings import read_choices, write_choices
+from acp_server.storage.sqlite import MIGRATIONS
 from tests.helpers import make_config
 
 OTHER = {"openai": {"fast": {"model": "gpt-fast", "api_key": "sk-test", "context_window": 8192}}}
@@ -75,11 +76,11 @@ def _database() -> sqlite3.Connection:
 @given(st.dictionaries(st.text(), st.text()))
 def test_stored_choices_round_trip(choices: dict[str, str]) -> None:
     conn = _database()
-    assert read_choices(conn, "s-1") == {}  # none made yet
-    assert write_choices(conn, "s-1", choices)
-    assert read_choices(conn, "s-1") == choices
-    assert not write_choices(conn, "s-2", choices)  # not stored
-    assert read_choices(conn, "s-2") == {}
+    assert read_choices(conn, SQLITE, "s-1") == {}  # none made yet
+    assert write_choices(conn, SQLITE, "s-1", choices)
+    assert read_choices(conn, SQLITE, "s-1") == choices
+    assert not write_choices(conn, SQLITE, "s-2", choices)  # not stored
+    assert read_choices(conn, SQLITE, "s-2") == {}
 
 
 @pytest.mark.parametrize("text", ["not json", "[1, 2]", '{"mode": 3, "model": "a.b"}'])
@@ -87,4 +88,4 @@ def test_unreadable_stored_choices_count_as_none(text: str) -> None:
     conn = _database()
     conn.execute("UPDATE acp_sessions SET config_json = ?", (text,))
     expected = {"model": "a.b"} if "model" in text else {}
-    assert read_choices(conn, "s-1") == expected
+    assert read_choices(conn, SQLITE, "s-1") == expected

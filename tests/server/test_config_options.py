@@ -16,7 +16,7 @@ import trio
 from acp_server.agent.conversation import Usage
 from acp_server.agent.providers.base import Provider, UsageReported
 from acp_server.config import Config, ProviderConfig
-from acp_server.storage.sqlite import AsyncSessionStore
+from acp_server.storage import open_store
 from tests.helpers import make_config, poll_until, session_dir
 from tests.jsonrpc_peer import JsonDict
 from tests.server.server_harness import (
@@ -200,7 +200,7 @@ async def test_bad_choices_are_invalid_params(tmp_path: Path) -> None:
 
 async def test_choices_are_stored_and_restored_by_load_and_resume(tmp_path: Path) -> None:
     config = two_provider_config(tmp_path / "cfg")
-    store = await AsyncSessionStore.open(tmp_path / "sessions.db")
+    store = await open_store(tmp_path / "sessions.db")
     stub = StubTool()
     default = ScriptedProvider([text_round("default")])
     fast = ScriptedProvider([tool_round("stub", {}), text_round("fast")])
@@ -232,7 +232,7 @@ async def test_choices_are_stored_and_restored_by_load_and_resume(tmp_path: Path
 async def test_a_stored_choice_the_config_no_longer_offers_falls_back_to_the_default(
     tmp_path: Path,
 ) -> None:
-    store = await AsyncSessionStore.open(tmp_path / "sessions.db")
+    store = await open_store(tmp_path / "sessions.db")
     provider = ScriptedProvider([text_round("hi")])
     try:
         with trio.fail_after(10):

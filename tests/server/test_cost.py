@@ -23,8 +23,8 @@ from acp_server.cli.main import cli
 from acp_server.config import load_config
 from acp_server.config.model import CostConfig, ModelPrice
 from acp_server.errors import BudgetExceeded
-from acp_server.storage.spend import SpendEntry
-from acp_server.storage.sqlite import AsyncSessionStore, SessionStore
+from acp_server.storage import AsyncSessionStore, SpendEntry
+from acp_server.storage.sqlite import SessionStore
 from tests.helpers import echo_config, session_dir, write_config
 from tests.server.server_harness import ScriptedProvider, open_server
 

@@ -14,14 +14,16 @@ from hypothesis import strategies as st
 
 from acp_server.gateway.admin import AdminSecret, read_admin_secret
 from acp_server.gateway.pairing import (
-    DEFAULT_PAIR_LOCKOUT_SECS,
     ConfigRewriteError,
-    PairAccepted,
     PairingGuard,
-    PairRejected,
-    generate_pairing_code,
     generate_token,
     persist_paired_tokens,
+)
+from acp_server.security.pairing import (
+    DEFAULT_PAIR_LOCKOUT_SECS,
+    PairAccepted,
+    PairRejected,
+    generate_pairing_code,
 )
 
 

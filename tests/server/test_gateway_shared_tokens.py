@@ -20,17 +20,19 @@ import trio
 import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
+from wsproto.frame_protocol import CloseReason
 
 from acp_server.gateway.auth import hash_token
-from acp_server.gateway.pairing import PairAccepted, PairingLimits, PairRejected, generate_token
+from acp_server.gateway.pairing import generate_token
 from acp_server.gateway.revoke import RevokeRefused, digests_to_revoke
 from acp_server.gateway.shared_tokens import SharedTokens
 from acp_server.gateway.state import REVOKED_REASON, ConnectionRegistry, LiveConnection
-from acp_server.gateway.websocket import CloseCode, WebSocketTransport
+from acp_server.gateway.websocket import WebSocketTransport
 from acp_server.protocol.connection import AcpConnection
-from acp_server.storage.pg_tokens import PostgresTokens
+from acp_server.security.pairing import PairAccepted, PairingLimits, PairRejected
+from acp_server.storage import StoreError
 from acp_server.storage.postgres import PostgresSessionStore
-from acp_server.storage.records import StoreError
+from acp_server.storage.postgres.tokens import PostgresTokens
 from tests.helpers import poll_until
 
 LIMITS = PairingLimits(rate_limit_per_minute=100)
@@ -157,11 +159,11 @@ async def test_a_revocation_on_one_replica_closes_the_others_connection_within_a
             await nursery.start(watched.watch)
             started = time.monotonic()
             assert await revoking.revoke(lambda paired: [digest]) == [digest]
-            await poll_until(lambda: live.close_code == CloseCode.POLICY_VIOLATION, within=1.0)
+            await poll_until(lambda: live.close_code == CloseReason.POLICY_VIOLATION, within=1.0)
             latency = time.monotonic() - started
             nursery.cancel_scope.cancel()
     assert live.close_reason == REVOKED_REASON
-    assert other.close_code == CloseCode.NORMAL  # another token's connection stays open
+    assert other.close_code == CloseReason.NORMAL_CLOSURE  # another token's connection stays open
     assert latency < 1.0
 
 
@@ -179,7 +181,7 @@ async def test_a_missed_notification_is_caught_by_the_periodic_reconcile(
             await nursery.start(watched.watch)
             with psycopg.connect(postgres_url, autocommit=True) as conn:  # no NOTIFY
                 conn.execute("UPDATE acp_paired_tokens SET revoked_at = 'now'")
-            await poll_until(lambda: live.close_code == CloseCode.POLICY_VIOLATION, within=5.0)
+            await poll_until(lambda: live.close_code == CloseReason.POLICY_VIOLATION, within=5.0)
             nursery.cancel_scope.cancel()
 
 
@@ -224,5 +226,5 @@ async def test_without_a_listening_connection_the_reconcile_still_closes_revoked
         async with trio.open_nursery() as nursery:
             await nursery.start(watched.watch)  # starts, warning, instead of failing
             assert second.revoke_matching(lambda paired: list(paired)) == [digest]
-            await poll_until(lambda: live.close_code == CloseCode.POLICY_VIOLATION, within=5.0)
+            await poll_until(lambda: live.close_code == CloseReason.POLICY_VIOLATION, within=5.0)
             nursery.cancel_scope.cancel()

@@ -12,9 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from wsproto.connection import Connection, ConnectionType
 from wsproto.events import BytesMessage, CloseConnection, Event, Ping, Pong, TextMessage
+from wsproto.frame_protocol import CloseReason
 
 from acp_core.errors import RemoteProtocolError
-from acp_server.gateway.websocket import CloseCode, WebSocketTransport
+from acp_server.gateway.websocket import WebSocketTransport
 from acp_server.protocol.transport import TransportClosed
 
 
@@ -34,6 +35,19 @@ class Client:
                 return event
             data = await self.stream.receive_some(65536)
             self.ws.receive_data(bytes(data) if data else None)
+
+    async def text_messages(self, count: int) -> list[str]:
+        """The next ``count`` whole text messages (any other frame fails the test)."""
+        received: list[str] = []
+        parts: list[str] = []
+        while len(received) < count:
+            event = await self.next_event()
+            assert isinstance(event, TextMessage)
+            parts.append(event.data)
+            if event.message_finished:
+                received.append("".join(parts))
+                parts.clear()
+        return received
 
 
 @pytest.fixture
@@ -143,7 +157,7 @@ async def test_tiny_fragments_count_against_the_limit_at_their_size(
             await client.send(TextMessage(data="y", message_finished=False))
         event = await client.next_event()
         assert isinstance(event, CloseConnection)
-        assert event.code == CloseCode.MESSAGE_TOO_BIG
+        assert event.code == CloseReason.MESSAGE_TOO_BIG
 
 
 async def test_binary_frames_are_decoded_as_utf8(pair: tuple[WebSocketTransport, Client]) -> None:
@@ -168,7 +182,7 @@ async def test_oversized_message_closes_with_1009(pair: tuple[WebSocketTransport
         await client.send(TextMessage(data="y" * 600, message_finished=True))
         event = await client.next_event()
         assert isinstance(event, CloseConnection)
-        assert event.code == CloseCode.MESSAGE_TOO_BIG
+        assert event.code == CloseReason.MESSAGE_TOO_BIG
         assert "limit" in (event.reason or "")
         assert await transport.receive_message() is None
         with pytest.raises(TransportClosed):
@@ -199,7 +213,7 @@ async def test_close_sends_code_and_reason(pair: tuple[WebSocketTransport, Clien
     transport, client = pair
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(transport.close, CloseCode.SERVICE_RESTART, "gateway restarting")
+            nursery.start_soon(transport.close, CloseReason.SERVICE_RESTART, "gateway restarting")
             event = await client.next_event()
             assert isinstance(event, CloseConnection)
             assert (event.code, event.reason) == (1012, "gateway restarting")
@@ -217,7 +231,7 @@ async def test_silent_peer_is_dropped_after_a_ping(autojump_clock: trio.abc.Cloc
             # The client never reads nor answers: after one interval a ping goes out, after
             # another the peer is dropped and the ACP layer sees the end of the stream.
             assert await transport.receive_message() is None
-            assert transport.close_code == CloseCode.GOING_AWAY
+            assert transport.close_code == CloseReason.GOING_AWAY
             assert trio.current_time() >= 20
     del client_stream
 
@@ -244,19 +258,38 @@ async def test_batched_messages_arrive_as_separate_frames_in_order(
     transport, client = pair
     payloads = [f'{{"n":{index}}}'.encode() for index in range(50)]
     payloads.insert(25, b'"' + b"b" * 300_000 + b'"')  # forces a write in the middle
-    received: list[str] = []
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(transport.send_messages, payloads)
-            parts: list[str] = []
-            while len(received) < len(payloads):
-                event = await client.next_event()
-                assert isinstance(event, TextMessage)
-                parts.append(event.data)
-                if event.message_finished:
-                    received.append("".join(parts))
-                    parts.clear()
+            received = await client.text_messages(len(payloads))
     assert [text.encode() for text in received] == payloads
+
+
+LENGTH_BOUNDARIES = (0, 1, 125, 126, 127, 65_535, 65_536, 65_537)
+"""Payload sizes where RFC 6455 §5.2 moves from a 7-bit to a 16-bit to a 64-bit length."""
+
+
+async def _batch_as_received(payloads: list[bytes]) -> list[str]:
+    """The text messages a wsproto client reads after one ``send_messages(payloads)``."""
+    server_stream, client_stream = trio.testing.memory_stream_pair()
+    transport = WebSocketTransport(server_stream, peer="test", ping_interval_secs=0)
+    await transport.send_messages(payloads)
+    return await Client(client_stream).text_messages(len(payloads))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(LENGTH_BOUNDARIES), st.text(max_size=8)), min_size=1, max_size=6
+    )
+)
+def test_every_payload_of_a_batch_is_one_text_message_of_its_own(
+    shapes: list[tuple[int, str]],
+) -> None:
+    # Padded up to each length boundary, with any text (multi-byte included) at the end.
+    payloads = [b"x" * max(0, size - len(text.encode())) + text.encode() for size, text in shapes]
+    received = trio.run(_batch_as_received, payloads)
+    assert [message.encode() for message in received] == payloads
 
 
 async def test_peer_that_stops_reading_is_dropped_and_the_writer_released(
@@ -279,7 +312,9 @@ async def test_peer_that_stops_reading_is_dropped_and_the_writer_released(
             nursery.start_soon(transport.run_keepalive)
             nursery.start_soon(write)
             assert await transport.receive_message() is None
-            await transport.close(CloseCode.NORMAL, "")  # bounded even with a stuck writer
+            await transport.close(
+                CloseReason.NORMAL_CLOSURE, ""
+            )  # bounded even with a stuck writer
     assert outcome == ["closed"]
-    assert transport.close_code == CloseCode.GOING_AWAY
+    assert transport.close_code == CloseReason.GOING_AWAY
     del client_stream

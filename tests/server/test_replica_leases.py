@@ -14,8 +14,8 @@ import trio
 from acp_server.app import SHARED_STORE_MAX_UNSAVED_TURNS
 from acp_server.protocol.ownership import LiveSessions
 from acp_server.protocol.replica_leases import ReplicaLeases, open_replica_leases
+from acp_server.storage import AsyncSessionStore
 from acp_server.storage.postgres import PostgresSessionStore
-from acp_server.storage.sqlite import AsyncSessionStore
 from tests.helpers import make_config, poll_until, session_dir
 from tests.server.server_harness import (
     ScriptedProvider,

@@ -84,8 +84,8 @@ def test_a_shell_redirect_into_an_extra_root_is_medium_not_high(
 
 
 def test_extra_roots_are_stored_and_read_back(tmp_path: Path) -> None:
-    from acp_server.storage.session_config import decode_directories
-    from acp_server.storage.session_store import SessionStore
+    from acp_server.storage.settings import decode_directories
+    from acp_server.storage.sqlite import SessionStore
 
     store = SessionStore.open(tmp_path / "sessions.db")
     try:

@@ -15,7 +15,7 @@ from acp_server.agent import replay as replay_module
 from acp_server.agent.conversation import ChatMessage, CompletedTurn
 from acp_server.protocol import connection as server_module
 from acp_server.protocol import restore_replay as restore_replay_module
-from acp_server.storage.sqlite import StoredSession, StoreError
+from acp_server.storage import StoredSession, StoreError
 from tests.helpers import make_config, rpc_error, session_dir
 from tests.jsonrpc_peer import JsonDict
 from tests.server.server_harness import (

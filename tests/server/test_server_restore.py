@@ -10,11 +10,12 @@ import trio
 
 from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanStep, ToolCall
 from acp_server.agent.cost import MemoryLedger
-from acp_server.storage.spend import SpendEntry, SpendTotals
-from acp_server.storage.sqlite import (
+from acp_server.storage import (
     CREATOR_EPOCH,
     AsyncSessionStore,
     SessionFenced,
+    SpendEntry,
+    SpendTotals,
     StoredSession,
     StoredSessionInfo,
     StoreError,

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import trio
 
-from acp_server.storage.sqlite import AsyncSessionStore, SessionStore
+from acp_server.storage import AsyncSessionStore
+from acp_server.storage.sqlite import SessionStore
 from tests.helpers import make_config, session_dir
 from tests.jsonrpc_peer import JsonDict
 from tests.server.server_harness import ServerHarness, open_server

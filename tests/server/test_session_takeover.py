@@ -17,7 +17,8 @@ from acp_server.agent.conversation import CompletedTurn
 from acp_server.errors import SessionTakenOver, rpc_error_for
 from acp_server.protocol.ownership import LiveSessions
 from acp_server.protocol.sessions import SessionTable
-from acp_server.storage.sqlite import AsyncSessionStore, SessionStore
+from acp_server.storage import AsyncSessionStore, open_store
+from acp_server.storage.sqlite import SessionStore
 from tests.helpers import make_config, poll_until, session_dir
 from tests.jsonrpc_peer import JsonDict
 from tests.server.server_harness import (
@@ -43,7 +44,7 @@ async def two_connections(
     tmp_path: Path, db_path: Path, provider: ScriptedProvider
 ) -> AsyncIterator[tuple[ServerHarness, ServerHarness, AsyncSessionStore, LiveSessions]]:
     config = make_config(tmp_path / "cfg")
-    store = await AsyncSessionStore.open(db_path)
+    store = await open_store(db_path)
     app = harness_app(config, provider=provider, store=store)
     try:
         async with open_server(config, app=app) as first, open_server(config, app=app) as second:

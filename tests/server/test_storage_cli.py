@@ -10,9 +10,8 @@ from click.testing import CliRunner, Result
 
 from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanStep, ToolCall, Usage
 from acp_server.cli.main import cli
-from acp_server.storage.postgres import PostgresSessionStore
-from acp_server.storage.postgres_schema import PG_SCHEMA_VERSION
-from acp_server.storage.session_store import SessionStore
+from acp_server.storage.postgres import PG_SCHEMA_VERSION, PostgresSessionStore
+from acp_server.storage.sqlite import SessionStore
 
 
 def run(config_dir: Path, *args: str, url: str | None = None) -> Result:

@@ -13,7 +13,7 @@ import trio
 from acp_server.app import AcpApp
 from acp_server.config import ConfigError, load_config
 from acp_server.gateway.service import Gateway
-from acp_server.storage.async_store import AsyncSessionStore
+from acp_server.storage import AsyncSessionStore
 from acp_server.storage.postgres import PostgresSessionStore
 from tests.helpers import echo_config, write_config
 from tests.server.test_gateway_handlers import _answer

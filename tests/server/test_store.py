@@ -15,18 +15,21 @@ import pytest
 import trio
 
 from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanStep, ToolCall, Usage
-from acp_server.storage.contract import SessionBackend
-from acp_server.storage.session_store import DEFAULT_CREATE_LOCK_DEADLINE_SECS
-from acp_server.storage.sqlite import (
-    SCHEMA_VERSION,
+from acp_server.storage import (
     AsyncSessionStore,
     BadCursor,
     DuplicateSession,
-    SessionStore,
+    SessionBackend,
     StoreError,
     StoreUnavailable,
     TurnUnsaved,
     UnknownSession,
+    open_store,
+)
+from acp_server.storage.sqlite import (
+    DEFAULT_CREATE_LOCK_DEADLINE_SECS,
+    SCHEMA_VERSION,
+    SessionStore,
 )
 from tests.server.store_backends import Backend, backend
 
@@ -516,7 +519,7 @@ async def test_async_open_reports_unavailable(tmp_path: Path) -> None:
     blocker = tmp_path / "data"
     blocker.write_text("")
     with trio.fail_after(10), pytest.raises(StoreUnavailable):
-        await AsyncSessionStore.open(blocker / "sessions" / "acp-sessions.db")
+        await open_store(blocker / "sessions" / "acp-sessions.db")
 
 
 async def test_a_cancelled_caller_still_gets_its_turn_committed(backend: Backend) -> None:
@@ -558,7 +561,7 @@ async def test_a_cancelled_caller_still_gets_its_turn_committed(backend: Backend
 
 
 async def test_closing_the_async_store_ends_its_worker_thread(db_path: Path) -> None:
-    store = await AsyncSessionStore.open(db_path)
+    store = await open_store(db_path)
     with trio.fail_after(10):
         await store.create_session("s1", "default", "/w")
         worker = store._worker._thread

@@ -13,15 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acp_server.agent.conversation import ChatMessage, CompletedTurn
-from acp_server.storage.sqlite import (
+from acp_server.storage import (
     CREATOR_EPOCH,
-    SCHEMA_VERSION,
     AsyncSessionStore,
     SessionFenced,
-    SessionStore,
     TurnUnsaved,
     UnknownSession,
 )
+from acp_server.storage.sqlite import SCHEMA_VERSION, SessionStore
 
 
 @pytest.fixture

@@ -7,8 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from acp_server.storage.contract import SessionBackend
-from acp_server.storage.spend import SpendEntry
+from acp_server.storage import SessionBackend, SpendEntry
 from tests.server.store_backends import Backend, backend
 
 __all__ = ["backend"]  # the fixture, parametrized over both backends

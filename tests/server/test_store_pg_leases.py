@@ -10,9 +10,9 @@ import psycopg
 import pytest
 
 from acp_server.agent.conversation import ChatMessage, CompletedTurn
-from acp_server.storage.pg_leases import DEFAULT_TAKEOVER_WAIT_SECS, SessionLeases
+from acp_server.storage import SessionFenced, StoreError, UnknownSession
 from acp_server.storage.postgres import PostgresSessionStore
-from acp_server.storage.records import SessionFenced, StoreError, UnknownSession
+from acp_server.storage.postgres.leases import DEFAULT_TAKEOVER_WAIT_SECS, SessionLeases
 from tests.postgres_harness import advisory_lock_holders
 
 

@@ -17,17 +17,16 @@ from hypothesis import strategies as st
 from acp_server.agent.conversation import ChatMessage, CompletedTurn, ToolCall
 from acp_server.app import open_session_store
 from acp_server.config import load_config
-from acp_server.storage.async_store import AsyncSessionStore
-from acp_server.storage.codec import escape_nul, unescape_nul
-from acp_server.storage.postgres import PostgresSessionStore
-from acp_server.storage.postgres_schema import PG_SCHEMA_VERSION
-from acp_server.storage.records import (
+from acp_server.storage import (
+    AsyncSessionStore,
     SessionFenced,
     StoreError,
     StoreUnavailable,
     TurnUnsaved,
     UnknownSession,
 )
+from acp_server.storage.codec import escape_nul, unescape_nul
+from acp_server.storage.postgres import PG_SCHEMA_VERSION, PostgresSessionStore
 
 
 @pytest.fixture

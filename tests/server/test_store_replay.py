@@ -14,8 +14,8 @@ from acp_core import schema
 from acp_server.agent.conversation import ChatMessage, DeliveredRecord, ToolCall, ToolRecord
 from acp_server.agent.replay import history_updates
 from acp_server.agent.tools.registry import builtin_tools
-from acp_server.storage.migrations import MIGRATIONS
-from acp_server.storage.sqlite import AsyncSessionStore, SessionStore
+from acp_server.storage import open_store
+from acp_server.storage.sqlite import MIGRATIONS, SessionStore
 from tests.e2e.test_store_e2e import as_replayed, coalesce, titles_of
 from tests.helpers import make_config
 from tests.server.server_harness import (
@@ -55,7 +55,7 @@ async def test_plan_escalation_and_delivery_replay_from_the_store_as_seen_live(
     )
     config = make_config(tmp_path)
     with trio.fail_after(30):
-        store = await AsyncSessionStore.open(db)
+        store = await open_store(db)
         async with open_server(
             config, provider=provider, tools=builtin_tools(), store=store
         ) as client:
@@ -87,7 +87,7 @@ async def test_plan_escalation_and_delivery_replay_from_the_store_as_seen_live(
         assert delivered["title"] == "Quarterly"
         assert delivered["content"][1]["content"]["resource"]["blob"] == "IyBRMwo="  # "# Q3\n"
 
-        reopened = await AsyncSessionStore.open(db)
+        reopened = await open_store(db)
         async with open_server(
             config, provider=ScriptedProvider([]), tools=builtin_tools(), store=reopened
         ) as second:

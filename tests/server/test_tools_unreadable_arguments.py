@@ -29,8 +29,8 @@ from acp_server.agent.tools.base import Tool
 from acp_server.agent.tools.registry import build_tools
 from acp_server.config.model import WebConfig
 from acp_server.protocol.handlers import UNSAVED_TURN_WARNING
+from acp_server.storage import open_store
 from acp_server.storage.codec import encode_message
-from acp_server.storage.sqlite import AsyncSessionStore
 from tests.helpers import make_config
 from tests.server.server_harness import (
     ScriptedProvider,
@@ -135,7 +135,7 @@ async def _one_turn(tmp_path: Path, tool: Tool, arguments: dict[str, Any]) -> No
     workspace = tmp_path / "ws"
     workspace.mkdir(exist_ok=True)
     config = make_config(tmp_path / "cfg")
-    store = await AsyncSessionStore.open(tmp_path / "sessions.db")
+    store = await open_store(tmp_path / "sessions.db")
     provider = ScriptedProvider([tool_round(tool.name, arguments), text_round("done")])
     try:
         with trio.fail_after(20):

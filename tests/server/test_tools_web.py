@@ -12,7 +12,7 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
-from acp_server.agent.tools import web
+from acp_server.agent.tools import web, web_guard
 from acp_server.agent.tools._html import html_to_text
 from acp_server.agent.tools.base import ToolError
 from acp_server.agent.tools.web import (
@@ -133,7 +133,9 @@ async def test_every_redirect_hop_is_checked_for_a_carried_ipv4(
         assert len(hops) == 1, f"connected to {target.connect_url}"
         return await real_exchange(target, *args)
 
-    monkeypatch.setattr(web, "resolve_target", first_hop_allowed)
+    # web.py imports the check on the tool's first call (start-up stays light): patch it
+    # where it lives.
+    monkeypatch.setattr(web_guard, "resolve_target", first_hop_allowed)
     monkeypatch.setattr(web, "_exchange", only_the_first_hop)
     async with serve_fake_llm() as server:
         server.add(

@@ -21,6 +21,7 @@ from typing import Final, TypeAlias
 import trio
 
 from acp_server.agent.cost import CachedLedger, CostMeter, MemoryLedger, SpendLedger, utc_now
+from acp_server.agent.http_clients import http_clients
 from acp_server.agent.providers import ProviderFactory, create_provider
 from acp_server.agent.tools.base import Tool
 from acp_server.config import (
@@ -32,7 +33,7 @@ from acp_server.config import (
 )
 from acp_server.protocol.ownership import LiveSessions
 from acp_server.security import SecurityPolicy
-from acp_server.storage.sqlite import AsyncSessionStore
+from acp_server.storage import AsyncSessionStore, open_store
 
 logger = logging.getLogger(__name__)
 
@@ -109,28 +110,21 @@ async def open_session_store(config: Config) -> AsyncSessionStore | None:
     ``StoreUnavailable`` when it cannot be used: a process that other replicas share a
     database with must not quietly keep its sessions to itself. Otherwise
     ``<workspace_dir>/sessions/acp-sessions.db``; on any failure one warning and None
-    (in-memory sessions only: seed, "Session persistence")."""
-    from acp_server.storage.sqlite import SessionStore, StoreUnavailable
-
+    (in-memory sessions only: the ZeroClaw ACP documentation, "Session persistence")."""
     if not config.acp.session_persistence:
         if config.storage.shared:
             logger.warning("[acp] session_persistence = false: [storage] url is not used")
         logger.info("[acp] session_persistence = false: sessions are kept in memory only")
         return None
     if config.storage.url is not None:
-        try:
-            from acp_server.storage.postgres import PostgresSessionStore
-        except ImportError as exc:
-            raise StoreUnavailable(
-                "[storage] url names a PostgreSQL store, but its driver is not installed"
-                f" ({exc.name}): install acp-server[postgres]"
-            ) from exc
-        shared = await trio.to_thread.run_sync(PostgresSessionStore.open, config.storage.url)
-        logger.info("session store: %s", shared.location)
-        return AsyncSessionStore(shared, max_unsaved_turns=SHARED_STORE_MAX_UNSAVED_TURNS)
+        shared = await open_store(
+            config.storage.url, max_unsaved_turns=SHARED_STORE_MAX_UNSAVED_TURNS
+        )
+        logger.info("session store: %s", shared.sync.location)
+        return shared
     path = config.store_path
     try:
-        store = await trio.to_thread.run_sync(SessionStore.open, path)
+        return await open_store(path)
     except Exception as exc:
         logger.warning(
             "session store unavailable at %s (%s); sessions will not survive a restart",
@@ -138,7 +132,6 @@ async def open_session_store(config: Config) -> AsyncSessionStore | None:
             exc,
         )
         return None
-    return AsyncSessionStore(store)
 
 
 SHARED_STORE_MAX_UNSAVED_TURNS: Final = 0
@@ -154,18 +147,21 @@ def shared_store_message(exc: Exception) -> str:
 
 @asynccontextmanager
 async def open_app(config: Config) -> AsyncIterator[AcpApp]:
-    """The process's ``AcpApp``; its store is closed on the way out, even when cancelled."""
+    """The process's ``AcpApp``; its store and its HTTP clients (the providers' and the web
+    tools' connection pools, agent/http_clients.py) are closed on the way out, even when
+    cancelled."""
     store = await open_session_store(config)
     try:
-        app = AcpApp(config=config, store=store)
-        if store is None or config.storage.url is None:
-            yield app
-        else:
-            # One live copy per session across replicas (protocol/replica_leases.py).
-            from acp_server.protocol.replica_leases import open_replica_leases
-
-            async with open_replica_leases(app):
+        async with http_clients():
+            app = AcpApp(config=config, store=store)
+            if store is None or config.storage.url is None:
                 yield app
+            else:
+                # One live copy per session across replicas (protocol/replica_leases.py).
+                from acp_server.protocol.replica_leases import open_replica_leases
+
+                async with open_replica_leases(app):
+                    yield app
     finally:
         if store is not None:
             with trio.CancelScope(shield=True):

@@ -29,7 +29,7 @@
         |                                     holds the session (here)
         |   +-- StoreUnavailable, UnknownSession, DuplicateSession, TurnUnsaved
         |                                     (storage/records.py)
-        +-- UploadError                       uploads/ unusable (storage/uploads.py)
+        +-- UploadError                       uploads/ unusable (agent/uploads.py)
         +-- GatewayError, ConfigRewriteError  the gateway cannot start or persist a
         |                                     token (gateway/)
         +-- AgentError                        the CLI's agent client (cli/agent_client.py)

@@ -1,77 +1,21 @@
-"""``session/request_permission``: options, the request, and reading the outcome."""
+"""``session/request_permission``: the options ZeroClaw offers, and reading the answer."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
+from typing import Final, Literal, TypeAlias
 
 import msgspec
-from msgspec import UNSET, UnsetType
 
 from acp_core.jsonrpc import JsonValue
-from acp_core.schema.content import (
-    ToolCallContent,
-    ToolCallLocation,
-)
-from acp_core.schema.wire import (
+from acp_core.schema.generated import (
+    CancelledOutcome,
+    PermissionOption,
     PermissionOptionKind,
-    ToolCallStatus,
-    ToolKind,
-    WireStruct,
+    PermissionOutcome,
+    RequestPermissionResult,
+    SelectedOutcome,
 )
-
-if TYPE_CHECKING:
-    Json: TypeAlias = JsonValue
-else:
-    # msgspec cannot evaluate the recursive JsonValue alias; Any decodes the same values.
-    Json = Any
-
-# --------------------------------------------------------------------------- permission
-
-
-class PermissionOption(WireStruct, kw_only=True):
-    option_id: str
-    name: str
-    kind: PermissionOptionKind
-
-
-class PermissionToolCall(WireStruct, kw_only=True):
-    """The ``toolCall`` of a permission request. ZeroClaw's own data (the text an edit
-    prompt offers for ``reject-with-edit``) travels in ``_meta.zeroclaw``: ACP forbids
-    custom fields at the root of its types."""
-
-    tool_call_id: str
-    title: str
-    kind: ToolKind
-    status: ToolCallStatus
-    raw_input: Json | UnsetType = UNSET
-    content: list[ToolCallContent] | None = None
-    locations: list[ToolCallLocation] | None = None
-    meta: dict[str, Json] | None = msgspec.field(default=None, name="_meta")
-
-
-class RequestPermissionParams(WireStruct, kw_only=True):
-    session_id: str
-    options: list[PermissionOption]
-    tool_call: PermissionToolCall
-
-
-class SelectedOutcome(WireStruct, tag_field="outcome", tag="selected", kw_only=True):
-    option_id: str
-    # reject-with-edit carries the text to use as the tool result (reference extension).
-    replacement_content: str | None = None
-
-
-class CancelledOutcome(WireStruct, tag_field="outcome", tag="cancelled", kw_only=True):
-    pass
-
-
-PermissionOutcome: TypeAlias = SelectedOutcome | CancelledOutcome
-
-
-class RequestPermissionResult(WireStruct, kw_only=True):
-    outcome: PermissionOutcome
-
 
 OptionIds: TypeAlias = Literal["zeroclaw", "kinds"]
 """The optionIds of approval options: ``zeroclaw`` as the ZeroClaw ACP docs show them

@@ -22,8 +22,7 @@ from typing import Final, Protocol
 from acp_server.agent.conversation import Usage
 from acp_server.config.model import ECHO_PROVIDER_TYPE, CostConfig
 from acp_server.errors import BudgetExceeded
-from acp_server.storage.records import StoreError
-from acp_server.storage.spend import SpendEntry, SpendTotals
+from acp_server.storage import SpendEntry, SpendTotals, StoreError
 
 logger = logging.getLogger(__name__)
 

@@ -34,10 +34,10 @@ from acp_server.agent.system_prompt import (
 )
 from acp_server.agent.tools.base import Tool
 from acp_server.agent.tools.shell import _shell_program
+from acp_server.agent.uploads import uploads_dir
 from acp_server.config import AgentConfig, RuntimeProfileConfig
 from acp_server.security import CommandRisk, SecurityPolicy
 from acp_server.security.sandbox import discard_session_temp_dir
-from acp_server.storage.uploads import uploads_dir
 
 if TYPE_CHECKING:
     from acp_server.agent.tools.mcp import McpToolset

@@ -27,7 +27,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-PLACEHOLDER: Final = re.compile(r"\{\{\s*([A-Za-z0-9_-]+)\s*\}\}")
+from acp_server.patterns import LazyPattern
+
+PLACEHOLDER: Final = LazyPattern(r"\{\{\s*([A-Za-z0-9_-]+)\s*\}\}")
 
 
 class Context(enum.Enum):

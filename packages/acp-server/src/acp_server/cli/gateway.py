@@ -27,7 +27,7 @@ from acp_server.gateway.auth import is_loopback_host
 from acp_server.gateway.revoke import ADMIN_TOKENS_REVOKE_PATH, ALL_PARAMETER, SELECTOR_PARAMETER
 from acp_server.gateway.service import DEFAULT_DRAIN_TIMEOUT_SECS, Gateway, GatewayError
 from acp_server.security.sandbox.posture import log_startup_posture
-from acp_server.storage.records import StoreUnavailable
+from acp_server.storage import StoreUnavailable
 
 ADMIN_TIMEOUT_SECS: Final = 5.0
 

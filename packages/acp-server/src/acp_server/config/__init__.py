@@ -20,8 +20,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import platformdirs
-
 from acp_core import gateway_contract
 from acp_server.config.model import (
     CONFIG_DIR_ENV,
@@ -127,8 +125,14 @@ def resolve_config_dir(flag: str | Path | None) -> Path:
         home=Path.home(),
         cwd=Path.cwd(),
         is_dir=Path.is_dir,
-        platform_config_dir=lambda: Path(platformdirs.user_config_dir(gateway_contract.APP_NAME)),
+        platform_config_dir=_platform_config_dir,
     )
+
+
+def _platform_config_dir() -> Path:
+    import platformdirs  # only when neither the flag, the variable nor ~/.zeroclaw says
+
+    return Path(platformdirs.user_config_dir(gateway_contract.APP_NAME))
 
 
 def load_config(

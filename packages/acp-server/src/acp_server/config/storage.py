@@ -4,7 +4,7 @@
     url = "postgresql://zeroclaw@db.internal:5432/zeroclaw"
 
 ``url`` (or the environment variable ``ZEROCLAW_STORAGE_URL``, which wins over the file)
-selects the PostgreSQL session store (storage/postgres.py) that several processes can
+selects the PostgreSQL session store (storage/postgres/) that several processes can
 share. Without it, sessions go to the SQLite file under ``workspace_dir`` as always.
 """
 

@@ -40,17 +40,12 @@ from acp_core.gateway_contract import (
 from acp_server.gateway.admin import ADMIN_HEADER
 from acp_server.gateway.auth import hash_token, host_header_allowed, origin_allowed
 from acp_server.gateway.http import HttpRequest, send_json, send_response
-from acp_server.gateway.pairing import (
-    ConfigRewriteError,
-    PairAccepted,
-    PairOutcome,
-    generate_token,
-    persist_paired_tokens,
-)
+from acp_server.gateway.pairing import ConfigRewriteError, generate_token, persist_paired_tokens
 from acp_server.gateway.revoke import ADMIN_TOKENS_REVOKE_PATH, revoke_tokens
 from acp_server.gateway.routes import Exchange, Handler, RouteTable
 from acp_server.gateway.state import GatewayState
-from acp_server.storage.records import StoreError
+from acp_server.security.pairing import PairAccepted, PairOutcome
+from acp_server.storage import StoreError
 
 logger = logging.getLogger(__name__)
 

@@ -5,9 +5,11 @@ to the route table, and drain on shutdown. The parts live beside it: gateway/sta
 is shared), gateway/routes.py (the route table), gateway/handlers.py (health, pairing,
 admin), gateway/upgrade.py (the WebSocket upgrade), gateway/websocket.py (the transport).
 
-Why a hand-rolled front (h11 + wsproto) rather than trio-websocket's ``serve_websocket``:
-the same port must answer plain HTTP (``/health``, ``/pair``), which trio-websocket cannot,
-and the 401 must be sent before any upgrade. See docs/gateway.md.
+Why an h11 front and a wsproto connection rather than trio-websocket: the same port must
+answer plain HTTP (``/health``, ``/pair``) and send the 401 before any upgrade, and on the
+upgraded socket trio-websocket counts a message's size in characters and keeps one object per
+fragment, and writes each frame on its own. Measured in docs/decisions.md ("gateway: the
+WebSocket on wsproto").
 
 Shutdown (SIGINT/SIGTERM): stop accepting; every connection's ACP layer refuses new
 requests and the gateway waits until the ones already running are answered or the drain
@@ -28,6 +30,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Final
 
 import trio
+from wsproto.frame_protocol import CloseReason
 
 from acp_core.gateway_contract import ACP_PATH, PAIR_PATH, PAIRING_CODE_HEADER
 from acp_server.app import AcpApp
@@ -49,8 +52,8 @@ from acp_server.gateway.pending import DEFAULT_MAX_PENDING_PER_PEER, pending_cap
 from acp_server.gateway.routes import Exchange, RouteTable
 from acp_server.gateway.state import RESTART_REASON, GatewayState, LiveConnection
 from acp_server.gateway.upgrade import serve_websocket
-from acp_server.gateway.websocket import DEFAULT_MAX_MESSAGE_BYTES, CloseCode
-from acp_server.storage.records import StoreError, StoreUnavailable
+from acp_server.gateway.websocket import DEFAULT_MAX_MESSAGE_BYTES
+from acp_server.storage import StoreError, StoreUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -371,7 +374,7 @@ class Gateway:
                 connection.acp.active_requests,
                 connection.peer,
             )
-        connection.shut(CloseCode.SERVICE_RESTART, RESTART_REASON)
+        connection.shut(CloseReason.SERVICE_RESTART, RESTART_REASON)
 
     async def _accept_loop(
         self, listener: trio.abc.Listener[trio.abc.Stream], connections: trio.Nursery

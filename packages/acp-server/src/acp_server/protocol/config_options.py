@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from acp_core.jsonrpc import Payload
     from acp_server.app import AcpApp
     from acp_server.protocol.handlers import AcpHandlers, Job
-    from acp_server.storage.sqlite import AsyncSessionStore
+    from acp_server.storage import AsyncSessionStore
 
 logger = logging.getLogger(__name__)
 

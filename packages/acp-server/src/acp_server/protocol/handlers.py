@@ -36,15 +36,13 @@ from acp_server.agent.tools.mcp import (
     skipped_mcp_servers,
     start_mcp_tools,
 )
-from acp_server.agent.turn import prompt_usage, run_turn
+from acp_server.agent.uploads import write_blobs
 from acp_server.config import McpServerConfig, RiskProfileConfig, RuntimeProfileConfig
 from acp_server.errors import AgentUnavailable, OperationFailed, SessionFenced
 from acp_server.protocol import config_options as options
 from acp_server.protocol import ownership
 from acp_server.protocol.client_profile import client_profile
 from acp_server.protocol.followups import with_commands
-from acp_server.protocol.listing import list_stored_sessions
-from acp_server.protocol.restore_replay import send_restored
 from acp_server.protocol.roots import (
     agent_risk_profile,
     attach_roots,
@@ -54,14 +52,15 @@ from acp_server.protocol.roots import (
     store_roots,
 )
 from acp_server.protocol.sessions import SessionTable
-from acp_server.protocol.titles import title_from_prompt
-from acp_server.protocol.turn_channel import TurnChannel
 from acp_server.security.sandbox import agent_posture
-from acp_server.storage.sqlite import AsyncSessionStore, TurnUnsaved
-from acp_server.storage.uploads import write_blobs
+from acp_server.storage import AsyncSessionStore, TurnUnsaved
 
 if TYPE_CHECKING:
     from acp_server.protocol.connection import AcpConnection
+
+# The turn runtime, session/list and session/load's replay are imported by the handlers
+# that use them: `zeroclaw acp` answers initialize and session/new without loading them
+# (tests/e2e/test_startup_imports.py).
 
 logger = logging.getLogger(__name__)
 
@@ -300,6 +299,8 @@ class AcpHandlers:
     async def list_sessions(self, params: schema.ListSessionsParams) -> Payload:
         """ACP ``session/list``: the store's sessions, newest first, one page at a time
         (storage/session_list.py); without a store there is nothing to list."""
+        from acp_server.protocol.listing import list_stored_sessions
+
         return await list_stored_sessions(self.app.store, params)
 
     def _agent_table(self) -> dict[str, bool]:
@@ -414,6 +415,10 @@ class AcpHandlers:
     async def _run_prompt(
         self, session: Session, turn: Turn, request: schema.PromptParams
     ) -> Payload:
+        from acp_server.agent.turn import prompt_usage, run_turn
+        from acp_server.protocol.titles import title_from_prompt
+        from acp_server.protocol.turn_channel import TurnChannel
+
         session_id = session.session_id
         await ownership.check_still_held(self.table, self.app.store, session)
         plan = plan_prompt(request.prompt, uploads_dir=session.uploads_path)
@@ -563,6 +568,8 @@ class AcpHandlers:
             options.apply_stored_choices(self.app, session, choices)
             session.epoch = epoch
             self.table.add(session)
+        from acp_server.protocol.restore_replay import send_restored
+
         try:
             await send_restored(
                 self.connection, self.table, session, stored, history, replay=replay

@@ -1,4 +1,5 @@
-"""One live copy across replicas: the trio side of ``SessionLeases`` (storage/pg_leases.py).
+"""One live copy across replicas: the trio side of ``SessionLeases``
+(storage/postgres/leases.py).
 
 ``open_replica_leases(app)`` runs while a process serves over a PostgreSQL store. Every
 session id the process's ``LiveSessions`` holds (protocol/ownership.py) gets its lock:
@@ -30,9 +31,9 @@ import trio
 from acp_server.app import AcpApp
 from acp_server.errors import StoreError
 from acp_server.protocol.ownership import LiveSessions
-from acp_server.storage.pg_leases import SessionLeases
+from acp_server.storage import StoreUnavailable, UnknownSession
 from acp_server.storage.postgres import PostgresSessionStore
-from acp_server.storage.records import StoreUnavailable, UnknownSession
+from acp_server.storage.postgres.leases import SessionLeases
 
 logger = logging.getLogger(__name__)
 

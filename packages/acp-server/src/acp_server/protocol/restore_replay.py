@@ -16,7 +16,7 @@ from acp_server.agent.replay import history_updates
 from acp_server.agent.session import Session
 from acp_server.agent.tools.registry import definition_of
 from acp_server.protocol.sessions import SessionTable
-from acp_server.storage.sqlite import StoredSession
+from acp_server.storage import StoredSession
 
 if TYPE_CHECKING:
     from acp_server.protocol.connection import AcpConnection

@@ -29,7 +29,7 @@ from acp_server.security.grants import root_refusal
 
 if TYPE_CHECKING:
     from acp_server.agent.session import Session
-    from acp_server.storage.sqlite import AsyncSessionStore
+    from acp_server.storage import AsyncSessionStore
 
 logger = logging.getLogger(__name__)
 

@@ -46,7 +46,6 @@ from acp_server.agent.providers.http import (
     decode_event_json,
     int_field,
     join_url,
-    open_sse,
     parse_tool_arguments,
     provider_table,
     resolve_api_key,
@@ -285,6 +284,7 @@ class AnthropicProvider:
         body = await trio.to_thread.run_sync(build) if self._config.vision else build()
         call = SseCall(
             endpoint=endpoint,
+            pool=f"provider {self._config.ref}",
             headers={
                 "Content-Type": "application/json",
                 "x-api-key": api_key,
@@ -295,6 +295,8 @@ class AnthropicProvider:
             api_key=api_key,
         )
         assembler = _EventAssembler(endpoint)
+        from acp_server.agent.providers.sse import open_sse  # httpx: on the first call only
+
         async with open_sse(call) as events:
             async for event in events:
                 if not event.data.strip():

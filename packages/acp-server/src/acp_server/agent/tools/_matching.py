@@ -21,8 +21,6 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-import re2  # type: ignore[import-untyped]
-
 from acp_server.agent.tools.base import RefusedCall
 
 MAX_PATTERN_CHARS: Final = 4096
@@ -31,6 +29,8 @@ _EMPTY_CLASS: Final = r"[^\x00-\x{10FFFF}]"
 
 
 def _options(*, case_sensitive: bool) -> Any:
+    import re2  # type: ignore[import-untyped]  # on the first search, not at start-up
+
     options = re2.Options()
     options.case_sensitive = case_sensitive
     options.log_errors = False
@@ -40,6 +40,8 @@ def _options(*, case_sensitive: bool) -> Any:
 
 
 def _compile(pattern: str, *, case_sensitive: bool) -> Any:
+    import re2
+
     try:
         return re2.compile(pattern, _options(case_sensitive=case_sensitive))
     except re2.error as exc:

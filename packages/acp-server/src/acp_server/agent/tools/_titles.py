@@ -18,18 +18,18 @@ in the request's content).
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeAlias
 
 from acp_server.agent.tools._text import encodable
+from acp_server.patterns import LazyPattern
 
 DEFAULT_MAX_TITLE_CHARS: Final = 160
 """Characters of a command, path or question a title shows before its middle is cut."""
 DEFAULT_MIN_SHOWN_BLANKS: Final = 8
-_BLANK_RUN: Final = re.compile(f"[ \t]{{{DEFAULT_MIN_SHOWN_BLANKS},}}")
-_BACKTICK_RUN: Final = re.compile("`+")
+_BLANK_RUN: Final = LazyPattern(f"[ \t]{{{DEFAULT_MIN_SHOWN_BLANKS},}}")
+_BACKTICK_RUN: Final = LazyPattern("`+")
 
 TitleOf: TypeAlias = Callable[[Mapping[str, Any]], "str | None"]
 """A call's arguments → its card title; None when they do not name a target."""

@@ -43,8 +43,9 @@ from acp_server.agent.tools.base import (
     ToolOutput,
 )
 from acp_server.agent.tools.files import display_path, open_regular_file, resolve
+from acp_server.agent.uploads import UploadError, store_upload
+from acp_server.patterns import LazyPattern
 from acp_server.security import PathArgument, SecurityPolicy, ToolRules, deliver_path_denial
-from acp_server.storage.uploads import UploadError, store_upload
 
 DEFAULT_MAX_DELIVER_BYTES: Final = DEFAULT_MAX_BLOB_BYTES
 _MIME_SHAPE: Final = frozenset(
@@ -198,7 +199,7 @@ def delivery_summary(filename: str, size: int) -> str:
     return f"Delivered {filename} ({size} bytes)"
 
 
-_DELIVERY_TEXT: Final = re.compile(
+_DELIVERY_TEXT: Final = LazyPattern(
     r"Delivered (?P<filename>.+) \((?P<size>[0-9]+) bytes\)\n"
     r"uri=(?P<uri>" + re.escape(DELIVER_URI_PREFIX) + r"[0-9a-f]{64}(?:\.[0-9a-z]{1,16})?)",
     re.DOTALL,

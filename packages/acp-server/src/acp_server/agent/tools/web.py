@@ -6,19 +6,23 @@ cancelled turn aborts the request at once). Proxy variables of the environment a
 used: the address that was checked is the address connected to. Limits are named
 below; a body over its limit is cut with a notice. Approval follows the reference's
 defaults: ``web_fetch`` is in the default ``auto_approve`` list, ``http_request`` asks.
+
+Requests go through two long-lived pools (agent/http_clients.py): plain http keeps its
+connections alive; https does not, because a pool is keyed by the address connected to
+and a kept connection was verified for the name it was opened for, not the next one.
+httpx, the URL checks and the HTML reader are imported on the first call, not when a
+session builds its tools.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import httpx
 import trio
 
-from acp_server.agent.providers.http import finish_stream
+from acp_server.agent.http_clients import PoolSpec, finish_stream, shared_client
 from acp_server.agent.tools._args import optional_str, required_str
-from acp_server.agent.tools._html import html_to_text
 from acp_server.agent.tools._titles import code_span, one_line, target_title
 from acp_server.agent.tools.base import (
     RefusedCall,
@@ -27,8 +31,12 @@ from acp_server.agent.tools.base import (
     ToolError,
     ToolOutput,
 )
-from acp_server.agent.tools.web_guard import WebTarget, parse_web_url, resolve_target
 from acp_server.config.model import WebConfig
+
+if TYPE_CHECKING:
+    import httpx
+
+    from acp_server.agent.tools.web_guard import WebTarget
 
 DEFAULT_WEB_FETCH_MAX_BYTES: Final = 500_000
 """Most bytes of a page web_fetch reads (the reference's 500 KB)."""
@@ -48,6 +56,11 @@ REFUSED_HEADERS: Final = frozenset(
 USER_AGENT: Final = "zeroclaw-acp (web tools)"
 _REDIRECTS: Final = frozenset({301, 302, 303, 307, 308})
 _TEXT_TYPES: Final = ("text/", "application/json", "application/xml", "application/xhtml")
+WEB_PLAIN_POOL: Final = PoolSpec("web tools (http)", trust_env=False, max_connections=16)
+WEB_TLS_POOL: Final = PoolSpec(
+    "web tools (https)", trust_env=False, max_connections=16, max_idle_connections=0
+)
+"""No idle https connections: the next request may name another host at the same address."""
 
 
 async def _exchange(
@@ -59,14 +72,16 @@ async def _exchange(
 ) -> tuple[httpx.Response, bytes, bool]:
     """One request to the checked address: (response, body up to ``limit``, cut short)."""
     sent = {"User-Agent": USER_AGENT, **headers, "Host": target.host_header}
-    async with (
-        httpx.AsyncClient(
-            timeout=httpx.Timeout(DEFAULT_WEB_TIMEOUT_SECS), follow_redirects=False, trust_env=False
-        ) as client,
-        client.stream(
-            method, target.connect_url, headers=sent, content=body, extensions=target.extensions
-        ) as response,
-    ):
+    pool = WEB_TLS_POOL if target.connect_url.scheme == "https" else WEB_PLAIN_POOL
+    client = shared_client(pool, target.connect_url)
+    async with client.stream(
+        method,
+        target.connect_url,
+        headers=sent,
+        content=body,
+        timeout=DEFAULT_WEB_TIMEOUT_SECS,
+        extensions=target.extensions,
+    ) as response:
         data = bytearray()
         truncated = False
         chunks = response.aiter_bytes()
@@ -92,6 +107,10 @@ async def _request(
     *,
     follow: bool,
 ) -> tuple[httpx.URL, httpx.Response, bytes, bool]:
+    import httpx
+
+    from acp_server.agent.tools.web_guard import parse_web_url, resolve_target
+
     hops = 0
     with trio.move_on_after(DEFAULT_WEB_TIMEOUT_SECS) as deadline:
         while True:
@@ -147,6 +166,9 @@ class WebFetchTool:
         }
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        from acp_server.agent.tools._html import html_to_text
+        from acp_server.agent.tools.web_guard import parse_web_url
+
         url = parse_web_url(required_str(arguments, "url"))
         limit = DEFAULT_WEB_FETCH_MAX_BYTES
         accept = {"Accept": "text/html, text/plain;q=0.9, */*;q=0.5"}
@@ -204,6 +226,8 @@ class HttpRequestTool:
         }
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        from acp_server.agent.tools.web_guard import parse_web_url
+
         url = parse_web_url(required_str(arguments, "url"))
         method = (optional_str(arguments, "method") or "GET").upper()
         if method not in HTTP_METHODS:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import re
 import resource
 import shutil
 import sys
@@ -38,6 +37,7 @@ from acp_server.config.model import (
     RuntimeProfileConfig,
 )
 from acp_server.errors import ZeroclawError
+from acp_server.patterns import LazyPattern
 from acp_server.security.grants import SessionGrants, session_grants
 from acp_server.security.sandbox import bubblewrap, landlock, seccomp
 from acp_server.security.sandbox.posture import SandboxPosture, firejail_argv
@@ -102,7 +102,7 @@ class SandboxRefused(ZeroclawError):
     """The profile requires a sandbox this machine cannot provide."""
 
 
-_SESSION_NAME: Final = re.compile(r"[^A-Za-z0-9_.-]")
+_SESSION_NAME: Final = LazyPattern(r"[^A-Za-z0-9_.-]")
 
 
 @cache

@@ -1,30 +1,29 @@
-"""Copying an SQLite session store into the PostgreSQL one (`zeroclaw storage import-sqlite`).
+"""Copying sessions into the PostgreSQL store (``zeroclaw storage import-sqlite``).
 
-Rows are copied as they are (turn numbers, timestamps, plans, tool records), each session
-in one PostgreSQL transaction together with its line in ``acp_imported_sessions``. A session
-whose id the database already holds is left alone, so running the import again, or after
-it was interrupted, copies nothing twice.
+Rows are copied as they are (turn numbers, timestamps, plans, tool records: see
+storage/transfer.py), each session in one PostgreSQL transaction together with its line in
+``acp_imported_sessions``. A session whose id the database already holds is left alone, so
+running the import again, or after it was interrupted, copies nothing twice.
 """
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from acp_server.storage.codec import escape_nul, now_text
-from acp_server.storage.postgres import PostgresSessionStore
-from acp_server.storage.postgres_schema import Connection
-from acp_server.storage.records import StoreError
-from acp_server.storage.session_store import SessionStore
+from acp_server.storage.dialect import POSTGRES
+from acp_server.storage.postgres.schema import Connection
+from acp_server.storage.postgres.store import PostgresSessionStore
+from acp_server.storage.transfer import SESSION_COLUMNS, ExportedSession
 
-_SESSION_COLUMNS = (
-    "session_uuid, agent_alias, workspace_dir, token_count, killed_at, created_at,"
-    " last_activity, plan_json, turn_count, title"
+_SESSION_COLUMN_LIST: Final = ", ".join(SESSION_COLUMNS)
+_TEXT_SESSION_FIELDS: Final = frozenset(
+    SESSION_COLUMNS.index(column)
+    for column in ("session_uuid", "agent_alias", "workspace_dir", "killed_at", "title")
 )
-_TEXT_SESSION_FIELDS = (0, 1, 2, 4, 9)  # ids, paths, titles: anything a client could send
+"""Ids, paths, titles: anything a client could send, and so may hold NUL."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,47 +36,23 @@ class ImportReport:
     """Messages copied by this run."""
 
 
-def import_sqlite(source: Path, target: PostgresSessionStore) -> ImportReport:
-    """Copy every session of the SQLite store at ``source`` into ``target``.
-
-    The file is opened as the server would (so an older schema is migrated first); a file
-    that is missing, damaged or newer raises ``StoreUnavailable``. Raises ``StoreError``
-    when the database refuses a write (sessions copied before it stay copied)."""
-    if not source.is_file():
-        raise StoreError(f"No SQLite session store at {source}")
-    SessionStore.open(source).close()  # checks and migrates it; never creates it
+def import_sessions(
+    sessions: Iterable[ExportedSession], source: str, target: PostgresSessionStore
+) -> ImportReport:
+    """Copy ``sessions`` (read from ``source``, which ``acp_imported_sessions`` records)
+    into ``target``. Raises ``StoreError`` when the database refuses a write (sessions
+    copied before it stay copied)."""
     copied = already = messages = 0
-    with sqlite3.connect(f"file:{source}?mode=ro", uri=True) as conn:
-        sessions = conn.execute(
-            f"SELECT id, {_SESSION_COLUMNS} FROM acp_sessions ORDER BY id"
-        ).fetchall()
-        for session in sessions:
-            message_rows = conn.execute(
-                "SELECT id, role, content, reasoning_content, created_at, turn_seq"
-                " FROM acp_messages WHERE session_id = ? ORDER BY id",
-                (session[0],),
-            ).fetchall()
-            tool_rows = conn.execute(
-                "SELECT t.message_id, t.tool_call_id, t.tool_name, t.event_kind, t.payload,"
-                " t.outcome, t.created_at, t.ok, t.record_json FROM acp_tool_calls AS t"
-                " JOIN acp_messages AS m ON m.id = t.message_id WHERE m.session_id = ?"
-                " ORDER BY t.id",
-                (session[0],),
-            ).fetchall()
+    for session in sessions:
 
-            def copy(
-                pg: Connection,
-                session: Sequence[Any] = session,
-                message_rows: Sequence[Sequence[Any]] = message_rows,
-                tool_rows: Sequence[Sequence[Any]] = tool_rows,
-            ) -> bool:
-                return _copy_session(pg, str(source), session[1:], message_rows, tool_rows)
+        def copy(pg: Connection, session: ExportedSession = session) -> bool:
+            return _copy_session(pg, source, session.session, session.messages, session.tool_rows)
 
-            if target.transaction(copy):
-                copied += 1
-                messages += len(message_rows)
-            else:
-                already += 1
+        if target.transaction(copy):
+            copied += 1
+            messages += len(session.messages)
+        else:
+            already += 1
     return ImportReport(copied=copied, already_there=already, messages=messages)
 
 
@@ -98,8 +73,8 @@ def _copy_session(
         for index, value in enumerate(session)
     ]
     row = pg.execute(
-        f"INSERT INTO acp_sessions ({_SESSION_COLUMNS}) VALUES"
-        " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+        f"INSERT INTO acp_sessions ({_SESSION_COLUMN_LIST})"
+        f" VALUES ({POSTGRES.params(len(SESSION_COLUMNS))})"
         " ON CONFLICT (session_uuid) DO NOTHING RETURNING id",
         values,
     ).fetchone()

@@ -1,9 +1,11 @@
 """The PostgreSQL session store's schema and its migrations.
 
-The tables and columns are the SQLite store's (storage/migrations.py), so
-one row codec (storage/codec.py) serves both; timestamps stay ISO 8601 text, which sorts
-as time does, so ``session/list`` cursors (storage/session_list.py) are the same too. Added
-here: ``acp_sessions.owner_epoch``, the fencing epoch a replica's commits check.
+The tables and columns are the SQLite store's (storage/sqlite/schema.py), so one row codec
+(storage/codec.py) and one set of statements (storage/sql_store.py) serve both; timestamps
+stay ISO 8601 text, which sorts as time does, so ``session/list`` cursors
+(storage/session_list.py) are the same too. Added here: the shared gateway tokens and
+pairing code (step 2, storage/postgres/tokens.py) and the sessions copied in from SQLite
+(``acp_imported_sessions``, storage/postgres/importer.py).
 
 The version lives in ``acp_schema_version`` (one row). ``migrate`` runs the missing steps in
 one transaction under a transaction-level advisory lock, so replicas starting together
@@ -80,7 +82,7 @@ _SCHEMA_V1: Final = (
     "CREATE INDEX idx_acp_tool_calls_message ON acp_tool_calls(message_id, id)",
     "CREATE INDEX idx_acp_tool_calls_lookup ON acp_tool_calls(tool_call_id)",
     # Which SQLite sessions `zeroclaw storage import-sqlite` copied in, so a second run
-    # copies nothing twice (storage/pg_import.py).
+    # copies nothing twice (storage/postgres/importer.py).
     """
     CREATE TABLE acp_imported_sessions (
         session_uuid TEXT PRIMARY KEY,
@@ -99,7 +101,7 @@ def _migrate_to_v1(conn: Connection) -> None:
 
 
 _SCHEMA_V2: Final = (
-    # Paired token digests shared by every gateway replica (storage/pg_tokens.py). A
+    # Paired token digests shared by every gateway replica (storage/postgres/tokens.py). A
     # revoked digest keeps its row, so importing an old config.toml never revives it.
     """
     CREATE TABLE acp_paired_tokens (
@@ -131,8 +133,8 @@ def _migrate_to_v2(conn: Connection) -> None:
 
 _SCHEMA_V3: Final = (
     # What the SQLite store keeps beside the history (its schema steps 5 to 7), with the
-    # same encodings (storage/pg_session_extras.py): the session's extra jail roots and
-    # config option choices, and the spending ledger of the [cost] caps (storage/spend.py).
+    # same encodings and statements (storage/settings.py): the session's extra jail roots
+    # and config option choices, and the spending ledger of the [cost] caps (storage/spend.py).
     "ALTER TABLE acp_sessions ADD COLUMN additional_dirs_json TEXT",
     "ALTER TABLE acp_sessions ADD COLUMN config_json TEXT",
     """

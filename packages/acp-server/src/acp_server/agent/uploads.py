@@ -1,14 +1,18 @@
-"""Content-addressed files under ``<workspace>/uploads/`` (seed: prompt blobs, deliver_file).
+"""Content-addressed files under ``<workspace>/uploads/``: the blobs of prompts and the files
+``deliver_file`` hands over (the ZeroClaw ACP documentation, "session/prompt" and
+"Delivering files to the client").
+
+They live in the session's workspace beside the files its tools work on, not in the session
+store: the tools write them, the providers and the deliver_file projection read them back.
 
 ``store_upload`` writes ``uploads/<sha256>.<ext>`` atomically (a ``.tmp-…`` file, then
 rename), refuses a symlinked ``uploads/`` and replaces a symlink planted at the
 destination. All file-system calls go through a directory descriptor opened with
 ``O_NOFOLLOW``, so swapping ``uploads/`` for a symlink after the check changes nothing.
 ``read_verified`` re-reads a stored file (no-follow, bounded) and checks its digest:
-the deliver_file projection uses it before embedding a blob (as the reference server does).
-``write_blobs`` performs the writes ``acp_core.blobs.plan_prompt`` planned for a
-``session/prompt`` (seed, "session/prompt"), reporting problems as -32602 with the
-reference's wording.
+the deliver_file projection uses it before embedding a blob. ``write_blobs`` performs the
+writes ``acp_core.blobs.plan_prompt`` planned for a ``session/prompt``, reporting problems
+as -32602.
 
 Blocking: call these from ``trio.to_thread.run_sync``.
 """

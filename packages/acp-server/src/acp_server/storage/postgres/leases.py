@@ -34,8 +34,8 @@ from typing import Final
 
 import psycopg
 
-from acp_server.storage.postgres import PostgresSessionStore
-from acp_server.storage.postgres_schema import Connection
+from acp_server.storage.postgres.schema import Connection
+from acp_server.storage.postgres.store import PostgresSessionStore
 from acp_server.storage.records import SessionFenced, StoreError, UnknownSession
 
 logger = logging.getLogger(__name__)
@@ -82,13 +82,7 @@ class SessionLeases:
         self._listener.start()
 
     def _listening_connection(self) -> Connection:
-        conn = self.store.connect()
-        try:
-            conn.execute(f"LISTEN {TAKEOVER_CHANNEL}")
-        except psycopg.Error as exc:
-            conn.close()
-            raise StoreError(f"Session takeover notifications unavailable: {exc}") from exc
-        return conn
+        return self.store.listen(TAKEOVER_CHANNEL, "Session takeover notifications unavailable")
 
     def held(self) -> set[str]:
         """The sessions whose lock this replica holds."""

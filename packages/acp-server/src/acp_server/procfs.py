@@ -1,14 +1,15 @@
-"""Which other processes have a session database open: named when its lock is held.
+"""What the operating system says about other processes, read from ``/proc`` (Linux).
 
-On Linux every process's open files are listed under ``/proc/<pid>/fd``; a process of the
-same user that holds the database (or its ``-wal`` / ``-shm`` file) open is one that may
-hold its lock. Elsewhere, or for other users' processes, nothing can be known and the list
-is empty.
+Used for messages a person acts on, never for a decision: "the file is locked by pid 123
+(zeroclaw acp)" tells an operator which window to close. Every process's open files are
+listed under ``/proc/<pid>/fd``; a process of another user, or a system without ``/proc``,
+shows nothing, and the answer is then an empty list rather than an error.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
@@ -41,11 +42,10 @@ def _has_open(pid_dir: Path, targets: set[str]) -> bool:
     return False
 
 
-def processes_holding(path: Path) -> list[str]:
-    """``"pid 123 (command line)"`` for each other process with ``path`` open (at most
-    ``MAX_NAMED_HOLDERS``); empty when it cannot be known."""
-    resolved = str(path.resolve())
-    targets = {resolved, f"{resolved}-wal", f"{resolved}-shm", f"{resolved}-journal"}
+def processes_holding(files: Iterable[str]) -> list[str]:
+    """``"pid 123 (command line)"`` for each other process with one of ``files`` (absolute,
+    resolved paths) open, at most ``MAX_NAMED_HOLDERS``; empty when it cannot be known."""
+    targets = set(files)
     own = os.getpid()
     holders: list[str] = []
     try:
@@ -60,9 +60,3 @@ def processes_holding(path: Path) -> list[str]:
             if len(holders) >= MAX_NAMED_HOLDERS:
                 break
     return holders
-
-
-def lock_holder_note(path: Path) -> str:
-    """A clause naming the processes that may hold ``path``'s lock, or "" when unknown."""
-    holders = processes_holding(path)
-    return f": open in {', '.join(holders)}" if holders else ""

@@ -1,8 +1,11 @@
-"""The session store's schema and its migrations (``PRAGMA user_version``).
+"""The SQLite session store's schema and its migrations (``PRAGMA user_version``).
 
-Step 1 is the reference server's schema, written so that it is a no-op
-on a database the reference created; the later steps are ours. ``SessionStore.open`` runs
-every step from the file's version up to ``SCHEMA_VERSION`` in one write transaction.
+Step 1 is the schema of ZeroClaw's own server (the ZeroClaw ACP documentation, "Session
+persistence": ``<workspace_dir>/sessions/acp-sessions.db``), written so that it is a no-op
+on a database that server created, which is then adopted rather than rejected; the later
+steps are ours. ``SessionStore.open`` runs every step from the file's version up to
+``SCHEMA_VERSION`` in one write transaction. The tables are described in
+storage/history.py; PostgreSQL has the same ones (storage/postgres/schema.py).
 """
 
 from __future__ import annotations
@@ -11,15 +14,12 @@ import sqlite3
 from collections.abc import Callable
 from typing import Final
 
-from acp_server.storage.spend import SPEND_SCHEMA
-
 SCHEMA_VERSION: Final = 8
 """``PRAGMA user_version`` after every migration in ``MIGRATIONS`` has run."""
 
 
-# Step 1 is the reference's schema, written so that it is a no-op on a database the
-# reference created (tables exist; its older files may still lack killed_at / plan_json,
-# which _adopt_reference_columns adds). Step 2 is ours.
+# Step 1: a database ZeroClaw's own server created already has these tables (its older
+# files may still lack killed_at / plan_json, which _adopt_older_columns adds).
 _SCHEMA_V1: Final = (
     """
     CREATE TABLE IF NOT EXISTS acp_sessions (
@@ -79,7 +79,7 @@ _SCHEMA_V1: Final = (
 
 _SCHEMA_V2: Final = (
     # Which turn wrote a message: lets restore trim history by whole turns and lets anyone
-    # check that a turn is present in full. NULL on rows the reference wrote.
+    # check that a turn is present in full. NULL on rows ZeroClaw's own server wrote.
     "ALTER TABLE acp_messages ADD COLUMN turn_seq INTEGER",
     "ALTER TABLE acp_sessions ADD COLUMN turn_count INTEGER NOT NULL DEFAULT 0",
 )
@@ -108,6 +108,26 @@ _SCHEMA_V4: Final = (
 )
 
 
+_SCHEMA_V5: Final = (
+    # The spending ledger of the [cost] caps (storage/spend.py): one row per priced model
+    # call; session_uuid is not a reference, the ledger outlives sessions.
+    """
+    CREATE TABLE IF NOT EXISTS acp_spend (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        day TEXT NOT NULL,
+        agent_alias TEXT NOT NULL,
+        session_uuid TEXT NOT NULL,
+        model TEXT NOT NULL,
+        input_tokens INTEGER NOT NULL,
+        output_tokens INTEGER NOT NULL,
+        cost_usd REAL NOT NULL,
+        created_at TEXT NOT NULL
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS idx_acp_spend_day ON acp_spend(day, agent_alias)",
+)
+
+
 _SCHEMA_V6: Final = (
     # The session's extra jail roots (ACP ``additionalDirectories``) as a JSON array of
     # canonical paths; NULL when it has none.
@@ -122,52 +142,6 @@ _SCHEMA_V7: Final = (
 )
 
 
-def _migrate_to_v1(conn: sqlite3.Connection) -> None:
-    for statement in _SCHEMA_V1:
-        conn.execute(statement)
-    _adopt_reference_columns(conn)
-
-
-def _adopt_reference_columns(conn: sqlite3.Connection) -> None:
-    """Older reference databases predate these two columns (it added them the same way)."""
-    columns = {row[1] for row in conn.execute("PRAGMA table_info(acp_sessions)")}
-    if "killed_at" not in columns:
-        conn.execute("ALTER TABLE acp_sessions ADD COLUMN killed_at TEXT")
-    if "plan_json" not in columns:
-        conn.execute("ALTER TABLE acp_sessions ADD COLUMN plan_json TEXT")
-
-
-def _migrate_to_v2(conn: sqlite3.Connection) -> None:
-    for statement in _SCHEMA_V2:
-        conn.execute(statement)
-
-
-def _migrate_to_v3(conn: sqlite3.Connection) -> None:
-    for statement in _SCHEMA_V3:
-        conn.execute(statement)
-
-
-def _migrate_to_v4(conn: sqlite3.Connection) -> None:
-    for statement in _SCHEMA_V4:
-        conn.execute(statement)
-
-
-def _migrate_to_v5(conn: sqlite3.Connection) -> None:
-    # The spending ledger of the [cost] caps (storage/spend.py).
-    for statement in SPEND_SCHEMA:
-        conn.execute(statement)
-
-
-def _migrate_to_v6(conn: sqlite3.Connection) -> None:
-    for statement in _SCHEMA_V6:
-        conn.execute(statement)
-
-
-def _migrate_to_v7(conn: sqlite3.Connection) -> None:
-    for statement in _SCHEMA_V7:
-        conn.execute(statement)
-
-
 _SCHEMA_OWNER_EPOCH: Final = (
     # The fencing epoch of a session's live copy (docs/persistence.md, "One live copy per
     # session"): each session/load or session/resume bumps it and the copy that did holds
@@ -177,20 +151,40 @@ _SCHEMA_OWNER_EPOCH: Final = (
 )
 
 
-def _migrate_owner_epoch(conn: sqlite3.Connection) -> None:
-    for statement in _SCHEMA_OWNER_EPOCH:
-        conn.execute(statement)
+def _statements(statements: tuple[str, ...]) -> Callable[[sqlite3.Connection], None]:
+    """A migration step that runs ``statements`` in order."""
+
+    def step(conn: sqlite3.Connection) -> None:
+        for statement in statements:
+            conn.execute(statement)
+
+    return step
+
+
+def _migrate_to_v1(conn: sqlite3.Connection) -> None:
+    _statements(_SCHEMA_V1)(conn)
+    _adopt_older_columns(conn)
+
+
+def _adopt_older_columns(conn: sqlite3.Connection) -> None:
+    """Older databases of ZeroClaw's own server predate these two columns (it added them
+    the same way)."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(acp_sessions)")}
+    if "killed_at" not in columns:
+        conn.execute("ALTER TABLE acp_sessions ADD COLUMN killed_at TEXT")
+    if "plan_json" not in columns:
+        conn.execute("ALTER TABLE acp_sessions ADD COLUMN plan_json TEXT")
 
 
 MIGRATIONS: Final[tuple[Callable[[sqlite3.Connection], None], ...]] = (
     _migrate_to_v1,
-    _migrate_to_v2,
-    _migrate_to_v3,
-    _migrate_to_v4,
-    _migrate_to_v5,
-    _migrate_to_v6,
-    _migrate_to_v7,
-    _migrate_owner_epoch,
+    _statements(_SCHEMA_V2),
+    _statements(_SCHEMA_V3),
+    _statements(_SCHEMA_V4),
+    _statements(_SCHEMA_V5),
+    _statements(_SCHEMA_V6),
+    _statements(_SCHEMA_V7),
+    _statements(_SCHEMA_OWNER_EPOCH),
 )
 """``MIGRATIONS[n]`` takes a database from ``user_version`` n to n + 1. Append, never edit."""
 

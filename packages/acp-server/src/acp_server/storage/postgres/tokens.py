@@ -7,7 +7,7 @@ Blocking (psycopg 3, sync): the gateway calls these through ``trio.to_thread``
 * ``acp_paired_tokens``: one row per token digest (SHA-256 hex, never a token), with
   ``revoked_at`` once revoked. A revoked row stays, so ``import_digests`` (config.toml's
   ``[gateway] paired_tokens``, run at every start) never brings a revoked token back.
-* ``acp_pairing``: one row holding the ``PairingState`` (gateway/pairing.py). A pairing
+* ``acp_pairing``: one row holding the ``PairingState`` (security/pairing.py). A pairing
   attempt takes it ``FOR UPDATE``, decides with ``decide_attempt`` at the database's clock
   and writes it back in the same transaction that stores the new digest, so one code pairs
   once however many replicas are asked at the same moment, and the lockout and rate limit
@@ -27,7 +27,7 @@ from typing import Final
 
 import psycopg
 
-from acp_server.gateway.pairing import (
+from acp_server.security.pairing import (
     PairAccepted,
     PairingLimits,
     PairingState,
@@ -36,8 +36,8 @@ from acp_server.gateway.pairing import (
     with_fresh_code,
 )
 from acp_server.storage.codec import now_text
-from acp_server.storage.postgres import PostgresSessionStore
-from acp_server.storage.postgres_schema import Connection
+from acp_server.storage.postgres.schema import Connection
+from acp_server.storage.postgres.store import PostgresSessionStore
 from acp_server.storage.records import StoreError
 
 logger = logging.getLogger(__name__)
@@ -262,13 +262,7 @@ class RevocationListener:
         self._thread.start()
 
     def _listening_connection(self) -> Connection:
-        conn = self._store.connect()
-        try:
-            conn.execute(f"LISTEN {REVOKED_CHANNEL}")
-        except psycopg.Error as exc:
-            conn.close()
-            raise StoreError(f"Cannot listen for token revocations: {exc}") from exc
-        return conn
+        return self._store.listen(REVOKED_CHANNEL, "Cannot listen for token revocations")
 
     def _run(self) -> None:
         while not self._stopping.is_set():
