@@ -21,17 +21,24 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
+import msgspec
 import trio
+from msgspec import Meta
 
 from acp_core.tools import tool_kind
 from acp_server.agent.skills import LoadedSkills
 from acp_server.agent.skills_manifest import RUNNABLE_TOOL_KINDS, Skill, SkillTool
 from acp_server.agent.skills_prompt import composed_tool_name
 from acp_server.agent.skills_templates import fill, unquotable_placeholders
-from acp_server.agent.tools._args import required_str
 from acp_server.agent.tools._titles import target_title
+from acp_server.agent.tools.arguments import (
+    SchemaOf,
+    ToolArguments,
+    arguments_schema,
+    parse_arguments,
+)
 from acp_server.agent.tools.base import (
     RefusedCall,
     Tool,
@@ -48,11 +55,16 @@ logger = logging.getLogger(__name__)
 READ_SKILL_TOOL: Final = "read_skill"
 
 
+class ReadSkillArguments(ToolArguments):
+    name: Annotated[str, Meta(min_length=1, description="The skill's <name>.")]
+
+
 class ReadSkillTool:
     definition: Final = ToolDefinition(
         name=READ_SKILL_TOOL,
         kind=tool_kind(READ_SKILL_TOOL),
         title=target_title("Read skill", "name"),
+        arguments=ReadSkillArguments,
     )
     name = READ_SKILL_TOOL
     description = (
@@ -60,18 +72,13 @@ class ReadSkillTool:
         "(its SKILL.md or SKILL.toml as written)."
     )
     side_effects = False
+    parameters = SchemaOf(ReadSkillArguments)
 
     def __init__(self, skills: Callable[[], LoadedSkills]) -> None:
         self._skills = skills
-        self.parameters: dict[str, Any] = {
-            "type": "object",
-            "properties": {"name": {"type": "string", "description": "The skill's <name>."}},
-            "required": ["name"],
-            "additionalProperties": False,
-        }
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        wanted = required_str(arguments, "name")
+        wanted = parse_arguments(ReadSkillArguments, arguments).name
         loaded = self._skills()
         skill = loaded.find(wanted)
         if skill is None:
@@ -86,6 +93,26 @@ class ReadSkillTool:
         return ToolOutput(text)
 
 
+def skill_tool_arguments(tool: SkillTool) -> type[ToolArguments]:
+    """The Struct of a skill tool's arguments: each of its ``args`` a required string,
+    described by the manifest (by its name when the manifest gives no description)."""
+    fields = [
+        (f"argument_{index}", Annotated[str, Meta(description=description or name)])
+        for index, (name, description) in enumerate(tool.args)
+    ]
+    struct = msgspec.defstruct(
+        f"SkillToolArguments_{tool.name}",
+        fields,
+        bases=(ToolArguments,),
+        # Manifest names need not be Python identifiers (``file-name``).
+        rename={f"argument_{index}": name for index, (name, _) in enumerate(tool.args)},
+        forbid_unknown_fields=True,
+        kw_only=True,
+    )
+    assert issubclass(struct, ToolArguments)
+    return struct
+
+
 class SkillShellTool:
     """One ``shell``/``script`` entry of a skill's ``[[tools]]``."""
 
@@ -96,18 +123,17 @@ class SkillShellTool:
         self.tool = tool
         self.name = composed_tool_name(skill.name, tool.name)
         self.description = f"{tool.description} (skill {skill.name})"
+        self.arguments = skill_tool_arguments(tool)
         self.definition = ToolDefinition(
-            name=self.name, kind=tool_kind(self.name), rules=ToolRules(command_of=self.command)
+            name=self.name,
+            kind=tool_kind(self.name),
+            rules=ToolRules(command_of=self.command),
+            arguments=self.arguments,
         )
-        self.parameters: dict[str, Any] = {
-            "type": "object",
-            "properties": {
-                name: {"type": "string", "description": description or name}
-                for name, description in tool.args
-            },
-            "required": [name for name, _ in tool.args],
-            "additionalProperties": False,
-        }
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return arguments_schema(self.arguments)
 
     def command(self, arguments: Mapping[str, Any]) -> str | None:
         """The command line for ``arguments``; None when one is missing or not a string."""
@@ -123,8 +149,9 @@ class SkillShellTool:
             return None
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        parse_arguments(self.arguments, arguments)
         command = self.command(arguments)
-        if command is None:
+        if command is None:  # a template skill_tools would not register
             wanted = ", ".join(name for name, _ in self.tool.args)
             raise RefusedCall(f"{self.name} needs string arguments: {wanted}")
         if self.tool.timeout_secs is not None:

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, Protocol, TypeAlias
 
+import msgspec
+
 from acp_core import schema
 from acp_core.tools import ApprovalKind, ToolKindName, tool_kind
 from acp_server.agent.conversation import CallView, FileLocation, PlanStep, ToolRecord
@@ -200,7 +202,12 @@ class ToolContext:
 class Tool(Protocol):
     name: str
     description: str
-    parameters: dict[str, Any]  # JSON Schema of the arguments object
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """JSON Schema of the arguments object (built-ins: their Struct's, shared)."""
+        ...
+
     side_effects: bool  # readonly risk profiles refuse tools with side effects
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput: ...
@@ -314,6 +321,10 @@ class ToolDefinition:
     legacy_record: LegacyRecord | None = None
     """Rebuilds the ``ToolRecord`` of a result stored before records were (schema < 3)
     from its text; None when the tool never streamed or delivered anything."""
+    arguments: type[msgspec.Struct] | None = None
+    """The Struct its calls' arguments are read through; the JSON Schema derived from it is
+    the tool's ``parameters`` (agent/tools/arguments.py). None: a tool whose schema comes
+    from elsewhere (an MCP server's)."""
     title: TitleOf | None = None
     """The card title its arguments give (``Read `notes.txt```, agent/tools/_titles.py);
     a tool whose rules name a command is titled by the command."""

@@ -20,9 +20,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
 import trio
+from msgspec import Meta, field
 
 from acp_core.blobs import (
     DEFAULT_MAX_BLOB_BYTES,
@@ -32,8 +33,9 @@ from acp_core.blobs import (
     guess_mime,
 )
 from acp_server.agent.conversation import DeliveredRecord, ToolRecord
-from acp_server.agent.tools._args import optional_str, required_str, strip_control_chars
+from acp_server.agent.tools._args import strip_control_chars
 from acp_server.agent.tools._titles import target_title
+from acp_server.agent.tools.arguments import SchemaOf, ToolArguments, parse_arguments, read_stored
 from acp_server.agent.tools.base import (
     DeliveredFile,
     RefusedCall,
@@ -103,16 +105,31 @@ def _legacy_delivery_record(arguments: Mapping[str, Any], text: str) -> ToolReco
     if delivered is None:
         return None
     filename, size, uri = delivered
-    try:
-        title = delivery_title(arguments, filename)
-        mime_type = delivery_mime(arguments, filename)
-    except ToolError:
+    given = read_stored(DeliverFileArguments, arguments)
+    if given is None:
         return None
     return ToolRecord(
         delivered=DeliveredRecord(
-            uri=uri, filename=filename, title=title, mime_type=mime_type, size=size
+            uri=uri,
+            filename=filename,
+            title=delivery_title(given, filename),
+            mime_type=delivery_mime(given, filename),
+            size=size,
         )
     )
+
+
+class DeliverFileArguments(ToolArguments):
+    path: Annotated[str, Meta(min_length=1, description="File path inside the workspace.")]
+    mime_type: (
+        Annotated[str, Meta(description="MIME type; guessed from the extension if omitted.")] | None
+    ) = field(default=None, name="mimeType")
+    title: (
+        Annotated[
+            str, Meta(description="Chat label, e.g. 'Quarterly report' (default: the filename).")
+        ]
+        | None
+    ) = None
 
 
 class DeliverFileTool:
@@ -122,6 +139,7 @@ class DeliverFileTool:
         rules=ToolRules(path_argument=PathArgument(plain=True)),
         title=target_title("Deliver", "path"),
         legacy_record=_legacy_delivery_record,
+        arguments=DeliverFileArguments,
     )
     name = definition.name
     description = (
@@ -132,30 +150,21 @@ class DeliverFileTool:
     # Reads a workspace file; the uploads/ copy is server-managed storage, so read-only
     # profiles may still hand files to the user.
     side_effects = False
+    parameters = SchemaOf(DeliverFileArguments)
 
     def __init__(self, *, max_bytes: int = DEFAULT_MAX_DELIVER_BYTES) -> None:
-        self.parameters: dict[str, Any] = {
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "File path inside the workspace."},
-                "mimeType": {"type": "string", "description": "MIME type; guessed from the extension if omitted."},
-                "title": {"type": "string", "description": "Chat label, e.g. 'Quarterly report' (default: the filename)."},
-            },
-            "required": ["path"],
-            "additionalProperties": False,
-        }  # fmt: skip
         self.max_bytes = max_bytes
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        raw_path = required_str(arguments, "path")
-        denial = deliver_path_denial(raw_path)
+        given = parse_arguments(DeliverFileArguments, arguments)
+        denial = deliver_path_denial(given.path)
         if denial is not None:
             raise RefusedCall(denial)
-        path = resolve(ctx, raw_path)
+        path = resolve(ctx, given.path)
         shown = display_path(ctx.policy, path)
         filename = path.name
-        title = delivery_title(arguments, filename)  # every argument is checked before the copy
-        mime_type = delivery_mime(arguments, filename)
+        title = delivery_title(given, filename)
+        mime_type = delivery_mime(given, filename)
         stored = await trio.to_thread.run_sync(
             _copy_to_uploads, ctx.policy, path, shown, ctx.uploads_dir, self.max_bytes
         )
@@ -213,19 +222,11 @@ def parse_delivery_text(text: str) -> tuple[str, int, str] | None:
     return None if match is None else (match["filename"], int(match["size"]), match["uri"])
 
 
-def delivery_title(arguments: Mapping[str, Any], filename: str) -> str:
-    """The chat label: the caller's title without control characters, else the filename.
-
-    Raises:
-        ToolError: ``title`` is not a string.
-    """
-    return strip_control_chars(optional_str(arguments, "title") or "").strip() or filename
+def delivery_title(given: DeliverFileArguments, filename: str) -> str:
+    """The chat label: the caller's title without control characters, else the filename."""
+    return strip_control_chars(given.title or "").strip() or filename
 
 
-def delivery_mime(arguments: Mapping[str, Any], filename: str) -> str:
-    """The caller's ``mimeType`` when plausible, else a guess from the filename.
-
-    Raises:
-        ToolError: ``mimeType`` is not a string.
-    """
-    return _clean_mime(optional_str(arguments, "mimeType"), filename)
+def delivery_mime(given: DeliverFileArguments, filename: str) -> str:
+    """The caller's ``mimeType`` when plausible, else a guess from the filename."""
+    return _clean_mime(given.mime_type, filename)

@@ -20,16 +20,17 @@ import os
 import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, BinaryIO, Final
+from typing import Annotated, Any, BinaryIO, Final
 
 import trio
+from msgspec import Meta
 
 from acp_core import schema
 from acp_server.agent.conversation import CallView, FileDiff, FileLocation
-from acp_server.agent.tools._args import optional_int, required_str
 from acp_server.agent.tools._replace import replace_contents, write_error
 from acp_server.agent.tools._text import encodable, shown_name
 from acp_server.agent.tools._titles import target_title
+from acp_server.agent.tools.arguments import SchemaOf, ToolArguments, parse_arguments
 from acp_server.agent.tools.base import (
     DEFAULT_MAX_TOOL_OUTPUT_BYTES,
     ClientSide,
@@ -341,6 +342,17 @@ def _edit_context(text: str, start: int, old: str, new: str) -> tuple[str, str]:
     return text[first:last], text[first:start] + new + text[end:last]
 
 
+WorkspacePath = Annotated[
+    str, Meta(min_length=1, description="File path, relative to the workspace.")
+]
+
+
+class FileReadArguments(ToolArguments):
+    path: WorkspacePath
+    offset: Annotated[int, Meta(ge=1, description="First line (1-based).")] | None = None
+    limit: Annotated[int, Meta(ge=1, description="Number of lines.")] | None = None
+
+
 class FileReadTool:
     definition: Final = ToolDefinition(
         name="file_read",
@@ -348,6 +360,7 @@ class FileReadTool:
         rules=ToolRules(path_argument=PathArgument()),
         presentation=ToolPresentation(line_argument="offset"),
         title=target_title("Read", "path"),
+        arguments=FileReadArguments,
     )
     name = definition.name
     description = (
@@ -356,24 +369,13 @@ class FileReadTool:
         "to page through long files."
     )
     side_effects = False
-
-    def __init__(self) -> None:
-        self.parameters: dict[str, Any] = {
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "File path, relative to the workspace."},
-                "offset": {"type": "integer", "minimum": 1, "description": "First line (1-based)."},
-                "limit": {"type": "integer", "minimum": 1, "description": "Number of lines."},
-            },
-            "required": ["path"],
-            "additionalProperties": False,
-        }
+    parameters = SchemaOf(FileReadArguments)
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        raw_path = required_str(arguments, "path")
-        offset = optional_int(arguments, "offset", minimum=1) or 1
-        limit = optional_int(arguments, "limit", minimum=1) or DEFAULT_READ_LIMIT_LINES
-        path = resolve(ctx, raw_path)
+        given = parse_arguments(FileReadArguments, arguments)
+        offset = given.offset or 1
+        limit = given.limit or DEFAULT_READ_LIMIT_LINES
+        path = resolve(ctx, given.path)
         shown = display_path(ctx.policy, path)
         if ctx.client is not None and ctx.client.reads_files:
             content = await ctx.client.read_text_file(path)
@@ -390,6 +392,11 @@ def _write_file(policy: SecurityPolicy, path: Path, shown: str, data: bytes) -> 
         raise write_error(exc, shown) from None
 
 
+class FileWriteArguments(ToolArguments):
+    path: WorkspacePath
+    content: Annotated[str, Meta(description="The complete new file content.")]
+
+
 class FileWriteTool:
     definition: Final = ToolDefinition(
         name="file_write",
@@ -397,6 +404,7 @@ class FileWriteTool:
         rules=ToolRules(path_argument=PathArgument(for_write=True)),
         presentation=FileEditPresentation(old_key=None, new_key="content"),
         title=target_title("Write", "path"),
+        arguments=FileWriteArguments,
     )
     name = definition.name
     description = (
@@ -404,27 +412,17 @@ class FileWriteTool:
         "parent directories are created. Prefer file_edit for changing part of a file."
     )
     side_effects = True
-
-    def __init__(self) -> None:
-        self.parameters: dict[str, Any] = {
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "File path, relative to the workspace."},
-                "content": {"type": "string", "description": "The complete new file content."},
-            },
-            "required": ["path", "content"],
-            "additionalProperties": False,
-        }
+    parameters = SchemaOf(FileWriteArguments)
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        raw_path = required_str(arguments, "path")
-        content = required_str(arguments, "content", allow_empty=True)
+        given = parse_arguments(FileWriteArguments, arguments)
+        content = given.content
         data = content.encode("utf-8")
         if len(data) > DEFAULT_MAX_WRITE_BYTES:
             raise RefusedCall(
                 f"Content too large: {len(data)} bytes (limit: {DEFAULT_MAX_WRITE_BYTES} bytes)"
             )
-        path = resolve(ctx, raw_path, for_write=True)
+        path = resolve(ctx, given.path, for_write=True)
         shown = display_path(ctx.policy, path)
         if ctx.client is not None and ctx.client.writes_files:
             await ctx.client.write_text_file(path, content)
@@ -515,6 +513,13 @@ async def _edit_through_client(
     return summary
 
 
+class FileEditArguments(ToolArguments):
+    path: WorkspacePath
+    # Not declared non-empty: the tool's own refusal says to use file_write instead.
+    old_string: Annotated[str, Meta(description="Exact text to replace.")]
+    new_string: Annotated[str, Meta(description="Replacement text.")]
+
+
 class FileEditTool:
     definition: Final = ToolDefinition(
         name="file_edit",
@@ -522,6 +527,7 @@ class FileEditTool:
         rules=ToolRules(path_argument=PathArgument(for_write=True)),
         presentation=FileEditPresentation(old_key="old_string", new_key="new_string"),
         title=target_title("Edit", "path"),
+        arguments=FileEditArguments,
     )
     name = definition.name
     description = (
@@ -530,28 +536,16 @@ class FileEditTool:
         "to make it unique. new_string may be empty to delete the text."
     )
     side_effects = True
-
-    def __init__(self) -> None:
-        self.parameters: dict[str, Any] = {
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "File path, relative to the workspace."},
-                "old_string": {"type": "string", "description": "Exact text to replace."},
-                "new_string": {"type": "string", "description": "Replacement text."},
-            },
-            "required": ["path", "old_string", "new_string"],
-            "additionalProperties": False,
-        }
+    parameters = SchemaOf(FileEditArguments)
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        raw_path = required_str(arguments, "path")
-        old = required_str(arguments, "old_string", allow_empty=True)
-        new = required_str(arguments, "new_string", allow_empty=True)
+        given = parse_arguments(FileEditArguments, arguments)
+        old, new = given.old_string, given.new_string
         if not old:
             raise RefusedCall("old_string must not be empty; use file_write to create a file")
         if old == new:
             raise RefusedCall("old_string and new_string are identical; nothing to change")
-        path = resolve(ctx, raw_path, for_write=True)
+        path = resolve(ctx, given.path, for_write=True)
         shown = display_path(ctx.policy, path)
         client = ctx.client
         if client is not None and client.reads_files:

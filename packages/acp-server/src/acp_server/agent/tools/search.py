@@ -25,15 +25,16 @@ import weakref
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Final, TypeVar
+from typing import Annotated, Any, Final, TypeVar
 
 import trio
+from msgspec import Meta
 
 from acp_server.agent.conversation import FileLocation
-from acp_server.agent.tools._args import optional_bool, optional_int, optional_str, required_str
 from acp_server.agent.tools._matching import GlobPattern, LinePattern, has_wildcards
 from acp_server.agent.tools._text import shown_name
 from acp_server.agent.tools._titles import target_title
+from acp_server.agent.tools.arguments import SchemaOf, ToolArguments, parse_arguments
 from acp_server.agent.tools.base import (
     DEFAULT_MAX_TOOL_OUTPUT_BYTES,
     MAX_CARD_LOCATIONS,
@@ -296,9 +297,18 @@ def _glob(
     return sorted(found), None
 
 
+class GlobSearchArguments(ToolArguments):
+    pattern: Annotated[
+        str, Meta(min_length=1, description="Glob pattern relative to the workspace.")
+    ]
+
+
 class GlobSearchTool:
     definition: Final = ToolDefinition(
-        name="glob_search", kind="other", title=target_title("Find", "pattern")
+        name="glob_search",
+        kind="other",
+        title=target_title("Find", "pattern"),
+        arguments=GlobSearchArguments,
     )
     name = definition.name
     description = (
@@ -306,22 +316,10 @@ class GlobSearchTool:
         "Patterns are relative to the workspace; directories are listed with a trailing '/'."
     )
     side_effects = False
-
-    def __init__(self) -> None:
-        self.parameters: dict[str, Any] = {
-            "type": "object",
-            "properties": {
-                "pattern": {
-                    "type": "string",
-                    "description": "Glob pattern relative to the workspace.",
-                },
-            },
-            "required": ["pattern"],
-            "additionalProperties": False,
-        }
+    parameters = SchemaOf(GlobSearchArguments)
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        pattern = required_str(arguments, "pattern")
+        pattern = parse_arguments(GlobSearchArguments, arguments).pattern
         if "\x00" in pattern:
             raise RefusedCall("Pattern contains a NUL byte")
         pure = PurePosixPath(pattern)
@@ -510,12 +508,38 @@ def _matching_lines(
         yield number, line
 
 
+class ContentSearchArguments(ToolArguments):
+    pattern: Annotated[str, Meta(min_length=1, description="Regular expression to search for.")]
+    path: (
+        Annotated[str, Meta(description="File or directory to search (default: workspace).")] | None
+    ) = None
+    include: (
+        Annotated[
+            str, Meta(description="Only files matching this glob, e.g. '*.py' or '*.{ts,tsx}'.")
+        ]
+        | None
+    ) = None
+    case_sensitive: Annotated[bool, Meta(description="Default true.")] | None = None
+    max_results: (
+        Annotated[
+            int,
+            Meta(
+                ge=1,
+                le=MAX_SEARCH_RESULTS_LIMIT,
+                description=f"Default {DEFAULT_MAX_SEARCH_RESULTS}.",
+            ),
+        ]
+        | None
+    ) = None
+
+
 class ContentSearchTool:
     definition: Final = ToolDefinition(
         name="content_search",
         kind="other",
         rules=ToolRules(path_argument=PathArgument()),
         title=target_title("Search", "pattern"),
+        arguments=ContentSearchArguments,
     )
     name = definition.name
     description = (
@@ -525,32 +549,14 @@ class ContentSearchTool:
         "skipped, as are .git and node_modules unless searched explicitly."
     )
     side_effects = False
-
-    def __init__(self) -> None:
-        self.parameters: dict[str, Any] = {
-            "type": "object",
-            "properties": {
-                "pattern": {"type": "string", "description": "Regular expression to search for."},
-                "path": {"type": "string", "description": "File or directory to search (default: workspace)."},
-                "include": {"type": "string", "description": "Only files matching this glob, e.g. '*.py' or '*.{ts,tsx}'."},
-                "case_sensitive": {"type": "boolean", "description": "Default true."},
-                "max_results": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_RESULTS_LIMIT, "description": f"Default {DEFAULT_MAX_SEARCH_RESULTS}."},
-            },
-            "required": ["pattern"],
-            "additionalProperties": False,
-        }  # fmt: skip
+    parameters = SchemaOf(ContentSearchArguments)
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        pattern = required_str(arguments, "pattern")
-        raw_path = optional_str(arguments, "path") or "."
-        include = optional_str(arguments, "include")
-        case_sensitive = optional_bool(arguments, "case_sensitive")
-        limit = (
-            optional_int(arguments, "max_results", minimum=1, maximum=MAX_SEARCH_RESULTS_LIMIT)
-            or DEFAULT_MAX_SEARCH_RESULTS
-        )
-        line_pattern = LinePattern(pattern, case_sensitive=case_sensitive in (None, True))
-        root = resolve(ctx, raw_path)
+        given = parse_arguments(ContentSearchArguments, arguments)
+        pattern, include = given.pattern, given.include
+        limit = given.max_results or DEFAULT_MAX_SEARCH_RESULTS
+        line_pattern = LinePattern(pattern, case_sensitive=given.case_sensitive is not False)
+        root = resolve(ctx, given.path or ".")
         includes = [GlobPattern(each) for each in expand_braces(include)] if include else []
         query = _Query(ctx.policy, root, line_pattern, includes, limit)
         found: list[FileLocation] = []

@@ -17,13 +17,14 @@ session builds its tools.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, get_args
 
 import trio
+from msgspec import Meta
 
 from acp_server.agent.http_clients import PoolSpec, finish_stream, shared_client
-from acp_server.agent.tools._args import optional_str, required_str
 from acp_server.agent.tools._titles import code_span, one_line, target_title
+from acp_server.agent.tools.arguments import SchemaOf, ToolArguments, one_of, parse_arguments
 from acp_server.agent.tools.base import (
     RefusedCall,
     ToolContext,
@@ -48,7 +49,8 @@ DEFAULT_WEB_TIMEOUT_SECS: Final = 30.0
 """Longest a web tool call may take, redirects included (the reference's 30 s)."""
 DEFAULT_MAX_REDIRECTS: Final = 5
 """Redirects web_fetch follows, each checked like the first URL."""
-HTTP_METHODS: Final = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
+HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+HTTP_METHODS: Final = get_args(HttpMethod)
 REFUSED_HEADERS: Final = frozenset(
     {"host", "content-length", "transfer-encoding", "connection", "upgrade", "proxy-authorization"}
 )
@@ -145,9 +147,19 @@ def _cut_notice(limit: int) -> str:
     return f"\n\n[truncated: the body is larger than {limit} bytes]"
 
 
+WebUrl = Annotated[str, Meta(min_length=1, description="The http(s) URL.")]
+
+
+class WebFetchArguments(ToolArguments):
+    url: WebUrl
+
+
 class WebFetchTool:
     definition: Final = ToolDefinition(
-        name="web_fetch", kind="other", title=target_title("Fetch", "url")
+        name="web_fetch",
+        kind="other",
+        title=target_title("Fetch", "url"),
+        arguments=WebFetchArguments,
     )
     name = definition.name
     description = (
@@ -155,21 +167,16 @@ class WebFetchTool:
         "text. For documentation and API reference pages."
     )
     side_effects = False
+    parameters = SchemaOf(WebFetchArguments)
 
     def __init__(self, web: WebConfig | None = None) -> None:
         self.web = web or WebConfig()
-        self.parameters: dict[str, Any] = {
-            "type": "object",
-            "properties": {"url": {"type": "string", "description": "The http(s) URL."}},
-            "required": ["url"],
-            "additionalProperties": False,
-        }
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         from acp_server.agent.tools._html import html_to_text
         from acp_server.agent.tools.web_guard import parse_web_url
 
-        url = parse_web_url(required_str(arguments, "url"))
+        url = parse_web_url(parse_arguments(WebFetchArguments, arguments).url)
         limit = DEFAULT_WEB_FETCH_MAX_BYTES
         accept = {"Accept": "text/html, text/plain;q=0.9, */*;q=0.5"}
         final, response, data, truncated = await _request(
@@ -198,43 +205,44 @@ def _request_title(arguments: Mapping[str, Any]) -> str | None:
     return f"{verb} {code_span(one_line(url))}"
 
 
+class HttpRequestArguments(ToolArguments):
+    url: WebUrl
+    method: Annotated[HttpMethod, one_of(HttpMethod)] | None = "GET"
+    headers: Annotated[dict[str, str], Meta(description="Request headers.")] | None = None
+    body: Annotated[str, Meta(description="Request body (text).")] | None = None
+
+    @classmethod
+    def canonical(cls, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The method in capitals: ``post`` is taken for ``POST``, as it always was."""
+        method = arguments.get("method")
+        if isinstance(method, str) and method not in HTTP_METHODS:
+            return {**arguments, "method": method.upper()}
+        return arguments
+
+
 class HttpRequestTool:
-    definition: Final = ToolDefinition(name="http_request", kind="other", title=_request_title)
+    definition: Final = ToolDefinition(
+        name="http_request", kind="other", title=_request_title, arguments=HttpRequestArguments
+    )
     name = definition.name
     description = (
         "Send one HTTP request (for APIs) and return the status, the response headers and "
         "the body. Redirects are returned as they are, not followed."
     )
     side_effects = True
+    parameters = SchemaOf(HttpRequestArguments)
 
     def __init__(self, web: WebConfig | None = None) -> None:
         self.web = web or WebConfig()
-        self.parameters: dict[str, Any] = {
-            "type": "object",
-            "properties": {
-                "url": {"type": "string", "description": "The http(s) URL."},
-                "method": {"type": "string", "enum": list(HTTP_METHODS), "default": "GET"},
-                "headers": {
-                    "type": "object",
-                    "additionalProperties": {"type": "string"},
-                    "description": "Request headers.",
-                },
-                "body": {"type": "string", "description": "Request body (text)."},
-            },
-            "required": ["url"],
-            "additionalProperties": False,
-        }
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         from acp_server.agent.tools.web_guard import parse_web_url
 
-        url = parse_web_url(required_str(arguments, "url"))
-        method = (optional_str(arguments, "method") or "GET").upper()
-        if method not in HTTP_METHODS:
-            raise RefusedCall(f"Invalid 'method': one of {', '.join(HTTP_METHODS)}")
-        headers = _request_headers(arguments.get("headers"))
-        raw_body = optional_str(arguments, "body")
-        body = raw_body.encode("utf-8") if raw_body is not None else None
+        given = parse_arguments(HttpRequestArguments, arguments)
+        url = parse_web_url(given.url)
+        method = given.method or "GET"
+        headers = _request_headers(given.headers or {})
+        body = given.body.encode("utf-8") if given.body is not None else None
         if body is not None and len(body) > DEFAULT_HTTP_REQUEST_MAX_BODY_BYTES:
             raise RefusedCall(f"'body' is larger than {DEFAULT_HTTP_REQUEST_MAX_BODY_BYTES} bytes")
         limit = DEFAULT_HTTP_REQUEST_MAX_BYTES
@@ -249,13 +257,7 @@ class HttpRequestTool:
         return ToolOutput(text, ok=response.status_code < 400)
 
 
-def _request_headers(value: object) -> dict[str, str]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict) or not all(
-        isinstance(key, str) and isinstance(item, str) for key, item in value.items()
-    ):
-        raise RefusedCall("Invalid 'headers': expected an object of strings")
+def _request_headers(value: dict[str, str]) -> dict[str, str]:
     refused = sorted(key for key in value if key.strip().lower() in REFUSED_HEADERS)
     if refused:
         raise RefusedCall(f"Invalid 'headers': {', '.join(refused)} cannot be set")
