@@ -146,6 +146,15 @@ def write_config(config_dir: Path, document: Mapping[str, Any] | str) -> Path:
     return config_dir
 
 
+def session_dir(base: Path) -> Path:
+    """``base / "ws"``, created: a session cwd beside the config directory that
+    ``make_config(base)`` and ``write_config(base, ...)`` fill (config.toml, data/). A
+    session root may not contain the server's own files (security/grants.py)."""
+    path = base / "ws"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def make_config(config_dir: Path, **options: Any) -> Config:
     """``echo_config(**options)`` written to ``config_dir`` and read by the real loader
     (no environment: a developer's API keys or overrides never change a test)."""

@@ -1,11 +1,12 @@
 """Shared end-to-end helpers: spawn the real console scripts, talk JSON-RPC over pipes.
 
-Typical use (trio test; ``echo_config`` and ``write_config`` come from ``tests.helpers``)::
+Typical use (trio test; ``echo_config``, ``write_config`` and ``session_dir`` come from
+``tests.helpers``; a session's cwd may not contain the config directory)::
 
     config_dir = write_config(tmp_path / "cfg", echo_config())
     async with spawn_acp(config_dir) as client:
         init = await client.call("initialize", {"protocolVersion": 1})
-        new = await client.call("session/new", {"cwd": str(tmp_path)})
+        new = await client.call("session/new", {"cwd": str(session_dir(tmp_path))})
 
 ``client.call`` collects the notifications that arrive before its response in
 ``client.notifications`` and answers server → client requests (``session/request_permission``)

@@ -238,7 +238,7 @@ async def test_jail_escapes_are_refused(tmp_path: Path, workspace: Path) -> None
     (workspace / "escape").symlink_to(outside)
     (workspace / "private").mkdir()
     (workspace / "private" / "key.txt").write_text("SECRET-FORBIDDEN\n")
-    document = echo_config(risk={"forbidden_paths": [str(workspace / "private")]})
+    document = echo_config(risk={"forbidden_paths": ["private"]})
     config_dir = write_config(tmp_path / "cfg", document)
     attempts = {
         "dotdot": '/tool file_read {"path": "../outside.txt"}',

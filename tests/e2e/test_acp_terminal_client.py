@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.helpers import child_env, console_script
-from tests.helpers import echo_config, write_config
+from tests.helpers import echo_config, session_dir, write_config
 
 pytestmark = pytest.mark.e2e
 
@@ -104,7 +104,7 @@ def test_prompt_turns_ctrl_c_into_session_cancel(tmp_path: Path) -> None:
     config_dir = write_config(tmp_path / "cfg", echo_config(chunk_delay_ms=20))
     words = " ".join(f"w{i}" for i in range(400))
     process = subprocess.Popen(
-        [str(console_script("zeroclaw")), "prompt", words, "--cwd", str(tmp_path)],
+        [str(console_script("zeroclaw")), "prompt", words, "--cwd", str(session_dir(tmp_path))],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
@@ -122,7 +122,14 @@ def test_prompt_turns_ctrl_c_into_session_cancel(tmp_path: Path) -> None:
 def test_prompt_reads_the_text_from_stdin(tmp_path: Path) -> None:
     config_dir = write_config(tmp_path / "cfg", echo_config())
     completed = subprocess.run(
-        [str(console_script("zeroclaw")), "prompt", "-", "--json", "--cwd", str(tmp_path)],
+        [
+            str(console_script("zeroclaw")),
+            "prompt",
+            "-",
+            "--json",
+            "--cwd",
+            str(session_dir(tmp_path)),
+        ],
         input="from\nstdin",
         capture_output=True,
         text=True,

@@ -60,7 +60,7 @@ async def test_every_card_ends_completed_or_failed(tmp_path: Path) -> None:
     (workspace / ".secrets").mkdir(parents=True)
     (workspace / ".secrets" / "key").write_text("secret")
     (workspace / "notes.txt").write_text("one\ntwo\n")
-    risk = {"forbidden_paths": [str(workspace / ".secrets")]}
+    risk = {"forbidden_paths": [".secrets"]}
     config_dir = write_config(tmp_path / "cfg", echo_config(risk=risk))
     prompt = "\n".join(
         [

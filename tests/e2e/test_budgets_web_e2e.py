@@ -36,7 +36,7 @@ from tests.e2e.helpers import (
     reject_once,
     spawn_acp,
 )
-from tests.helpers import echo_config, write_config
+from tests.helpers import echo_config, session_dir, write_config
 
 pytestmark = pytest.mark.e2e  # binds 127.0.0.1
 
@@ -146,7 +146,7 @@ async def test_a_cost_cap_fails_the_turn_with_the_cap_and_zeroclaw_cost_shows_it
             config = config_for(f"{llm.base_url}/v1", cost={"daily_limit_usd": 0.02})
             config_dir = write_config(tmp_path / "cfg", config)
             async with spawn_acp(config_dir) as client:
-                session_id = await open_session(client, tmp_path)
+                session_id = await open_session(client, session_dir(tmp_path))
                 first = await client.prompt(session_id, "one")
                 second = await client.prompt(session_id, "two")
         shown = await trio.run_process(
@@ -181,7 +181,7 @@ async def fetch_through_acp(tmp_path: Path, *, allow_private_hosts: bool) -> tup
             web = {"allow_private_hosts": allow_private_hosts}
             config_dir = write_config(tmp_path / "cfg", config_for(f"{llm.base_url}/v1", web=web))
             async with spawn_acp(config_dir) as client:
-                session_id = await open_session(client, tmp_path)
+                session_id = await open_session(client, session_dir(tmp_path))
                 response = await client.prompt(session_id, "read the docs")
     assert response["result"]["stopReason"] == "end_turn", response
     [result] = tool_results(llm.requests[-1].json())
@@ -223,7 +223,7 @@ async def test_ipv6_addresses_carrying_a_loopback_ipv4_are_refused(tmp_path: Pat
     config_dir = write_config(tmp_path / "cfg", echo_config())
     with trio.fail_after(CEILING_SECS):
         async with spawn_acp(config_dir, prefix=offline_prefix()) as client:
-            session_id = await open_session(client, tmp_path)
+            session_id = await open_session(client, session_dir(tmp_path))
             response = await client.prompt(session_id, "\n".join(calls), on_request=allow_once)
     assert response["result"]["stopReason"] == "end_turn", response
     outputs = [

@@ -22,7 +22,7 @@ from tests.e2e.offers_helpers import (
     run_tools,
     tool_line,
 )
-from tests.helpers import echo_config, write_config
+from tests.helpers import echo_config, session_dir, write_config
 
 pytestmark = pytest.mark.e2e
 
@@ -139,7 +139,7 @@ async def test_ask_user_asks_through_an_elicitation_form(tmp_path: Path) -> None
     with trio.fail_after(CEILING_SECS):
         async with spawn_acp(config_dir) as client:
             await initialize(client, ELICITING, client_info={"name": "zed", "version": "1"})
-            new = await client.result("session/new", {"cwd": str(tmp_path)})
+            new = await client.result("session/new", {"cwd": str(session_dir(tmp_path))})
             session_id = new["sessionId"]
             free, multi, declined, dismissed, single = await run_tools(
                 client, session_id, *lines, on_request=answers
@@ -179,7 +179,7 @@ async def test_a_client_keying_options_by_kind_is_asked_a_single_pick_in_a_form(
         async with spawn_acp(config_dir) as client:
             # No clientInfo (as avante.nvim): permission options would be answered by kind.
             await initialize(client, ELICITING)
-            new = await client.result("session/new", {"cwd": str(tmp_path)})
+            new = await client.result("session/new", {"cwd": str(session_dir(tmp_path))})
             [single] = await run_tools(client, new["sessionId"], line, on_request=answers)
     [form] = client.server_requests
     assert form["method"] == "elicitation/create"
@@ -197,7 +197,7 @@ async def test_without_elicitation_free_form_and_multi_select_fail_fast(tmp_path
     with trio.fail_after(CEILING_SECS):
         async with spawn_acp(config_dir) as client:
             await initialize(client, {"elicitation": None, "fs": {"readTextFile": True}})
-            new = await client.result("session/new", {"cwd": str(tmp_path)})
+            new = await client.result("session/new", {"cwd": str(session_dir(tmp_path))})
             free, multi = await run_tools(client, new["sessionId"], *lines)
     assert client.server_requests == []
     assert free["status"] == "failed"
@@ -244,7 +244,7 @@ class EditorFiles:
 
 async def test_file_tools_read_and_write_through_the_clients_buffers(tmp_path: Path) -> None:
     document = echo_config()
-    document["risk_profiles"]["default"]["forbidden_paths"] = [str(tmp_path / "ws" / ".keys")]
+    document["risk_profiles"]["default"]["forbidden_paths"] = [".keys"]
     config_dir = write_config(tmp_path / "cfg", document)
     workspace = (tmp_path / "ws").resolve()
     (workspace / ".keys").mkdir(parents=True)
@@ -419,7 +419,7 @@ async def test_an_elicitation_the_client_cannot_show_is_a_clear_failure(tmp_path
 
     with trio.fail_after(CEILING_SECS):
         async with spawn_acp(config_dir) as client:
-            session_id = await offered_session(client, tmp_path, ELICITING)
+            session_id = await offered_session(client, session_dir(tmp_path), ELICITING)
             [asked] = await run_tools(
                 client, session_id, tool_line("ask_user", {"question": "Name?"}), on_request=refuse
             )

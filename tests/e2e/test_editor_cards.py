@@ -133,7 +133,7 @@ async def test_cards_close_keep_their_diffs_and_point_at_absolute_paths(
     tmp_path: Path, acp_schema: AcpSchema
 ) -> None:
     workspace = workspace_with_files(tmp_path)
-    risk = {"forbidden_paths": [str(workspace / ".secrets")]}
+    risk = {"forbidden_paths": [".secrets"]}
     config_dir = write_config(tmp_path / "cfg", echo_config(risk=risk))
     notes = str(workspace / "notes.txt")
     with trio.fail_after(90):

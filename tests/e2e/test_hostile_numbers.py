@@ -11,7 +11,7 @@ import trio
 
 from tests.e2e.gateway_harness import WsRpc, run_gateway, ws_connect
 from tests.e2e.helpers import RpcPipeClient, open_session, spawn_acp
-from tests.helpers import echo_config, write_config
+from tests.helpers import echo_config, session_dir, write_config
 
 pytestmark = pytest.mark.e2e
 
@@ -107,7 +107,7 @@ async def test_the_gateway_keeps_a_connection_that_sent_a_hostile_number(tmp_pat
     with trio.fail_after(60):
         async with run_gateway(config_dir) as gateway, ws_connect(gateway.ws_url()) as ws:
             rpc = WsRpc(ws)
-            session_id = await rpc.new_session(tmp_path)
+            session_id = await rpc.new_session(session_dir(tmp_path))
             prompt_id = await rpc.request(
                 "session/prompt", {"sessionId": session_id, "prompt": "one two three four"}
             )

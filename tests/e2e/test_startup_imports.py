@@ -18,7 +18,7 @@ import trio
 
 from tests.e2e.gateway_harness import run_gateway
 from tests.e2e.helpers import RpcPipeClient, child_env, console_script, open_session
-from tests.helpers import echo_config, write_config
+from tests.helpers import echo_config, session_dir, write_config
 
 pytestmark = pytest.mark.e2e  # spawns the real processes
 
@@ -125,7 +125,7 @@ def provider_config() -> dict[str, object]:
 async def test_zeroclaw_acp_opens_a_session_without_the_heavy_modules(tmp_path: Path) -> None:
     config_dir = write_config(tmp_path / "config", provider_config())
     modules = await imports_until_session_opened(
-        [str(console_script("zeroclaw")), "acp"], child_env(config_dir), tmp_path
+        [str(console_script("zeroclaw")), "acp"], child_env(config_dir), session_dir(tmp_path)
     )
     assert "acp_server.protocol.handlers" in modules  # the session really was served
     assert heavy_among(modules, HEAVY_BEFORE_THE_FIRST_PROMPT) == []
@@ -137,6 +137,6 @@ async def test_the_bridge_relays_a_session_without_the_heavy_modules(tmp_path: P
         token = await gateway.pair()
         env = child_env(config_dir, {"ZEROCLAW_ACP_BRIDGE_TOKEN": token})
         argv = [str(console_script("zeroclaw-acp-bridge")), "--url", gateway.ws_url()]
-        modules = await imports_until_session_opened(argv, env, tmp_path)
+        modules = await imports_until_session_opened(argv, env, session_dir(tmp_path))
     assert "acp_bridge.relay" in modules
     assert heavy_among(modules, HEAVY_FOR_THE_BRIDGE) == []

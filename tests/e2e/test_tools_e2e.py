@@ -50,7 +50,7 @@ async def test_jail_escapes_are_refused_without_asking(tmp_path: Path) -> None:
     outside = tmp_path / "secret.txt"
     outside.write_text(SECRET)
     (workspace / "link.txt").symlink_to(outside)
-    risk = {"forbidden_paths": [str(workspace / ".secrets")]}
+    risk = {"forbidden_paths": [".secrets"]}
     config_dir = write_config(tmp_path / "cfg", echo_config(risk=risk))
     attempts = [
         ("file_read", {"path": "../secret.txt"}, "Path escapes workspace directory: ../secret.txt"),

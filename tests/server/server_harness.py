@@ -31,6 +31,7 @@ from acp_server.app import AcpApp
 from acp_server.config import Config
 from acp_server.protocol.connection import serve_connection
 from acp_server.storage import AsyncSessionStore
+from tests.helpers import session_dir
 from tests.jsonrpc_peer import JsonDict, JsonRpcPeer, RequestHandler
 
 
@@ -187,7 +188,7 @@ def harness_app(
             or ((lambda _config: provider) if provider is not None else create_provider)
         ),
         tools_factory=lambda _agent, _workspace, _config: {tool.name: tool for tool in tools},
-        launch_dir=launch_dir or config.config_dir,
+        launch_dir=launch_dir or session_dir(config.config_dir),
     )
 
 

@@ -20,7 +20,7 @@ from acp_server.agent.budget import (
 )
 from acp_server.config import ConfigError, load_config
 from acp_server.config.model import CostConfig, ModelPrice
-from tests.helpers import echo_config, make_config, write_config
+from tests.helpers import echo_config, make_config, session_dir, write_config
 from tests.server.server_harness import (
     ScriptedProvider,
     StubTool,
@@ -188,7 +188,7 @@ async def test_action_budget_trips_and_refills_after_an_hour(
 
     provider = Provider()
     async with open_server(config, provider=provider, tools=[tool]) as client:
-        session_id = await client.new_session(tmp_path)
+        session_id = await client.new_session(session_dir(tmp_path))
         first = await client.result("session/prompt", _prompt(session_id))
         assert first["stopReason"] == "end_turn"
         assert len(tool.calls) == 2
@@ -211,7 +211,7 @@ async def test_a_call_cut_off_by_a_cancel_keeps_its_slot(tmp_path: Path) -> None
     )
     with trio.fail_after(10):
         async with open_server(config, provider=provider, tools=[blocking]) as client:
-            session_id = await client.new_session(tmp_path)
+            session_id = await client.new_session(session_dir(tmp_path))
             request_id = await client.prompt_request(session_id, "go")
             while not blocking.started.is_set():
                 client.notifications.append(await client.receive())

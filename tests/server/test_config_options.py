@@ -17,7 +17,7 @@ from acp_server.agent.conversation import Usage
 from acp_server.agent.providers.base import Provider, UsageReported
 from acp_server.config import Config, ProviderConfig
 from acp_server.storage import open_store
-from tests.helpers import make_config, poll_until
+from tests.helpers import make_config, poll_until, session_dir
 from tests.jsonrpc_peer import JsonDict
 from tests.server.server_harness import (
     ScriptedProvider,
@@ -74,7 +74,7 @@ async def test_new_session_offers_the_agents_providers_and_the_levels_up_to_its_
     config = two_provider_config(tmp_path)
     with trio.fail_after(5):
         async with open_server(config, provider=ScriptedProvider([text_round("hi")])) as client:
-            new = await client.result("session/new", {"cwd": str(tmp_path)})
+            new = await client.result("session/new", {"cwd": str(session_dir(tmp_path))})
     model, mode = new["configOptions"]
     assert model == {
         "id": "model",
@@ -98,7 +98,7 @@ async def test_a_full_profile_offers_every_level(tmp_path: Path) -> None:
     config = make_config(tmp_path, level="full")
     with trio.fail_after(5):
         async with open_server(config, provider=ScriptedProvider([text_round("hi")])) as client:
-            new = await client.result("session/new", {"cwd": str(tmp_path)})
+            new = await client.result("session/new", {"cwd": str(session_dir(tmp_path))})
     mode = option(new["configOptions"], "mode")
     assert mode["currentValue"] == "full"
     assert values(mode) == ["readonly", "supervised", "full"]
@@ -111,7 +111,7 @@ async def test_choosing_a_model_switches_the_provider_from_the_next_turn(tmp_pat
     factory = by_ref({"echo.default": default, FAST: fast})
     with trio.fail_after(5):
         async with open_server(two_provider_config(tmp_path), provider_factory=factory) as client:
-            session_id = await client.new_session(tmp_path)
+            session_id = await client.new_session(session_dir(tmp_path))
             first = await client.prompt(session_id, "one")
             changed = await set_option(client, session_id, "model", FAST)
             updates = client.updates(session_id)
@@ -134,7 +134,7 @@ async def test_a_running_turn_keeps_the_provider_it_started_with(tmp_path: Path)
     factory = by_ref({"echo.default": default, FAST: fast})
     with trio.fail_after(5):
         async with open_server(two_provider_config(tmp_path), provider_factory=factory) as client:
-            session_id = await client.new_session(tmp_path)
+            session_id = await client.new_session(session_dir(tmp_path))
             prompt_id = await client.prompt_request(session_id, "go")
             changed = await set_option(client, session_id, "model", FAST)
             gate.set()
@@ -153,7 +153,7 @@ async def test_lowering_the_mode_really_changes_what_the_policy_allows(tmp_path:
     config = make_config(tmp_path, level="full", risk={"auto_approve": []})
     with trio.fail_after(5):
         async with open_server(config, provider=provider, tools=[stub]) as client:
-            session_id = await client.new_session(tmp_path)
+            session_id = await client.new_session(session_dir(tmp_path))
             await client.prompt(session_id, "full", on_request=answer("allow-once"))
             assert len(stub.calls) == 1
             assert client.server_requests == []
@@ -178,7 +178,7 @@ async def test_bad_choices_are_invalid_params(tmp_path: Path) -> None:
     config = two_provider_config(tmp_path)
     with trio.fail_after(5):
         async with open_server(config, provider=ScriptedProvider([text_round("hi")])) as client:
-            session_id = await client.new_session(tmp_path)
+            session_id = await client.new_session(session_dir(tmp_path))
             above_profile = await set_option(client, session_id, "mode", "full")
             unknown_level = await set_option(client, session_id, "mode", "yolo")
             unknown_model = await set_option(client, session_id, "model", "openai.other")
@@ -208,7 +208,7 @@ async def test_choices_are_stored_and_restored_by_load_and_resume(tmp_path: Path
     try:
         with trio.fail_after(10):
             async with open_server(config, store=store, provider_factory=factory) as client:
-                session_id = await client.new_session(tmp_path)
+                session_id = await client.new_session(session_dir(tmp_path))
                 await set_option(client, session_id, "model", FAST)
                 await set_option(client, session_id, "mode", "readonly")
                 await client.result("session/close", {"sessionId": session_id})
@@ -239,7 +239,7 @@ async def test_a_stored_choice_the_config_no_longer_offers_falls_back_to_the_def
             async with open_server(
                 two_provider_config(tmp_path / "a"), store=store, provider=provider
             ) as client:
-                session_id = await client.new_session(tmp_path)
+                session_id = await client.new_session(session_dir(tmp_path))
                 await set_option(client, session_id, "model", FAST)
                 await set_option(client, session_id, "mode", "readonly")
             # The administrator removed the extra provider and lowered the profile.
@@ -267,7 +267,7 @@ async def test_usage_update_after_each_model_round_and_usage_on_the_result(
     provider = ScriptedProvider(rounds)
     with trio.fail_after(5):
         async with open_server(config, provider=provider, tools=[StubTool()]) as client:
-            session_id = await client.new_session(tmp_path)
+            session_id = await client.new_session(session_dir(tmp_path))
             reply = await client.prompt(session_id, "go")
             updates = client.updates(session_id)
     usage_updates = [u for u in updates if u["sessionUpdate"] == "usage_update"]
@@ -291,7 +291,7 @@ async def test_a_turn_without_counts_sends_no_usage(tmp_path: Path) -> None:
         async with open_server(
             make_config(tmp_path), provider=ScriptedProvider([text_round("hi")])
         ) as client:
-            session_id = await client.new_session(tmp_path)
+            session_id = await client.new_session(session_dir(tmp_path))
             reply = await client.prompt(session_id, "go")
             kinds = {u["sessionUpdate"] for u in client.updates(session_id)}
     assert "usage" not in reply["result"]
@@ -305,7 +305,7 @@ async def test_a_lowered_mode_decides_the_running_turns_next_tool_call(tmp_path:
     config = make_config(tmp_path, level="full")
     with trio.fail_after(5):
         async with open_server(config, provider=provider, tools=[stub]) as client:
-            session_id = await client.new_session(tmp_path)
+            session_id = await client.new_session(session_dir(tmp_path))
             prompt_id = await client.prompt_request(session_id, "go")
             await poll_until(lambda: bool(provider.requests))  # the model is answering
             await set_option(client, session_id, "mode", "readonly")

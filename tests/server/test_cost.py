@@ -25,7 +25,7 @@ from acp_server.config.model import CostConfig, ModelPrice
 from acp_server.errors import BudgetExceeded
 from acp_server.storage import AsyncSessionStore, SpendEntry
 from acp_server.storage.sqlite import SessionStore
-from tests.helpers import echo_config, write_config
+from tests.helpers import echo_config, session_dir, write_config
 from tests.server.server_harness import ScriptedProvider, open_server
 
 PRICED = CostConfig(
@@ -171,7 +171,7 @@ async def test_a_turn_over_the_cap_fails_with_the_message_and_the_ledger_is_shar
     store = AsyncSessionStore(SessionStore.open(tmp_path / "store.db"))
     try:
         async with open_server(config, provider=provider, store=store) as client:
-            session_id = await client.new_session(tmp_path)
+            session_id = await client.new_session(session_dir(tmp_path))
             prompt = {"sessionId": session_id, "prompt": [{"type": "text", "text": "hi"}]}
             assert (await client.result("session/prompt", prompt))["stopReason"] == "end_turn"
             failed = await client.call("session/prompt", prompt)

@@ -10,7 +10,7 @@ import trio
 
 from acp_server.app import AcpApp
 from acp_server.protocol.connection import AcpConnection
-from tests.helpers import make_config, rpc_error
+from tests.helpers import make_config, rpc_error, session_dir
 from tests.server.server_harness import MemoryTransport, ScriptedProvider, text_round
 
 
@@ -51,7 +51,9 @@ async def test_running_requests_are_awaited_and_new_ones_refused(tmp_path: Path)
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(connection.run)
-            await peer.send({"id": 1, "method": "session/new", "params": {"cwd": str(tmp_path)}})
+            await peer.send(
+                {"id": 1, "method": "session/new", "params": {"cwd": str(session_dir(tmp_path))}}
+            )
             created = await peer.until(lambda message: message.get("id") == 1)
             session_id = created["result"]["sessionId"]
             prompt = [{"type": "text", "text": "hi"}]
@@ -68,7 +70,9 @@ async def test_running_requests_are_awaited_and_new_ones_refused(tmp_path: Path)
 
             connection.refuse_new_requests("draining")
             nursery.start_soon(wait_idle)
-            await peer.send({"id": 9, "method": "session/new", "params": {"cwd": str(tmp_path)}})
+            await peer.send(
+                {"id": 9, "method": "session/new", "params": {"cwd": str(session_dir(tmp_path))}}
+            )
             refusal = await peer.until(lambda message: message.get("id") == 9)
             assert refusal == {
                 "jsonrpc": "2.0",

@@ -13,6 +13,7 @@ import trio.testing
 
 from acp_server.app import AcpApp
 from acp_server.config import load_config
+from acp_server.gateway.admin import ADMIN_HEADER, ADMIN_SECRET_FILE, AdminSecret
 from acp_server.gateway.http import HttpRequest, read_request
 from acp_server.gateway.routes import Exchange, RouteTable
 from acp_server.gateway.service import Gateway
@@ -48,22 +49,32 @@ async def _answer(routes: RouteTable, head: str, peer: str = "127.0.0.1") -> tup
     return int(status_line.split()[1]), head_lines + b"\r\n\r\n" + body
 
 
-async def test_pair_code_is_only_given_to_clients_on_the_gateway_host(tmp_path: Path) -> None:
+async def test_pair_code_is_only_given_to_the_operator_on_the_gateway_host(
+    tmp_path: Path,
+) -> None:
     gateway = _gateway(tmp_path, require_pairing=True)
+    gateway.state.admin_secret = AdminSecret(tmp_path / ADMIN_SECRET_FILE, "operator-secret")
     code = gateway.pairing.issue_code()
 
-    async def pair_code_as_seen_from(peer: str) -> dict[str, Any]:
+    async def pair_code_as_seen_from(peer: str, secret: str | None = None) -> dict[str, Any]:
+        proof = f"{ADMIN_HEADER}: {secret}\r\n" if secret is not None else ""
         status, raw = await _answer(
-            gateway.routes, "GET /pair/code HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", peer
+            gateway.routes, f"GET /pair/code HTTP/1.1\r\nHost: 127.0.0.1\r\n{proof}\r\n", peer
         )
         assert status == 200
         body: dict[str, Any] = json.loads(raw.split(b"\r\n\r\n", 1)[1])
         return body
 
     with trio.fail_after(10):
+        operator = await pair_code_as_seen_from("127.0.0.1", "operator-secret")
         local = await pair_code_as_seen_from("127.0.0.1")
-        remote = await pair_code_as_seen_from("203.0.113.7")
-    assert local["pairing_code"] == code
+        wrong = await pair_code_as_seen_from("127.0.0.1", "a-guess")
+        remote = await pair_code_as_seen_from("203.0.113.7", "operator-secret")
+    assert operator["pairing_code"] == code
+    # Being on loopback is not proof of being the operator.
+    assert local["pairing_code"] is None
+    assert wrong["pairing_code"] is None
+    assert "get-paircode" in local["message"]
     assert remote["pairing_code"] is None
     assert "get-paircode" in remote["message"]
 

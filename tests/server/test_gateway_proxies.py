@@ -17,6 +17,7 @@ import trio
 
 from acp_server.app import AcpApp
 from acp_server.config import ConfigError, GatewayConfig, load_config
+from acp_server.gateway.admin import ADMIN_HEADER, ADMIN_SECRET_FILE
 from acp_server.gateway.client_address import ClientAddress, TrustedProxies, forwarded_client
 from acp_server.gateway.pending import PendingConnections
 from acp_server.gateway.proxy_protocol import ProxyAddresses, ProxyCommand, encode_proxy_v2
@@ -146,6 +147,11 @@ def _pair_code(body: str) -> Any:
     return json.loads(body)["pairing_code"]
 
 
+def _operator(config_dir: Path) -> str:
+    """The header that proves the operator (the admin secret the gateway keeps there)."""
+    return f"{ADMIN_HEADER}: {(config_dir / ADMIN_SECRET_FILE).read_text().strip()}"
+
+
 async def test_with_proxy_protocol_a_trusted_peer_must_send_a_header_and_is_never_local(
     tmp_path: Path,
 ) -> None:
@@ -158,10 +164,12 @@ async def test_with_proxy_protocol_a_trusted_peer_must_send_a_header_and_is_neve
             assert "not a PROXY protocol header" in body
             # A relayed client, even one that is itself on this host, gets no code.
             for source in ("203.0.113.7", "127.0.0.1"):
-                status, body = await _exchange(port, _v2_from(source), "/pair/code")
+                status, body = await _exchange(
+                    port, _v2_from(source), "/pair/code", _operator(config_dir)
+                )
                 assert status == 200
                 assert _pair_code(body) is None
-                assert "only given to clients on the gateway host" in body
+                assert "only given to the gateway's operator" in body
             # The proxy's own health check (LOCAL) and a v1 header are served.
             local = encode_proxy_v2(ProxyCommand.LOCAL)
             status, body = await _exchange(port, local, "/health")
@@ -183,7 +191,7 @@ async def test_a_proxy_header_from_an_untrusted_peer_is_refused(tmp_path: Path) 
             v1 = b"PROXY TCP4 127.0.0.1 127.0.0.1 5000 80\r\n"
             assert (await _exchange(port, v1, "/pair/code"))[0] == 400
             # Without a header this loopback peer is a direct local client.
-            status, body = await _exchange(port, b"", "/pair/code")
+            status, body = await _exchange(port, b"", "/pair/code", _operator(config_dir))
             assert status == 200
             assert _pair_code(body) is not None
 
@@ -195,9 +203,10 @@ async def test_x_forwarded_for_from_a_trusted_proxy_makes_the_request_proxied(
     with trio.fail_after(30):
         async with _serving(config_dir) as port:
             forwarded = "X-Forwarded-For: 127.0.0.1"
-            status, body = await _exchange(port, b"", "/pair/code", forwarded)
+            operator = _operator(config_dir)
+            status, body = await _exchange(port, b"", "/pair/code", forwarded, operator)
             assert (status, _pair_code(body)) == (200, None)
-            status, body = await _exchange(port, b"", "/pair/code")
+            status, body = await _exchange(port, b"", "/pair/code", operator)
             assert status == 200
             assert _pair_code(body) is not None
 

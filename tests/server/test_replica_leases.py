@@ -16,7 +16,7 @@ from acp_server.protocol.ownership import LiveSessions
 from acp_server.protocol.replica_leases import ReplicaLeases, open_replica_leases
 from acp_server.storage import AsyncSessionStore
 from acp_server.storage.postgres import PostgresSessionStore
-from tests.helpers import make_config, poll_until
+from tests.helpers import make_config, poll_until, session_dir
 from tests.server.server_harness import (
     ScriptedProvider,
     ServerHarness,
@@ -82,7 +82,7 @@ async def test_a_load_on_another_replica_detaches_the_copy_at_once(
 ) -> None:
     with trio.fail_after(TIMEOUT):
         async with two_replicas(tmp_path, postgres_url) as (a, b):
-            session_id = await a.client.new_session(tmp_path)
+            session_id = await a.client.new_session(session_dir(tmp_path))
             await lock_held(a, session_id)  # a created it: its lock is a's
             assert (await a.client.prompt(session_id, "one"))["result"]["stopReason"] == "end_turn"
 
@@ -124,7 +124,7 @@ async def test_a_turn_running_on_the_old_replica_is_cancelled_and_not_stored(
     with trio.fail_after(TIMEOUT):
         async with two_replicas(tmp_path, postgres_url) as (a, b):
             a.provider.rounds = [text_round("done"), text_round("slow ", "words")]
-            session_id = await a.client.new_session(tmp_path)
+            session_id = await a.client.new_session(session_dir(tmp_path))
             await a.client.prompt(session_id, "saved")
             a.provider.gate = trio.Event()  # the next turn stops after its first chunk
             running = await a.client.prompt_request(session_id, "interrupted")
@@ -148,7 +148,7 @@ async def test_a_closed_session_frees_its_lock_and_the_next_load_tells_nobody(
 ) -> None:
     with trio.fail_after(TIMEOUT):
         async with two_replicas(tmp_path, postgres_url) as (a, b):
-            session_id = await a.client.new_session(tmp_path)
+            session_id = await a.client.new_session(session_dir(tmp_path))
             await lock_held(a, session_id)
             await a.client.result("session/close", {"sessionId": session_id})
             await poll_until(lambda: a.leases.leases.held() == set())
@@ -166,7 +166,7 @@ async def test_a_holder_whose_lock_connection_died_is_taken_over_at_once(
     so the load does not wait for a lock nobody will give up."""
     with trio.fail_after(TIMEOUT):
         async with two_replicas(tmp_path, postgres_url) as (a, b):
-            session_id = await a.client.new_session(tmp_path)
+            session_id = await a.client.new_session(session_dir(tmp_path))
             await lock_held(a, session_id)
             with psycopg.connect(postgres_url, autocommit=True) as admin:
                 admin.execute(

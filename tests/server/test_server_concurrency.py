@@ -16,7 +16,7 @@ from acp_server.agent.conversation import ChatMessage, CompletedTurn
 from acp_server.protocol import connection as server_module
 from acp_server.protocol import restore_replay as restore_replay_module
 from acp_server.storage import StoredSession, StoreError
-from tests.helpers import make_config, rpc_error
+from tests.helpers import make_config, rpc_error, session_dir
 from tests.jsonrpc_peer import JsonDict
 from tests.server.server_harness import (
     ScriptedProvider,
@@ -44,7 +44,7 @@ async def test_cancel_or_close_withdraws_a_pending_permission_request(
     asked: list[JsonDict] = []
     with trio.fail_after(5):
         async with open_server(make_config(tmp_path), provider=stub_turn(), tools=[tool]) as client:
-            session_id = await client.new_session(tmp_path)
+            session_id = await client.new_session(session_dir(tmp_path))
             prompt_id = await client.prompt_request(session_id, "go")
             stop_id: Any = None
 
@@ -65,7 +65,7 @@ async def test_cancel_or_close_withdraws_a_pending_permission_request(
                 }
             )
             # The connection still serves requests afterwards.
-            await client.new_session(tmp_path)
+            await client.new_session(session_dir(tmp_path))
     assert prompt["result"]["stopReason"] == "cancelled"
     assert "error" not in stopped
     assert tool.calls == []
@@ -90,7 +90,7 @@ async def test_no_replayed_update_follows_a_close_that_raced_the_load(
     """session/close (or stop) sent right behind session/load: once its answer is written,
     no more of the replay may follow for the closed session."""
     store = FakeStore()
-    store.add("s-1", tmp_path, long_history(1000))
+    store.add("s-1", session_dir(tmp_path), long_history(1000))
     with trio.fail_after(10):
         async with open_server(make_config(tmp_path), store=store) as client:
             load_id = await client.request("session/load", {"sessionId": "s-1"})
@@ -127,7 +127,7 @@ async def test_a_second_load_of_the_same_id_while_the_first_runs_is_refused(
             return await super().load_session(session_id, max_messages=max_messages)
 
     store = SlowStore()
-    store.add("s-1", tmp_path, long_history(2))
+    store.add("s-1", session_dir(tmp_path), long_history(2))
     with trio.fail_after(5):
         async with open_server(make_config(tmp_path), store=store) as client:
             first_id = await client.request("session/load", {"sessionId": "s-1"})
@@ -144,7 +144,7 @@ async def test_a_load_that_fails_during_replay_leaves_no_active_session(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = FakeStore()
-    store.add("s-1", tmp_path, long_history(2))
+    store.add("s-1", session_dir(tmp_path), long_history(2))
     real_history_updates = replay_module.history_updates
 
     def broken(*args: Any, **kwargs: Any) -> Any:
@@ -182,9 +182,9 @@ async def test_a_failed_store_insert_frees_its_session_slot(
     store = FailingStore()
     with trio.fail_after(5):
         async with open_server(make_config(tmp_path, max_sessions=1), store=store) as client:
-            failed = await client.error("session/new", {"cwd": str(tmp_path)})
+            failed = await client.error("session/new", {"cwd": str(session_dir(tmp_path))})
             store.fail_create = False
-            session_id = await client.new_session(tmp_path)
+            session_id = await client.new_session(session_dir(tmp_path))
     assert failed["code"] == -32603
     # The store's own words stay in the log, under the reference the client is given.
     assert failed["message"].startswith("Failed to persist session: see the server log (ref ")
@@ -219,7 +219,7 @@ async def test_eof_while_a_load_waits_on_the_store_ends_the_connection(
     with trio.fail_after(server_module.DEFAULT_SHUTDOWN_GRACE_SECS + 5):
         async with open_server(make_config(tmp_path), store=store, provider=provider) as client:
             await client.request("session/load", {"sessionId": "s-1"})
-            await client.new_session(tmp_path)
+            await client.new_session(session_dir(tmp_path))
         # open_server closed the input and waited for the server to finish.
 
 
@@ -231,7 +231,7 @@ async def test_a_prompt_right_behind_a_close_never_starts(tmp_path: Path) -> Non
     with trio.fail_after(5):
         async with open_server(make_config(tmp_path), provider=provider) as client:
             for _ in range(8):
-                session_id = await client.new_session(tmp_path)
+                session_id = await client.new_session(session_dir(tmp_path))
                 close_id = await client.request("session/close", {"sessionId": session_id})
                 prompt_id = await client.prompt_request(session_id, "go")
                 closed = await client.wait_response(close_id)
@@ -251,7 +251,7 @@ async def test_the_reaper_never_drops_a_session_mid_turn(
     config = make_config(tmp_path, session_timeout_secs=100)
     with trio.fail_after(1000):
         async with open_server(config, provider=provider, reap_idle_sessions=True) as client:
-            session_id = await client.new_session(tmp_path)
+            session_id = await client.new_session(session_dir(tmp_path))
             long_turn = await client.prompt(session_id, "go")
             await trio.sleep(50)  # idle, but for less than the timeout since the turn ended
             kept = await client.call("session/update", {"sessionId": session_id, "type": "ping"})
@@ -281,7 +281,7 @@ async def test_a_load_pipelined_behind_a_stop_sees_the_turn_the_stop_waited_for(
     provider = ScriptedProvider([text_round("slow", " answer")], gate=gate)
     with trio.fail_after(5):
         async with open_server(make_config(tmp_path), provider=provider, store=store) as client:
-            session_id = await client.new_session(tmp_path)
+            session_id = await client.new_session(session_dir(tmp_path))
             prompt_id = await client.prompt_request(session_id, "question")
             await client.receive()  # the turn is streaming
             stop_id = await client.request("session/stop", {"sessionId": session_id})

@@ -16,7 +16,7 @@ import trio.testing
 from acp_server.app import AcpApp
 from acp_server.protocol.connection import AcpConnection
 from acp_server.protocol.limits import ByteBudget, shortened
-from tests.helpers import make_config
+from tests.helpers import make_config, session_dir
 from tests.server.server_harness import MemoryTransport, open_server
 
 MIB = 1024 * 1024
@@ -58,7 +58,7 @@ async def flood_a_client_that_stops_reading(
         config=make_config(tmp_path),
         store=None,
         tools_factory=lambda _agent, _workspace, _config: {},
-        launch_dir=tmp_path,
+        launch_dir=session_dir(tmp_path),
     )
     transport = StalledTransport()
     connection = AcpConnection(
@@ -138,7 +138,7 @@ async def test_a_cwd_with_a_nul_byte_is_an_invalid_param(tmp_path: Path) -> None
     with trio.fail_after(10):
         async with open_server(make_config(tmp_path)) as client:
             error = await client.error("session/new", {"cwd": f"{tmp_path}/a\0b"})
-            still_serving = await client.result("session/new", {"cwd": str(tmp_path)})
+            still_serving = await client.result("session/new", {"cwd": str(session_dir(tmp_path))})
     assert error["code"] == -32602
     assert "NUL" in error["message"]
     assert "\\x00" in error["message"]  # shown escaped, never as a raw NUL

@@ -12,7 +12,7 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.helpers import make_config
+from tests.helpers import make_config, session_dir
 from tests.server.server_harness import ScriptedProvider, open_server, text_round
 
 METHODS = [
@@ -63,13 +63,14 @@ async def exchange(
     provider = ScriptedProvider([text_round("ok")])
     ids: list[int] = []
     with trio.fail_after(10):
+        cwd = session_dir(workspace)
         async with open_server(make_config(workspace), provider=provider) as client:
-            known = await client.new_session(workspace)
+            known = await client.new_session(cwd)
             for index, (method, raw, is_request) in enumerate(script, start=1000):
                 body = json.loads(
                     json.dumps(raw)
                     .replace('"known"', json.dumps(known))
-                    .replace('"."', json.dumps(str(workspace)))
+                    .replace('"."', json.dumps(str(cwd)))
                 )
                 message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
                 if body is not None:

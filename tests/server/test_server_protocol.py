@@ -12,7 +12,7 @@ import trio
 from trio.testing import MockClock
 
 from acp_server.agent.providers.base import ProviderError, StreamEnd, TextDelta, ThoughtDelta
-from tests.helpers import make_config, rpc_error
+from tests.helpers import make_config, rpc_error, session_dir
 from tests.server.server_harness import ScriptedProvider, open_server, text_round
 
 
@@ -56,7 +56,7 @@ async def test_session_new_returns_uuid4_and_canonical_cwd(real_tmp: Path) -> No
     assert uuid.UUID(via_dotdot["sessionId"]).version == 4
     assert via_dotdot["workspaceDir"] == str(project)
     assert via_link["workspaceDir"] == str(project)
-    assert omitted["workspaceDir"] == str(tmp_path)  # the launch directory
+    assert omitted["workspaceDir"] == str(session_dir(tmp_path))  # the launch directory
 
 
 async def test_session_new_rejects_a_cwd_that_is_not_a_directory(tmp_path: Path) -> None:
@@ -83,7 +83,7 @@ async def test_session_new_alias_rules(tmp_path: Path) -> None:
     config = make_config(tmp_path, agents=agents)
     with trio.fail_after(5):
         async with open_server(config) as client:
-            none = await client.error("session/new", {"cwd": str(tmp_path)})
+            none = await client.error("session/new", {"cwd": str(session_dir(tmp_path))})
             unknown = await client.error("session/new", {"agentAlias": "zzz"})
             disabled = await client.error("session/new", {"agent": "off"})
             ok = await client.call("session/new", {"agent_alias": " b "})
@@ -100,12 +100,12 @@ async def test_session_new_alias_rules(tmp_path: Path) -> None:
 async def test_max_sessions_is_enforced(tmp_path: Path) -> None:
     with trio.fail_after(5):
         async with open_server(make_config(tmp_path, max_sessions=2)) as client:
-            first = await client.new_session(tmp_path)
-            await client.new_session(tmp_path)
-            error = await client.error("session/new", {"cwd": str(tmp_path)})
+            first = await client.new_session(session_dir(tmp_path))
+            await client.new_session(session_dir(tmp_path))
+            error = await client.error("session/new", {"cwd": str(session_dir(tmp_path))})
             # A closed session frees its slot.
             assert await client.result("session/close", {"sessionId": first}) == {}
-            await client.new_session(tmp_path)
+            await client.new_session(session_dir(tmp_path))
     assert error == rpc_error(-32001, "Maximum session limit reached (2)")
 
 
@@ -113,7 +113,7 @@ async def test_prompt_streams_chunks_before_its_result(tmp_path: Path) -> None:
     provider = ScriptedProvider([[ThoughtDelta("hmm"), *text_round("Hello", " world")]])
     with trio.fail_after(5):
         async with open_server(make_config(tmp_path), provider=provider) as client:
-            session_id = await client.new_session(tmp_path)
+            session_id = await client.new_session(session_dir(tmp_path))
             request_id = await client.request(
                 "session/prompt", {"session_id": session_id, "prompt": [{"text": "hi"}]}
             )
@@ -139,7 +139,7 @@ async def test_prompt_streams_chunks_before_its_result(tmp_path: Path) -> None:
 async def test_prompt_error_codes_in_reference_order(tmp_path: Path) -> None:
     with trio.fail_after(5):
         async with open_server(make_config(tmp_path)) as client:
-            session_id = await client.new_session(tmp_path)
+            session_id = await client.new_session(session_dir(tmp_path))
             missing_id = await client.error("session/prompt", {"prompt": "x"})
             unknown = await client.error("session/prompt", {"sessionId": "nope", "prompt": "x"})
             no_prompt = await client.error("session/prompt", {"sessionId": session_id})
@@ -166,7 +166,7 @@ async def test_second_prompt_while_one_runs_is_busy(tmp_path: Path) -> None:
     provider = ScriptedProvider([text_round("a", "b")], gate=gate)
     with trio.fail_after(5):
         async with open_server(make_config(tmp_path), provider=provider) as client:
-            session_id = await client.new_session(tmp_path)
+            session_id = await client.new_session(session_dir(tmp_path))
             first = await client.prompt_request(session_id, "one")
             blob = {"type": "resource", "resource": {"uri": "file:///x.txt", "blob": "aGk="}}
             busy = await client.error("session/prompt", {"sessionId": session_id, "prompt": [blob]})
@@ -174,7 +174,7 @@ async def test_second_prompt_while_one_runs_is_busy(tmp_path: Path) -> None:
             done = await client.wait_response(first)
     assert busy == rpc_error(-32002, f"Session already has an active prompt turn: {session_id}")
     assert done["result"]["stopReason"] == "end_turn"
-    assert not (tmp_path / "uploads").exists()  # the rejected prompt wrote nothing
+    assert not (session_dir(tmp_path) / "uploads").exists()  # the rejected prompt wrote nothing
 
 
 async def test_blob_parts_are_written_under_uploads_and_marked(tmp_path: Path) -> None:
@@ -193,7 +193,7 @@ async def test_blob_parts_are_written_under_uploads_and_marked(tmp_path: Path) -
     ]
     with trio.fail_after(5):
         async with open_server(make_config(tmp_path), provider=provider) as client:
-            session_id = await client.new_session(tmp_path)
+            session_id = await client.new_session(session_dir(tmp_path))
             await client.result("session/prompt", {"sessionId": session_id, "prompt": parts})
             bad = await client.error(
                 "session/prompt",
@@ -202,7 +202,7 @@ async def test_blob_parts_are_written_under_uploads_and_marked(tmp_path: Path) -
                     "prompt": [{"type": "resource", "resource": {"uri": "x", "blob": "!!"}}],
                 },
             )
-    [stored] = list((tmp_path / "uploads").iterdir())
+    [stored] = list((session_dir(tmp_path) / "uploads").iterdir())
     assert stored.read_bytes() == b"%PDF-"
     assert stored.name.endswith(".pdf")
     text = provider.requests[0].messages[-1].content
@@ -221,13 +221,13 @@ async def test_a_bad_later_part_means_no_blob_is_written(tmp_path: Path) -> None
         async with open_server(
             make_config(tmp_path), provider=ScriptedProvider([text_round("x")])
         ) as client:
-            session_id = await client.new_session(tmp_path)
+            session_id = await client.new_session(session_dir(tmp_path))
             error = await client.error(
                 "session/prompt", {"sessionId": session_id, "prompt": [good, huge]}
             )
     assert error["code"] == -32602
     assert error["message"].startswith("Embedded resource exceeds 10 MB limit")
-    assert not (tmp_path / "uploads").exists()
+    assert not (session_dir(tmp_path) / "uploads").exists()
 
 
 async def test_symlinked_uploads_dir_is_refused(tmp_path: Path) -> None:
@@ -255,7 +255,7 @@ async def test_cancel_mid_stream_returns_partial_text(
     provider = ScriptedProvider([text_round(*(f"w{i} " for i in range(100)))], delay=1.0)
     with trio.fail_after(500):
         async with open_server(make_config(tmp_path), provider=provider) as client:
-            session_id = await client.new_session(tmp_path)
+            session_id = await client.new_session(session_dir(tmp_path))
             request_id = await client.prompt_request(session_id, "go")
             while len(client.updates(session_id)) < 4:  # the title, then three chunks
                 client.notifications.append(await client.receive())
@@ -286,7 +286,7 @@ async def test_the_styled_cancel_marker_is_sent_to_a_client_that_asks(
         async with open_server(make_config(tmp_path), provider=provider) as client:
             meta = {"zeroclaw": {"cancelMarkerToolCall": True}}
             await client.result("initialize", {"protocolVersion": 1, "_meta": meta})
-            session_id = await client.new_session(tmp_path)
+            session_id = await client.new_session(session_dir(tmp_path))
             request_id = await client.prompt_request(session_id, "go")
             await client.notify("session/cancel", {"sessionId": session_id})
             response = await client.wait_response(request_id)
@@ -303,7 +303,7 @@ async def test_cancel_before_any_text_gives_the_marker_alone(
     provider = ScriptedProvider([[StreamEnd()]], delay=10.0)
     with trio.fail_after(50):
         async with open_server(make_config(tmp_path), provider=provider) as client:
-            session_id = await client.new_session(tmp_path)
+            session_id = await client.new_session(session_dir(tmp_path))
             request_id = await client.prompt_request(session_id, "go")
             await client.notify("session/cancel", {"sessionId": session_id})
             response = await client.wait_response(request_id)
@@ -316,14 +316,14 @@ async def test_stop_waits_for_the_turn_and_close_cancels_it(
     provider = ScriptedProvider([text_round("a", "b", "c")], delay=1.0)
     with trio.fail_after(50):
         async with open_server(make_config(tmp_path), provider=provider) as client:
-            first = await client.new_session(tmp_path)
+            first = await client.new_session(session_dir(tmp_path))
             prompt = await client.prompt_request(first, "go")
             stop = await client.request("session/stop", {"sessionId": first})
             stopped = await client.wait_response(stop)
             prompt_response = await client.wait_response(prompt)
             gone = await client.error("session/prompt", {"sessionId": first, "prompt": "again"})
 
-            second = await client.new_session(tmp_path)
+            second = await client.new_session(session_dir(tmp_path))
             second_prompt = await client.prompt_request(second, "go")
             closed = await client.call("session/close", {"sessionId": second})
             cancelled = await client.wait_response(second_prompt)
@@ -344,7 +344,7 @@ async def test_stop_waits_for_the_turn_and_close_cancels_it(
 async def test_inbound_session_update_and_event(tmp_path: Path) -> None:
     with trio.fail_after(5):
         async with open_server(make_config(tmp_path)) as client:
-            session_id = await client.new_session(tmp_path)
+            session_id = await client.new_session(session_dir(tmp_path))
             typed = await client.result(
                 "session/update", {"sessionId": session_id, "type": "focus"}
             )
@@ -405,7 +405,7 @@ async def test_provider_failures_are_internal_errors_and_the_session_survives(
 
     with trio.fail_after(5):
         async with open_server(make_config(tmp_path), provider=Failing()) as client:
-            session_id = await client.new_session(tmp_path)
+            session_id = await client.new_session(session_dir(tmp_path))
             provider_error = await client.error(
                 "session/prompt", {"sessionId": session_id, "prompt": "a"}
             )
@@ -422,7 +422,7 @@ async def test_empty_model_output_is_reported(tmp_path: Path) -> None:
         async with open_server(
             make_config(tmp_path), provider=ScriptedProvider([[StreamEnd()]])
         ) as client:
-            session_id = await client.new_session(tmp_path)
+            session_id = await client.new_session(session_dir(tmp_path))
             error = await client.error("session/prompt", {"sessionId": session_id, "prompt": "a"})
     assert error == rpc_error(-32603, "The model provider returned an invalid semantic completion.")
 
@@ -431,7 +431,7 @@ async def test_history_is_kept_between_turns(tmp_path: Path) -> None:
     provider = ScriptedProvider([text_round("first"), text_round("second")])
     with trio.fail_after(5):
         async with open_server(make_config(tmp_path), provider=provider) as client:
-            session_id = await client.new_session(tmp_path)
+            session_id = await client.new_session(session_dir(tmp_path))
             await client.result("session/prompt", {"sessionId": session_id, "prompt": "one"})
             await client.result("session/prompt", {"sessionId": session_id, "prompt": "two"})
     roles = [(m.role, m.content) for m in provider.requests[1].messages]
@@ -444,8 +444,8 @@ async def test_idle_sessions_are_reaped_in_stdio_mode(
     config = make_config(tmp_path, session_timeout_secs=100)
     with trio.fail_after(1000):
         async with open_server(config, reap_idle_sessions=True) as client:
-            idle = await client.new_session(tmp_path)
-            busy = await client.new_session(tmp_path)
+            idle = await client.new_session(session_dir(tmp_path))
+            busy = await client.new_session(session_dir(tmp_path))
             await trio.sleep(60)
             await client.result("session/update", {"sessionId": busy, "type": "ping"})
             await trio.sleep(90)
@@ -461,7 +461,7 @@ async def test_eof_cancels_in_flight_turns_and_answers_them(
     provider = ScriptedProvider([text_round(*(["x "] * 50))], delay=1.0)
     with trio.fail_after(100):
         async with open_server(make_config(tmp_path), provider=provider) as client:
-            session_id = await client.new_session(tmp_path)
+            session_id = await client.new_session(session_dir(tmp_path))
             request_id = await client.prompt_request(session_id, "go")
             await client.receive()
         # open_server closed the input and waited for the server to finish.
@@ -483,7 +483,7 @@ async def test_cancel_request_for_a_prompt_cancels_its_turn(
     provider = ScriptedProvider([text_round(*(["x "] * 50))], delay=1.0)
     with trio.fail_after(100):
         async with open_server(make_config(tmp_path), provider=provider) as client:
-            session_id = await client.new_session(tmp_path)
+            session_id = await client.new_session(session_dir(tmp_path))
             request_id = await client.prompt_request(session_id, "go")
             await client.receive()
             await client.notify("$/cancel_request", {"requestId": request_id})
@@ -495,8 +495,8 @@ async def test_sessions_run_turns_concurrently(tmp_path: Path, autojump_clock: M
     provider = ScriptedProvider([text_round("a ", "b ", "c ")], delay=1.0)
     with trio.fail_after(100):
         async with open_server(make_config(tmp_path), provider=provider) as client:
-            first = await client.new_session(tmp_path)
-            second = await client.new_session(tmp_path)
+            first = await client.new_session(session_dir(tmp_path))
+            second = await client.new_session(session_dir(tmp_path))
             start = trio.current_time()
             one = await client.prompt_request(first, "go")
             two = await client.prompt_request(second, "go")
@@ -520,7 +520,7 @@ async def test_the_idle_session_timeout_is_its_own_setting(
     config = replace(base, acp=replace(base.acp, idle_session_timeout_secs=500))
     with trio.fail_after(2000):
         async with open_server(config, reap_idle_sessions=True) as client:
-            session_id = await client.new_session(tmp_path)
+            session_id = await client.new_session(session_dir(tmp_path))
             await trio.sleep(400)  # far past session_timeout_secs, within the idle timeout
             kept = await client.result("session/update", {"sessionId": session_id, "type": "a"})
             await trio.sleep(600)

@@ -20,7 +20,7 @@ from acp_server.storage import (
     StoredSessionInfo,
     StoreError,
 )
-from tests.helpers import make_config, rpc_error
+from tests.helpers import make_config, rpc_error, session_dir
 from tests.jsonrpc_peer import JsonDict
 from tests.server.server_harness import ScriptedProvider, ServerHarness, open_server, text_round
 
@@ -134,11 +134,11 @@ async def test_new_sessions_and_completed_turns_are_persisted(tmp_path: Path) ->
     provider = ScriptedProvider([text_round("one"), text_round("two")])
     with trio.fail_after(5):
         async with open_server(make_config(tmp_path), provider=provider, store=store) as client:
-            session_id = await client.new_session(tmp_path)
+            session_id = await client.new_session(session_dir(tmp_path))
             await client.result("session/prompt", {"sessionId": session_id, "prompt": "a"})
             store.fail_append = True  # a store failure only logs: the turn still succeeds
             second = await client.result("session/prompt", {"sessionId": session_id, "prompt": "b"})
-    assert store.sessions[session_id].info.workspace_dir == str(tmp_path)
+    assert store.sessions[session_id].info.workspace_dir == str(session_dir(tmp_path))
     [turn] = store.turns[session_id]
     assert [(m.role, m.content) for m in turn.messages] == [("user", "a"), ("assistant", "one")]
     assert second["content"] == "two"
@@ -146,7 +146,7 @@ async def test_new_sessions_and_completed_turns_are_persisted(tmp_path: Path) ->
 
 async def test_load_replays_history_then_answers(tmp_path: Path) -> None:
     store = FakeStore()
-    store.add("s-1", tmp_path, HISTORY)
+    store.add("s-1", session_dir(tmp_path), HISTORY)
     provider = ScriptedProvider([text_round("next")])
     with trio.fail_after(5):
         async with open_server(make_config(tmp_path), provider=provider, store=store) as client:
@@ -171,8 +171,8 @@ async def test_load_replays_history_then_answers(tmp_path: Path) -> None:
 async def test_resume_sends_no_update_before_answering(tmp_path: Path) -> None:
     """ACP: session/resume does not replay; not even the plan goes out."""
     store = FakeStore()
-    store.add("s-1", tmp_path, HISTORY, plan=(PlanStep("ship it"),))
-    store.add("s-2", tmp_path, HISTORY)
+    store.add("s-1", session_dir(tmp_path), HISTORY, plan=(PlanStep("ship it"),))
+    store.add("s-2", session_dir(tmp_path), HISTORY)
     with trio.fail_after(5):
         async with open_server(make_config(tmp_path), store=store) as client:
             assert (await client.result("session/resume", {"sessionId": "s-1"})).keys() == {
@@ -186,8 +186,8 @@ async def test_resume_sends_no_update_before_answering(tmp_path: Path) -> None:
 
 async def test_restore_errors_in_reference_order(tmp_path: Path) -> None:
     store = FakeStore()
-    store.add("s-1", tmp_path, HISTORY)
-    store.add("s-2", tmp_path, HISTORY)
+    store.add("s-1", session_dir(tmp_path), HISTORY)
+    store.add("s-2", session_dir(tmp_path), HISTORY)
     config = make_config(tmp_path, max_sessions=2)
     with trio.fail_after(5):
         async with open_server(config) as client:
@@ -225,7 +225,7 @@ async def test_restore_falls_back_when_the_owner_is_disabled(tmp_path: Path) -> 
         "new": {},
     }
     store = FakeStore()
-    store.add("s-1", tmp_path, HISTORY, agent="old")
+    store.add("s-1", session_dir(tmp_path), HISTORY, agent="old")
     with trio.fail_after(5):
         async with open_server(make_config(tmp_path, agents=agents), store=store) as client:
             assert (await client.result("session/resume", {"sessionId": "s-1"})).keys() == {
@@ -241,7 +241,7 @@ async def pipelined(client: ServerHarness, *calls: tuple[str, str]) -> list[Json
 
 async def test_a_close_pipelined_behind_a_load_closes_the_loaded_session(tmp_path: Path) -> None:
     store = FakeStore()
-    store.add("s-1", tmp_path, HISTORY)
+    store.add("s-1", session_dir(tmp_path), HISTORY)
     with trio.fail_after(5):
         async with open_server(make_config(tmp_path), store=store) as client:
             loaded, closed = await pipelined(

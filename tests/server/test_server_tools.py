@@ -14,7 +14,7 @@ from trio.testing import MockClock
 
 from acp_server.agent.conversation import PlanStep
 from acp_server.agent.tools.base import DeliveredFile, ToolContext, ToolOutput
-from tests.helpers import make_config
+from tests.helpers import make_config, session_dir
 from tests.server.server_harness import (
     ScriptedProvider,
     StubTool,
@@ -40,7 +40,7 @@ def tool_result(provider: ScriptedProvider) -> str:
 
 
 async def run_prompt(tmp_path: Path, client: Any, text: str = "go") -> tuple[str, dict[str, Any]]:
-    session_id = await client.new_session(tmp_path)
+    session_id = await client.new_session(session_dir(tmp_path))
     result = await client.result("session/prompt", {"sessionId": session_id, "prompt": text})
     return session_id, result
 
@@ -212,8 +212,8 @@ async def test_file_edit_approval_offers_reject_with_edit_to_a_client_that_asks(
     tmp_path: Path,
 ) -> None:
     tool = StubTool(name="file_edit")
-    (tmp_path / "a.txt").write_text("first\nold\n")
-    path = str((tmp_path / "a.txt").resolve())
+    (session_dir(tmp_path) / "a.txt").write_text("first\nold\n")
+    path = str((session_dir(tmp_path) / "a.txt").resolve())
     arguments = {"path": "a.txt", "old_string": "old", "new_string": "new"}
     provider = stub_turn(arguments, name="file_edit")
 
@@ -301,7 +301,7 @@ async def test_cancel_mid_tool_cancels_the_tool(tmp_path: Path) -> None:
         async with open_server(
             make_config(tmp_path, level="full"), provider=provider, tools=[tool]
         ) as client:
-            session_id = await client.new_session(tmp_path)
+            session_id = await client.new_session(session_dir(tmp_path))
             request_id = await client.prompt_request(session_id, "go")
             await tool.started.wait()
             await client.notify("session/cancel", {"sessionId": session_id})
@@ -354,7 +354,7 @@ async def test_tool_callbacks_ask_user_escalate_and_plan(tmp_path: Path) -> None
 
 
 async def test_delivered_files_are_embedded_only_if_unchanged(tmp_path: Path) -> None:
-    uploads = tmp_path / "uploads"
+    uploads = session_dir(tmp_path) / "uploads"
     uploads.mkdir()
     data = b"%PDF-1.7 report"
     digest = hashlib.sha256(data).hexdigest()

@@ -10,7 +10,7 @@ import trio
 
 from acp_server.storage import AsyncSessionStore
 from acp_server.storage.sqlite import SessionStore
-from tests.helpers import make_config
+from tests.helpers import make_config, session_dir
 from tests.jsonrpc_peer import JsonDict
 from tests.server.server_harness import ServerHarness, open_server
 
@@ -39,7 +39,7 @@ async def test_an_unsaved_turn_is_announced_and_written_with_the_next_commit(
     blocker = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
     with trio.fail_after(20):
         async with open_server(make_config(tmp_path), store=store) as client:
-            session_id = await client.new_session(tmp_path)
+            session_id = await client.new_session(session_dir(tmp_path))
             first = await prompt(client, session_id, "one")
             assert "warning" not in agent_text(client, session_id)
             blocker.execute("BEGIN IMMEDIATE")  # the store cannot write, as on a full disk

@@ -19,7 +19,7 @@ from acp_server.protocol.ownership import LiveSessions
 from acp_server.protocol.sessions import SessionTable
 from acp_server.storage import AsyncSessionStore, open_store
 from acp_server.storage.sqlite import SessionStore
-from tests.helpers import make_config, poll_until
+from tests.helpers import make_config, poll_until, session_dir
 from tests.jsonrpc_peer import JsonDict
 from tests.server.server_harness import (
     ScriptedProvider,
@@ -90,7 +90,7 @@ async def test_a_load_on_another_connection_takes_the_session_over(
     provider = ScriptedProvider([text_round("answer")])
     with trio.fail_after(TIMEOUT):
         async with two_connections(tmp_path, db_path, provider) as (first, second, _, live):
-            session_id = await first.new_session(tmp_path)
+            session_id = await first.new_session(session_dir(tmp_path))
             assert (await first.prompt(session_id, "one"))["result"]["stopReason"] == "end_turn"
             assert (await second.result("session/load", {"sessionId": session_id})).keys() == {
                 "configOptions"
@@ -131,7 +131,7 @@ async def test_a_takeover_mid_turn_cancels_that_turn_and_saves_nothing_of_it(
     provider = ScriptedProvider([text_round("done"), text_round("slow ", "words")])
     with trio.fail_after(TIMEOUT):
         async with two_connections(tmp_path, db_path, provider) as (first, second, _, _live):
-            session_id = await first.new_session(tmp_path)
+            session_id = await first.new_session(session_dir(tmp_path))
             await first.prompt(session_id, "saved")
             provider.gate = trio.Event()  # the next turn stops after its first chunk
             running = await first.prompt_request(session_id, "interrupted")
@@ -169,7 +169,7 @@ async def test_a_takeover_waits_for_the_turn_being_committed_and_shows_it(
                 original(session_id, turn, epoch=epoch)
 
             store.sync.append_turn = slow_append  # type: ignore[method-assign]
-            session_id = await first.new_session(tmp_path)
+            session_id = await first.new_session(session_dir(tmp_path))
             answered = await first.prompt_request(session_id, "last words")
             await trio.to_thread.run_sync(committing.wait)
             first_copy = live.holder(session_id)
@@ -191,7 +191,7 @@ async def test_a_claim_from_another_process_refuses_the_next_prompt_before_the_m
     provider = ScriptedProvider([text_round("answer")])
     with trio.fail_after(TIMEOUT):
         async with two_connections(tmp_path, db_path, provider) as (first, _, _store, _):
-            session_id = await first.new_session(tmp_path)
+            session_id = await first.new_session(session_dir(tmp_path))
             await first.prompt(session_id, "one")
             other_process = SessionStore.open(db_path)
             assert other_process.claim_session(session_id) == 2
@@ -216,7 +216,7 @@ async def test_a_turn_fenced_off_mid_way_is_answered_with_an_error_that_says_so(
     provider = ScriptedProvider([text_round("slow ", "answer")])
     with trio.fail_after(TIMEOUT):
         async with two_connections(tmp_path, db_path, provider) as (first, _, _store, _):
-            session_id = await first.new_session(tmp_path)
+            session_id = await first.new_session(session_dir(tmp_path))
             provider.gate = trio.Event()
             running = await first.prompt_request(session_id, "never saved")
             await first.receive()  # the turn streams its first chunk
@@ -244,8 +244,8 @@ async def test_a_reaped_session_claimed_elsewhere_is_not_taken_back_by_a_prompt(
         async with open_server(
             config, provider=provider, store=store, reap_idle_sessions=True
         ) as client:
-            kept = await client.new_session(tmp_path)
-            claimed = await client.new_session(tmp_path)
+            kept = await client.new_session(session_dir(tmp_path))
+            claimed = await client.new_session(session_dir(tmp_path))
             await trio.sleep(200)  # both idle past the timeout: the reaper drops them
             store.epochs[claimed] += 1  # another process loaded this one meanwhile
             answered = await client.prompt(kept, "restored by its prompt")
@@ -275,7 +275,7 @@ async def test_loads_racing_on_two_connections_leave_exactly_one_live_copy(
     provider = ScriptedProvider([text_round("answer")])
     with trio.fail_after(TIMEOUT):
         async with two_connections(tmp_path, db_path, provider) as (first, second, store, live):
-            session_id = await first.new_session(tmp_path)
+            session_id = await first.new_session(session_dir(tmp_path))
             await first.prompt(session_id, "one")
             await first.result("session/close", {"sessionId": session_id})
             assert live.holder(session_id) is None

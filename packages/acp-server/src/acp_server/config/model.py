@@ -208,6 +208,15 @@ class AgentConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class PrivatePath:
+    """One of the server's own paths that no session reaches: ``label`` names it in
+    messages (``the config directory``)."""
+
+    label: str
+    path: Path
+
+
+@dataclass(frozen=True, slots=True)
 class RiskProfileConfig:
     level: RiskLevel = "supervised"
     workspace_only: bool = True
@@ -223,6 +232,10 @@ class RiskProfileConfig:
     """``auto`` tries landlock, then bubblewrap; naming a backend makes it required."""
     firejail_args: tuple[str, ...] = ()
     sandbox_network: SandboxNetwork = "allow"
+    private_paths: tuple[PrivatePath, ...] = ()
+    """The server's config and data directories, TLS key and home directory: never granted
+    to a session (security/grants.py). Filled in by ``load_config`` for every profile; not
+    a config.toml key."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -403,7 +403,7 @@ class ConfigParser:
         )
 
     def parse_risk_profiles(self, doc: Mapping[str, Any]) -> dict[str, RiskProfileConfig]:
-        known = _field_names(RiskProfileConfig)
+        known = _field_names(RiskProfileConfig) - {"private_paths"}  # derived, not read
         profiles: dict[str, RiskProfileConfig] = {}
         default_base = RiskProfileConfig()
         legacy = self.table(doc, "autonomy", "autonomy")

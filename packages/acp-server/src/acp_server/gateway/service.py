@@ -125,6 +125,9 @@ class Gateway:
         host, port: override ``[gateway] host``/``port`` (``port=0``: the OS chooses).
         announce: where operator-facing lines go (listening URL, pairing code); stderr in
             the CLI.
+        show_pairing_code: whether ``announce`` may carry the start-up pairing code. The CLI
+            shows it only on a terminal: a log file or journal may be readable by others
+            (by commands the agent runs, too), and the code pairs whoever reads it first.
         max_pending_connections, max_pending_per_peer: caps on unauthenticated sockets
             (gateway/pending.py); the total defaults to a share of the open-file limit.
     """
@@ -142,8 +145,10 @@ class Gateway:
         max_pending_connections: int | None = None,
         max_pending_per_peer: int = DEFAULT_MAX_PENDING_PER_PEER,
         announce: Announce | None = None,
+        show_pairing_code: bool = True,
     ) -> None:
         self.app = app
+        self.show_pairing_code = show_pairing_code
         self.state = GatewayState(
             app,
             host=host,
@@ -291,7 +296,13 @@ class Gateway:
             raise StoreUnavailable(f"Cannot read the shared paired tokens: {exc}") from exc
 
     def _announce_start(self, code: str | None) -> None:
-        if code is not None:
+        if code is not None and not self.show_pairing_code:
+            self._announce(
+                "a one-time pairing code is active; it is not written here (a log others may "
+                "read): run `zeroclaw gateway get-paircode` on this machine to see it, or start "
+                "`zeroclaw-acp-bridge` with this config directory, which pairs by itself"
+            )
+        elif code is not None:
             self._announce(
                 f"pairing code: {code} (one-time; exchange it with POST {self.url(PAIR_PATH)} "
                 f"and header {PAIRING_CODE_HEADER}, or run `zeroclaw-acp-bridge --pair-code {code}`)"

@@ -44,6 +44,7 @@ from acp_server.protocol import ownership
 from acp_server.protocol.client_profile import client_profile
 from acp_server.protocol.followups import with_commands
 from acp_server.protocol.roots import (
+    agent_risk_profile,
     attach_roots,
     canonical_roots,
     canonical_workspace,
@@ -315,8 +316,9 @@ class AcpHandlers:
         raw_cwd = request.cwd if request.cwd and request.cwd.strip() else None
         # A few stat/readlink calls on a path the client named: quick enough to run inline
         # (a thread hop here would make session/new ordering depend on thread timing).
-        workspace = canonical_workspace(raw_cwd, self.app.launch_dir)
-        extra_roots = canonical_roots(request.additional_directories, workspace)
+        risk = agent_risk_profile(self.config, alias)
+        workspace = canonical_workspace(raw_cwd, self.app.launch_dir, risk)
+        extra_roots = canonical_roots(request.additional_directories, workspace, risk)
         mcp_servers = select_mcp_servers(self.config.agents[alias], request.mcp_servers)
         self.table.check_capacity()
         session_id = str(uuid.uuid4())
@@ -550,7 +552,8 @@ class AcpHandlers:
             )
             history = [message for message in stored.messages if message.role != "system"]
             workspace = Path(stored.info.workspace_dir)
-            extra_roots = await restored_roots(store, session_id, roots, workspace)
+            risk = agent_risk_profile(self.config, alias)
+            extra_roots = await restored_roots(store, session_id, roots, workspace, risk)
             session = self._build_session(
                 session_id,
                 alias,

@@ -267,7 +267,7 @@ class ShellTool:
                 session_id=ctx.session_id,
                 env=env,
                 limits=ctx.shell_limits,
-                extra_roots=ctx.policy.jail.extra_roots,
+                grants=ctx.policy.jail.grants,
             )
         except (SandboxRefused, OSError) as exc:  # required but unavailable; ruleset failed
             raise ToolError(f"Sandbox error: {exc}") from None

@@ -157,6 +157,13 @@ class SandboxPosture:
     abstract_sockets: AbstractSockets = "reachable"
 
     @property
+    def hides_private_paths(self) -> bool:
+        """Whether shell commands are kept from the server's private paths (its config and
+        data directories, TLS key, its user's home): Landlock and bubblewrap do; firejail,
+        as configured here, and no sandbox do not."""
+        return self.active in ("landlock", "bubblewrap")
+
+    @property
     def refuses(self) -> bool:
         """Required but unavailable: the shell tool refuses every command."""
         return self.required and self.active == "none"
