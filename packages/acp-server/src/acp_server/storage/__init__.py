@@ -20,7 +20,7 @@ the store hands out. Layout:
 
 Below the store: the conversation model (agent/conversation.py, the only module of the
 agent it imports), ``errors``, ``procfs`` and the pairing rules (security/pairing.py); it
-never imports the protocol, the gateway or the CLI (tests/server/test_storage_layout.py).
+never imports the protocol, the gateway or the CLI (tests/meta/test_storage_layout.py).
 """
 
 from acp_server.storage.async_store import (

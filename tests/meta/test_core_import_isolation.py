@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.helpers import modules_loaded_by
+from tests.meta.fresh_interpreter import modules_loaded_by
 
 pytestmark = pytest.mark.e2e  # imports acp_core in a fresh interpreter process
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import acp_bridge
-from tests.e2e.helpers import modules_loaded_by
+from tests.meta.fresh_interpreter import modules_loaded_by
 
 pytestmark = pytest.mark.e2e  # imports the bridge in a fresh interpreter process
 
