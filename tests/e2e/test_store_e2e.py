@@ -31,7 +31,7 @@ from tests.e2e.helpers import (
     unprivileged_prefix,
 )
 from tests.helpers import echo_config, session_dir, write_config
-from tests.server.test_store import damage_pages
+from tests.server.storage.test_store import damage_pages
 
 pytestmark = pytest.mark.e2e
 

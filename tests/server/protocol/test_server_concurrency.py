@@ -18,14 +18,14 @@ from acp_server.protocol import restore_replay as restore_replay_module
 from acp_server.storage import StoredSession, StoreError
 from tests.helpers import make_config, rpc_error, session_dir
 from tests.jsonrpc_peer import JsonDict
+from tests.server.agent.test_server_tools import stub_turn
+from tests.server.protocol.test_server_restore import FakeStore
 from tests.server.server_harness import (
     ScriptedProvider,
     StubTool,
     open_server,
     text_round,
 )
-from tests.server.test_server_restore import FakeStore
-from tests.server.test_server_tools import stub_turn
 
 
 def responses_to(client: Any, request_id: Any) -> list[JsonDict]:

@@ -1,5 +1,5 @@
 """The file tools' path walk (acp_server/security/beneath.py): from the outermost jail
-root, one directory at a time, following no link (tests/server/test_tools_swap_race.py
+root, one directory at a time, following no link (tests/server/agent/test_tools_swap_race.py
 races the tools themselves)."""
 
 from __future__ import annotations

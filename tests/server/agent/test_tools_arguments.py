@@ -93,7 +93,7 @@ def test_the_schemas_the_model_sees_are_the_snapshot() -> None:
     expected = json.loads(SNAPSHOT.read_text())
     assert seen_by_the_model() == expected, (
         "the tools' schemas changed: if that is meant, rewrite the snapshot with "
-        "`uv run python tests/server/test_tools_arguments.py` and say why in the commit"
+        "`uv run python tests/server/agent/test_tools_arguments.py` and say why in the commit"
     )
 
 

@@ -21,6 +21,7 @@ from acp_server.storage import AsyncSessionStore, open_store
 from acp_server.storage.sqlite import SessionStore
 from tests.helpers import make_config, poll_until, session_dir
 from tests.jsonrpc_peer import JsonDict
+from tests.server.protocol.test_server_restore import FakeStore
 from tests.server.server_harness import (
     ScriptedProvider,
     ServerHarness,
@@ -28,7 +29,6 @@ from tests.server.server_harness import (
     open_server,
     text_round,
 )
-from tests.server.test_server_restore import FakeStore
 
 SESSION_NOT_FOUND = -32000
 TIMEOUT = 20

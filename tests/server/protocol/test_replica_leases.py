@@ -17,6 +17,7 @@ from acp_server.protocol.replica_leases import ReplicaLeases, open_replica_lease
 from acp_server.storage import AsyncSessionStore
 from acp_server.storage.postgres import PostgresSessionStore
 from tests.helpers import make_config, poll_until, session_dir
+from tests.server.protocol.test_session_takeover import user_texts
 from tests.server.server_harness import (
     ScriptedProvider,
     ServerHarness,
@@ -24,7 +25,6 @@ from tests.server.server_harness import (
     open_server,
     text_round,
 )
-from tests.server.test_session_takeover import user_texts
 
 SESSION_NOT_FOUND = -32000
 TIMEOUT = 30

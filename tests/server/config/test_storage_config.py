@@ -16,7 +16,7 @@ from acp_server.gateway.service import Gateway
 from acp_server.storage import AsyncSessionStore
 from acp_server.storage.postgres import PostgresSessionStore
 from tests.helpers import echo_config, write_config
-from tests.server.test_gateway_handlers import _answer
+from tests.server.gateway.test_gateway_handlers import _answer
 
 URL = "postgresql://zeroclaw@db.internal:5432/zeroclaw"
 
