@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import trio
 
-from acp_server.agent.conversation import ChatMessage, CompletedTurn
+from acp_server.model import ChatMessage, CompletedTurn
 from acp_server.storage import DEFAULT_MAX_RESTORED_MESSAGES
 from acp_server.storage.sqlite import SessionStore
 from tests.e2e.helpers import (

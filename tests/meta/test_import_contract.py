@@ -77,7 +77,7 @@ def test_the_contracts_hold_on_a_copy_of_the_sources(pristine: Path) -> None:
 
 @dataclass(frozen=True)
 class Plant:
-    path: str  # under src/
+    path: str  # under src/: a new module, or an existing one the import is added to
     source: str
     contract: str  # the contract's name as import-linter reports it broken
     reported: str  # what the report names: the import, or the unplaced module
@@ -105,10 +105,16 @@ PLANTS = {
         "acp_server.protocol._planted -> acp_server.app",
     ),
     "the model imports storage": Plant(
-        "acp_server/model/_planted.py",
+        "acp_server/model.py",
         "from acp_server.storage import records\n",
         SERVER_LAYERS,
-        "acp_server.model._planted -> acp_server.storage.records",
+        "acp_server.model -> acp_server.storage.records",
+    ),
+    "config imports the model": Plant(
+        "acp_server/config/_planted.py",
+        "from acp_server import model\n",
+        SERVER_LAYERS,
+        "acp_server.config._planted -> acp_server.model",
     ),
     "a top-level module in no layer": Plant(
         "acp_server/_planted.py",
@@ -142,10 +148,8 @@ def test_a_wrong_import_breaks_the_contract(pristine: Path, tmp_path: Path, plan
     tree = tmp_path / "tree"
     shutil.copytree(pristine, tree)
     planted = tree / "src" / plant.path
-    if not planted.parent.exists():  # a planted package of its own (acp_server/model/)
-        planted.parent.mkdir()
-        (planted.parent / "__init__.py").write_text("")
-    planted.write_text(plant.source)
+    existing = planted.read_text() if planted.exists() else ""
+    planted.write_text(existing + plant.source)  # an existing module gains the import
 
     result = _lint(tree)
 

@@ -16,13 +16,13 @@ from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
-from acp_server.agent.conversation import Usage
 from acp_server.agent.cost import CachedLedger, CostMeter, MemoryLedger, next_month
 from acp_server.agent.providers.base import StreamEnd, TextDelta, UsageReported
 from acp_server.cli.main import cli
 from acp_server.config import load_config
 from acp_server.config.model import CostConfig, ModelPrice
 from acp_server.errors import BudgetExceeded
+from acp_server.model import Usage
 from acp_server.storage import AsyncSessionStore, SpendEntry
 from acp_server.storage.sqlite import SessionStore
 from tests.helpers import echo_config, session_dir, write_config

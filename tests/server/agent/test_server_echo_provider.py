@@ -6,7 +6,6 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from acp_server.agent.conversation import ChatMessage
 from acp_server.agent.providers import create_provider
 from acp_server.agent.providers.base import (
     ModelRequest,
@@ -19,6 +18,7 @@ from acp_server.agent.providers.base import (
 )
 from acp_server.agent.providers.echo import EchoProvider
 from acp_server.config import ProviderConfig
+from acp_server.model import ChatMessage
 
 
 async def collect(provider: EchoProvider, *messages: ChatMessage) -> list[ProviderEvent]:

@@ -12,8 +12,8 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from acp_server.agent.conversation import PlanStep
 from acp_server.agent.tools.base import DeliveredFile, ToolContext, ToolOutput
+from acp_server.model import PlanStep
 from tests.helpers import make_config, session_dir
 from tests.server.server_harness import (
     ScriptedProvider,
@@ -424,7 +424,7 @@ async def test_calls_without_a_provider_id_get_one_stable_id(tmp_path: Path) -> 
 
 
 def test_chained_messages_behave_like_one_list() -> None:
-    from acp_server.agent.conversation import ChainedMessages, ChatMessage
+    from acp_server.model import ChainedMessages, ChatMessage
 
     head = [ChatMessage("user", "a"), ChatMessage("assistant", "b")]
     tail = [ChatMessage("user", "c")]

@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from acp_server.agent.conversation import CallView, FileDiff, FileLocation
 from acp_server.agent.tools.base import ToolDefinition
 from acp_server.agent.tools.files import (
     DIFF_CONTEXT_LINES,
@@ -21,6 +20,7 @@ from acp_server.agent.tools.files import (
 )
 from acp_server.agent.tools.registry import definition_for
 from acp_server.config import RiskProfileConfig
+from acp_server.model import CallView, FileDiff, FileLocation
 from acp_server.security import SecurityPolicy
 
 

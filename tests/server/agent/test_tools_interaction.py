@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from acp_server.agent.conversation import PlanStep
 from acp_server.agent.tools.base import ToolContext, ToolError, ToolOutput
 from acp_server.agent.tools.interaction import AskUserTool, EscalateToHumanTool, TodoWriteTool
 from acp_server.agent.tools.registry import build_tools, tool_specs
+from acp_server.model import PlanStep
 from tests.server.tool_context import Recorder, make_context
 
 

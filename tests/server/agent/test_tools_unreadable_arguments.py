@@ -20,7 +20,6 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from acp_server.agent.conversation import ChatMessage, ToolCall
 from acp_server.agent.skills import LoadedSkills
 from acp_server.agent.skills_manifest import Skill, SkillTool
 from acp_server.agent.skills_tools import ReadSkillTool, SkillShellTool
@@ -28,6 +27,7 @@ from acp_server.agent.tools._args import unreadable_argument
 from acp_server.agent.tools.base import Tool
 from acp_server.agent.tools.registry import build_tools
 from acp_server.config.model import WebConfig
+from acp_server.model import ChatMessage, ToolCall
 from acp_server.protocol.handlers import UNSAVED_TURN_WARNING
 from acp_server.storage import open_store
 from acp_server.storage.codec import encode_message

@@ -8,8 +8,8 @@ from pathlib import Path
 import psycopg
 from click.testing import CliRunner, Result
 
-from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanStep, ToolCall, Usage
 from acp_server.cli.main import cli
+from acp_server.model import ChatMessage, CompletedTurn, PlanStep, ToolCall, Usage
 from acp_server.storage.postgres import PG_SCHEMA_VERSION, PostgresSessionStore
 from acp_server.storage.sqlite import SessionStore
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanStep, ToolCall
 from acp_server.cli.sessions import sessions_command
+from acp_server.model import ChatMessage, CompletedTurn, PlanStep, ToolCall
 from acp_server.storage.sqlite import SessionStore
 from tests.helpers import write_config
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import trio
 
-from acp_server.agent.conversation import Usage
 from acp_server.agent.providers.base import Provider, UsageReported
 from acp_server.config import Config, ProviderConfig
+from acp_server.model import Usage
 from acp_server.storage import open_store
 from tests.helpers import make_config, poll_until, session_dir
 from tests.jsonrpc_peer import JsonDict

@@ -12,7 +12,7 @@ import trio
 import trio.testing
 
 from acp_server.agent import replay as replay_module
-from acp_server.agent.conversation import ChatMessage, CompletedTurn
+from acp_server.model import ChatMessage, CompletedTurn
 from acp_server.protocol import connection as server_module
 from acp_server.protocol import restore_replay as restore_replay_module
 from acp_server.storage import StoredSession, StoreError

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import trio
 
-from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanStep, ToolCall
 from acp_server.agent.cost import MemoryLedger
+from acp_server.model import ChatMessage, CompletedTurn, PlanStep, ToolCall
 from acp_server.storage import (
     CREATOR_EPOCH,
     AsyncSessionStore,

@@ -13,8 +13,8 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from acp_server.agent.conversation import CompletedTurn
 from acp_server.errors import SessionTakenOver, rpc_error_for
+from acp_server.model import CompletedTurn
 from acp_server.protocol.ownership import LiveSessions
 from acp_server.protocol.sessions import SessionTable
 from acp_server.storage import AsyncSessionStore, open_store

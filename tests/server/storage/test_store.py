@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanStep, ToolCall, Usage
+from acp_server.model import ChatMessage, CompletedTurn, PlanStep, ToolCall, Usage
 from acp_server.storage import (
     AsyncSessionStore,
     BadCursor,

@@ -12,7 +12,7 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_server.agent.conversation import ChatMessage, CompletedTurn
+from acp_server.model import ChatMessage, CompletedTurn
 from acp_server.storage import (
     CREATOR_EPOCH,
     AsyncSessionStore,

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from acp_server.agent.conversation import ChatMessage, CompletedTurn
+from acp_server.model import ChatMessage, CompletedTurn
 from acp_server.storage import SessionFenced, StoreError, UnknownSession
 from acp_server.storage.postgres import PostgresSessionStore
 from acp_server.storage.postgres.leases import DEFAULT_TAKEOVER_WAIT_SECS, SessionLeases

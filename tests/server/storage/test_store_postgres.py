@@ -14,9 +14,9 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from acp_server.agent.conversation import ChatMessage, CompletedTurn, ToolCall
 from acp_server.app import open_session_store
 from acp_server.config import load_config
+from acp_server.model import ChatMessage, CompletedTurn, ToolCall
 from acp_server.storage import (
     AsyncSessionStore,
     SessionFenced,
