@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from acp_server.agent.aieos import AieosError, parse_aieos, render_aieos
 from acp_server.agent.system_prompt import read_aieos
 from acp_server.config import AgentConfig, load_config
-from acp_server.config.model import IdentityConfig
+from acp_server.config.values import IdentityConfig
 from tests.helpers import echo_config, write_config
 
 GENERATOR_SHAPE = {

@@ -19,7 +19,7 @@ from acp_server.agent.budget import (
     counts_as_action,
 )
 from acp_server.config import ConfigError, load_config
-from acp_server.config.model import CostConfig, ModelPrice
+from acp_server.config.values import CostConfig, ModelPrice
 from tests.helpers import echo_config, make_config, session_dir, write_config
 from tests.server.server_harness import (
     ScriptedProvider,

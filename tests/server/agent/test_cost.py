@@ -20,7 +20,7 @@ from acp_server.agent.cost import CachedLedger, CostMeter, MemoryLedger, next_mo
 from acp_server.agent.providers.base import StreamEnd, TextDelta, UsageReported
 from acp_server.cli.main import cli
 from acp_server.config import load_config
-from acp_server.config.model import CostConfig, ModelPrice
+from acp_server.config.values import CostConfig, ModelPrice
 from acp_server.errors import BudgetExceeded
 from acp_server.model import Usage
 from acp_server.storage import AsyncSessionStore, SpendEntry

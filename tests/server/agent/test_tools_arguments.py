@@ -29,7 +29,7 @@ from acp_server.agent.skills_tools import ReadSkillTool, SkillShellTool
 from acp_server.agent.tools.arguments import ToolArguments, arguments_schema, parse_arguments
 from acp_server.agent.tools.base import RefusedCall, Tool
 from acp_server.agent.tools.registry import build_tools, definition_of, tool_specs
-from acp_server.config.model import WebConfig
+from acp_server.config.values import WebConfig
 
 SNAPSHOT: Final = Path(__file__).with_name("tool_schemas.json")
 

@@ -26,7 +26,7 @@ from acp_server.agent.skills_tools import ReadSkillTool, SkillShellTool
 from acp_server.agent.tools._args import unreadable_argument
 from acp_server.agent.tools.base import Tool
 from acp_server.agent.tools.registry import build_tools
-from acp_server.config.model import WebConfig
+from acp_server.config.values import WebConfig
 from acp_server.model import ChatMessage, ToolCall
 from acp_server.protocol.handlers import UNSAVED_TURN_WARNING
 from acp_server.storage import open_store

@@ -28,7 +28,7 @@ from acp_server.agent.tools.web_guard import (
     resolve_target,
 )
 from acp_server.config import RiskProfileConfig
-from acp_server.config.model import WebConfig
+from acp_server.config.values import WebConfig
 from acp_server.security import Approval, SecurityPolicy
 from tests.e2e.fake_llm import Reply, serve_fake_llm
 from tests.server.tool_context import make_context

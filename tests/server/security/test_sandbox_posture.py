@@ -22,7 +22,7 @@ from acp_server.agent.tools.base import ToolError
 from acp_server.agent.tools.shell import ShellTool
 from acp_server.cli.main import cli
 from acp_server.config import ConfigError, RiskProfileConfig, load_config
-from acp_server.config.model import SANDBOX_BACKEND_NAMES
+from acp_server.config.values import SANDBOX_BACKEND_NAMES
 from acp_server.security.sandbox import (
     BackendProbe,
     BackendStatus,

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
-from acp_server.config.model import CostConfig, ModelPrice, RuntimeProfileConfig
+from acp_server.config.values import CostConfig, ModelPrice, RuntimeProfileConfig
 
 if TYPE_CHECKING:
     from acp_server.config.parse import ConfigParser

@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from acp_server.config.model import AcpConfig, AgentConfig, Config, IdentityConfig
+from acp_server.config.values import AcpConfig, AgentConfig, Config, IdentityConfig
 
 if TYPE_CHECKING:
     from acp_server.config.parse import ConfigParser
