@@ -26,10 +26,10 @@ from acp_server.agent.providers.base import (
     ToolCallRequested,
 )
 from acp_server.agent.tools.base import Tool, ToolContext, ToolOutput
-from acp_server.app import AcpApp
 from acp_server.config import Config
 from acp_server.model import ToolCall
 from acp_server.protocol.connection import serve_connection
+from acp_server.protocol.services.context import AcpApp
 from acp_server.storage import AsyncSessionStore
 from tests.helpers import session_dir
 from tests.jsonrpc_peer import JsonDict, JsonRpcPeer, RequestHandler

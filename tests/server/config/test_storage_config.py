@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import trio
 
-from acp_server.app import AcpApp
 from acp_server.config import ConfigError, load_config
 from acp_server.gateway.service import Gateway
+from acp_server.protocol.services.context import AcpApp
 from acp_server.storage import AsyncSessionStore
 from acp_server.storage.postgres import PostgresSessionStore
 from tests.helpers import echo_config, write_config

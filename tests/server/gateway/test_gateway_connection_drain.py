@@ -8,8 +8,8 @@ from typing import Any
 
 import trio
 
-from acp_server.app import AcpApp
 from acp_server.protocol.connection import AcpConnection
+from acp_server.protocol.services.context import AcpApp
 from tests.helpers import make_config, rpc_error, session_dir
 from tests.server.server_harness import MemoryTransport, ScriptedProvider, text_round
 

@@ -11,12 +11,12 @@ import pytest
 import trio
 import trio.testing
 
-from acp_server.app import AcpApp
 from acp_server.config import load_config
 from acp_server.gateway.admin import ADMIN_HEADER, ADMIN_SECRET_FILE, AdminSecret
 from acp_server.gateway.http import HttpRequest, read_request
 from acp_server.gateway.routes import Exchange, RouteTable
 from acp_server.gateway.service import Gateway
+from acp_server.protocol.services.context import AcpApp
 from tests.helpers import echo_config, write_config
 
 

@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 import trio
 
-from acp_server.app import AcpApp
 from acp_server.config import ConfigError, GatewayConfig, load_config
 from acp_server.gateway.admin import ADMIN_HEADER, ADMIN_SECRET_FILE
 from acp_server.gateway.client_address import ClientAddress, TrustedProxies, forwarded_client
 from acp_server.gateway.pending import PendingConnections
 from acp_server.gateway.proxy_protocol import ProxyAddresses, ProxyCommand, encode_proxy_v2
 from acp_server.gateway.service import Gateway
+from acp_server.protocol.services.context import AcpApp
 from tests.helpers import echo_config, write_config
 
 

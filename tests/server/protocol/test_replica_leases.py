@@ -47,7 +47,10 @@ async def replica(tmp_path: Path, url: str, name: str) -> AsyncIterator[Replica]
     provider = ScriptedProvider([text_round("answer")])
     app = harness_app(config, provider=provider, store=store, launch_dir=tmp_path)
     try:
-        async with open_replica_leases(app) as leases, open_server(config, app=app) as client:
+        async with (
+            open_replica_leases(app.live_sessions, app.store) as leases,
+            open_server(config, app=app) as client,
+        ):
             await client.result("initialize", {})
             yield Replica(client, leases, app.live_sessions, provider)
     finally:

@@ -13,9 +13,9 @@ import psutil
 import trio
 import trio.testing
 
-from acp_server.app import AcpApp
 from acp_server.protocol.connection import AcpConnection
 from acp_server.protocol.limits import ByteBudget, shortened
+from acp_server.protocol.services.context import AcpApp
 from tests.helpers import make_config, session_dir
 from tests.server.server_harness import MemoryTransport, open_server
 

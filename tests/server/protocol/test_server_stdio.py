@@ -10,8 +10,8 @@ import trio
 import trio.testing
 
 from acp_core.errors import RemoteProtocolError
-from acp_server.app import AcpApp
 from acp_server.protocol.connection import serve_connection
+from acp_server.protocol.services.context import AcpApp
 from acp_server.protocol.stdio import StdioTransport
 from acp_server.protocol.transport import TransportClosed
 from tests.helpers import make_config
