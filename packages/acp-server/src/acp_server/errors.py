@@ -12,7 +12,7 @@
         |   +-- TurnFailed                    the model could not finish the turn
         |   |                                 (agent/turn.py)
         |   +-- BudgetExceeded                a [cost] or per-agent spending cap is
-        |   |                                 reached (agent/cost.py)
+        |   |                                 reached (agent/limits/spend.py)
         |   +-- SessionTakenOver              the session is live elsewhere now:
         |                                     -32000 (ACP codes: -32002)
         +-- OperationFailed                   a step failed for a reason only the log

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from acp_server.agent.budget import ActionBudget
-from acp_server.agent.cost import CostMeter
 from acp_server.agent.identity import seed_persona_files
+from acp_server.agent.limits.actions import ActionBudget
+from acp_server.agent.limits.spend import CostMeter
 from acp_server.agent.providers.base import Provider, ToolSpec
 from acp_server.agent.skills import LoadedSkills
 from acp_server.agent.skills_commands import SkillCommands
@@ -102,7 +102,7 @@ class Session:
     # first turn, once the servers are ready (session/new never waits for them).
     mcp: McpToolset | None = None
     _mcp_merged: bool = field(default=False, init=False, repr=False)
-    # The spending caps this session's model calls are checked against (agent/cost.py).
+    # The spending caps this session's model calls are checked against (agent/limits/spend.py).
     cost: CostMeter | None = None
     # Strings every turn needs, computed once in __post_init__.
     uploads_path: str = field(default="", init=False)
@@ -115,7 +115,7 @@ class Session:
     # What system_prompt was last built from: rebuilt only when one of these changed.
     _prompt_key: tuple[object, ...] = field(default=(), init=False, repr=False)
     _shell: str = field(default="", init=False, repr=False)
-    # The runtime profile's max_actions_per_hour, counted on trio's clock (agent/budget.py).
+    # The runtime profile's max_actions_per_hour, counted on trio's clock (agent/limits/actions.py).
     action_budget: ActionBudget = field(init=False, repr=False)
     # The skills read with the prompt files; their tools and slash commands follow them.
     commands: SkillCommands = field(default_factory=SkillCommands, init=False, repr=False)

@@ -262,7 +262,7 @@ def safety_section(policy: SecurityPolicy, max_actions_per_hour: int | None = No
         lines.append("- **Medium-risk commands** require user approval before execution.")
     if max_actions_per_hour is not None:
         # Worded as the reference's SecurityPolicy::prompt_summary; the budget is per
-        # session (agent/budget.py), which is what "per chat" means here.
+        # session (agent/limits/actions.py), which is what "per chat" means here.
         lines.append(
             f"- **Rate limit**: max {max_actions_per_hour} actions per hour per chat "
             "(each conversation has its own independent budget)."

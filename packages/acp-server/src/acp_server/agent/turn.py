@@ -23,8 +23,8 @@ from typing import Any, Final, Protocol
 import trio
 
 from acp_core import schema
-from acp_server.agent.budget import RATE_LIMIT_ERROR, counts_as_action
 from acp_server.agent.delivered import embed_delivered
+from acp_server.agent.limits.actions import RATE_LIMIT_ERROR, counts_as_action
 from acp_server.agent.permissions import (
     DENIED_BY_USER,
     Asking,

@@ -220,7 +220,7 @@ class ToolError(ZeroclawError):
 class RefusedCall(ToolError):
     """The tool refused the call before doing anything: its arguments are unusable (the
     ``_args`` helpers raise it) or the policy's re-check refused them. The call did not
-    run, so it uses none of the action budget (acp_server/agent/budget.py)."""
+    run, so it uses none of the action budget (acp_server/agent/limits/actions.py)."""
 
 
 class ToolPresentation:

@@ -16,7 +16,13 @@ from typing import TypeAlias
 
 import trio
 
-from acp_server.agent.cost import CachedLedger, CostMeter, MemoryLedger, SpendLedger, utc_now
+from acp_server.agent.limits.spend import (
+    CachedLedger,
+    CostMeter,
+    MemoryLedger,
+    SpendLedger,
+    utc_now,
+)
 from acp_server.agent.providers import ProviderFactory, create_provider
 from acp_server.agent.tools.base import Tool
 from acp_server.config import (
@@ -81,7 +87,7 @@ class AcpApp:
     def cost_meter(
         self, session_id: str, agent: AgentConfig, provider: ProviderConfig, model: str
     ) -> CostMeter:
-        """The spending caps a session of ``agent`` is held to (agent/cost.py)."""
+        """The spending caps a session of ``agent`` is held to (agent/limits/spend.py)."""
         runtime = self.config.runtime_profiles.get(agent.runtime_profile, RuntimeProfileConfig())
         return CostMeter(
             cost=self.config.cost,
