@@ -17,13 +17,10 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from acp_server.agent.identity import seed_persona_files
 from acp_server.agent.limits.actions import ActionBudget
 from acp_server.agent.limits.spend import CostMeter
-from acp_server.agent.providers.base import Provider, ToolSpec
-from acp_server.agent.skills import LoadedSkills
-from acp_server.agent.skills_commands import SkillCommands
-from acp_server.agent.system_prompt import (
+from acp_server.agent.prompt.identity import seed_persona_files
+from acp_server.agent.prompt.system_prompt import (
     PromptFiles,
     PromptInputs,
     build_system_prompt,
@@ -31,6 +28,9 @@ from acp_server.agent.system_prompt import (
     prompt_file_candidates,
     read_prompt_files,
 )
+from acp_server.agent.providers.base import Provider, ToolSpec
+from acp_server.agent.skills.commands import SkillCommands
+from acp_server.agent.skills.loader import LoadedSkills
 from acp_server.agent.tools.base import Tool
 from acp_server.agent.tools.shell import _shell_program
 from acp_server.agent.uploads import uploads_dir
@@ -147,7 +147,7 @@ class Session:
         before it. The skills' own paths (found by the reading) are stat'ed after it."""
         self._prompt_files = files
         self._prompt_signature = signature + file_signature(files.skills.watched)
-        tools = self.commands.use(files, self.tools)
+        tools = self.commands.use(files.skills, self.tools, compact=files.skills_mode == "compact")
         if tools is not None:
             self.tools = tools
             self._build_specs()

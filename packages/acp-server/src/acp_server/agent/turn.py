@@ -149,7 +149,7 @@ def prompt_usage(usage: Usage) -> schema.PromptUsage | None:
 async def run_turn(session: Session, user_text: str, io: TurnIO) -> TurnOutcome:
     """Run one prompt turn to completion (cancellable from outside). A prompt naming one of
     the session's skills (``/<skill> ...``) runs with the skill's instructions in front of
-    it (agent/skills_commands.py).
+    it (agent/skills/commands.py).
 
     Raises:
         TurnFailed: the prompt is blank, the model failed, or it produced nothing.

@@ -13,17 +13,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from acp_core import schema
-from acp_server.agent.skills import LoadedSkills, warn_once
-from acp_server.agent.skills_manifest import Skill
-from acp_server.agent.skills_tools import skill_tools
+from acp_server.agent.skills.loader import LoadedSkills, warn_once
+from acp_server.agent.skills.manifest import Skill
+from acp_server.agent.skills.tools import skill_tools
 from acp_server.agent.tools.base import Tool
 from acp_server.patterns import LazyPattern
-
-if TYPE_CHECKING:
-    from acp_server.agent.system_prompt import PromptFiles
 
 logger = logging.getLogger(__name__)
 
@@ -81,11 +78,14 @@ class SkillCommands:
     _tool_names: frozenset[str] = frozenset()
     _sent: list[schema.AvailableCommand] | None = None
 
-    def use(self, files: PromptFiles, tools: Mapping[str, Tool]) -> dict[str, Tool] | None:
-        """Adopt the skills of a new reading; the session's new tool set, or None when
-        its tools stay as they are. A skill tool never replaces a tool of another origin."""
-        self.skills = files.skills
-        added = skill_tools(files.skills, compact=files.skills_mode == "compact")
+    def use(
+        self, skills: LoadedSkills, tools: Mapping[str, Tool], *, compact: bool
+    ) -> dict[str, Tool] | None:
+        """Adopt the skills of a new reading (``compact``: the prompt lists them by name
+        and ``read_skill`` reads one); the session's new tool set, or None when its tools
+        stay as they are. A skill tool never replaces a tool of another origin."""
+        self.skills = skills
+        added = skill_tools(skills, compact=compact)
         if not added and not self._tool_names:
             return None
         merged = {name: tool for name, tool in tools.items() if name not in self._tool_names}
