@@ -21,8 +21,10 @@
 # connections and replicas. protocol/services/context.py holds AcpApp, the state every
 # connection of the process shares.
 #
-# agent/ is the turn runtime: a session, the model rounds of a turn, the providers, the
-# tools, the system prompt and skills, the budgets.
+# agent/ is the turn runtime, in rooms of its own order ("agent-rooms"): runtime/ (a
+# session and its turns) > prompt/ (the system prompt and its files) > skills/ > limits/
+# (actions and spending) > tools/ > providers/ > io/ (uploads and HTTP pools, shared by
+# tools and providers).
 #
 # storage/ is the session store: one facade over a subpackage per backend (sqlite/,
 # postgres/), which never import each other.

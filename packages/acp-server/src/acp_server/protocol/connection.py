@@ -42,7 +42,7 @@ from acp_server.protocol.services.context import AcpApp
 from acp_server.protocol.transport import MessageTransport, TransportClosed
 
 if TYPE_CHECKING:
-    from acp_server.agent.session import Session
+    from acp_server.agent.runtime.session import Session
 
 logger = logging.getLogger(__name__)
 

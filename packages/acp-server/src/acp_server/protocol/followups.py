@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 if TYPE_CHECKING:
-    from acp_server.agent.session import Session
+    from acp_server.agent.runtime.session import Session
     from acp_server.protocol.connection import AcpConnection
 
 

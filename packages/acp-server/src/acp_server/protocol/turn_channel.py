@@ -1,4 +1,4 @@
-"""The ``TurnIO`` a running turn talks to its client through (acp_server/agent/turn.py)."""
+"""The ``TurnIO`` a running turn talks to its client through (acp_server/agent/runtime/turn.py)."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from acp_core.blobs import DEFAULT_MAX_BLOB_BYTES, guess_mime
-from acp_server.agent.uploads import UPLOADS_DIR_NAME, read_verified
+from acp_server.agent.io.uploads import UPLOADS_DIR_NAME, read_verified
 from acp_server.config import DEFAULT_AGENT_ALIAS, Config
 from acp_server.patterns import LazyPattern
 

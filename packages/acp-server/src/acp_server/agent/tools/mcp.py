@@ -24,7 +24,7 @@ are not handed to them.
 
 Results: text passes through; embedded base64 blobs (and image/audio data) are written
 under the session's ``uploads/`` with the prompt-blob helpers (``acp_core.blobs`` naming,
-``acp_server.agent.uploads.store_upload`` writing) and replaced by the same markers a
+``acp_server.agent.io.uploads.store_upload`` writing) and replaced by the same markers a
 prompt attachment gets. A server that cannot start, exits, or stops answering yields an
 ``Error: …`` tool result, never an exception into the session. Stopping a server closes
 its stdin, then the SDK sends SIGTERM and SIGKILL to its process group.
@@ -55,8 +55,8 @@ from acp_core.blobs import (
     storage_name,
 )
 from acp_core.errors import InvalidParamsError
+from acp_server.agent.io.uploads import UploadError, store_upload
 from acp_server.agent.tools.base import DEFAULT_MAX_TOOL_OUTPUT_BYTES, ToolContext, ToolOutput
-from acp_server.agent.uploads import UploadError, store_upload
 from acp_server.config import AgentConfig, McpServerConfig
 from acp_server.patterns import LazyPattern
 

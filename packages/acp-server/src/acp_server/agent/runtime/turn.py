@@ -26,13 +26,10 @@ from acp_core import schema
 from acp_server.agent.delivered import embed_delivered
 from acp_server.agent.limits.actions import RATE_LIMIT_ERROR, counts_as_action
 from acp_server.agent.permissions import (
-    DENIED_BY_USER,
     Asking,
-    VerdictKind,
     approval_request,
     choice_from_outcome,
     choice_request,
-    runtime_denial,
     verdict_from_outcome,
 )
 from acp_server.agent.providers.base import (
@@ -44,7 +41,8 @@ from acp_server.agent.providers.base import (
     ToolCallRequested,
     UsageReported,
 )
-from acp_server.agent.session import Session
+from acp_server.agent.runtime.permissions import DENIED_BY_USER, VerdictKind, runtime_denial
+from acp_server.agent.runtime.session import Session
 from acp_server.agent.tool_updates import (
     completed_diff,
     plan_update,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from acp_server.agent.io.uploads import uploads_dir
 from acp_server.agent.limits.actions import ActionBudget
 from acp_server.agent.limits.spend import CostMeter
 from acp_server.agent.prompt.identity import seed_persona_files
@@ -32,12 +33,10 @@ from acp_server.agent.providers.base import Provider, ToolSpec
 from acp_server.agent.skills.commands import SkillCommands
 from acp_server.agent.skills.loader import LoadedSkills
 from acp_server.agent.tools.base import Tool
-from acp_server.agent.tools.shell import _shell_program
-from acp_server.agent.uploads import uploads_dir
 from acp_server.config import AgentConfig, RuntimeProfileConfig
 from acp_server.model import ChatMessage, PlanStep
 from acp_server.security import CommandRisk, SecurityPolicy
-from acp_server.security.sandbox import discard_session_temp_dir
+from acp_server.security.sandbox import discard_session_temp_dir, shell_program
 
 if TYPE_CHECKING:
     from acp_server.agent.tools.mcp import McpToolset
@@ -130,7 +129,7 @@ class Session:
         # templates and take the first reading of a few small capped files.
         if self.agent.workspace is not None:
             seed_persona_files(self.agent.workspace, self.agent.alias)
-        self._shell = _shell_program()
+        self._shell = shell_program()
         inputs = self.prompt_inputs()
         # As str: stat takes them as they are, once per file each turn.
         self._prompt_candidates = tuple(map(str, prompt_file_candidates(inputs)))
