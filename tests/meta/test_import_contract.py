@@ -142,6 +142,12 @@ PLANTS = {
         AGENT_ROOMS,
         "acp_server.agent.io._planted -> acp_server.agent.providers.base",
     ),
+    "a module at the agent's root, in no room": Plant(
+        "acp_server/agent/_planted.py",
+        "",
+        AGENT_ROOMS,
+        "acp_server.agent._planted",
+    ),
     "the SQLite backend imports the PostgreSQL one": Plant(
         "acp_server/storage/sqlite/_planted.py",
         "from acp_server.storage.postgres import store\n",

@@ -26,7 +26,7 @@ class ToolCall:
 @dataclass(frozen=True, slots=True)
 class PlanStep:
     """One step of the agent's plan as the session keeps and stores it (todo_write); sent
-    to the client as an ACP ``PlanEntry`` (acp_server/agent/tool_updates.py)."""
+    to the client as an ACP ``PlanEntry`` (acp_server/protocol/presentation/tool_updates.py)."""
 
     content: str
     status: Literal["pending", "in_progress", "completed"] = "pending"

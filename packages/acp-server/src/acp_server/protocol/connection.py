@@ -117,7 +117,7 @@ class AcpConnection:
     ) -> None:
         self.app = app
         # A gateway peer (``remote``) may run on another machine: its files are not ours
-        # unless its initialize says so (protocol/client_calls.py).
+        # unless its initialize says so (protocol/presentation/client_calls.py).
         self.remote = remote
         self.shares_filesystem = False
         self.client_capabilities: schema.ClientCapabilities | None = None

@@ -415,9 +415,10 @@ class AcpHandlers:
     async def _run_prompt(
         self, session: Session, turn: Turn, request: schema.PromptParams
     ) -> Payload:
-        from acp_server.agent.runtime.turn import prompt_usage, run_turn
+        from acp_server.agent.runtime.turn import run_turn
+        from acp_server.protocol.presentation.turn_channel import TurnChannel
+        from acp_server.protocol.presentation.usage import prompt_usage
         from acp_server.protocol.titles import title_from_prompt
-        from acp_server.protocol.turn_channel import TurnChannel
 
         session_id = session.session_id
         await ownership.check_still_held(self.table, self.app.store, session)

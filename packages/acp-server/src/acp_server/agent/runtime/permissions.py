@@ -1,6 +1,6 @@
 """What the runtime does with an approval: the operator's verdict and the denial texts.
 
-The question is asked by the presentation side (acp_server/agent/permissions.py builds the
+The question is asked by the presentation side (acp_server/protocol/presentation/permissions.py builds the
 ``session/request_permission`` and reads the answer back as a ``Verdict``); the turn
 acts on the verdict alone: run the call, run it and stop asking, refuse it, or refuse it
 with the operator's replacement text as the tool's result.

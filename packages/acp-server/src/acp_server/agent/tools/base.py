@@ -89,7 +89,7 @@ asked). acp_server/protocol/client_profile.py says which client gets which."""
 class ClientSide(Protocol):
     """What the ACP client offers this session beyond permission requests (its
     ``clientCapabilities`` from ``initialize``, as allowed by ``[acp]``); each call only when
-    its flag says the client offers it (acp_server/protocol/client_calls.py). And how it
+    its flag says the client offers it (acp_server/protocol/presentation/client_calls.py). And how it
     shows permission requests (acp_server/protocol/client_profile.py)."""
 
     @property

@@ -15,10 +15,10 @@ from typing import Any, Final
 
 from acp_core import schema
 from acp_server.agent.runtime.permissions import NO_DECISION, Verdict, VerdictKind
-from acp_server.agent.tool_updates import card_locations, diff_content
 from acp_server.agent.tools._text import encodable
 from acp_server.agent.tools.base import ClientSide, ToolDefinition
 from acp_server.model import CallView
+from acp_server.protocol.presentation.tool_updates import card_locations, diff_content
 
 DEFAULT_MAX_SUMMARY_CHARS: Final = 2000
 """An approval prompt of a tool without a command argument shows at most this much of its
