@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from acp_server.agent.skills.commands import available_commands, expand_skill_command
+from acp_server.agent.skills.commands import expand_skill_command
 from acp_server.agent.skills.loader import LoadedSkills
 from acp_server.agent.skills.manifest import Skill, SkillTool
 from acp_server.agent.skills.prompt_section import (
@@ -23,6 +23,7 @@ from acp_server.agent.skills.prompt_section import (
 from acp_server.agent.skills.tools import ReadSkillTool, SkillShellTool, skill_tools
 from acp_server.agent.tools.base import ToolError
 from acp_server.config import RiskProfileConfig, SkillsConfig
+from acp_server.protocol.presentation.commands import available_commands
 from acp_server.security import Approval, SecurityPolicy
 from tests.server.tool_context import make_context
 

@@ -107,7 +107,7 @@ async def run_turn(session: Session, user_text: str, io: TurnIO) -> TurnOutcome:
         raise TurnFailed(BLANK_PROMPT_MESSAGE)
     await session.prepare_tools()
     await session.refresh_system_prompt()
-    commands = session.commands.update()  # the skills changed since the last list sent
+    commands = session.commands.changed()  # the skills changed since the last list sent
     if commands is not None:
         await io.commands_changed(commands)
     runner = _TurnRunner(session, io)

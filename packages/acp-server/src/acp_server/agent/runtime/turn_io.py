@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from acp_core import schema
 from acp_server.agent.runtime.permissions import Verdict
+from acp_server.agent.skills.commands import SkillCommand
 from acp_server.agent.tools.base import ClientSide, ToolDefinition, ToolOutput
 from acp_server.model import CallView, DeliveredRecord, PlanStep
 
@@ -29,7 +30,7 @@ class TurnIO(Protocol):
         """After a model round: the context now holds ``used`` of ``size`` tokens."""
         ...
 
-    async def commands_changed(self, update: schema.AvailableCommandsUpdate) -> None:
+    async def commands_changed(self, commands: Sequence[SkillCommand]) -> None:
         """The session's skill commands changed since the last list sent."""
         ...
 

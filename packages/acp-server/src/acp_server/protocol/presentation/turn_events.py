@@ -16,8 +16,10 @@ import trio
 
 from acp_core import schema
 from acp_server.agent.runtime.permissions import Verdict
+from acp_server.agent.skills.commands import SkillCommand
 from acp_server.agent.tools.base import ClientSide, ToolDefinition, ToolOutput
 from acp_server.model import CallView, DeliveredRecord, PlanStep
+from acp_server.protocol.presentation.commands import commands_update
 from acp_server.protocol.presentation.delivered import embed_delivered
 from acp_server.protocol.presentation.permissions import (
     Asking,
@@ -53,8 +55,8 @@ class TurnEvents:
         # ACP usage_update: what the context holds now is this round's prompt and answer.
         await self.send_update(schema.UsageUpdate(used=used, size=size))
 
-    async def commands_changed(self, update: schema.AvailableCommandsUpdate) -> None:
-        await self.send_update(update)
+    async def commands_changed(self, commands: Sequence[SkillCommand]) -> None:
+        await self.send_update(commands_update(commands))
 
     async def tool_announced(
         self,
