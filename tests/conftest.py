@@ -1,20 +1,57 @@
 """Shared pytest configuration.
 
 Test helpers are importable as ``tests.<folder>.<module>`` (``pythonpath = ["."]``).
+
+The run is guarded (tests/run_guard.py): whatever it starts is stopped when it ends, even
+when it is killed. Under pytest-xdist each worker starts its own throwaway PostgreSQL on
+first use (the session-scoped fixture below is per worker).
+
+``python3`` is the interpreter running the tests, whatever PATH says (``pin_python``).
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from tests import run_guard
 from tests.postgres_harness import PostgresServer, postgres_server, unavailable
+
+_SWEPT = pytest.StashKey[run_guard.Swept]()
+
+
+def pin_python() -> None:
+    """Put the directory of the interpreter running the tests first on PATH, as `uv run`
+    does. Commands the tests have a server run say ``python3`` (the name the security
+    policy allows), and it must be this interpreter: on a PATH of the user's it may be a
+    pyenv shim, a script that the OS sandbox gives no access to, or anything else."""
+    bin_dir = str(Path(sys.executable).parent)
+    entries = os.environ.get("PATH", "").split(os.pathsep)
+    if entries[:1] != [bin_dir]:
+        os.environ["PATH"] = os.pathsep.join([bin_dir, *entries])
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    pin_python()
+    swept = run_guard.start_guard()
+    if swept:
+        config.stash[_SWEPT] = swept
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    swept = config.stash.get(_SWEPT, None)
+    if swept is None:
+        return []
+    return [f"stopped and removed what killed test runs left: {swept.describe()}"]
 
 
 @pytest.fixture(scope="session")
 def postgres_server_or_reason() -> Iterator[PostgresServer | str]:
-    """One throwaway PostgreSQL for the whole run (tests/postgres_harness.py), started on
+    """One throwaway PostgreSQL per test process (tests/postgres_harness.py), started on
     first use, or why there is none."""
     yield from postgres_server()
 
