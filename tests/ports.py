@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import random
 import socket
+from collections.abc import Mapping
 from typing import Final
 
 PORTS_BELOW_EPHEMERAL: Final = 12_000
@@ -28,7 +29,8 @@ _MIN_PORT: Final = 1024
 _MIN_BLOCK: Final = 50
 
 
-def _ephemeral_low() -> int:
+def ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range."""
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as sysctl:
             return int(sysctl.read().split()[0])
@@ -36,18 +38,18 @@ def _ephemeral_low() -> int:
         return _DEFAULT_EPHEMERAL_LOW
 
 
-def _worker_block() -> range:
-    """This xdist worker's ports (the whole span outside xdist)."""
-    end = _ephemeral_low()
-    start = max(_MIN_PORT, end - PORTS_BELOW_EPHEMERAL)
-    workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+def worker_block(environ: Mapping[str, str], ephemeral_start: int) -> range:
+    """The ports of the xdist worker ``environ`` names (``PYTEST_XDIST_WORKER`` and
+    ``_COUNT``; the whole span outside xdist), below ``ephemeral_start``."""
+    start = max(_MIN_PORT, ephemeral_start - PORTS_BELOW_EPHEMERAL)
+    workers = max(1, int(environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    worker = environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
     index = int(worker) % workers if worker.isdigit() else 0
-    size = (end - start) // workers
+    size = (ephemeral_start - start) // workers
     return range(start + index * size, start + (index + 1) * size)
 
 
-_BLOCK: Final = _worker_block()
+_BLOCK: Final = worker_block(os.environ, ephemeral_low())
 _next = random.randrange(len(_BLOCK)) if len(_BLOCK) >= _MIN_BLOCK else 0
 
 
