@@ -29,7 +29,7 @@ from tests.e2e.helpers import (
     spawn_acp,
     unprivileged_prefix,
 )
-from tests.helpers import echo_config, write_config
+from tests.helpers import TIMING_SENSITIVE, echo_config, write_config
 from tests.server.test_store import damage_pages
 
 pytestmark = pytest.mark.e2e
@@ -486,6 +486,7 @@ async def test_store_failing_quick_check_falls_back_to_memory_and_is_not_written
     assert path.read_bytes() == damaged
 
 
+@TIMING_SENSITIVE
 async def test_a_store_locked_by_another_process_falls_back_within_seconds(
     tmp_path: Path,
 ) -> None:

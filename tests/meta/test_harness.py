@@ -3,6 +3,7 @@ one live process, and ``python3`` pinned to the interpreter running the tests.""
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import socket
@@ -22,7 +23,8 @@ def test_each_worker_draws_from_its_own_block_below_the_ephemeral_range() -> Non
     ]
     ports = [set(block) for block in blocks]
     assert all(len(block) >= 3000 for block in blocks)
-    assert not (ports[0] & ports[1]) and not (ports[1] & ports[2]) and not (ports[0] & ports[2])
+    for one, other in itertools.combinations(ports, 2):
+        assert not one & other
     assert max(max(block) for block in blocks) < 32768
     assert worker_block({}, 32768) == range(32768 - 12_000, 32768)
 
