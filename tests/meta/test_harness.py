@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests import run_guard
+from tests.helpers import TIMING_SENSITIVE
 from tests.ports import ephemeral_low, unused_port, worker_block
 
 
@@ -81,3 +82,12 @@ def test_a_claimed_directory_goes_with_its_run_and_no_other(
     assert claimed.exists() is not owned
     assert unclaimed.exists()
     assert swept == run_guard.Swept(processes=0, directories=int(owned))
+
+
+@TIMING_SENSITIVE
+def test_timing_sensitive_tests_share_one_worker(request: pytest.FixtureRequest) -> None:
+    """Under ``--dist loadgroup`` the scheduler groups tests by the ``@<group>`` suffix of
+    their node ids: this test's must carry it."""
+    if not request.config.getoption("loadgroup", False):
+        pytest.skip("not distributed with --dist loadgroup")
+    assert request.node.nodeid.endswith("@timing")
