@@ -12,11 +12,22 @@ config dir), then:
    turn arrived, exactly once, in order, before that turn's result.
 
 Prints connections, prompt latency p50/p99 (send → result), frames/s received by all
-clients together, RSS per idle connection, and lost/reordered frame counts.
-Targets: 200 concurrent streaming sessions with zero lost frames; < 256 KiB RSS per idle
-connection. Exit status 1 when a frame was lost or reordered.
+clients together, the gateway's CPU during the load, RSS per idle connection, and
+lost/reordered frame counts. Targets: 200 concurrent streaming sessions with zero lost
+frames; < 256 KiB RSS per idle connection. Exit status 1 when a frame was lost or
+reordered.
+
+Clients open their connections at most ``MAX_CONCURRENT_HANDSHAKES`` at a time: the gateway
+closes the oldest unauthenticated socket of a peer address past 64 (gateway/pending.py), and
+every client here is 127.0.0.1.
+
+``--baseline-gateway [LABEL=]PATH`` (repeatable) adds another ``zeroclaw`` executable (say,
+one installed from the commit before a change into a venv of its own); each of ``--rounds``
+rounds runs every gateway once, in turn, and the medians are shown side by side, so that
+before and after share the machine's load.
 
     uv run python bench/gateway_load.py [--connections 200] [--turns 3] [--words 50]
+        [--rounds 1] [--baseline-gateway [LABEL=]PATH ...]
 """
 
 from __future__ import annotations
@@ -25,10 +36,13 @@ import argparse
 import json
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -40,6 +54,8 @@ from websockets.trio.client import ClientConnection, connect
 ZEROCLAW: Final = Path(sys.executable).parent / "zeroclaw"
 LISTENING: Final = re.compile(r"gateway listening on http://[^ ]+:(\d+)")
 KIB: Final = 1024
+MAX_CONCURRENT_HANDSHAKES: Final = 32
+"""Below the gateway's 64 unauthenticated sockets per peer address."""
 
 
 def _config(config_dir: Path) -> None:
@@ -130,9 +146,9 @@ class Client:
             self.stats.reordered += 1
 
 
-async def _start_gateway(config_dir: Path) -> tuple[trio.Process, int]:
+async def _start_gateway(zeroclaw: Path, config_dir: Path) -> tuple[trio.Process, int]:
     process = await trio.lowlevel.open_process(
-        [str(ZEROCLAW), "gateway", "--port", "0"],
+        [str(zeroclaw), "gateway", "--port", "0"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -161,13 +177,43 @@ async def _drain_stderr(process: trio.Process) -> None:
         pass
 
 
-async def run(connections: int, turns: int, words: int) -> int:
+@dataclass(frozen=True, slots=True)
+class Result:
+    """One gateway's figures from one run."""
+
+    latency_p50: float
+    latency_p99: float
+    frames: int
+    elapsed: float
+    gateway_cpu: float
+    rss_before: int
+    rss_idle: int
+    per_connection: float
+    lost: int
+    reordered: int
+    errors: list[str]
+
+    @property
+    def frames_per_second(self) -> float:
+        return self.frames / self.elapsed
+
+    @property
+    def cpu_share(self) -> float:
+        return self.gateway_cpu / self.elapsed
+
+    @property
+    def ok(self) -> bool:
+        return self.lost == 0 and self.reordered == 0 and not self.errors
+
+
+async def measure(zeroclaw: Path, connections: int, turns: int, words: int) -> Result:
+    """Start ``zeroclaw gateway``, hold ``connections`` idle, then load them all at once."""
     with tempfile.TemporaryDirectory(prefix="zc-gateway-bench-") as temp:
         config_dir = Path(temp) / "cfg"
         workspace = Path(temp) / "work"
         workspace.mkdir()
         _config(config_dir)
-        process, port = await _start_gateway(config_dir)
+        process, port = await _start_gateway(zeroclaw, config_dir)
         url = f"ws://127.0.0.1:{port}/acp"
         gateway = psutil.Process(process.pid)
         stats = Stats()
@@ -185,10 +231,11 @@ async def run(connections: int, turns: int, words: int) -> int:
                 async with trio.open_nursery() as holders:
                     clients: list[Client] = []
                     ready = trio.Semaphore(0)
+                    handshakes = trio.Semaphore(MAX_CONCURRENT_HANDSHAKES)
                     release = trio.Event()
                     for _ in range(connections):
                         holders.start_soon(
-                            _hold, url, str(workspace), stats, clients, ready, release
+                            _hold, url, str(workspace), stats, clients, (handshakes, ready), release
                         )
                     with trio.fail_after(120):
                         for _ in range(connections):
@@ -213,22 +260,83 @@ async def run(connections: int, turns: int, words: int) -> int:
                 await process.wait()
             if process.returncode is None:
                 process.kill()
+    return Result(
+        latency_p50=_percentile(stats.latencies, 0.50),
+        latency_p99=_percentile(stats.latencies, 0.99),
+        frames=frames,
+        elapsed=elapsed,
+        gateway_cpu=gateway_cpu,
+        rss_before=rss_before,
+        rss_idle=rss_idle,
+        per_connection=(rss_idle - rss_before) / connections,
+        lost=stats.lost,
+        reordered=stats.reordered,
+        errors=stats.errors,
+    )
 
-    per_connection = (rss_idle - rss_before) / connections
-    print(f"connections:            {connections}")
-    print(f"turns per connection:   {turns} x {words} streamed chunks")
-    print(f"prompt latency p50:     {_percentile(stats.latencies, 0.50) * 1000:.1f} ms")
-    print(f"prompt latency p99:     {_percentile(stats.latencies, 0.99) * 1000:.1f} ms")
-    print(f"frames/s (all clients): {frames / elapsed:,.0f}  ({frames} frames in {elapsed:.2f} s)")
-    print(f"gateway CPU under load: {gateway_cpu:.2f} s in {elapsed:.2f} s "
-          f"({100 * gateway_cpu / elapsed:.0f}% of one core; the clients share the 2nd)")  # fmt: skip
-    print(f"gateway RSS idle:       {rss_before / KIB / KIB:.1f} MiB with 0, "
-          f"{rss_idle / KIB / KIB:.1f} MiB with {connections} connections")  # fmt: skip
-    print(f"RSS per idle connection: {per_connection / KIB:.1f} KiB (target < 256 KiB)")
-    print(f"lost frames:            {stats.lost}")
-    print(f"reordered turns:        {stats.reordered}")
-    print(f"errors:                 {len(stats.errors)} {stats.errors[:3]}")
-    return 0 if stats.lost == 0 and stats.reordered == 0 and not stats.errors else 1
+
+def _report(connections: int, turns: int, words: int, results: dict[str, list[Result]]) -> None:
+    """Medians per gateway, side by side (one column each)."""
+    labels = list(results)
+
+    def row(name: str, cell: Callable[[list[Result]], str]) -> None:
+        print(f"{name:<26}" + "".join(f"{cell(results[label]):>18}" for label in labels))
+
+    def median(values: list[float]) -> float:
+        return statistics.median(values)
+
+    rounds = len(results[labels[0]])
+    print(f"{connections} connections x {turns} turns x {words} streamed chunks, "
+          f"median of {rounds} run(s) each, alternating")  # fmt: skip
+    print(f"{'':<26}" + "".join(f"{label:>18}" for label in labels))
+    row(
+        "prompt latency p50 (ms)",
+        lambda runs: f"{median([r.latency_p50 for r in runs]) * 1000:.0f}",
+    )
+    row(
+        "prompt latency p99 (ms)",
+        lambda runs: f"{median([r.latency_p99 for r in runs]) * 1000:.0f}",
+    )
+    row(
+        "frames/s (all clients)", lambda runs: f"{median([r.frames_per_second for r in runs]):,.0f}"
+    )
+    row("gateway CPU (% of core)", lambda runs: f"{median([r.cpu_share for r in runs]) * 100:.0f}")
+    row(
+        "gateway CPU ms / 1k frames",
+        lambda runs: f"{median([r.gateway_cpu / r.frames * 1e6 for r in runs]):.1f}",
+    )
+    row(
+        "RSS, 0 connections (MiB)",
+        lambda runs: f"{median([r.rss_before / KIB / KIB for r in runs]):.1f}",
+    )
+    row(
+        "RSS per idle conn. (KiB)",
+        lambda runs: f"{median([r.per_connection / KIB for r in runs]):.1f}",
+    )
+    row("lost frames (sum)", lambda runs: f"{sum(r.lost for r in runs)}")
+    row("reordered turns (sum)", lambda runs: f"{sum(r.reordered for r in runs)}")
+    row("errors (sum)", lambda runs: f"{sum(len(r.errors) for r in runs)}")
+    for label in labels:
+        for result in results[label]:
+            if result.errors:
+                print(f"{label}: {result.errors[:3]}")
+
+
+async def run(
+    gateways: dict[str, Path], connections: int, turns: int, words: int, rounds: int
+) -> int:
+    results: dict[str, list[Result]] = {label: [] for label in gateways}
+    for round_number in range(rounds):
+        for label, zeroclaw in gateways.items():
+            result = await measure(zeroclaw, connections, turns, words)
+            print(
+                f"round {round_number + 1} {label}: {result.frames_per_second:,.0f} frames/s, "
+                f"CPU {result.cpu_share * 100:.0f}%, {result.per_connection / KIB:.1f} KiB/conn",
+                file=sys.stderr,
+            )
+            results[label].append(result)
+    _report(connections, turns, words, results)
+    return 0 if all(result.ok for runs in results.values() for result in runs) else 1
 
 
 def _connect(url: str) -> connect:
@@ -240,15 +348,25 @@ async def _hold(
     cwd: str,
     stats: Stats,
     clients: list[Client],
-    ready: trio.Semaphore,
+    slots: tuple[trio.Semaphore, trio.Semaphore],
     release: trio.Event,
 ) -> None:
-    async with _connect(url) as ws:
-        client = Client(ws, stats)
-        await client.setup(cwd)
-        clients.append(client)
-        ready.release()
-        await release.wait()
+    """Open one connection (while holding a handshake slot), then keep it until released."""
+    handshakes, ready = slots
+    await handshakes.acquire()
+    holding = True
+    try:
+        async with _connect(url) as ws:
+            client = Client(ws, stats)
+            await client.setup(cwd)
+            handshakes.release()
+            holding = False
+            clients.append(client)
+            ready.release()
+            await release.wait()
+    finally:
+        if holding:
+            handshakes.release()
 
 
 async def _turns(client: Client, turns: int, words: int) -> None:
@@ -256,13 +374,28 @@ async def _turns(client: Client, turns: int, words: int) -> None:
         await client.turn(turn, words)
 
 
+def _gateway_argument(value: str) -> tuple[str, Path]:
+    label, separator, path = value.rpartition("=")
+    return (label if separator else "baseline"), Path(path)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--connections", type=int, default=200)
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--words", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=1, help="runs per gateway, alternating")
+    parser.add_argument(
+        "--baseline-gateway",
+        type=_gateway_argument,
+        action="append",
+        default=[],
+        metavar="[LABEL=]PATH",
+        help="another zeroclaw executable, measured alternately with this one",
+    )
     args = parser.parse_args()
-    sys.exit(trio.run(run, args.connections, args.turns, args.words))
+    gateways = {"this": ZEROCLAW, **dict(args.baseline_gateway)}
+    sys.exit(trio.run(run, gateways, args.connections, args.turns, args.words, args.rounds))
 
 
 if __name__ == "__main__":

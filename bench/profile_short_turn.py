@@ -11,6 +11,14 @@ Run it under pyinstrument to see the split:
 Without a profiler it prints turns/s for the in-process pair (not comparable with
 server_turns.py, whose client runs in another process).
 
+``--provider openai`` (or ``anthropic``) puts a real provider on the path instead of the echo
+provider: the local model server of bench/provider_turns.py (bench/support/fake_provider.py,
+in a thread of this process, answering five words at once) over HTTP, as a user's turn
+goes. Its own time shows under the server thread, not the event loop's:
+
+    uv run --with pyinstrument pyinstrument -r text bench/profile_short_turn.py \
+        --provider openai --turns 500
+
 ``--owner-check-cost`` measures what "one live copy per session" adds to a short turn: the
 fencing-epoch read a prompt makes before its turn starts (acp_server/protocol/ownership.py,
 ``check_still_held``). First the read alone
@@ -25,6 +33,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -32,21 +41,35 @@ from pathlib import Path
 import msgspec
 import trio
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.provider_turns import write_config as write_provider_config
+from bench.support.fake_provider import FakeProvider
+
 from acp_core.framing import encode_line
-from acp_server.app import AcpApp, open_session_store
-from acp_server.config import default_config
+from acp_server.agent.http_clients import http_clients
+from acp_server.app import open_session_store
+from acp_server.config import Config, default_config, load_config
 from acp_server.protocol import ownership
 from acp_server.protocol.connection import serve_connection
+from acp_server.protocol.services.context import AcpApp
 from acp_server.protocol.stdio import StdioTransport
-from acp_server.storage.sqlite import AsyncSessionStore
+from acp_server.storage import open_store
 
+PROVIDER_TURNS_PER_SESSION = 10
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
 
 
 async def _client(
-    send: trio.lowlevel.FdStream, receive: trio.lowlevel.FdStream, cwd: str, turns: int
+    send: trio.lowlevel.FdStream,
+    receive: trio.lowlevel.FdStream,
+    cwd: str,
+    turns: int,
+    agent: str | None = None,
+    turns_per_session: int | None = None,
 ) -> float:
+    turns_per_session = turns_per_session or turns
     pending = b""
     next_id = 0
 
@@ -66,31 +89,43 @@ async def _client(
                         return message.get("result", message.get("error"))
 
     await call("initialize", {"protocolVersion": 1})
-    new = await call("session/new", {"cwd": cwd, "mcpServers": []})
-    assert isinstance(new, dict)
-    short = {"sessionId": new["sessionId"], "prompt": [{"type": "text", "text": "hello"}]}
-    start = time.perf_counter()
-    for _ in range(turns):
-        await call("session/prompt", short)
-    elapsed = time.perf_counter() - start
+    elapsed = 0.0
+    for first in range(0, turns, turns_per_session):
+        new = await call("session/new", {"cwd": cwd, "mcpServers": [], "agentAlias": agent})
+        assert isinstance(new, dict)
+        short = {"sessionId": new["sessionId"], "prompt": [{"type": "text", "text": "hello"}]}
+        start = time.perf_counter()
+        for _ in range(min(turns_per_session, turns - first)):
+            await call("session/prompt", short)
+        elapsed += time.perf_counter() - start
     await send.aclose()
     return elapsed
 
 
-async def main(turns: int, persist: bool) -> None:
-    elapsed = await short_turns(turns, persist)
-    print(f"{turns / elapsed:,.0f} short turns/s ({'persisting' if persist else 'in memory'})")
+async def main(turns: int, persist: bool, provider: str | None) -> None:
+    elapsed = await short_turns(turns, persist, provider)
+    on = f", {provider} provider over HTTP" if provider else ""
+    print(f"{turns / elapsed:,.0f} short turns/s ({'persisting' if persist else 'in memory'}{on})")
 
 
-async def short_turns(turns: int, persist: bool) -> float:
-    """Seconds ``turns`` one-word prompts take, one after another, in a fresh directory."""
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
+def _config(root: Path, persist: bool, provider: str | None) -> tuple[Config, FakeProvider | None]:
+    if provider is None:
         config = default_config(root, environ={})
         if not persist:
             from dataclasses import replace
 
             config = replace(config, acp=replace(config.acp, session_persistence=False))
+        return config, None
+    server = FakeProvider(long_words=1)
+    write_provider_config(root / "config", server.base_url, persist=persist)
+    return load_config(root / "config", environ={}), server
+
+
+async def short_turns(turns: int, persist: bool, provider: str | None = None) -> float:
+    """Seconds ``turns`` one-word prompts take, one after another, in a fresh directory."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        config, server = _config(root, persist, provider)
         to_server_r, to_server_w = os.pipe()
         to_client_r, to_client_w = os.pipe()
         store = await open_session_store(config)
@@ -99,16 +134,22 @@ async def short_turns(turns: int, persist: bool) -> float:
             trio.lowlevel.FdStream(to_server_r), trio.lowlevel.FdStream(to_client_w)
         )
         elapsed = 0.0
-        async with trio.open_nursery() as nursery:
+        async with http_clients(), trio.open_nursery() as nursery:
             nursery.start_soon(serve_connection, transport, app)
             elapsed = await _client(
                 trio.lowlevel.FdStream(to_server_w),
                 trio.lowlevel.FdStream(to_client_r),
                 str(root),
                 turns,
+                agent=provider,
+                # A model call sends the whole history: keep conversations short, as
+                # bench/provider_turns.py does.
+                turns_per_session=PROVIDER_TURNS_PER_SESSION if provider else None,
             )
         if store is not None:
             await store.aclose()
+        if server is not None:
+            server.close()
     return elapsed
 
 
@@ -120,7 +161,7 @@ def _percentiles(samples: list[float]) -> str:
 
 async def epoch_read_alone(calls: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        store = await AsyncSessionStore.open(Path(tmp) / "acp-sessions.db")
+        store = await open_store(Path(tmp) / "acp-sessions.db")
         await store.create_session("s1", "default", tmp)
         direct: list[float] = []
         for _ in range(calls):
@@ -179,8 +220,11 @@ if __name__ == "__main__":
     parser.add_argument("--in-memory", action="store_true", help="no session store")
     parser.add_argument("--owner-check-cost", action="store_true", help="see the docstring")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--provider", choices=("openai", "anthropic"), default=None, help="see the docstring"
+    )
     args = parser.parse_args()
     if args.owner_check_cost:
         trio.run(owner_check_cost, args.turns, args.rounds)
     else:
-        trio.run(main, args.turns, not args.in_memory)
+        trio.run(main, args.turns, not args.in_memory, args.provider)

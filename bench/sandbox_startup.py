@@ -1,51 +1,66 @@
 """Start-up cost of one shell command under each OS sandbox backend, next to unconfined,
-started through the process supervisor and, for comparison, forked by the server itself.
+started through the process supervisor and, for comparison, forked by the server itself,
+and planned by this tree's sandbox code and by another revision's (``main`` by default).
 
-Run: ``uv run python bench/sandbox_startup.py [--runs N]`` (a benchmark, not a test: it
-prints figures, exits 0). Each run is what the shell tool does for one command: plan the
-spawn (``plan_spawn``: the Landlock ruleset, or the bubblewrap command line) and run
-``bash -c true`` through ``run_shell_command`` (the supervisor starts it, reports its exit,
-and stops what it left). The ``direct`` rows start the same plan the way the shell tool
-did before the supervisor existed: forked by the server (``preexec_fn``), a process-group
-kill at the end, which leaves whatever left the group running. The unconfined row is
-``sandbox_enabled = false`` (resource limits only). Rounds interleave every row, so drift
-on a shared machine hits them alike. Expect a few milliseconds.
+Run: ``uv run python bench/sandbox_startup.py [--runs N] [--baseline REF]`` (a benchmark,
+not a test: it prints figures, exits 0). Each run is what the shell tool does for one
+command: plan the spawn (``plan_spawn``: the Landlock ruleset, or the bubblewrap command
+line) and run ``bash -c true`` through ``run_shell_command`` (the supervisor starts it,
+reports its exit, and stops what it left). Rounds interleave every row, so drift on a shared
+machine hits them alike. Expect a few milliseconds.
+
+Rows, per backend:
+
+* ``supervised``: this tree's plan as the shell tool makes it, with the session's grants
+  and the server's private paths (a config directory in the home directory, the usual
+  case: nothing to carve out of a granted directory);
+* ``direct``: the same plan started the way the shell tool did before the supervisor
+  existed: forked by the server (``preexec_fn``), a process-group kill at the end;
+* ``REF's plan``: ``REF``'s ``acp_server/security/sandbox`` package, read with ``git show``
+  and imported under another name, plans the command (no grants, nothing hidden); it runs
+  like ``supervised``, so the difference is what the file-system checks cost;
+* ``config in /etc``: this tree's plan with the config directory under ``/etc`` (made and
+  removed here, when this user may), which Landlock then grants child by child.
+
+The unconfined row is ``sandbox_enabled = false`` (resource limits only).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
+import re
+import shutil
 import signal
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Final
+from types import ModuleType
+from typing import Any, Final
 
 import trio
 
 from acp_server.agent.tools.shell import run_shell_command
-from acp_server.config import RiskProfileConfig
-from acp_server.security.sandbox import (
-    SandboxPosture,
-    SpawnPlan,
-    plan_spawn,
-    resolve_posture,
-    spawned,
-)
+from acp_server.config import PrivatePath, RiskProfileConfig
+from acp_server.security.grants import SessionGrants, session_grants
+from acp_server.security.sandbox import SpawnPlan, plan_spawn, resolve_posture, spawned
 
 DEFAULT_RUNS: Final = 200
 WARM_UP_ROUNDS: Final = 5
 COMMAND: Final = "true"
-PROFILES: Final = {
-    "unconfined": RiskProfileConfig(level="full", sandbox_enabled=False),
-    "landlock": RiskProfileConfig(level="full", sandbox_backend="landlock"),
-    "bubblewrap": RiskProfileConfig(level="full", sandbox_backend="bubblewrap"),
-}
+BACKENDS: Final = ("landlock", "bubblewrap")
+SANDBOX_PACKAGE: Final = "acp_server.security.sandbox"
+SANDBOX_SOURCE: Final = "packages/acp-server/src/acp_server/security/sandbox"
+BASELINE_PACKAGE: Final = "zeroclaw_bench_baseline_sandbox"
 Runner = Callable[[SpawnPlan, Path], Awaitable[int | None]]
+Planner = Callable[[Path, str], SpawnPlan]
 
 
 async def supervised(plan: SpawnPlan, workspace: Path) -> int | None:
@@ -79,63 +94,163 @@ async def direct(plan: SpawnPlan, workspace: Path) -> int | None:
     return process.returncode
 
 
-async def one_command(
-    run: Runner, profile: RiskProfileConfig, posture: SandboxPosture, workspace: Path, shell: str
-) -> float:
-    """Milliseconds to plan, run and reap one command."""
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-    started = time.perf_counter()
-    plan = await trio.to_thread.run_sync(
-        lambda: plan_spawn(
+@dataclass(frozen=True)
+class Row:
+    backend: str
+    started: str
+    plan: Planner
+    run: Runner
+
+
+def command_env() -> dict[str, str]:
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+
+
+def planner(
+    spawn: Callable[..., SpawnPlan], posture: Any, profile: RiskProfileConfig, *, grants: bool
+) -> Planner:
+    """Plans with ``spawn`` (a revision's ``plan_spawn``); ``grants``: as the shell tool
+    does, with the session's grants (computed once per session, with its jail)."""
+    computed: dict[Path, SessionGrants] = {}
+
+    def plan(workspace: Path, shell: str) -> SpawnPlan:
+        extra: dict[str, SessionGrants] = {}
+        if grants:
+            extra["grants"] = computed.setdefault(workspace, session_grants(profile, workspace))
+        return spawn(
             [shell, "-c", COMMAND],
             posture=posture,
             profile=profile,
             workspace=workspace,
             session_id="bench",
-            env=env,
+            env=command_env(),
+            **extra,
         )
+
+    return plan
+
+
+def this_tree(profile: RiskProfileConfig) -> Planner:
+    return planner(plan_spawn, resolve_posture(profile), profile, grants=True)
+
+
+def baseline_plan(module: ModuleType, profile: RiskProfileConfig) -> Planner:
+    return planner(module.plan_spawn, module.resolve_posture(profile), profile, grants=False)
+
+
+def load_baseline(ref: str, into: Path) -> ModuleType:
+    """``ref``'s sandbox package, imported as ``BASELINE_PACKAGE`` from ``into``."""
+    root = Path(__file__).resolve().parent.parent
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=root, capture_output=True, text=True, check=True
+        ).stdout
+
+    package = into / BASELINE_PACKAGE
+    package.mkdir()
+    for name in git("ls-tree", "--name-only", f"{ref}:{SANDBOX_SOURCE}").split():
+        if name.endswith(".py"):
+            source = git("show", f"{ref}:{SANDBOX_SOURCE}/{name}")
+            (package / name).write_text(
+                re.sub(re.escape(SANDBOX_PACKAGE), BASELINE_PACKAGE, source)
+            )
+    sys.path.insert(0, str(into))
+    return importlib.import_module(BASELINE_PACKAGE)
+
+
+@contextmanager
+def config_under_etc() -> Iterator[Path | None]:
+    """A throwaway config directory under /etc (None when this user cannot make one)."""
+    try:
+        path = Path(tempfile.mkdtemp(prefix="zeroclaw-bench-", dir="/etc"))
+    except OSError:
+        yield None
+        return
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def with_private_paths(profile: RiskProfileConfig, config_dir: Path) -> RiskProfileConfig:
+    return replace(
+        profile,
+        private_paths=(
+            PrivatePath("the config directory", config_dir),
+            PrivatePath("the data directory (workspace_dir)", config_dir / "data"),
+            PrivatePath("the server user's home directory", Path.home()),
+        ),
     )
+
+
+def rows(baseline: ModuleType, ref: str, etc_config: Path | None) -> list[Row]:
+    unconfined = RiskProfileConfig(level="full", sandbox_enabled=False)
+    table = [
+        Row("unconfined", "direct", this_tree(unconfined), direct),
+        Row("unconfined", "supervised", this_tree(unconfined), supervised),
+    ]
+    for backend in BACKENDS:
+        profile = RiskProfileConfig(level="full", sandbox_backend=backend)
+        posture = resolve_posture(profile)
+        if posture.refuses:
+            print(f"{backend:<12} unavailable: {posture.reason}")
+            continue
+        usual = this_tree(with_private_paths(profile, Path.home() / ".zeroclaw"))
+        table += [
+            Row(backend, "direct", usual, direct),
+            Row(backend, "supervised", usual, supervised),
+            Row(backend, f"{ref}'s plan", baseline_plan(baseline, profile), supervised),
+        ]
+        if etc_config is not None:
+            in_etc = this_tree(with_private_paths(profile, etc_config))
+            table.append(Row(backend, "config in /etc", in_etc, supervised))
+    return table
+
+
+async def one_command(row: Row, workspace: Path, shell: str) -> float:
+    """Milliseconds to plan, run and reap one command."""
+    started = time.perf_counter()
+    plan = await trio.to_thread.run_sync(row.plan, workspace, shell)
     with spawned(plan):
-        returncode = await run(plan, workspace)
+        returncode = await row.run(plan, workspace)
     elapsed = (time.perf_counter() - started) * 1000
     if returncode != 0:
-        raise SystemExit(f"{posture.describe()}: `{COMMAND}` exited {returncode}")
+        raise SystemExit(f"{row.backend} ({row.started}): `{COMMAND}` exited {returncode}")
     return elapsed
 
 
-async def main(runs: int, workspace: Path, shell: str) -> None:
-    postures: dict[str, SandboxPosture] = {}
-    for name, profile in PROFILES.items():
-        posture = resolve_posture(profile)
-        if posture.refuses:
-            print(f"{name:<12} unavailable: {posture.reason}")
-            continue
-        postures[name] = posture
-    runners: dict[str, Runner] = {"direct": direct, "supervised": supervised}
-    timings: dict[tuple[str, str], list[float]] = {
-        (name, how): [] for name in postures for how in runners
-    }
+async def main(runs: int, workspace: Path, shell: str, table: list[Row]) -> None:
+    timings: dict[Row, list[float]] = {row: [] for row in table}
     for round_index in range(runs + WARM_UP_ROUNDS):
-        for name, how in timings:
-            elapsed = await one_command(
-                runners[how], PROFILES[name], postures[name], workspace, shell
-            )
+        for row in table:
+            elapsed = await one_command(row, workspace, shell)
             if round_index >= WARM_UP_ROUNDS:
-                timings[name, how].append(elapsed)
+                timings[row].append(elapsed)
+    unconfined = {row.started: statistics.median(timings[row]) for row in table[:2]}
     print(f"per-command start-up of `{shell} -c {COMMAND}`, {runs} runs each (ms)")
-    print(f"{'backend':<12} {'started':<11} {'median':>8} {'p90':>8} {'vs unconfined':>14}")
-    for (name, how), values in timings.items():
+    print(f"{'backend':<12} {'started':<16} {'median':>8} {'p90':>8} {'vs unconfined':>14}")
+    for row, values in timings.items():
         values.sort()
         median = statistics.median(values)
         p90 = values[max(0, int(len(values) * 0.9) - 1)]
-        baseline = statistics.median(timings["unconfined", how])
-        extra = "" if name == "unconfined" else f"{median - baseline:+.2f}"
-        print(f"{name:<12} {how:<11} {median:>8.2f} {p90:>8.2f} {extra:>14}")
+        base = unconfined.get(row.started, unconfined["supervised"])
+        extra = "" if row.backend == "unconfined" else f"{median - base:+.2f}"
+        print(f"{row.backend:<12} {row.started:<16} {median:>8.2f} {p90:>8.2f} {extra:>14}")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=DEFAULT_RUNS)
+    parser.add_argument("--baseline", default="main", metavar="REF")
+    arguments = parser.parse_args()
     shell_program = "/bin/bash" if Path("/bin/bash").exists() else "/bin/sh"
-    with tempfile.TemporaryDirectory(prefix="zeroclaw-bench-") as scratch:
-        trio.run(main, parser.parse_args().runs, Path(scratch).resolve(), shell_program)
+    with (
+        tempfile.TemporaryDirectory(prefix="zeroclaw-bench-") as scratch,
+        config_under_etc() as etc_config,
+    ):
+        baseline_module = load_baseline(arguments.baseline, Path(scratch))
+        workspace = Path(scratch) / "workspace"
+        workspace.mkdir()
+        table = rows(baseline_module, arguments.baseline, etc_config)
+        trio.run(main, arguments.runs, workspace.resolve(), shell_program, table)

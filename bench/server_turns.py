@@ -32,62 +32,16 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
-import msgspec
 import tomli_w
 import trio
 
-from acp_core.framing import encode_line
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.support.peer import Peer
 
 HERE = Path(__file__).resolve().parent
-_decode = msgspec.json.Decoder().decode
-_encode = msgspec.json.Encoder().encode
-
-
-class Peer:
-    """Just enough JSON-RPC to run turns and count chunks.
-
-    The client must not be the bottleneck: lines are split in C and only a line that can
-    be a response (no ``"method"``) is decoded; notifications are merely counted.
-    """
-
-    def __init__(self, process: trio.Process) -> None:
-        assert process.stdin is not None
-        assert process.stdout is not None
-        self.stdin = process.stdin
-        self.stdout = process.stdout
-        self.pending = b""
-        self.next_id = 0
-
-    async def call(self, method: str, params: dict[str, Any]) -> tuple[Any, int]:
-        """Returns (result, notifications received before it)."""
-        self.next_id += 1
-        request_id = self.next_id
-        await self.stdin.send_all(
-            encode_line(
-                _encode({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-            )
-        )
-        notes = 0
-        while True:
-            data = await self.stdout.receive_some(1 << 18)
-            if not data:
-                raise EOFError("agent closed stdout")
-            lines = (self.pending + bytes(data)).split(b"\n")
-            self.pending = lines.pop()
-            for index, line in enumerate(lines):
-                if b'"method"' in line:
-                    notes += 1
-                    continue
-                message = _decode(line)
-                if message.get("id") != request_id:
-                    continue
-                if "error" in message:
-                    raise RuntimeError(f"{method} failed: {message['error']}")
-                rest = lines[index + 1 :]
-                self.pending = b"".join(line + b"\n" for line in rest) + self.pending
-                return message["result"], notes
 
 
 @dataclass

@@ -1,19 +1,35 @@
-"""Session store figures: per-turn commit latency and session/load replay throughput.
+"""Session store figures on both backends: per-turn commit latency and session/load.
 
-Run: ``uv run python bench/store.py`` (a benchmark, not a test: it prints figures, exits 0).
-Targets: a commit adds under 5 ms (median) to a turn of 20 messages, and
-``session/load`` replays at least 20,000 messages per second end to end.
+Run: ``uv run python bench/store.py [--baseline DIR] [--url postgresql://...]`` (a benchmark,
+not a test: it prints figures, exits 0). Targets: a commit adds under 5 ms (median) to a
+turn of 20 messages on SQLite, and ``session/load`` replays at least 20,000 messages per
+second end to end.
+
+For each backend (SQLite, and PostgreSQL unless ``--no-postgres``: the one ``--url`` names,
+else a throwaway one on 127.0.0.1 started from the machine's binaries with the server's
+default durability, fsync and synchronous_commit on, or ``--pg-setting``s; it is removed
+afterwards: tests/postgres_harness.py):
 
 1. Commit: ``append_turn`` of a realistic 20-message turn (a prompt, nine tool rounds of
    assistant text + call + result, a final answer) into a growing session, timed per call;
-   once on ``SessionStore`` directly and once through ``AsyncSessionStore`` (the worker
-   thread hop the server pays).
-2. Load: a session with ``--messages`` stored messages is loaded through a real
-   ``zeroclaw acp`` process over pipes: time from writing the ``session/load`` request to
-   reading its response, with every ``session/update`` line read in between. In the same run,
-   the same rows are fetched with a plain ``SELECT`` (the floor any implementation pays),
-   and the in-process steps (``load_session``, ``history_updates`` + encoding) are timed
-   to show where the time goes.
+   once on the backend directly and once through ``AsyncSessionStore`` (the worker-thread
+   hop the server pays).
+2. Load: a session with ``--messages`` stored messages, read back with ``load_session`` in
+   process, and with ``session/load`` through a real ``zeroclaw acp`` process over pipes
+   (time from writing the request to reading its response, every ``session/update`` line
+   read in between). On SQLite, the same rows fetched with a plain ``SELECT`` show the floor
+   any implementation pays.
+
+``--cpu-time`` times the in-process measures by the process's CPU time instead of the wall
+clock: what the code itself costs, with the disk's and the database server's time left out,
+which on a shared machine is the steadier figure to compare two checkouts by.
+
+``--baseline DIR`` names another checkout of this repository (e.g. ``git worktree add
+--detach /var/tmp/zeroclaw-base main``; its own virtualenv is not needed): every
+measurement then also runs on that checkout's code, in the same run, alternating which
+checkout goes first each round, and the figures are printed side by side. Each measurement
+runs in a child process whose ``PYTHONPATH`` puts the checkout's packages first, so this
+file imports the store only through module paths both layouts have.
 """
 
 from __future__ import annotations
@@ -27,23 +43,27 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from functools import partial
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import IO, Any, Final
 
-import msgspec
 import trio
 
-from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanStep, ToolCall, Usage
-from acp_server.agent.replay import history_updates
-from acp_server.storage.contract import SessionBackend
-from acp_server.storage.sqlite import AsyncSessionStore, SessionStore
+from acp_server.config.storage import STORAGE_URL_ENV
 
+# Module paths that exist in this checkout and in checkouts from before storage/__init__.py
+# became the store's facade, so a --baseline child imports the same names from its code.
+from acp_server.model import ChatMessage, CompletedTurn, PlanStep, ToolCall, Usage
+from acp_server.storage.async_store import AsyncSessionStore
+from acp_server.storage.contract import SessionBackend
+
+REPO: Final = Path(__file__).resolve().parent.parent
 MESSAGES_PER_TURN: Final = 20
 SESSION_ID: Final = "bench-0000-4000-8000-000000000000"
 SCRUBBED_ENV: Final = ("OPENROUTER_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_API_KEY")
 NOTIFICATION_PREFIX: Final = b'{"jsonrpc":"2.0","method":"session/update"'
+BACKENDS: Final = ("sqlite", "postgres")
 
 
 def make_turn(index: int) -> CompletedTurn:
@@ -93,23 +113,28 @@ def ms(seconds: float) -> str:
 
 
 Opener = Callable[[], SessionBackend]
-"""Opens a new store of the backend measured (SQLite here, PostgreSQL in store_postgres.py)."""
+"""Opens a new store of the backend measured."""
 
 
-def commit_direct(open_store: Opener, turns: int) -> list[float]:
+Clock = Callable[[], float]
+
+
+def commit_direct(open_store: Opener, turns: int, clock: Clock = time.perf_counter) -> list[float]:
     store = open_store()
     store.create_session("commit-sync", "default", "/w")
     samples = []
     for index in range(turns):
         turn = make_turn(index)
-        start = time.perf_counter()
+        start = clock()
         store.append_turn("commit-sync", turn)
-        samples.append(time.perf_counter() - start)
+        samples.append(clock() - start)
     store.close()
     return samples
 
 
-def commit_async_store(open_store: Opener, turns: int) -> list[float]:
+def commit_async_store(
+    open_store: Opener, turns: int, clock: Clock = time.perf_counter
+) -> list[float]:
     samples: list[float] = []
 
     async def run() -> None:
@@ -117,9 +142,9 @@ def commit_async_store(open_store: Opener, turns: int) -> list[float]:
         await store.create_session("commit-async", "default", "/w")
         for index in range(turns):
             turn = make_turn(index)
-            start = time.perf_counter()
+            start = clock()
             await store.append_turn("commit-async", turn)
-            samples.append(time.perf_counter() - start)
+            samples.append(clock() - start)
         await store.aclose()
 
     trio.run(run)
@@ -129,22 +154,38 @@ def commit_async_store(open_store: Opener, turns: int) -> list[float]:
 # --------------------------------------------------------------------------- load
 
 
-def build_session(path: Path, messages: int) -> None:
-    store = SessionStore.open(path)
-    store.create_session(SESSION_ID, "default", str(path.parent))
+def build_session(open_store: Opener, messages: int) -> None:
+    store = open_store()
+    store.create_session(SESSION_ID, "default", "/w")
     for index in range(messages // MESSAGES_PER_TURN):
         store.append_turn(SESSION_ID, make_turn(index))
     store.close()
 
 
-def plain_select(path: Path) -> tuple[float, int]:
+def load_in_process(
+    open_store: Opener, messages: int, rounds: int, clock: Clock = time.perf_counter
+) -> list[float]:
+    """``load_session`` of the session ``build_session`` stored, timed per call."""
+    store = open_store()
+    samples = []
+    for _ in range(rounds):
+        start = clock()
+        stored = store.load_session(SESSION_ID)
+        samples.append(clock() - start)
+        assert stored is not None
+        assert len(stored.messages) == messages
+    store.close()
+    return samples
+
+
+def plain_select(path: Path) -> float:
     """The same rows with no decoding: messages and tool rows of the session, in order."""
     conn = sqlite3.connect(path)
     start = time.perf_counter()
     (row_id,) = conn.execute(
         "SELECT id FROM acp_sessions WHERE session_uuid = ?", (SESSION_ID,)
     ).fetchone()
-    rows = conn.execute(
+    conn.execute(
         "SELECT id, role, content, reasoning_content FROM acp_messages"
         " WHERE session_id = ? ORDER BY id",
         (row_id,),
@@ -157,30 +198,17 @@ def plain_select(path: Path) -> tuple[float, int]:
     ).fetchall()
     elapsed = time.perf_counter() - start
     conn.close()
-    return elapsed, len(rows)
-
-
-def in_process_steps(path: Path) -> tuple[float, float, int]:
-    store = SessionStore.open(path)
-    start = time.perf_counter()
-    stored = store.load_session(SESSION_ID)
-    loaded = time.perf_counter() - start
-    store.close()
-    assert stored is not None
-    encoder = msgspec.json.Encoder()
-    start = time.perf_counter()
-    updates = history_updates(stored.messages)
-    for update in updates:
-        encoder.encode({"sessionId": SESSION_ID, "update": update})
-    replayed = time.perf_counter() - start
-    return loaded, replayed, len(updates)
+    return elapsed
 
 
 class AcpProcess:
-    def __init__(self, config_dir: Path) -> None:
+    def __init__(self, config_dir: Path, *, storage_url: str | None = None) -> None:
         env = {k: v for k, v in os.environ.items() if k not in SCRUBBED_ENV}
         env["ZEROCLAW_CONFIG_DIR"] = str(config_dir)
         env["ZEROCLAW_LOG"] = "warning"
+        env.pop(STORAGE_URL_ENV, None)
+        if storage_url is not None:
+            env[STORAGE_URL_ENV] = storage_url
         self.process = subprocess.Popen(
             [str(Path(sys.executable).parent / "zeroclaw"), "acp"],
             stdin=subprocess.PIPE,
@@ -219,8 +247,12 @@ class AcpProcess:
         self.process.wait(timeout=30)
 
 
-def bench_load(config_dir: Path, rounds: int) -> tuple[list[float], int]:
-    server = AcpProcess(config_dir)
+def bench_load(
+    config_dir: Path, rounds: int, *, storage_url: str | None = None
+) -> tuple[list[float], int]:
+    """``session/load`` of ``SESSION_ID`` through ``zeroclaw acp`` (the SQLite file of
+    ``config_dir``, or the PostgreSQL store ``storage_url``), timed per call."""
+    server = AcpProcess(config_dir, storage_url=storage_url)
     try:
         server.call("initialize", {"protocolVersion": 1})
         samples = []
@@ -236,47 +268,166 @@ def bench_load(config_dir: Path, rounds: int) -> tuple[list[float], int]:
     return samples, updates
 
 
+# --------------------------------------------------------------------------- one checkout
+
+Figures = dict[str, list[float]]
+"""Samples in seconds by measure."""
+
+
+def opener(backend: str, location: str) -> Opener:
+    if backend == "sqlite":
+        from acp_server.storage.sqlite import SessionStore
+
+        return lambda: SessionStore.open(Path(location))
+    from acp_server.storage.postgres import PostgresSessionStore
+
+    return lambda: PostgresSessionStore.open(location)
+
+
+def measure(backend: str, location: str, work: Path, args: argparse.Namespace) -> Figures:
+    """Every figure of one backend, on the code this process imports. ``location``: the
+    PostgreSQL URL, or (SQLite) ignored: the files go under ``work``."""
+    config_dir = work / "cfg"
+    clock = time.process_time if args.cpu_time else time.perf_counter
+    if backend == "sqlite":
+        db = config_dir / "data" / "sessions" / "acp-sessions.db"
+        commit_store = opener(backend, str(work / "commit-sync.db"))
+        hopped_store = opener(backend, str(work / "commit-async.db"))
+        load_store = opener(backend, str(db))
+    else:
+        config_dir.mkdir(parents=True)
+        commit_store = hopped_store = load_store = opener(backend, location)
+    figures: Figures = {
+        "commit": commit_direct(commit_store, args.turns, clock),
+        "commit through AsyncSessionStore": commit_async_store(hopped_store, args.turns, clock),
+    }
+    build_session(load_store, args.messages)
+    figures["load_session in process"] = load_in_process(
+        load_store, args.messages, args.rounds, clock
+    )
+    url = None if backend == "sqlite" else location
+    figures["session/load over stdio"], _ = bench_load(config_dir, args.rounds, storage_url=url)
+    if backend == "sqlite":
+        figures["plain SELECT of the rows (floor)"] = [plain_select(db)]
+    return figures
+
+
+def measure_in_child(
+    tree: Path, backend: str, location: str, work: Path, args: argparse.Namespace
+) -> Figures:
+    """``measure`` in a child process running the code of the checkout at ``tree``."""
+    sources = [str(tree / "packages" / name / "src") for name in ("acp-server", "acp-core")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sources)}
+    command = [sys.executable, __file__, "--child", backend, location, str(work)]
+    command += ["--turns", str(args.turns), "--messages", str(args.messages)]
+    command += ["--rounds", str(args.rounds)] + (["--cpu-time"] if args.cpu_time else [])
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"measuring {backend} on {tree} failed:\n{done.stderr[-3000:]}")
+    figures: Figures = json.loads(done.stdout.splitlines()[-1])
+    return figures
+
+
+# --------------------------------------------------------------------------- both checkouts
+
+
+@contextmanager
+def postgres_urls(args: argparse.Namespace) -> Iterator[Callable[[], Any]]:
+    """A factory of fresh, empty schemas (each a context manager yielding its URL) on the
+    PostgreSQL server ``--url`` names, or on a throwaway one."""
+    sys.path.insert(0, str(REPO))
+    from tests.postgres_harness import LocalCluster, PostgresServer, find_binaries
+
+    if args.url is not None:
+        yield PostgresServer(args.url).fresh_schema
+        return
+    binaries = find_binaries()
+    if binaries is None:
+        sys.exit("no PostgreSQL binaries found: pass --url, or --no-postgres")
+    cluster = LocalCluster(binaries, settings=args.pg_setting)
+    try:
+        yield PostgresServer(cluster.start()).fresh_schema
+    finally:
+        cluster.stop()
+
+
+def summary(measure_name: str, samples: list[float], messages: int) -> str:
+    median = statistics.median(samples)
+    if measure_name.startswith("commit"):
+        return f"median {ms(median)}  p99 {ms(percentile(samples, 0.99))}"
+    return f"median {ms(median)} ({messages / median:,.0f} msg/s)"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=300, help="commits to time (default 300)")
     parser.add_argument(
         "--messages", type=int, default=10_000, help="stored messages to load (default 10000)"
     )
-    parser.add_argument("--rounds", type=int, default=5, help="session/load repetitions")
+    parser.add_argument("--rounds", type=int, default=5, help="loads timed per measurement")
+    parser.add_argument("--repeat", type=int, default=3, help="measurements per checkout")
+    parser.add_argument("--baseline", type=Path, default=None, help="another checkout to compare")
+    parser.add_argument("--url", default=None, help="a PostgreSQL to use (default: start one)")
+    parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
+    parser.add_argument(
+        "--cpu-time",
+        action="store_true",
+        help="time the in-process measures by this process's CPU time (its code's own cost,"
+        " without waiting for the disk or the database server); over stdio stays wall time",
+    )
+    parser.add_argument(
+        "--pg-setting",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting for the started PostgreSQL (repeatable), e.g. synchronous_commit=off",
+    )
+    parser.add_argument("--child", nargs=3, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
-    with tempfile.TemporaryDirectory(prefix="zeroclaw-bench-store-") as tmp:
-        root = Path(tmp)
-        commit_sync = commit_direct(
-            partial(SessionStore.open, root / "commit" / "sync.db"), args.turns
-        )
-        commit_async = commit_async_store(
-            partial(SessionStore.open, root / "commit" / "async.db"), args.turns
-        )
-        print(f"commit of a {MESSAGES_PER_TURN}-message turn ({args.turns} turns, WAL, NORMAL)")
-        for label, samples in (("SessionStore", commit_sync), ("AsyncSessionStore", commit_async)):
-            print(
-                f"  {label:<18} median {ms(statistics.median(samples))}"
-                f"   p99 {ms(percentile(samples, 0.99))}   max {ms(max(samples))}"
-            )
+    if args.child is not None:
+        backend, location, work = args.child
+        print(json.dumps(measure(backend, location, Path(work), args)))
+        return
 
-        config_dir = root / "cfg"
-        db = config_dir / "data" / "sessions" / "acp-sessions.db"
-        build_session(db, args.messages)
-        select_time, rows = plain_select(db)
-        loaded, replayed, update_count = in_process_steps(db)
-        load_samples, updates_seen = bench_load(config_dir, args.rounds)
-        best = min(load_samples)
-        median = statistics.median(load_samples)
-        print(f"session/load of {rows} stored messages ({update_count} updates)")
-        print(f"  plain SELECT of the rows    {ms(select_time)}  ({rows / select_time:,.0f} msg/s)")
-        print(f"  SessionStore.load_session   {ms(loaded)}  ({rows / loaded:,.0f} msg/s)")
-        print(f"  history_updates + encode    {ms(replayed)}  ({rows / replayed:,.0f} msg/s)")
-        print(
-            f"  end to end over stdio       median {ms(median)}  best {ms(best)}"
-            f"  ({rows / median:,.0f} msg/s median, {updates_seen / median:,.0f} updates/s;"
-            f" {median / select_time:.1f}x the plain SELECT)"
-        )
+    checkouts = [("this checkout", REPO)]
+    if args.baseline is not None:
+        checkouts.append(("baseline", args.baseline.resolve()))
+    backends = BACKENDS[:1] if args.no_postgres else BACKENDS
+    results: dict[tuple[str, str], Figures] = {}
+    with ExitStack() as stack:
+        fresh_schema = None if args.no_postgres else stack.enter_context(postgres_urls(args))
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="zeroclaw-bench-")))
+        for round_number in range(args.repeat):
+            order = checkouts if round_number % 2 == 0 else checkouts[::-1]
+            for backend in backends:
+                for label, tree in order:
+                    print(f"round {round_number + 1}: {backend} on {label}", file=sys.stderr)
+                    work = tmp / f"{backend}-{label.replace(' ', '-')}-{round_number}"
+                    work.mkdir()
+                    with ExitStack() as schema:
+                        location = ""
+                        if backend == "postgres":
+                            assert fresh_schema is not None
+                            location = schema.enter_context(fresh_schema())
+                        figures = measure_in_child(tree, backend, location, work, args)
+                    pooled = results.setdefault((backend, label), {})
+                    for name, samples in figures.items():
+                        pooled.setdefault(name, []).extend(samples)
+
+    print(
+        f"{MESSAGES_PER_TURN}-message turns: {args.turns} commits, loads of {args.messages}"
+        f" messages ({args.rounds} per measurement), {args.repeat} measurements per checkout,"
+        " alternating"
+    )
+    labels = [label for label, _tree in checkouts]
+    print(f"  {'':<44}" + "".join(f"{label:<38}" for label in labels))
+    for backend in backends:
+        for name in results[(backend, labels[0])]:
+            cells = [
+                summary(name, results[(backend, label)][name], args.messages) for label in labels
+            ]
+            print(f"  {backend + ' ' + name:<44}" + "".join(f"{cell:<38}" for cell in cells))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ why; with ``ZEROCLAW_REQUIRE_SCHEMA_TESTS=1`` (set by ``.ci/run``) they fail ins
   ``error`` against ``Error``;
 * and beyond what JSON Schema says (the ACP schema leaves objects open), no field that
   neither the schema nor ``ZEROCLAW_EXTRA_FIELDS`` (the fields the ZeroClaw ACP docs name)
-  has: ACP forbids custom fields at the root of its types (they go in ``_meta``).
+  has: ACP forbids custom fields at the root of its types (they go in ``_meta``);
+* no ``null`` for an optional field (it is omitted), but where ``NULL_MEANS_SOMETHING``.
 
 Methods the schema does not define (``session/stop``, ``_zeroclaw/...``) are only checked
 as JSON-RPC 2.0 envelopes.
@@ -61,6 +62,17 @@ ZEROCLAW_EXTRA_FIELDS: Final = frozenset(
 )
 """``(schema type, field)`` pairs the ZeroClaw ACP docs add to ACP types, and the one
 field of ACP's unstable schema we send (the prompt result's ``usage``)."""
+
+NULL_MEANS_SOMETHING: Final = frozenset(
+    {
+        # A new file's diff: ACP's Diff.oldText is "None for new files", and Toad previews
+        # a new file only when the key is present.
+        ("Diff", "oldText"),
+    }
+)
+"""``(schema type, field)`` pairs where we send ``null`` on purpose. Any other optional
+field is omitted when it has no value, never ``null``: Lua clients decode ``null`` as a
+truthy value (CodeCompanion.nvim's ``/resume`` failed on a ``"title": null``)."""
 
 
 def _cache_dir() -> Path:
@@ -238,18 +250,30 @@ class AcpSchema:
         if isinstance(instance, dict):
             properties: dict[str, Any] = {}
             owners: set[str] = set()
+            required: set[str] = set()
             open_object = False
             for current, owner in nodes:
                 for name, schema in current.get("properties", {}).items():
                     properties.setdefault(name, schema)
                     owners.add(owner)
+                required.update(current.get("required", ()))
                 extra = current.get("additionalProperties")
                 if extra is True or isinstance(extra, Mapping):
                     open_object = True
             if not properties:
                 open_object = True  # a free-form value (rawInput, rawOutput, error data)
             for key, value in instance.items():
-                if key in properties:
+                if (
+                    value is None
+                    and key in properties
+                    and key not in required
+                    and not any((owner, key) in NULL_MEANS_SOMETHING for owner in owners)
+                ):
+                    types = ", ".join(sorted(owners)) or "?"
+                    found.append(
+                        Violation(f"{where}.{key}", f"null for optional {types}.{key}: omit it")
+                    )
+                elif key in properties:
                     found.extend(self._extra_fields(value, properties[key], f"{where}.{key}"))
                 elif not open_object and not any(
                     (owner, key) in ZEROCLAW_EXTRA_FIELDS for owner in owners

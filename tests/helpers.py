@@ -7,12 +7,18 @@ it and reads it back through the real loader, for tests that run the server in m
 
 ``poll_until`` waits for a condition nothing can notify a test about (another process's
 state, a file appearing, a server's /health counter), up to a deadline.
+
+``swapping_directory`` runs the process that races the file tools: it keeps swapping a
+workspace directory with a symbolic link to outside.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
@@ -55,6 +61,36 @@ async def poll_until(
             if outcome:
                 return
             await trio.sleep(POLL_STEP_SECS)
+
+
+# Keeps `d` alternately a real directory, missing and a link: each rename is atomic, so a
+# check may see the real directory and the open that follows it the link.
+_SWAPPER: Final = """
+import os, sys, time
+os.chdir(sys.argv[1])
+deadline = time.monotonic() + float(sys.argv[2])
+while time.monotonic() < deadline:
+    os.rename("d.real", "d")
+    os.rename("d", "d.real")
+    os.rename("d.link", "d")
+    os.rename("d", "d.link")
+"""
+
+
+@contextmanager
+def swapping_directory(
+    workspace: Path, outside: Path, *, max_secs: float
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A process that keeps making ``workspace/d`` the directory ``workspace/d.real`` (which
+    the caller made), nothing, and a symbolic link to ``outside``, until the block ends (or
+    ``max_secs`` pass, should the test die without ending it)."""
+    (workspace / "d.link").symlink_to(outside)
+    swapper = subprocess.Popen([sys.executable, "-c", _SWAPPER, str(workspace), str(max_secs)])
+    try:
+        yield swapper
+    finally:
+        swapper.kill()
+        swapper.wait()
 
 
 def echo_config(
@@ -114,6 +150,15 @@ def write_config(config_dir: Path, document: Mapping[str, Any] | str) -> Path:
     text = document if isinstance(document, str) else tomli_w.dumps(dict(document))
     (config_dir / "config.toml").write_text(text, encoding="utf-8")
     return config_dir
+
+
+def session_dir(base: Path) -> Path:
+    """``base / "ws"``, created: a session cwd beside the config directory that
+    ``make_config(base)`` and ``write_config(base, ...)`` fill (config.toml, data/). A
+    session root may not contain the server's own files (security/grants.py)."""
+    path = base / "ws"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def make_config(config_dir: Path, **options: Any) -> Config:

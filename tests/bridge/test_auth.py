@@ -19,6 +19,7 @@ from acp_bridge.auth import (
     write_token_file,
 )
 from acp_bridge.errors import BridgeExit, ExitCode
+from acp_core.gateway_contract import ADMIN_SECRET_FILE
 
 BASE = "http://127.0.0.1:1"
 
@@ -35,11 +36,13 @@ class FakePairing:
     ) -> None:
         self.status = PairingStatus(required, code)
         self.calls: list[tuple[str, ...]] = []
+        self.admin_secrets: list[str | None] = []
         monkeypatch.setattr(auth, "fetch_pairing_code", self.fetch)
         monkeypatch.setattr(auth, "pair", self.pair)
 
-    def fetch(self, http_base: str) -> PairingStatus:
+    def fetch(self, http_base: str, admin_secret: str | None = None) -> PairingStatus:
         self.calls.append(("fetch", http_base))
+        self.admin_secrets.append(admin_secret)
         return self.status
 
     def pair(self, http_base: str, code: str) -> str:
@@ -53,11 +56,12 @@ async def resolve(
     *,
     pair_code: str | None = None,
     require_pairing: bool = True,
+    http_base: str = BASE,
 ) -> Credentials:
     return await resolve_credentials(
         require_pairing=require_pairing,
         config_dir=config_dir,
-        http_base=BASE,
+        http_base=http_base,
         pair_code=pair_code,
         environ=environ or {},
     )
@@ -165,6 +169,30 @@ class TestPrecedence:
         with pytest.raises(BridgeExit) as caught:
             await resolve(tmp_path)
         assert (caught.value.code, caught.value.message) == (ExitCode.USAGE, NO_TOKEN_MESSAGE)
+
+    async def test_the_local_gateways_admin_secret_proves_the_operator(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        pairing = FakePairing(monkeypatch)
+        (tmp_path / ADMIN_SECRET_FILE).write_text("the-operators-secret\n")
+        await resolve(tmp_path)
+        assert pairing.admin_secrets == ["the-operators-secret"]
+
+    @pytest.mark.parametrize("base", ["http://gateway.example:42617", "https://203.0.113.7:1"])
+    async def test_the_admin_secret_never_goes_to_another_machine(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, base: str
+    ) -> None:
+        pairing = FakePairing(monkeypatch)
+        (tmp_path / ADMIN_SECRET_FILE).write_text("the-operators-secret\n")
+        await resolve(tmp_path, http_base=base)
+        assert pairing.admin_secrets == [None]
+
+    async def test_without_a_readable_admin_secret_none_is_sent(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        pairing = FakePairing(monkeypatch)
+        await resolve(tmp_path)
+        assert pairing.admin_secrets == [None]
 
 
 class TestTokenFile:

@@ -168,7 +168,11 @@ def test_reference_builders_match_their_fixtures() -> None:
     assert isinstance(built_wire, dict)
     assert ordered({**built_wire, "toolCallId": reference_id}) == ordered(cancelled["update"])
     edit = golden_payload("reference_request_permission_edit", "params")
-    assert schema.to_builtins(schema.permission_options(edit=True)) == edit["options"]
+    # The fixture offers reject-with-edit to every client; we only to one that opts in.
+    assert (
+        schema.to_builtins(schema.permission_options(edit=True, reject_with_edit=True))
+        == edit["options"]
+    )
     outcome = schema.parse_permission_outcome(
         golden_payload("reference_request_permission_reject_with_edit", "result")
     )

@@ -4,6 +4,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from acp_core.connection import ResponseReceived, RpcConnection
 from acp_core.errors import (
@@ -229,16 +231,77 @@ def test_an_object_with_neither_method_nor_id_is_answered_with_a_null_id(line: s
 
 def test_a_number_no_double_holds_fails_only_its_own_message() -> None:
     # Inside params the envelope stays readable: the request is answered -32602 with its id.
-    frame = parse_frame('{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"x":1e400}}')
     with pytest.raises(RemoteProtocolError) as info:
-        frame.payload_value()
+        parse_frame('{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"x":1e400}}')
     assert info.value.reply_hint is not None
     assert (info.value.reply_hint.id, info.value.reply_hint.error.code) == (7, -32602)
     # A notification's is never answered.
-    note = parse_frame('{"jsonrpc":"2.0","method":"session/update","params":{"x":-1e400}}')
     with pytest.raises(RemoteProtocolError) as info:
-        note.payload_value()
+        parse_frame('{"jsonrpc":"2.0","method":"session/update","params":{"x":-1e400}}')
     assert info.value.reply_hint is None
+
+
+HUGE_NUMBERS = st.sampled_from(
+    ["1e400", "-2.5E+310", "1.7e308", "1.8e308", "0.1e310", "9" * 310 + ".5"]
+)
+JSON_LEAVES = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=8),
+)  # fmt: skip
+JSON_VALUES = st.recursive(
+    JSON_LEAVES,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+def _with_huge_number(value: object, huge: str, path: list[int]) -> str:
+    """``value`` as JSON with ``huge`` put in at a place ``path`` picks (deep or shallow)."""
+    if isinstance(value, dict) and value and path:
+        key = sorted(value)[path[0] % len(value)]
+        parts = [
+            f"{json.dumps(k)}:{_with_huge_number(v, huge, path[1:]) if k == key else json.dumps(v)}"
+            for k, v in value.items()
+        ]
+        return "{" + ",".join(parts) + "}"
+    if isinstance(value, list) and value and path:
+        index = path[0] % len(value)
+        items = [
+            _with_huge_number(item, huge, path[1:]) if i == index else json.dumps(item)
+            for i, item in enumerate(value)
+        ]
+        return "[" + ",".join(items) + "]"
+    return "[" + json.dumps(value) + "," + huge + "]"
+
+
+@given(
+    params=st.dictionaries(st.text(max_size=4), JSON_VALUES, max_size=3),
+    huge=HUGE_NUMBERS,
+    path=st.lists(st.integers(0, 5), max_size=4),
+    request_id=st.one_of(st.integers(), st.text(max_size=5)),
+)
+def test_a_huge_number_anywhere_in_a_call_is_refused_with_its_id(
+    params: dict[str, object], huge: str, path: list[int], request_id: int | str
+) -> None:
+    body = _with_huge_number(params, huge, path)
+    line = f'{{"jsonrpc":"2.0","id":{json.dumps(request_id)},"method":"x/y","params":{body}}}'
+    if huge == "1.7e308":  # just below the largest double: a number like any other
+        assert parse_frame(line).payload_value() is not None
+        return
+    for data in (line, line.encode()):
+        with pytest.raises(RemoteProtocolError) as info:
+            parse_frame(data)
+        assert info.value.reply_hint is not None
+        assert info.value.reply_hint.id == request_id
+        assert info.value.reply_hint.error.code == -32602
+
+
+@given(text=st.text(alphabet="0123456789eE.+- x", max_size=40))
+def test_a_huge_looking_string_is_not_a_number(text: str) -> None:
+    line = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "x/y", "params": {"t": text + "e400"}})
+    assert parse_frame(line).payload_value() == {"t": text + "e400"}
 
 
 def test_an_unreadable_answer_fails_the_request_it_answers() -> None:

@@ -284,13 +284,28 @@ def test_permission_options_match_the_seed_and_reference() -> None:
         {"optionId": "allow-always", "name": "Always allow", "kind": "allow_always"},
         {"optionId": "reject-once", "name": "Reject", "kind": "reject_once"},
     ]
-    edit = wire(permission_options(edit=True))
+    # One option per kind unless the client opted in to reject-with-edit, a second
+    # reject_once that a client keying options by kind could not reach.
+    assert wire(permission_options(edit=True)) == wire(permission_options(edit=False))
+    edit = wire(permission_options(edit=True, reject_with_edit=True))
     assert [o["optionId"] for o in edit] == [
         "allow-once",
         "allow-always",
         "reject-with-edit",
         "reject-once",
     ]
+
+
+def test_kind_spelled_option_ids_keep_names_kinds_and_order() -> None:
+    zeroclaw = wire(permission_options(edit=True, reject_with_edit=True))
+    kinds = wire(permission_options(edit=True, ids="kinds", reject_with_edit=True))
+    assert [o["optionId"] for o in kinds] == [
+        "allow_once",
+        "allow_always",
+        "reject_with_edit",
+        "reject_once",
+    ]
+    assert [(o["name"], o["kind"]) for o in kinds] == [(o["name"], o["kind"]) for o in zeroclaw]
 
 
 @pytest.mark.parametrize(
@@ -415,6 +430,18 @@ def test_ask_user_choices_become_options_with_a_reject_last() -> None:
     assert wire(schema.choice_options(["Only"])) == [
         {"optionId": "choice-0", "name": "Only", "kind": "allow_once"}
     ]
+
+
+def test_one_per_kind_choices_never_share_a_kind() -> None:
+    options = wire(schema.choice_options(["Go", "Python", "Rust", "C"], one_per_kind=True))
+    assert options == [
+        {"optionId": "choice-0", "name": "1. Go", "kind": "allow_once"},
+        {"optionId": "choice-1", "name": "2. Python", "kind": "reject_once"},
+        {"optionId": "choice-2", "name": "3. Rust", "kind": "reject_always"},
+        {"optionId": "choice-3", "name": "4. C", "kind": "allow_always"},
+    ]
+    with pytest.raises(ValueError, match="at most 4"):
+        schema.choice_options(["a", "b", "c", "d", "e"], one_per_kind=True)
 
 
 @pytest.mark.parametrize(

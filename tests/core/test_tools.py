@@ -9,7 +9,6 @@ from acp_core.tools import approval_kind, is_file_edit_tool, tool_kind
     ("name", "kind"),
     [
         ("shell", "execute"),
-        ("ask_user", "execute"),
         ("cron_run", "execute"),
         ("sessions_send", "execute"),
         ("file_edit", "edit"),
@@ -21,6 +20,7 @@ from acp_core.tools import approval_kind, is_file_edit_tool, tool_kind
         # Deliberately "other": clients collapse read/search/fetch output.
         ("file_read", "other"),
         ("deliver_file", "other"),
+        ("ask_user", "other"),  # a question executes nothing
         ("glob_search", "other"),
         ("web_fetch", "other"),
         ("cron_list", "other"),

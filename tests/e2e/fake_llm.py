@@ -24,13 +24,13 @@ from typing import Any, Final, Literal
 import h11
 import trio
 
-from acp_server.agent.conversation import ChatMessage
 from acp_server.agent.providers.base import ModelRequest, Provider, ProviderError, ProviderEvent
+from acp_server.model import ChatMessage
 
 DEFAULT_MAX_REQUEST_BYTES: Final = 16 * 1024 * 1024
 RECEIVE_CHUNK_BYTES: Final = 64 * 1024
 
-Ending = Literal["complete", "cut", "hang", "silent"]
+Ending = Literal["complete", "cut", "hang", "silent", "drop"]
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,8 @@ class Reply:
 
     ``ending``: ``complete`` finishes the body properly; ``cut`` drops the connection
     after the pieces (mid chunked body, as a crashed upstream does); ``hang`` sends the
-    pieces and then nothing until the client goes away.
+    pieces and then nothing until the client goes away; ``drop`` closes the connection
+    without answering (a server closing a kept-alive connection as the request arrives).
     """
 
     status: int = 200
@@ -68,6 +69,13 @@ class FakeLLM:
     responder: Callable[[RecordedRequest], Reply] | None = None
     requests: list[RecordedRequest] = field(default_factory=list)
     port: int = 0
+    keep_alive: bool = False
+    """Keep a connection open after a complete reply and read the next request from it (as
+    real services do); otherwise every reply says ``Connection: close``."""
+    connections: int = 0
+    """Connections accepted so far."""
+    open_connections: int = 0
+    """Connections accepted and not yet closed (by either side)."""
     closed_by_client: int = 0
     """Connections the client closed while we were still answering (``hang``, ``silent``)."""
     _client_went_away: trio.Event = field(default_factory=trio.Event)
@@ -96,15 +104,25 @@ class FakeLLM:
 
     async def _serve(self, stream: trio.SocketStream) -> None:
         connection = h11.Connection(h11.SERVER, max_incomplete_event_size=DEFAULT_MAX_REQUEST_BYTES)
+        self.connections += 1
+        self.open_connections += 1
         try:
-            request = await self._read_request(stream, connection)
-            if request is None:
-                return
-            self.requests.append(request)
-            await self._send_reply(stream, connection, self._next_reply(request))
+            while True:
+                request = await self._read_request(stream, connection)
+                if request is None:
+                    return
+                self.requests.append(request)
+                reply = self._next_reply(request)
+                if reply.ending == "drop":
+                    return
+                await self._send_reply(stream, connection, reply)
+                if not self.keep_alive or connection.our_state is not h11.DONE:
+                    return
+                connection.start_next_cycle()
         except (trio.BrokenResourceError, trio.ClosedResourceError, h11.ProtocolError):
             self._note_client_gone()
         finally:
+            self.open_connections -= 1
             await stream.aclose()
 
     async def _wait_for_client_close(self, stream: trio.SocketStream) -> None:
@@ -148,11 +166,9 @@ class FakeLLM:
         if reply.ending == "silent":
             await self._wait_for_client_close(stream)
             return
-        headers = [
-            ("Content-Type", reply.content_type),
-            ("Connection", "close"),
-            *reply.headers,
-        ]
+        headers = [("Content-Type", reply.content_type), *reply.headers]
+        if not self.keep_alive:
+            headers.append(("Connection", "close"))
         if reply.ending == "complete":
             total = sum(len(chunk) for chunk in reply.chunks)
             headers.append(("Content-Length", str(total)))
@@ -171,9 +187,9 @@ class FakeLLM:
 
 
 @asynccontextmanager
-async def serve_fake_llm(*replies: Reply) -> AsyncIterator[FakeLLM]:
+async def serve_fake_llm(*replies: Reply, keep_alive: bool = False) -> AsyncIterator[FakeLLM]:
     """Run a ``FakeLLM`` for the duration of the block."""
-    server = FakeLLM(replies=deque(replies))
+    server = FakeLLM(replies=deque(replies), keep_alive=keep_alive)
     async with trio.open_nursery() as nursery:
         await server.start(nursery)
         yield server

@@ -1,7 +1,9 @@
 """Run a real `zeroclaw gateway --port 0` and talk to it with independent clients.
 
 ``run_gateway`` spawns the console script with ``ZEROCLAW_CONFIG_DIR``, reads the listening
-URL (and pairing code) from its stderr, and on exit sends SIGTERM and checks it exits 0.
+URL from its stderr, asks for the start-up pairing code as the operator does (the admin
+route, with the secret from the config directory: a gateway whose stderr is not a terminal
+does not print it), and on exit sends SIGTERM and checks it exits 0.
 ``ws_connect`` opens a WebSocket with the `websockets` library (not our code); ``WsRpc`` is
 a small JSON-RPC peer over it. ``RawWsClient`` speaks the handshake by hand over a bare TCP
 stream, for clients that misbehave (vanish without a close frame, never answer pings).
@@ -27,6 +29,7 @@ from websockets.trio.client import ClientConnection, connect
 from wsproto.connection import Connection, ConnectionType
 from wsproto.events import Event, TextMessage
 
+from acp_core.gateway_contract import ADMIN_HEADER, ADMIN_PAIRCODE_PATH, ADMIN_SECRET_FILE
 from tests.e2e.helpers import child_env, console_script
 from tests.helpers import poll_until
 from tests.jsonrpc_peer import JsonDict, JsonRpcPeer, is_session_info, is_side_notice
@@ -34,8 +37,7 @@ from tests.jsonrpc_peer import JsonDict, JsonRpcPeer, is_session_info, is_side_n
 STARTUP_TIMEOUT: Final = 20.0
 EXIT_TIMEOUT: Final = 20.0
 RECEIVE_TIMEOUT: Final = 20.0
-LISTENING = re.compile(r"gateway listening on (https?)://([^ ]+):(\d+)")
-PAIRING_CODE = re.compile(r"pairing code: (\d{6})")
+LISTENING = re.compile(r"gateway listening on (https?)://([^ ]+):(\d+)(\S*)")
 
 
 class StderrLog:
@@ -125,10 +127,8 @@ async def _pump_stderr(
                 line = raw.decode("utf-8", errors="replace")
                 lines.append(line)
                 if match := LISTENING.search(line):
-                    found.append(match.group(3))
+                    found.append(match.group(0))
                     listening.set()
-                if match := PAIRING_CODE.search(line):
-                    found.append("code:" + match.group(1))
     finally:
         listening.set()  # let the starter see that the process died
         done.set()
@@ -159,12 +159,12 @@ async def run_gateway(
         try:
             with trio.fail_after(STARTUP_TIMEOUT):
                 await listening.wait()
-            ports = [item for item in found if not item.startswith("code:")]
-            assert ports, "gateway did not start:\n" + "\n".join(lines.lines)
-            codes = [item[5:] for item in found if item.startswith("code:")]
-            yield RunningGateway(
-                process, int(ports[0]), config_dir, lines, codes[0] if codes else None
-            )
+            assert found, "gateway did not start:\n" + "\n".join(lines.lines)
+            listening_url = LISTENING.search(found[0])
+            assert listening_url is not None
+            scheme, host, port, prefix = listening_url.groups()
+            code = await _operator_pairing_code(f"{scheme}://{host}:{port}{prefix}", config_dir)
+            yield RunningGateway(process, int(port), config_dir, lines, code)
         finally:
             with trio.CancelScope(shield=True):
                 if process.returncode is None:
@@ -182,6 +182,24 @@ async def run_gateway(
                 nursery.cancel_scope.cancel()
     if expect_exit is not None:
         assert process.returncode == expect_exit, "\n".join(lines.lines)
+
+
+async def _operator_pairing_code(base_url: str, config_dir: Path) -> str | None:
+    """The active pairing code, as `zeroclaw gateway get-paircode` reads it (None when
+    none is active, pairing is off, or the admin route refuses)."""
+    secret_file = config_dir / ADMIN_SECRET_FILE
+    if not secret_file.exists():
+        return None
+    base_url = base_url.replace("://0.0.0.0:", "://127.0.0.1:").replace("://[::]:", "://[::1]:")
+    async with httpx.AsyncClient(trust_env=False, timeout=10, verify=False) as client:
+        response = await client.get(
+            base_url + ADMIN_PAIRCODE_PATH,
+            headers={ADMIN_HEADER: secret_file.read_text().strip()},
+        )
+    if response.status_code != 200:
+        return None
+    code = response.json().get("pairing_code")
+    return str(code) if code else None
 
 
 def ws_connect(

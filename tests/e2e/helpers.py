@@ -1,11 +1,12 @@
 """Shared end-to-end helpers: spawn the real console scripts, talk JSON-RPC over pipes.
 
-Typical use (trio test; ``echo_config`` and ``write_config`` come from ``tests.helpers``)::
+Typical use (trio test; ``echo_config``, ``write_config`` and ``session_dir`` come from
+``tests.helpers``; a session's cwd may not contain the config directory)::
 
     config_dir = write_config(tmp_path / "cfg", echo_config())
     async with spawn_acp(config_dir) as client:
         init = await client.call("initialize", {"protocolVersion": 1})
-        new = await client.call("session/new", {"cwd": str(tmp_path)})
+        new = await client.call("session/new", {"cwd": str(session_dir(tmp_path))})
 
 ``client.call`` collects the notifications that arrive before its response in
 ``client.notifications`` and answers server → client requests (``session/request_permission``)
@@ -42,6 +43,23 @@ def console_script(name: str) -> Path:
     return Path(sys.executable).parent / name
 
 
+def offline_prefix() -> list[str]:
+    """The command prefix that runs a child in a network namespace of its own, with no
+    route anywhere (``unshare -n``, with a user namespace when not root): a test of
+    addresses that must never be connected to sends nothing even if the check regresses."""
+    unshare = shutil.which("unshare")
+    flags = "-n" if os.geteuid() == 0 else "-rn"
+    if unshare is None or subprocess_fails([unshare, flags, "--", "true"]):
+        pytest.skip("cannot make a network namespace here (unshare -n)")
+    return [unshare, flags, "--"]
+
+
+def subprocess_fails(argv: Sequence[str]) -> bool:
+    import subprocess
+
+    return subprocess.run(argv, capture_output=True, check=False, timeout=30).returncode != 0
+
+
 def unprivileged_prefix() -> list[str]:
     """The command prefix that makes file modes bind a child even when the tests run as root
     (Linux ``setpriv`` without the capabilities that override them); empty for other users."""
@@ -51,26 +69,6 @@ def unprivileged_prefix() -> list[str]:
     if setpriv is None:
         pytest.skip("running as root without setpriv: file modes cannot be enforced")
     return [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--"]
-
-
-def modules_loaded_by(import_statement: str, top_level: Sequence[str]) -> list[str]:
-    """The modules under the ``top_level`` packages that ``import_statement`` loads in a fresh
-    interpreter (``-I``, isolated mode: no site customisation or PYTHONSTARTUP can pre-load,
-    or hide, modules), sorted."""
-    import subprocess
-
-    probe = (
-        "import json, sys\n"
-        "before = set(sys.modules)\n"
-        f"{import_statement}\n"
-        "loaded = set(sys.modules) - before\n"
-        f"print(json.dumps(sorted(n for n in loaded if n.split('.')[0] in {tuple(top_level)!r})))\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-I", "-c", probe], capture_output=True, text=True, check=True, timeout=60
-    )
-    loaded: list[str] = json.loads(result.stdout)
-    return loaded
 
 
 def child_env(config_dir: Path | None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -186,14 +184,16 @@ async def spawn_zeroclaw(
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
     script: str = "zeroclaw",
+    prefix: Sequence[str] = (),
 ) -> AsyncIterator[RpcPipeClient]:
-    """Run ``<script> *args`` with pipes for stdin/stdout (stderr is inherited: pytest
-    captures it). On exit stdin is closed and the process must exit within a deadline
-    (it is killed otherwise, and the test fails)."""
+    """Run ``<script> *args`` (behind the command ``prefix``, e.g. ``unshare -n``) with
+    pipes for stdin/stdout (stderr is inherited: pytest captures it). On exit stdin is
+    closed and the process must exit within a deadline (it is killed otherwise, and the
+    test fails)."""
     import subprocess
 
     process = await trio.lowlevel.open_process(
-        [str(console_script(script)), *args],
+        [*prefix, str(console_script(script)), *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         cwd=str(cwd) if cwd is not None else None,
@@ -221,14 +221,32 @@ def spawn_acp(
     *args: str,
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
+    prefix: Sequence[str] = (),
 ) -> Any:
     """``zeroclaw acp *args`` with ``ZEROCLAW_CONFIG_DIR=config_dir`` (async context manager)."""
-    return spawn_zeroclaw(["acp", *args], config_dir=config_dir, cwd=cwd, env=env)
+    return spawn_zeroclaw(["acp", *args], config_dir=config_dir, cwd=cwd, env=env, prefix=prefix)
 
 
-async def open_session(client: RpcPipeClient, cwd: Path, **params: Any) -> str:
-    """initialize + session/new; returns the session id."""
-    init = await client.call("initialize", {"protocolVersion": 1})
+ZED_CLIENT_INFO: Final = {"name": "zed", "version": "0.0.0"}
+"""``clientInfo`` of a client that shows permission options by name (Zed's name)."""
+
+
+async def open_session(
+    client: RpcPipeClient,
+    cwd: Path,
+    *,
+    client_info: Mapping[str, Any] | None = None,
+    zeroclaw_meta: Mapping[str, Any] | None = None,
+    **params: Any,
+) -> str:
+    """initialize (with ``client_info`` and ``_meta.zeroclaw`` when given) + session/new;
+    returns the session id."""
+    init_params: JsonDict = {"protocolVersion": 1}
+    if client_info is not None:
+        init_params["clientInfo"] = dict(client_info)
+    if zeroclaw_meta is not None:
+        init_params["_meta"] = {"zeroclaw": dict(zeroclaw_meta)}
+    init = await client.call("initialize", init_params)
     assert "result" in init, init
     new = await client.call("session/new", {"cwd": str(cwd), **params})
     assert "result" in new, new

@@ -46,8 +46,14 @@ async def run_tools(
     return finished_calls(client, session_id)[seen:]
 
 
-async def initialize(client: RpcPipeClient, capabilities: JsonDict | None = None) -> JsonDict:
+async def initialize(
+    client: RpcPipeClient,
+    capabilities: JsonDict | None = None,
+    client_info: JsonDict | None = None,
+) -> JsonDict:
     params: JsonDict = {"protocolVersion": 1, "clientCapabilities": capabilities or {}}
+    if client_info is not None:
+        params["clientInfo"] = client_info
     result: JsonDict = await client.result("initialize", params)
     return result
 

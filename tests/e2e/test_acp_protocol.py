@@ -238,7 +238,7 @@ async def test_jail_escapes_are_refused(tmp_path: Path, workspace: Path) -> None
     (workspace / "escape").symlink_to(outside)
     (workspace / "private").mkdir()
     (workspace / "private" / "key.txt").write_text("SECRET-FORBIDDEN\n")
-    document = echo_config(risk={"forbidden_paths": [str(workspace / "private")]})
+    document = echo_config(risk={"forbidden_paths": ["private"]})
     config_dir = write_config(tmp_path / "cfg", document)
     attempts = {
         "dotdot": '/tool file_read {"path": "../outside.txt"}',
@@ -472,7 +472,13 @@ async def test_allow_always_is_remembered_and_edits_can_be_rejected_with_an_edit
     edit = '/tool file_edit {"path": "notes.txt", "old_string": "inside", "new_string": "in"}'
     with trio.fail_after(60):
         async with spawn_acp(config_dir) as client:
-            session_id = await open_session(client, workspace)
+            # A client that can send the replacement text asks for reject-with-edit.
+            session_id = await open_session(
+                client,
+                workspace,
+                client_info={"name": "editor-with-text-input", "version": "1"},
+                zeroclaw_meta={"rejectWithEdit": True},
+            )
             for name in ("a.txt", "b.txt"):
                 await client.prompt(session_id, write(name), on_request=allow_always)
             asked_for_writes = len(client.server_requests)

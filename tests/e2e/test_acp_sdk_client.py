@@ -23,7 +23,8 @@ pytestmark = pytest.mark.e2e
 
 
 class RecordingClient:
-    """A minimal SDK client: records updates, allows every permission once."""
+    """A minimal SDK client: records updates, allows every permission once, and answers
+    a question with the choice named "Python" (as an app showing option names would)."""
 
     def __init__(self) -> None:
         self.updates: list[Any] = []
@@ -33,6 +34,11 @@ class RecordingClient:
         self, options: list[Any], session_id: str, tool_call: Any, **kwargs: Any
     ) -> Any:
         self.permission_requests.append((session_id, tool_call, options))
+        if any(option.option_id.startswith("choice-") for option in options):
+            picked = next(option for option in options if option.name.endswith("Python"))
+            return acp_schema.RequestPermissionResponse(
+                outcome=acp_schema.AllowedOutcome(outcome="selected", option_id=picked.option_id)
+            )
         allow = next(option for option in options if option.kind == "allow_once")
         return acp_schema.RequestPermissionResponse(
             outcome=acp_schema.AllowedOutcome(outcome="selected", option_id=allow.option_id)
@@ -67,7 +73,10 @@ async def drive(config_dir: Path, workspace: Path) -> tuple[RecordingClient, Any
             client_info=acp_schema.Implementation(name="sdk-test", version="1"),
         )
         session = await connection.new_session(cwd=str(workspace), mcp_servers=[])
-        prompt = 'Listing the workspace\n/tool shell {"command": "ls"}'
+        prompt = (
+            'Listing the workspace\n/tool shell {"command": "ls"}\n'
+            '/tool ask_user {"question": "Which language?", "choices": ["Go", "Python", "Rust"]}'
+        )
         result = await connection.prompt(
             session_id=session.session_id, prompt=[acp.text_block(prompt)]
         )
@@ -87,14 +96,25 @@ def test_official_sdk_client_runs_a_turn_with_a_permission_request(tmp_path: Pat
     assert init.agent_capabilities.load_session is True
     assert session.session_id
     assert result.stop_reason == "end_turn"
-    [(session_id, tool_call, options)] = client.permission_requests
+    [(session_id, tool_call, options), (_, question, choices)] = client.permission_requests
     assert session_id == session.session_id
-    assert tool_call.title == "Approve shell?"
+    # A client this server does not know gets one option per kind, so however it keys
+    # them, the option it sends back is the choice picked.
+    assert [(choice.name, choice.kind) for choice in choices] == [
+        ("1. Go", "allow_once"),
+        ("2. Python", "reject_once"),
+        ("3. Rust", "reject_always"),
+    ]
+    assert question.title == "Which language?"
+    assert tool_call.title == "`ls`"  # the command approved, as the card shows it
     assert [option.option_id for option in options] == ["allow-once", "allow-always", "reject-once"]
     kinds = [type(update).__name__ for update in client.updates]
     assert "AgentMessageChunk" in kinds
-    start = next(u for u in client.updates if type(u).__name__ == "ToolCallStart")
-    running, progress = [u for u in client.updates if type(u).__name__ == "ToolCallProgress"]
+    start, asked = [u for u in client.updates if type(u).__name__ == "ToolCallStart"]
+    progress_of = [u for u in client.updates if type(u).__name__ == "ToolCallProgress"]
+    running, progress = [u for u in progress_of if u.tool_call_id == start.tool_call_id]
+    answered = [u for u in progress_of if u.tool_call_id == asked.tool_call_id][-1]
+    assert answered.raw_output == "The user chose: Python"
     assert start.tool_call_id == running.tool_call_id == progress.tool_call_id
     assert running.status == "in_progress"
     assert progress.status == "completed"

@@ -71,3 +71,38 @@ async def test_non_utf8_names_and_lone_surrogates_are_tool_results(tmp_path: Pat
     assert written.startswith("Error: Invalid 'content'")
     assert searched.startswith("Error: Invalid 'pattern'")
     assert not (workspace / "x.txt").exists()
+
+
+async def test_a_lone_surrogate_in_any_argument_is_a_failed_call_and_the_turn_is_kept(
+    tmp_path: Path,
+) -> None:
+    config_dir = write_config(tmp_path / "cfg", echo_config())
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    prompt = "\n".join(
+        [
+            '/tool file_read {"path": "\\ud800"}',
+            '/tool deliver_file {"path": "a\\udfffb.txt"}',
+            '/tool todo_write {"todos": [{"content": "\\udc00", "status": "pending"}]}',
+            '/tool http_request {"url": "http://127.0.0.1:9/", "headers": {"X-A": "\\ud801"}}',
+        ]
+    )
+    with trio.fail_after(60):
+        async with spawn_acp(config_dir) as client:
+            session_id = await open_session(client, workspace)
+            response = await client.prompt(session_id, prompt, on_request=allow_once)
+        async with spawn_acp(config_dir) as again:
+            await again.call("initialize", {"protocolVersion": 1})
+            loaded = await again.call("session/load", {"sessionId": session_id})
+    assert response["result"]["stopReason"] == "end_turn", response
+    outputs = _tool_outputs(client.updates(session_id))
+    assert [output.split(":")[1].strip() for output in outputs] == [
+        "Invalid 'path'",
+        "Invalid 'path'",
+        "Invalid 'todos[0].content'",
+        "Invalid 'headers.X-A'",
+    ]
+    assert all("unpaired surrogate" in output for output in outputs)
+    # The turn was stored: a new process loads and replays it, calls and all.
+    assert "result" in loaded, loaded
+    assert _tool_outputs(again.updates(session_id)) == outputs

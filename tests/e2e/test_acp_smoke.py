@@ -48,7 +48,8 @@ async def test_acp_streams_a_turn_with_a_permission_request_and_exits_on_eof(
             assert "hello.txt" in done["rawOutput"]
             [permission] = client.server_requests
             assert permission["id"] == "zc-out-0"
-            assert permission["params"]["toolCall"]["title"] == "Approve shell?"
+            # The card's title, the command itself: approving does not rename the card.
+            assert permission["params"]["toolCall"]["title"] == call["title"] == "`ls`"
         assert client.process.returncode == 0
     for line in client.raw_lines:
         assert json.loads(line)["jsonrpc"] == "2.0"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.helpers import child_env, console_script
-from tests.helpers import echo_config, write_config
+from tests.helpers import echo_config, session_dir, write_config
 
 pytestmark = pytest.mark.e2e
 
@@ -39,9 +39,9 @@ def test_demo_runs_offline_with_no_config(tmp_path: Path) -> None:
     assert completed.returncode == 0, completed.stderr
     out = completed.stdout
     assert "Hello! This is ZeroClaw" in out
-    assert "? Approve shell?" in out
+    assert "? Allow `find . -type f`?" in out
     assert "→ Allow once" in out
-    assert "✓ shell completed" in out
+    assert "✓ `find . -type f` completed" in out
     assert "README.md" in out
     assert "stopReason: end_turn" in out
     assert not (tmp_path / ".zeroclaw").exists()  # the demo leaves no config behind
@@ -77,6 +77,21 @@ def test_prompt_yes_deny_and_json(tmp_path: Path) -> None:
     assert "Traceback" not in unknown_agent.stderr
 
 
+@pytest.mark.parametrize("answer", ["--yes", "--deny"])
+def test_prompt_never_answers_a_question_by_itself(tmp_path: Path, answer: str) -> None:
+    """--yes and --deny answer approvals; a question's choice is the person's or none."""
+    config_dir = write_config(tmp_path / "cfg", echo_config())
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    env = child_env(config_dir, {"NO_COLOR": "1"})
+    tool = '/tool ask_user {"question": "Which colour?", "choices": ["red", "blue"]}'
+    completed = run(["prompt", tool, "--cwd", str(workspace), answer], env=env)
+    assert completed.returncode == 0, completed.stderr
+    assert "? Which colour?\n  1) red\n  2) blue\n" in completed.stdout
+    assert "→ dismissed" in completed.stdout
+    assert "The user did not pick a choice" in completed.stdout
+
+
 def test_prompt_passes_on_a_config_error(tmp_path: Path) -> None:
     config_dir = write_config(tmp_path / "cfg", "[acp]\nmax_sessions = 0\n")
     completed = run(["prompt", "hi"], env=child_env(config_dir))
@@ -89,7 +104,7 @@ def test_prompt_turns_ctrl_c_into_session_cancel(tmp_path: Path) -> None:
     config_dir = write_config(tmp_path / "cfg", echo_config(chunk_delay_ms=20))
     words = " ".join(f"w{i}" for i in range(400))
     process = subprocess.Popen(
-        [str(console_script("zeroclaw")), "prompt", words, "--cwd", str(tmp_path)],
+        [str(console_script("zeroclaw")), "prompt", words, "--cwd", str(session_dir(tmp_path))],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
@@ -107,7 +122,14 @@ def test_prompt_turns_ctrl_c_into_session_cancel(tmp_path: Path) -> None:
 def test_prompt_reads_the_text_from_stdin(tmp_path: Path) -> None:
     config_dir = write_config(tmp_path / "cfg", echo_config())
     completed = subprocess.run(
-        [str(console_script("zeroclaw")), "prompt", "-", "--json", "--cwd", str(tmp_path)],
+        [
+            str(console_script("zeroclaw")),
+            "prompt",
+            "-",
+            "--json",
+            "--cwd",
+            str(session_dir(tmp_path)),
+        ],
         input="from\nstdin",
         capture_output=True,
         text=True,
@@ -120,12 +142,12 @@ def test_prompt_reads_the_text_from_stdin(tmp_path: Path) -> None:
     assert frames[-1]["result"]["content"] == "from\nstdin"
 
 
-@pytest.mark.parametrize(("typed", "written"), [("1", True), ("4", False), ("\n4", False)])
+@pytest.mark.parametrize(("typed", "written"), [("1", True), ("3", False), ("\n3", False)])
 def test_prompt_asks_on_the_terminal_when_interactive(
     tmp_path: Path, typed: str, written: bool
 ) -> None:
     """With a terminal on stdin and neither --yes nor --deny, the permission question is
-    put to the person, and their pick (1 = Allow once, 4 = Reject) decides. There is no
+    put to the person, and their pick (1 = Allow once, 3 = Reject) decides. There is no
     default answer: Enter alone asks again."""
     config_dir = write_config(tmp_path / "cfg", echo_config())
     workspace = tmp_path / "ws"
@@ -147,7 +169,7 @@ def test_prompt_asks_on_the_terminal_when_interactive(
         os.close(terminal)
         os.close(controller)
     assert completed.returncode == 0, completed.stderr
-    assert "Approve file_write?" in completed.stdout
+    assert "? Allow Write `made.txt`?" in completed.stdout
     assert "choose" in completed.stdout
     assert (workspace / "made.txt").exists() is written
     assert ("Denied by user." in completed.stdout) is not written

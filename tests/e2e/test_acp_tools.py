@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import trio
 
-from tests.e2e.helpers import open_session, spawn_acp
+from tests.e2e.helpers import ZED_CLIENT_INFO, open_session, spawn_acp
 from tests.helpers import echo_config, rpc_error, write_config
 
 pytestmark = pytest.mark.e2e
@@ -40,7 +40,8 @@ async def test_interaction_tools_reach_the_client(tmp_path: Path) -> None:
     )
     with trio.fail_after(60):
         async with spawn_acp(config_dir) as client:
-            session_id = await open_session(client, workspace)
+            # A client that shows each option by name gets the ZeroClaw docs' mapping.
+            session_id = await open_session(client, workspace, client_info=ZED_CLIENT_INFO)
             response = await client.prompt(session_id, prompt, on_request=pick_second)
     assert response["result"]["stopReason"] == "end_turn"
     [question] = client.server_requests

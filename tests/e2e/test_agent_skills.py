@@ -248,31 +248,45 @@ async def test_no_skills_no_section_and_an_empty_commands_list(tmp_path: Path) -
     }
 
 
-async def test_a_skill_tool_runs_through_the_shell_rules(tmp_path: Path) -> None:
+async def call_skill_tool(
+    tmp_path: Path, skill: str, tool_toml: str, tool: str, arguments: JsonDict
+) -> tuple[FakeLLM, RpcPipeClient, str, list[JsonDict]]:
+    """One turn in which the model calls the ``[[tools]]`` entry ``tool_toml`` of a
+    ``SKILL.toml`` skill; every approval asked is answered allow-once and kept."""
     agent_ws, data, project = tmp_path / "agent-ws", tmp_path / "data", tmp_path / "project"
     project.mkdir()
     write_skill(
         agent_ws / "skills",
-        "ops",
-        '[skill]\nname = "ops"\ndescription = "Operations"\n\n'
-        '[[tools]]\nname = "say"\ndescription = "Echo a word"\nkind = "shell"\n'
-        'command = "echo said {{word}}"\nargs = { word = "What to say" }\n',
+        skill,
+        f'[skill]\nname = "{skill}"\ndescription = "A skill"\n\n[[tools]]\n{tool_toml}',
         manifest="SKILL.toml",
     )
     asked: list[JsonDict] = []
 
     def allow(request: JsonDict) -> JsonDict:
-        asked.append(request)
+        asked.append(request["params"]["toolCall"])
         return {"outcome": {"outcome": "selected", "optionId": "allow-once"}}
 
-    call = openai_tool_reply([("call-1", "ops__say", {"word": "hi; rm -rf /"})])
+    call = openai_tool_reply([("call-1", f"{skill}__{tool}", arguments)])
     llm, client, session_id = await run_prompts(
         tmp_path,
         lambda url: skills_config(url, agent_ws, data),
         [call, openai_text_reply("done")],
-        ["say it"],
+        ["go"],
         project,
         on_request=allow,
+    )
+    return llm, client, session_id, asked
+
+
+async def test_a_skill_tool_runs_through_the_shell_rules(tmp_path: Path) -> None:
+    llm, client, session_id, asked = await call_skill_tool(
+        tmp_path,
+        "ops",
+        'name = "say"\ndescription = "Echo a word"\nkind = "shell"\n'
+        'command = "echo said {{word}}"\nargs = { word = "What to say" }\n',
+        "say",
+        {"word": "hi; rm -rf /"},
     )
     first, second = llm.requests
     tools = {tool["function"]["name"]: tool["function"] for tool in first.json()["tools"]}
@@ -288,6 +302,29 @@ async def test_a_skill_tool_runs_through_the_shell_rules(tmp_path: Path) -> None
         if update.get("sessionUpdate") == "tool_call_update" and update.get("status") == "completed"
     ]
     assert done, client.updates(session_id)
+
+
+async def test_a_skill_tools_approval_shows_the_command_that_runs(tmp_path: Path) -> None:
+    """The operator approves the composed command line, and a value inside the template's
+    double quotes stays literal text there (``${HOME}`` is not expanded)."""
+    llm, _, _, asked = await call_skill_tool(
+        tmp_path,
+        "notes",
+        'name = "add"\ndescription = "Add a note"\nkind = "shell"\n'
+        'command = \'echo "note: {{msg}}"\'\nargs = { msg = "The note" }\n',
+        "add",
+        {"msg": "${HOME} hello"},
+    )
+    composed = 'echo "note: \\${HOME} hello"'
+    [tool_call] = asked
+    assert tool_call["rawInput"] == {
+        "tool": "notes__add",
+        "summary": composed,
+        "arguments": {"msg": "${HOME} hello"},
+    }
+    assert [block["content"]["text"] for block in tool_call["content"]] == [f"command: {composed}"]
+    result = llm.requests[-1].json()["messages"][-1]
+    assert result["content"] == "note: ${HOME} hello"
 
 
 async def test_load_and_resume_send_the_commands_after_their_reply(tmp_path: Path) -> None:

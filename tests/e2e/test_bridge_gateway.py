@@ -16,7 +16,7 @@ import trio
 from tests.bridge.harness import BRIDGE, bridge_env, run_bridge, running_bridge
 from tests.e2e.gateway_harness import run_gateway
 from tests.e2e.helpers import allow_once, open_session, spawn_zeroclaw, unused_port
-from tests.helpers import echo_config, write_config
+from tests.helpers import echo_config, session_dir, write_config
 
 pytestmark = pytest.mark.e2e
 
@@ -196,7 +196,7 @@ async def test_stdin_eof_still_delivers_the_running_turn(tmp_path: Path) -> None
     with trio.fail_after(TIMEOUT):
         async with run_gateway(config_dir) as gateway:
             async with _bridge(config_dir, "--url", gateway.ws_url()) as ide:
-                session_id = await open_session(ide, tmp_path)
+                session_id = await open_session(ide, session_dir(tmp_path))
                 prompt_id = await ide.prompt_request(session_id, words)
                 await ide.close_stdin()  # the IDE is done writing, not reading
                 reply = await ide.wait_response(prompt_id)
@@ -214,7 +214,7 @@ async def test_gateway_going_away_mid_turn_without_reconnect(tmp_path: Path, how
         async with run_gateway(config_dir, "--drain-timeout", "0.2", expect_exit=None) as gateway:
             url = gateway.ws_url()
             async with _bridge(config_dir, "--url", url, "--no-reconnect") as ide:
-                session_id = await open_session(ide, tmp_path)
+                session_id = await open_session(ide, session_dir(tmp_path))
                 prompt_id = await ide.prompt_request(session_id, "tick " * 300)
                 await ide.receive()  # streaming has started
                 if how == "kill":
@@ -328,15 +328,15 @@ async def test_agent_flag_picks_the_default_agent_on_the_real_gateway(tmp_path: 
         async with run_gateway(config_dir) as gateway:
             url = gateway.ws_url()
             async with _bridge(config_dir, "--url", url, "--agent", "beta") as ide:
-                by_flag = await open_session(ide, tmp_path)
+                by_flag = await open_session(ide, session_dir(tmp_path))
                 explicit = await ide.call(
-                    "session/new", {"cwd": str(tmp_path), "agentAlias": "echo"}
+                    "session/new", {"cwd": str(session_dir(tmp_path)), "agentAlias": "echo"}
                 )
             async with _bridge(config_dir, "--url", url) as ide:
-                by_default = await open_session(ide, tmp_path)
+                by_default = await open_session(ide, session_dir(tmp_path))
             async with _bridge(config_dir, "--url", url, "--agent", "ghost") as ide:
                 await ide.call("initialize", {"protocolVersion": 1})
-                unknown = await ide.call("session/new", {"cwd": str(tmp_path)})
+                unknown = await ide.call("session/new", {"cwd": str(session_dir(tmp_path))})
         assert await owner(by_flag) == "beta"
         assert await owner(explicit["result"]["sessionId"]) == "echo"
         assert await owner(by_default) == "echo"

@@ -12,7 +12,7 @@ import trio
 
 from tests.e2e.gateway_harness import RunningGateway, run_gateway
 from tests.e2e.helpers import RpcPipeClient, open_session, spawn_zeroclaw, unused_port
-from tests.helpers import TIMING_SENSITIVE, echo_config, poll_until, write_config
+from tests.helpers import TIMING_SENSITIVE, echo_config, poll_until, session_dir, write_config
 
 pytestmark = pytest.mark.e2e
 
@@ -114,7 +114,7 @@ async def test_drained_gateway_finishes_the_turn_and_the_bridge_never_errs(
                 _serve, config_dir, port, "--drain-timeout", "20"
             )
             async with _bridge(config_dir, port, "--log-level", "info") as ide:
-                session_id = await open_session(ide, tmp_path)
+                session_id = await open_session(ide, session_dir(tmp_path))
                 running = await ide.prompt_request(session_id, words)
                 await ide.receive()
                 first.signal()  # SIGTERM: drain, then close 1012 "restarting, retry"
@@ -145,7 +145,7 @@ async def test_a_gateway_that_stays_down_ends_the_bridge_with_exit_1(tmp_path: P
         async with trio.open_nursery() as nursery:
             gateway: RunningGateway = await nursery.start(_serve, config_dir, port)
             async with _bridge(config_dir, port, "--reconnect-max-secs", "1") as ide:
-                await open_session(ide, tmp_path)
+                await open_session(ide, session_dir(tmp_path))
                 gateway.process.kill()
                 with trio.fail_after(20):
                     await ide.process.wait()
@@ -186,7 +186,7 @@ async def test_a_prompt_sent_while_the_gateway_is_down_says_so_in_the_chat_then_
             gateway: RunningGateway = await nursery.start(_serve, config_dir, port)
             args = ["--log-file", str(log), "--log-level", "info"]
             async with _bridge(config_dir, port, *args) as ide:
-                session_id = await open_session(ide, tmp_path)
+                session_id = await open_session(ide, session_dir(tmp_path))
                 gateway.process.kill()
                 await gateway.process.wait()
                 await poll_until(lambda: log.exists() and "reconnecting" in log.read_text())

@@ -8,6 +8,7 @@ the turn goes on); a cost cap fails the next turn with -32603 naming the cap, an
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -25,8 +26,17 @@ from tests.e2e.fake_llm import (
     openai_usage,
     serve_fake_llm,
 )
-from tests.e2e.helpers import JsonDict, child_env, console_script, open_session, spawn_acp
-from tests.helpers import echo_config, write_config
+from tests.e2e.helpers import (
+    JsonDict,
+    allow_once,
+    child_env,
+    console_script,
+    offline_prefix,
+    open_session,
+    reject_once,
+    spawn_acp,
+)
+from tests.helpers import echo_config, session_dir, write_config
 
 pytestmark = pytest.mark.e2e  # binds 127.0.0.1
 
@@ -80,6 +90,43 @@ async def test_action_budget_trips_after_n_calls_and_the_turn_goes_on(tmp_path: 
     assert RATE_LIMIT_ERROR in str(finished[-1]["content"])
 
 
+async def test_a_call_that_ran_keeps_its_slot_even_when_it_failed(tmp_path: Path) -> None:
+    """Failing commands still ran their side effects: they use the budget. Calls refused
+    before running (bad arguments, the jail, a rejected approval) do not."""
+    project = tmp_path / "project"
+    project.mkdir()
+    failing = '/tool shell {"command": "echo ran >> marker.txt; cat no-such-file"}'
+    prompt = "\n".join(
+        [
+            '/tool file_read {"path": 5}',
+            '/tool file_read {"path": "/etc/hostname"}',
+            '/tool shell {"command": "echo rejected >> marker.txt"}',
+            *[failing] * 6,
+        ]
+    )
+    answers = iter([reject_once, *[allow_once] * 6])
+
+    def answer(request: JsonDict) -> JsonDict:
+        return next(answers)(request)
+
+    config = echo_config(runtime={"max_actions_per_hour": 2})
+    config_dir = write_config(tmp_path / "cfg", config)
+    with trio.fail_after(CEILING_SECS):
+        async with spawn_acp(config_dir) as client:
+            session_id = await open_session(client, project)
+            response = await client.prompt(session_id, prompt, on_request=answer)
+    assert response["result"]["stopReason"] == "end_turn", response
+    assert (project / "marker.txt").read_text() == "ran\nran\n"
+    outputs = [
+        update.get("rawOutput")
+        for update in client.updates(session_id)
+        if update.get("sessionUpdate") == "tool_call_update"
+        and update.get("status") in ("completed", "failed")
+    ]  # fmt: skip
+    assert len(outputs) == 9
+    assert [RATE_LIMIT_ERROR in str(output) for output in outputs] == [False] * 5 + [True] * 4
+
+
 def priced_reply(text: str, cost_usd: float) -> Reply:
     """A text answer whose usage carries OpenRouter's ``cost`` field."""
     usage = {**openai_usage(12, 5), "cost": cost_usd}
@@ -99,7 +146,7 @@ async def test_a_cost_cap_fails_the_turn_with_the_cap_and_zeroclaw_cost_shows_it
             config = config_for(f"{llm.base_url}/v1", cost={"daily_limit_usd": 0.02})
             config_dir = write_config(tmp_path / "cfg", config)
             async with spawn_acp(config_dir) as client:
-                session_id = await open_session(client, tmp_path)
+                session_id = await open_session(client, session_dir(tmp_path))
                 first = await client.prompt(session_id, "one")
                 second = await client.prompt(session_id, "two")
         shown = await trio.run_process(
@@ -134,7 +181,7 @@ async def fetch_through_acp(tmp_path: Path, *, allow_private_hosts: bool) -> tup
             web = {"allow_private_hosts": allow_private_hosts}
             config_dir = write_config(tmp_path / "cfg", config_for(f"{llm.base_url}/v1", web=web))
             async with spawn_acp(config_dir) as client:
-                session_id = await open_session(client, tmp_path)
+                session_id = await open_session(client, session_dir(tmp_path))
                 response = await client.prompt(session_id, "read the docs")
     assert response["result"]["stopReason"] == "end_turn", response
     [result] = tool_results(llm.requests[-1].json())
@@ -150,8 +197,46 @@ async def test_web_fetch_reaches_a_local_server_only_when_private_hosts_are_allo
     assert refused.startswith("Error: Refusing to connect to 127.0.0.1: a loopback address")
     assert "allow_private_hosts = true" in refused
     assert seen_refused == 0
-    assert allowed == "Local docs"
+    assert allowed == "# Local docs"
     assert seen_allowed == 1
+
+
+CARRYING_LOOPBACK = (
+    "64:ff9b::7f00:1",  # NAT64, well-known prefix
+    "64:ff9b:1::7f00:1",  # NAT64, local-use prefix
+    "2002:7f00:1::1",  # 6to4
+    "::127.0.0.1",  # IPv4-compatible
+    "::ffff:127.0.0.1",  # IPv4-mapped
+    "::ffff:0:7f00:1",  # IPv4-translated
+    "2001:0:4136:e378:8000:63bf:80ff:fffe",  # Teredo (client 127.0.0.1)
+)
+
+
+async def test_ipv6_addresses_carrying_a_loopback_ipv4_are_refused(tmp_path: Path) -> None:
+    """web_fetch and http_request refuse each before connecting. The server runs in a
+    network namespace with no route, so nothing leaves the machine even if they did not."""
+    calls = [
+        f"/tool {tool} " + json.dumps({"url": f"http://[{address}]:8080/"})
+        for address in CARRYING_LOOPBACK
+        for tool in ("web_fetch", "http_request")
+    ]
+    config_dir = write_config(tmp_path / "cfg", echo_config())
+    with trio.fail_after(CEILING_SECS):
+        async with spawn_acp(config_dir, prefix=offline_prefix()) as client:
+            session_id = await open_session(client, session_dir(tmp_path))
+            response = await client.prompt(session_id, "\n".join(calls), on_request=allow_once)
+    assert response["result"]["stopReason"] == "end_turn", response
+    outputs = [
+        str(update.get("rawOutput"))
+        for update in client.updates(session_id)
+        if update.get("sessionUpdate") == "tool_call_update"
+        and update.get("status") in ("completed", "failed")
+    ]  # fmt: skip
+    assert len(outputs) == len(calls)
+    for address, output in zip(
+        [address for address in CARRYING_LOOPBACK for _ in range(2)], outputs, strict=True
+    ):
+        assert output.startswith(f"Error: Refusing to connect to {address}"), output
 
 
 def test_cost_command_is_listed() -> None:

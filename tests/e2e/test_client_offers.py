@@ -22,7 +22,7 @@ from tests.e2e.offers_helpers import (
     run_tools,
     tool_line,
 )
-from tests.helpers import echo_config, write_config
+from tests.helpers import echo_config, session_dir, write_config
 
 pytestmark = pytest.mark.e2e
 
@@ -138,8 +138,8 @@ async def test_ask_user_asks_through_an_elicitation_form(tmp_path: Path) -> None
     )
     with trio.fail_after(CEILING_SECS):
         async with spawn_acp(config_dir) as client:
-            await initialize(client, ELICITING)
-            new = await client.result("session/new", {"cwd": str(tmp_path)})
+            await initialize(client, ELICITING, client_info={"name": "zed", "version": "1"})
+            new = await client.result("session/new", {"cwd": str(session_dir(tmp_path))})
             session_id = new["sessionId"]
             free, multi, declined, dismissed, single = await run_tools(
                 client, session_id, *lines, on_request=answers
@@ -162,10 +162,30 @@ async def test_ask_user_asks_through_an_elicitation_form(tmp_path: Path) -> None
     assert output_text(declined) == "The user declined to answer the question."
     assert dismissed["status"] == "failed"
     assert "dismissed" in output_text(dismissed)
-    # A single pick still goes through a permission card (one card per call in Zed).
+    # A single pick still goes through a permission card in a client that shows options
+    # by name (the ZeroClaw ACP docs' mapping; one card per call in Zed).
     permissions = [r for r in client.server_requests if r["method"] == "session/request_permission"]
     assert [p["params"]["toolCall"]["title"] for p in permissions] == ["Colour?"]
     assert (single["status"], output_text(single)) == ("completed", "The user chose: red")
+
+
+async def test_a_client_keying_options_by_kind_is_asked_a_single_pick_in_a_form(
+    tmp_path: Path,
+) -> None:
+    config_dir = write_config(tmp_path / "cfg", echo_config())
+    line = tool_line("ask_user", {"question": "Colour?", "choices": ["red", "blue", "green"]})
+    answers = elicitation_answers({"action": "accept", "content": {"answer": "blue"}})
+    with trio.fail_after(CEILING_SECS):
+        async with spawn_acp(config_dir) as client:
+            # No clientInfo (as avante.nvim): permission options would be answered by kind.
+            await initialize(client, ELICITING)
+            new = await client.result("session/new", {"cwd": str(session_dir(tmp_path))})
+            [single] = await run_tools(client, new["sessionId"], line, on_request=answers)
+    [form] = client.server_requests
+    assert form["method"] == "elicitation/create"
+    answer = form["params"]["requestedSchema"]["properties"]["answer"]
+    assert (answer["type"], answer["enum"]) == ("string", ["red", "blue", "green"])
+    assert (single["status"], output_text(single)) == ("completed", "The user chose: blue")
 
 
 async def test_without_elicitation_free_form_and_multi_select_fail_fast(tmp_path: Path) -> None:
@@ -177,7 +197,7 @@ async def test_without_elicitation_free_form_and_multi_select_fail_fast(tmp_path
     with trio.fail_after(CEILING_SECS):
         async with spawn_acp(config_dir) as client:
             await initialize(client, {"elicitation": None, "fs": {"readTextFile": True}})
-            new = await client.result("session/new", {"cwd": str(tmp_path)})
+            new = await client.result("session/new", {"cwd": str(session_dir(tmp_path))})
             free, multi = await run_tools(client, new["sessionId"], *lines)
     assert client.server_requests == []
     assert free["status"] == "failed"
@@ -207,7 +227,7 @@ class EditorFiles:
         if method == "session/request_permission":
             title = params["toolCall"]["title"]
             self.calls.append(("permission", title))
-            no = any(title == f"Approve {name}?" for name in self.reject)
+            no = params["toolCall"]["rawInput"]["tool"] in self.reject
             return {
                 "outcome": {
                     "outcome": "selected",
@@ -224,7 +244,7 @@ class EditorFiles:
 
 async def test_file_tools_read_and_write_through_the_clients_buffers(tmp_path: Path) -> None:
     document = echo_config()
-    document["risk_profiles"]["default"]["forbidden_paths"] = [str(tmp_path / "ws" / ".keys")]
+    document["risk_profiles"]["default"]["forbidden_paths"] = [".keys"]
     config_dir = write_config(tmp_path / "cfg", document)
     workspace = (tmp_path / "ws").resolve()
     (workspace / ".keys").mkdir(parents=True)
@@ -267,17 +287,17 @@ async def test_file_tools_read_and_write_through_the_clients_buffers(tmp_path: P
     [announced] = [
         update
         for update in client.updates(session_id)
-        if update["sessionUpdate"] == "tool_call" and update["title"] == "file_edit"
+        if update["sessionUpdate"] == "tool_call" and update["name"] == "file_edit"
     ]
     assert announced["locations"] == [{"path": notes, "line": 2}]
     assert announced["content"] == [diff]
     assert editor.calls == [
         ("fs/read_text_file", notes),
         ("fs/read_text_file", notes),
-        ("permission", "Approve file_edit?"),
+        ("permission", "Edit `notes.md`"),
         ("fs/read_text_file", notes),
         ("fs/write_text_file", notes),
-        ("permission", "Approve file_write?"),
+        ("permission", "Write `new.md`"),
     ]
     assert new_file not in editor.buffers
     assert not (workspace / "new.md").exists()
@@ -399,7 +419,7 @@ async def test_an_elicitation_the_client_cannot_show_is_a_clear_failure(tmp_path
 
     with trio.fail_after(CEILING_SECS):
         async with spawn_acp(config_dir) as client:
-            session_id = await offered_session(client, tmp_path, ELICITING)
+            session_id = await offered_session(client, session_dir(tmp_path), ELICITING)
             [asked] = await run_tools(
                 client, session_id, tool_line("ask_user", {"question": "Name?"}), on_request=refuse
             )

@@ -128,6 +128,44 @@ async def test_pickers_usage_and_a_restart_through_zeroclaw_acp(tmp_path: Path) 
     assert not (workspace / "still-blocked.txt").exists()
 
 
+def read_call(path: Path) -> str:
+    return "/tool file_read " + json.dumps({"path": str(path)})
+
+
+def tool_results(client: RpcPipeClient, session_id: str) -> list[str]:
+    return [
+        str(update.get("rawOutput"))
+        for update in client.updates(session_id)
+        if update["sessionUpdate"] == "tool_call_update"
+        and update.get("status") in ("completed", "failed")
+    ]  # fmt: skip
+
+
+async def test_a_mode_change_keeps_the_sessions_extra_roots(tmp_path: Path) -> None:
+    config_dir = picker_config(tmp_path)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    extra = tmp_path / "docs"
+    extra.mkdir()
+    notes = extra / "notes.txt"
+    notes.write_text("extra-root-notes\n")
+    with trio.fail_after(TIMEOUT):
+        async with spawn_acp(config_dir) as client:
+            session_id = await open_session(client, workspace, additionalDirectories=[str(extra)])
+            await choose(client, session_id, "mode", "readonly")
+            client.notifications.clear()
+            await client.prompt(session_id, read_call(notes))
+            assert tool_results(client, session_id) == ["     1\textra-root-notes"]
+        # Restored: the stored mode is applied to the restored roots too.
+        async with spawn_acp(config_dir) as again:
+            await again.call("initialize", {"protocolVersion": 1})
+            loaded = (await again.call("session/load", {"sessionId": session_id}))["result"]
+            assert current(loaded["configOptions"])["mode"] == "readonly"
+            again.notifications.clear()
+            await again.prompt(session_id, read_call(notes))
+            assert tool_results(again, session_id) == ["     1\textra-root-notes"]
+
+
 @pytest.mark.parametrize("provider_type", ["openai", "openrouter", "anthropic"])
 async def test_usage_carries_the_providers_own_counts(tmp_path: Path, provider_type: str) -> None:
     workspace = tmp_path / "ws"

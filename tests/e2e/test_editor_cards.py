@@ -19,6 +19,7 @@ import trio
 
 from tests.acp_schema import AcpSchema, FrameChecker, install_schema
 from tests.e2e.helpers import (
+    ZED_CLIENT_INFO,
     JsonDict,
     RpcPipeClient,
     cancel_once_running,
@@ -72,14 +73,16 @@ class Editor:
         client.send = send  # type: ignore[method-assign]
 
     async def open(self, cwd: Path) -> str:
-        session_id = await open_session(self.client, cwd)
+        session_id = await open_session(self.client, cwd, client_info=ZED_CLIENT_INFO)
         self.cards[session_id] = ToolCards(session_id)
         self.settle()
         return session_id
 
     async def load(self, session_id: str, cwd: Path) -> None:
         """initialize + ``session/load``: the replay builds the session's cards anew."""
-        init = await self.client.call("initialize", {"protocolVersion": 1})
+        init = await self.client.call(
+            "initialize", {"protocolVersion": 1, "clientInfo": ZED_CLIENT_INFO}
+        )
         assert "result" in init, init
         self.cards[session_id] = ToolCards(session_id)
         params = {"sessionId": session_id, "cwd": str(cwd), "mcpServers": []}
@@ -130,7 +133,7 @@ async def test_cards_close_keep_their_diffs_and_point_at_absolute_paths(
     tmp_path: Path, acp_schema: AcpSchema
 ) -> None:
     workspace = workspace_with_files(tmp_path)
-    risk = {"forbidden_paths": [str(workspace / ".secrets")]}
+    risk = {"forbidden_paths": [".secrets"]}
     config_dir = write_config(tmp_path / "cfg", echo_config(risk=risk))
     notes = str(workspace / "notes.txt")
     with trio.fail_after(90):
@@ -174,16 +177,22 @@ async def test_cards_close_keep_their_diffs_and_point_at_absolute_paths(
             reloaded = Editor(restarted, acp_schema)
             await reloaded.load(session_id, workspace)
     assert allowed == denied == refused == "end_turn"
-    # session/load shows every card as it was when its turn ended (the files changed since).
+    # session/load shows every card as it was when its turn ended (the files changed since),
+    # under the same title.
     replayed = reloaded.cards[session_id]
     assert list(replayed.cards) == list(cards.cards)
     for call_id, card in cards.cards.items():
         again = replayed.cards[call_id]
-        assert (again.status, again.diffs, again.locations) == (
+        assert (again.status, again.diffs, again.locations, again.fields["title"]) == (
             card.status,
             card.diffs,
             card.locations,
+            card.fields["title"],
         ), call_id
+        assert again.announced["title"] == card.announced["title"], call_id
+    assert [card.announced["title"] for card in cards.named("file_edit")] == [
+        "Edit `notes.txt`"
+    ] * 4
 
     [read] = cards.named("file_read")[:1]
     assert read.statuses == ["pending", "in_progress", "completed"]
@@ -313,6 +322,11 @@ def test_the_checker_flags_fields_outside_the_schema(acp_schema: AcpSchema) -> N
         _notification({**update, "content": [{"type": "diff", "path": "/a"}]})
     )
     assert "['content'][0]" in missing.where
+    # An optional field is omitted, never null; a new file's oldText is null on purpose.
+    [null] = checker.check_line(_notification({**update, "title": None}))
+    assert null.where.endswith(".update.title")
+    new_file = {"type": "diff", "path": "/a", "oldText": None, "newText": "x"}
+    assert checker.check_line(_notification({**update, "content": [new_file]})) == []
     checker.client_sent({"jsonrpc": "2.0", "id": 3, "method": "session/prompt"})
     result = {"stopReason": "end_turn", "sessionId": "s", "content": "hi"}
     answer = {"jsonrpc": "2.0", "id": 3, "result": result}

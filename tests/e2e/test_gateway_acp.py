@@ -13,7 +13,7 @@ from acp_server.gateway.websocket import DEFAULT_MAX_MESSAGE_BYTES
 from acp_server.storage.sqlite import SessionStore
 from tests.e2e.gateway_harness import RawWsClient, RunningGateway, WsRpc, run_gateway, ws_connect
 from tests.e2e.helpers import spawn_acp
-from tests.helpers import TIMING_SENSITIVE, echo_config, write_config
+from tests.helpers import TIMING_SENSITIVE, echo_config, session_dir, write_config
 
 pytestmark = pytest.mark.e2e
 
@@ -53,7 +53,8 @@ async def _session_new(gateway: RunningGateway, query: str, **params: object) ->
     async with ws_connect(gateway.ws_url(query)) as ws:
         rpc = WsRpc(ws)
         await rpc.call("initialize", {"protocolVersion": 1})
-        return await rpc.call("session/new", {"cwd": str(gateway.config_dir), **params})
+        cwd = session_dir(gateway.config_dir)
+        return await rpc.call("session/new", {"cwd": str(cwd), **params})
 
 
 async def test_agent_query_parameter_follows_the_seed_precedence(tmp_path: Path) -> None:

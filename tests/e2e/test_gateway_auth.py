@@ -44,12 +44,17 @@ async def test_pairing_then_each_token_form_is_accepted(tmp_path: Path) -> None:
     with trio.fail_after(60):
         async with run_gateway(config_dir) as gateway:
             assert gateway.pairing_code is not None
-            code_page = (await gateway.http("GET", "/pair/code")).json()
+            operator = {ADMIN_HEADER: (config_dir / ADMIN_SECRET_FILE).read_text().strip()}
+            code_page = (await gateway.http("GET", "/pair/code", headers=operator)).json()
             assert code_page == {
                 "success": True,
                 "pairing_required": True,
                 "pairing_code": gateway.pairing_code,
             }
+            # A local process without the admin secret is not the operator.
+            anyone = (await gateway.http("GET", "/pair/code")).json()
+            assert anyone["pairing_code"] is None
+            assert "get-paircode" in anyone["message"]
             token = await gateway.pair()
             assert token.startswith("zc_")
             assert len(token) == 67

@@ -10,9 +10,10 @@ import pytest
 import trio
 from websockets.exceptions import ConnectionClosed
 
-from acp_server.storage.sqlite import SessionStore, StoredSession
+from acp_server.storage import StoredSession
+from acp_server.storage.sqlite import SessionStore
 from tests.e2e.gateway_harness import WsRpc, run_gateway, ws_connect
-from tests.helpers import echo_config, write_config
+from tests.helpers import echo_config, session_dir, write_config
 
 pytestmark = pytest.mark.e2e
 
@@ -50,7 +51,7 @@ async def test_sigterm_lets_a_running_turn_finish_then_closes_1012(tmp_path: Pat
             ):
                 idle, busy = WsRpc(idle_ws), WsRpc(busy_ws)
                 await idle.call("initialize", {})
-                session_id = await busy.new_session(tmp_path)
+                session_id = await busy.new_session(session_dir(tmp_path))
                 prompt_id = await busy.prompt_request(session_id, " ".join(words))
                 first = await busy.receive()
                 assert first["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
@@ -59,7 +60,7 @@ async def test_sigterm_lets_a_running_turn_finish_then_closes_1012(tmp_path: Pat
                 # The idle connection is closed at once with "restarting, retry"...
                 await _expect_restart_close(idle)
                 # New work on a draining gateway is refused at once, with a reason...
-                new_id = await busy.request("session/new", {"cwd": str(tmp_path)})
+                new_id = await busy.request("session/new", {"cwd": str(session_dir(tmp_path))})
                 refused = await busy.wait_response(new_id)
                 assert refused["error"]["code"] == -32603
                 assert "restarting" in refused["error"]["message"]
@@ -95,7 +96,7 @@ async def test_drain_deadline_cancels_the_turn_and_still_answers_it(tmp_path: Pa
         async with run_gateway(config_dir, "--drain-timeout", "0.3") as gateway:
             async with ws_connect(gateway.ws_url()) as ws:
                 rpc = WsRpc(ws)
-                session_id = await rpc.new_session(tmp_path)
+                session_id = await rpc.new_session(session_dir(tmp_path))
                 prompt_id = await rpc.prompt_request(session_id, "slow " * 300)
                 await rpc.receive()  # streaming has started
                 gateway.signal(signal.SIGTERM)
@@ -118,7 +119,7 @@ async def test_second_signal_stops_at_once(tmp_path: Path) -> None:
             ws_connect(gateway.ws_url()) as ws,
         ):
             rpc = WsRpc(ws)
-            session_id = await rpc.new_session(tmp_path)
+            session_id = await rpc.new_session(session_dir(tmp_path))
             await rpc.prompt_request(session_id, "slow " * 600)
             await rpc.receive()
             gateway.signal(signal.SIGTERM)

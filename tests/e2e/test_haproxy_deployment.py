@@ -243,14 +243,14 @@ async def test_pair_code_through_haproxy_is_refused_and_direct_peers_must_send_a
         async with (
             run_gateway(config_dir, "--port", str(port)) as replica,
             run_haproxy(haproxy_binary, tmp_path, [("a", port)]) as haproxy,
+            httpx.AsyncClient(trust_env=False, timeout=10) as client,
         ):
-            assert replica.pairing_code is not None  # unpaired: a local client would get it
-            async with httpx.AsyncClient(trust_env=False, timeout=10) as client:
-                through = await client.get(f"http://127.0.0.1:{haproxy.port}/pair/code")
-                assert through.status_code == 200
-                assert through.json()["pairing_code"] is None
-                assert "only given to clients on the gateway host" in through.json()["message"]
-                # The replica's own port: a peer in trusted_proxies without a PROXY header.
-                direct = await client.get(f"{replica.base_url}/pair/code")
-                assert direct.status_code == 400
-                assert "PROXY protocol header" in direct.text
+            through = await client.get(f"http://127.0.0.1:{haproxy.port}/pair/code")
+            assert through.status_code == 200
+            assert through.json()["pairing_code"] is None
+            # Unpaired: the code exists, but only the gateway's operator is given it.
+            assert "only given to the gateway's operator" in through.json()["message"]
+            # The replica's own port: a peer in trusted_proxies without a PROXY header.
+            direct = await client.get(f"{replica.base_url}/pair/code")
+            assert direct.status_code == 400
+            assert "PROXY protocol header" in direct.text

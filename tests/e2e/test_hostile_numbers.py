@@ -11,13 +11,15 @@ import trio
 
 from tests.e2e.gateway_harness import WsRpc, run_gateway, ws_connect
 from tests.e2e.helpers import RpcPipeClient, open_session, spawn_acp
-from tests.helpers import echo_config, write_config
+from tests.helpers import echo_config, session_dir, write_config
 
 pytestmark = pytest.mark.e2e
 
 TOO_BIG = "1e400"
 """A JSON number no IEEE double holds."""
 BIG_ID = "123456789012345678901234567890"
+BEYOND_DOUBLE = "-2.5E+310"
+"""Another spelling of a number no double holds."""
 
 
 async def _next_response(client: RpcPipeClient) -> dict[str, object]:
@@ -42,6 +44,16 @@ async def test_zeroclaw_acp_answers_each_hostile_line_and_keeps_serving(tmp_path
             )
             refused = await _next_response(client)
             assert refused["id"] == 41
+            assert refused["error"]["code"] == -32602  # type: ignore[index]
+
+            # Anywhere in it, also where the typed reader skips a field (a block's _meta).
+            await client.send_raw(
+                '{"jsonrpc":"2.0","id":42,"method":"session/prompt","params":'
+                f'{{"sessionId":"{session_id}","prompt":[{{"type":"text","text":"hi",'
+                f'"_meta":{{"x":{BEYOND_DOUBLE}}}}}]}}}}'
+            )
+            refused = await _next_response(client)
+            assert refused["id"] == 42
             assert refused["error"]["code"] == -32602  # type: ignore[index]
 
             # In a notification: nothing to answer, and nothing breaks.
@@ -95,7 +107,7 @@ async def test_the_gateway_keeps_a_connection_that_sent_a_hostile_number(tmp_pat
     with trio.fail_after(60):
         async with run_gateway(config_dir) as gateway, ws_connect(gateway.ws_url()) as ws:
             rpc = WsRpc(ws)
-            session_id = await rpc.new_session(tmp_path)
+            session_id = await rpc.new_session(session_dir(tmp_path))
             prompt_id = await rpc.request(
                 "session/prompt", {"sessionId": session_id, "prompt": "one two three four"}
             )
@@ -110,6 +122,13 @@ async def test_the_gateway_keeps_a_connection_that_sent_a_hostile_number(tmp_pat
             )
             hostile = await rpc.wait_response("hostile")
             assert hostile["error"]["code"] == -32602
+            await rpc.send_raw(
+                '{"jsonrpc":"2.0","id":"in-meta","method":"session/prompt","params":'
+                f'{{"sessionId":"{session_id}","prompt":[{{"type":"text","text":"x",'
+                f'"_meta":{{"x":{BEYOND_DOUBLE}}}}}]}}}}'
+            )
+            in_meta = await rpc.wait_response("in-meta")
+            assert in_meta["error"]["code"] == -32602
             # The running prompt is still answered on the same connection.
             answered = await rpc.wait_response(prompt_id)
             assert answered["result"]["stopReason"] in ("end_turn", "cancelled")

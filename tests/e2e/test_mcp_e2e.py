@@ -16,7 +16,7 @@ import pytest
 import trio
 
 from tests.e2e.helpers import JsonDict, RpcPipeClient, allow_once, open_session, spawn_acp
-from tests.helpers import echo_config, poll_until, write_config
+from tests.helpers import echo_config, poll_until, session_dir, write_config
 
 pytestmark = pytest.mark.e2e
 
@@ -105,7 +105,7 @@ async def test_mcp_tools_from_config_and_client_run_with_approval(tmp_path: Path
     assert output_text(survivor) == "echo: still"
     # Supervised: every MCP call asked first, labelled like any other tool.
     assert len(permissions) == 6
-    assert permissions[0]["title"] == "Approve mcp__docs__environment?"
+    assert permissions[0]["title"] == "mcp__docs__environment"
     # The servers ended with the session's process.
     assert not psutil.pid_exists(int(output_text(pid_update)))
 
@@ -115,7 +115,7 @@ async def test_mcp_stays_off_unless_the_agent_enables_it(tmp_path: Path) -> None
     with trio.fail_after(CEILING_SECS):
         async with spawn_acp(config_dir) as client:
             session_id = await open_session(
-                client, tmp_path, agentAlias="plain", mcpServers=[CLIENT_SERVER]
+                client, session_dir(tmp_path), agentAlias="plain", mcpServers=[CLIENT_SERVER]
             )
             _, update = await run_tool(client, session_id, '/tool mcp__client__echo {"text": "x"}')
     assert output_text(update).startswith("Error: ")
@@ -134,7 +134,7 @@ async def test_http_mcp_servers_are_skipped_and_named_at_session_new(tmp_path: P
             response = await client.call(
                 "session/new",
                 {
-                    "cwd": str(tmp_path),
+                    "cwd": str(session_dir(tmp_path)),
                     "agentAlias": "echo",
                     "mcpServers": [remote, CLIENT_SERVER, events],
                 },
@@ -159,7 +159,10 @@ async def test_a_server_that_cannot_start_is_named_and_servers_end_with_the_sess
     with trio.fail_after(CEILING_SECS):
         async with spawn_acp(config_dir) as client:
             session_id = await open_session(
-                client, tmp_path, agentAlias="echo", mcpServers=[missing, CLIENT_SERVER]
+                client,
+                session_dir(tmp_path),
+                agentAlias="echo",
+                mcpServers=[missing, CLIENT_SERVER],
             )
             _, failed = await run_tool(client, session_id, "/tool mcp__missing__search {}")
             _, working = await run_tool(

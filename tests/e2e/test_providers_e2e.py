@@ -29,7 +29,7 @@ from tests.e2e.fake_llm import (
     sse,
 )
 from tests.e2e.helpers import JsonDict, RpcPipeClient, open_session, spawn_acp, unused_port
-from tests.helpers import echo_config, write_config
+from tests.helpers import echo_config, session_dir, write_config
 
 pytestmark = pytest.mark.e2e
 
@@ -215,7 +215,7 @@ async def test_missing_key_is_named_at_session_prompt(tmp_path: Path) -> None:
     config_dir = write_config(tmp_path / "cfg", config)
     with trio.fail_after(CEILING_SECS):
         async with spawn_acp(config_dir) as client:
-            session_id = await open_session(client, tmp_path)
+            session_id = await open_session(client, session_dir(tmp_path))
             response = await prompt(client, session_id, "hi")
     assert response["error"]["code"] == -32603
     assert "ANTHROPIC_API_KEY" in response["error"]["message"]
@@ -234,7 +234,7 @@ async def test_cancel_mid_stream_aborts_the_http_stream(tmp_path: Path, provider
                 llm_config({provider_type: provider_entry(provider_type, llm.base_url)}),
             )
             async with spawn_acp(config_dir) as client:
-                session_id = await open_session(client, tmp_path)
+                session_id = await open_session(client, session_dir(tmp_path))
                 request_id = await client.prompt_request(session_id, "tell me a story")
                 await _wait_first_chunk(client, session_id)
                 await client.notify("session/cancel", {"sessionId": session_id})
@@ -283,7 +283,7 @@ async def test_anthropic_failures_end_the_turn_clearly_and_the_session_stays_usa
                 llm_config({"anthropic": provider_entry("anthropic", llm.base_url)}),
             )
             async with spawn_acp(config_dir) as client:
-                session_id = await open_session(client, tmp_path)
+                session_id = await open_session(client, session_dir(tmp_path))
                 for replies, needle in script:
                     llm.add(*replies, anthropic_text_reply("all good"))
                     response = await prompt(client, session_id, "go")

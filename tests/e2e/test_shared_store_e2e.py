@@ -155,7 +155,9 @@ async def test_gateway_with_an_unusable_store_serves_from_memory_and_keeps_the_f
             capabilities = init["result"]["agentCapabilities"]
             assert capabilities["loadSession"] is False
             assert not capabilities.get("sessionCapabilities")
-            new = await rpc.call("session/new", {"cwd": str(tmp_path)})
+            workspace = tmp_path / "workspace"
+            workspace.mkdir()
+            new = await rpc.call("session/new", {"cwd": str(workspace)})
             session_id = new["result"]["sessionId"]
             reply = await rpc.prompt(session_id, "in memory")
             assert reply["result"]["stopReason"] == "end_turn"

@@ -27,8 +27,9 @@ KILLS = 10
 _WRITER = """
 import sys
 from pathlib import Path
-from acp_server.agent.conversation import ChatMessage, CompletedTurn, ToolCall
-from acp_server.storage.sqlite import DuplicateSession, SessionStore
+from acp_server.model import ChatMessage, CompletedTurn, ToolCall
+from acp_server.storage import DuplicateSession
+from acp_server.storage.sqlite import SessionStore
 
 store = SessionStore.open(Path(sys.argv[1]))
 try:

@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 import trio
 
-from acp_server.agent.conversation import ChatMessage, CompletedTurn
-from acp_server.storage.sqlite import DEFAULT_MAX_RESTORED_MESSAGES, SessionStore
+from acp_server.model import ChatMessage, CompletedTurn
+from acp_server.storage import DEFAULT_MAX_RESTORED_MESSAGES
+from acp_server.storage.sqlite import SessionStore
 from tests.e2e.helpers import (
     JsonDict,
     RpcPipeClient,
@@ -29,8 +30,8 @@ from tests.e2e.helpers import (
     spawn_acp,
     unprivileged_prefix,
 )
-from tests.helpers import TIMING_SENSITIVE, echo_config, write_config
-from tests.server.test_store import damage_pages
+from tests.helpers import TIMING_SENSITIVE, echo_config, session_dir, write_config
+from tests.server.storage.test_store import damage_pages
 
 pytestmark = pytest.mark.e2e
 
@@ -557,7 +558,7 @@ async def test_persistence_turned_off_writes_no_file_and_offers_no_load(tmp_path
             capabilities = init["result"]["agentCapabilities"]
             assert capabilities["loadSession"] is False
             assert not capabilities.get("sessionCapabilities")
-            new = await client.call("session/new", {"cwd": str(tmp_path)})
+            new = await client.call("session/new", {"cwd": str(session_dir(tmp_path))})
             session_id = new["result"]["sessionId"]
             await prompt_turn(client, session_id, "kept in memory")
             failed = await client.call("session/load", {"sessionId": session_id})

@@ -25,7 +25,8 @@ def db_path(tmp_path: Path) -> Path:
 _OPEN_SCRIPT = """
 import sys
 from pathlib import Path
-from acp_server.storage.sqlite import SessionStore, StoreUnavailable
+from acp_server.storage import StoreUnavailable
+from acp_server.storage.sqlite import SessionStore
 try:
     SessionStore.open(Path(sys.argv[1]))
 except StoreUnavailable as exc:

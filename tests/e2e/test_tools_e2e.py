@@ -50,7 +50,7 @@ async def test_jail_escapes_are_refused_without_asking(tmp_path: Path) -> None:
     outside = tmp_path / "secret.txt"
     outside.write_text(SECRET)
     (workspace / "link.txt").symlink_to(outside)
-    risk = {"forbidden_paths": [str(workspace / ".secrets")]}
+    risk = {"forbidden_paths": [".secrets"]}
     config_dir = write_config(tmp_path / "cfg", echo_config(risk=risk))
     attempts = [
         ("file_read", {"path": "../secret.txt"}, "Path escapes workspace directory: ../secret.txt"),
@@ -92,7 +92,7 @@ async def test_deliver_file_embeds_the_blob_after_approval(tmp_path: Path) -> No
     prompt = _tool_line("deliver_file", {"path": "report.md", "title": "Quarterly report"})
     client, [result] = await _run_turn(config_dir, workspace, prompt)
     [permission] = client.server_requests
-    assert permission["params"]["toolCall"]["title"] == "Approve deliver_file?"
+    assert permission["params"]["toolCall"]["title"] == "Deliver `report.md`"
     assert result["status"] == "completed"
     assert result["title"] == "Quarterly report"
     # A short human line, no machine trailer (the uri travels on the resource).

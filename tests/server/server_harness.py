@@ -16,7 +16,6 @@ from typing import Any
 
 import trio
 
-from acp_server.agent.conversation import ToolCall
 from acp_server.agent.providers import ProviderFactory, create_provider
 from acp_server.agent.providers.base import (
     ModelRequest,
@@ -27,10 +26,12 @@ from acp_server.agent.providers.base import (
     ToolCallRequested,
 )
 from acp_server.agent.tools.base import Tool, ToolContext, ToolOutput
-from acp_server.app import AcpApp
 from acp_server.config import Config
+from acp_server.model import ToolCall
 from acp_server.protocol.connection import serve_connection
-from acp_server.storage.sqlite import AsyncSessionStore
+from acp_server.protocol.services.context import AcpApp
+from acp_server.storage import AsyncSessionStore
+from tests.helpers import session_dir
 from tests.jsonrpc_peer import JsonDict, JsonRpcPeer, RequestHandler
 
 
@@ -187,7 +188,7 @@ def harness_app(
             or ((lambda _config: provider) if provider is not None else create_provider)
         ),
         tools_factory=lambda _agent, _workspace, _config: {tool.name: tool for tool in tools},
-        launch_dir=launch_dir or config.config_dir,
+        launch_dir=launch_dir or session_dir(config.config_dir),
     )
 
 

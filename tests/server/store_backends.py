@@ -16,9 +16,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from acp_server.storage.contract import SessionBackend
+from acp_server.storage import SessionBackend
 from acp_server.storage.postgres import PostgresSessionStore
-from acp_server.storage.session_store import SessionStore
+from acp_server.storage.sqlite import SessionStore
 
 TABLES = ("acp_sessions", "acp_messages", "acp_tool_calls")
 

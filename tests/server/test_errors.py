@@ -11,9 +11,9 @@ import pytest
 from acp_core.errors import ErrorCode, SessionNotFoundError
 from acp_server.agent.turn import TurnFailed
 from acp_server.errors import AgentUnavailable, OperationFailed, rpc_error_for
-from tests.helpers import make_config
+from tests.helpers import make_config, session_dir
+from tests.server.protocol.test_server_restore import FakeStore
 from tests.server.server_harness import open_server
-from tests.server.test_server_restore import FakeStore
 
 SECRET = "/home/alice/.zeroclaw/data/sessions/acp-sessions.db: SELECT * FROM messages"
 
@@ -85,9 +85,11 @@ async def test_a_store_that_fails_a_load_tells_the_client_only_where_to_look(
             raise RuntimeError(SECRET)
 
     async with open_server(make_config(tmp_path), store=BrokenStore()) as client:
-        failed = await client.error("session/load", {"sessionId": "s-1", "cwd": str(tmp_path)})
+        failed = await client.error(
+            "session/load", {"sessionId": "s-1", "cwd": str(session_dir(tmp_path))}
+        )
         # The connection keeps serving after the failure.
-        session_id = await client.new_session(tmp_path)
+        session_id = await client.new_session(session_dir(tmp_path))
     assert session_id
     assert failed["code"] == -32603
     assert SECRET not in failed["message"]

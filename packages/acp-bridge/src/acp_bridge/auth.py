@@ -6,8 +6,11 @@ token looked for; first match wins (the order docs/bridge.md documents):
 1. ``ZEROCLAW_ACP_BRIDGE_TOKEN`` (trimmed, non-empty);
 2. the cached file ``<config_dir>/acp-bridge-token``, refused when group or others can read it;
 3. a pairing exchange: the code comes from ``--pair-code``, else ``ZEROCLAW_ACP_PAIRING_CODE``,
-   else ``GET <base>/pair/code`` (a fresh gateway hands out its one-time code there); then
-   ``POST <base>/pair`` with ``X-Pairing-Code`` returns the token, cached with mode 0600;
+   else ``GET <base>/pair/code``: a fresh gateway hands its one-time code to its operator
+   there, and a bridge on the gateway's machine proves it is the operator by sending the
+   admin secret the gateway keeps in the config directory (``gateway-admin.token``, sent
+   only to a loopback gateway); then ``POST <base>/pair`` with ``X-Pairing-Code`` returns
+   the token, cached with mode 0600;
 4. none: ``NO_TOKEN_MESSAGE``, telling the user how to pair.
 
 The token only ever travels as ``Authorization: Bearer`` and is never logged: the log
@@ -35,11 +38,15 @@ import trio
 
 from acp_bridge.errors import BridgeExit, ExitCode, describe_error
 from acp_core.gateway_contract import (
+    ADMIN_HEADER,
+    ADMIN_SECRET_FILE,
     AUTHORIZATION_HEADER,
+    MAX_ADMIN_SECRET_FILE_BYTES,
     PAIR_CODE_PATH,
     PAIR_PATH,
     PAIRING_CODE_HEADER,
     bearer_value,
+    is_loopback_host,
 )
 
 if TYPE_CHECKING:
@@ -230,7 +237,7 @@ async def resolve_credentials(
             logger.info("another bridge paired meanwhile; using the token it cached")
             _warn_unused_pair_code(pair_code, f"{path} (delete it to pair again)")
             return Credentials(TokenSource.FILE, token, token_file=path)
-        return await _pair_now(path, http_base, pair_code, environ)
+        return await _pair_now(config_dir, http_base, pair_code, environ)
     finally:
         if lock is not None:
             os.close(lock)  # releases the flock
@@ -260,13 +267,18 @@ async def _lock_for_pairing(config_dir: Path) -> int | None:
 
 
 async def _pair_now(
-    path: Path, http_base: str, pair_code: str | None, environ: Mapping[str, str]
+    config_dir: Path, http_base: str, pair_code: str | None, environ: Mapping[str, str]
 ) -> Credentials:
+    path = token_file_path(config_dir)
     code: str | None = (pair_code or environ.get(PAIRING_CODE_ENV, "")).strip()
     if not code:
         logger.info("no token cached; asking %s%s for a pairing code", http_base, PAIR_CODE_PATH)
+        # The local gateway's admin secret proves we are its operator; it is never sent to
+        # another machine (a remote gateway's operator hands out the code).
+        host = urllib.parse.urlsplit(http_base).hostname or ""
+        secret = read_gateway_admin_secret(config_dir) if is_loopback_host(host) else None
         status = await trio.to_thread.run_sync(
-            fetch_pairing_code, http_base, abandon_on_cancel=True
+            fetch_pairing_code, http_base, secret, abandon_on_cancel=True
         )
         if status.required is False:
             # Typically --url without a local config.toml: the gateway itself says no token
@@ -296,10 +308,23 @@ class PairingStatus:
     code: str | None = field(default=None, repr=False)
 
 
-def fetch_pairing_code(http_base: str) -> PairingStatus:
-    """``GET <base>/pair/code``."""
+def read_gateway_admin_secret(config_dir: Path) -> str | None:
+    """The admin secret a gateway running with ``config_dir`` keeps there, or None when
+    there is none or it cannot be read (not the operator, or no gateway running)."""
+    try:
+        fd = os.open(config_dir / ADMIN_SECRET_FILE, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as file:
+        raw = file.read(MAX_ADMIN_SECRET_FILE_BYTES)
+    secret = raw.decode("ascii", errors="replace").strip()
+    return secret or None
+
+
+def fetch_pairing_code(http_base: str, admin_secret: str | None = None) -> PairingStatus:
+    """``GET <base>/pair/code``, with the gateway's admin secret when we have it."""
     url = f"{http_base}{PAIR_CODE_PATH}"
-    status, body = _http_request("GET", url, {})
+    status, body = _http_request("GET", url, {ADMIN_HEADER: admin_secret} if admin_secret else {})
     if not 200 <= status < 300:
         logger.info("%s answered HTTP %d; no pairing code available", url, status)
         return PairingStatus()

@@ -18,7 +18,6 @@ import trio
 
 from acp_bridge import __version__
 from acp_bridge.auth import PAIRING_CODE_ENV, TOKEN_ENV, TOKEN_FILE_NAME, resolve_credentials
-from acp_bridge.check import run_check
 from acp_bridge.config import (
     CONFIG_DIR_ENV,
     DEFAULT_GATEWAY_PORT,
@@ -336,6 +335,8 @@ async def run(args: argparse.Namespace, secrets: set[str]) -> int:
         ping_timeout=args.ping_timeout,
     )
     if args.check:
+        from acp_bridge.check import run_check  # only --check needs it: IDE starts skip it
+
         return await run_check(options, sys.stdout.write)
 
     stdin = open_stdin()

@@ -162,8 +162,9 @@ def resource_link_line(link: ResourceLink) -> str:
 
     The base spec requires agents to accept resource_link; the reference silently dropped
     it (ACP spec: content, resource links), so a link-only prompt would fail. We tell the agent where it is.
+    A link without a name is shown by its URI.
     """
-    return f"[Resource: {link.name}] {link.uri}"
+    return f"[Resource: {link.name or link.uri}] {link.uri}"
 
 
 _IMAGE_EXTENSIONS: Final = {

@@ -40,6 +40,7 @@ WebSocket subprotocol entry or ``?token=``), and an upgrade without a valid one 
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePath
@@ -63,6 +64,11 @@ ADMIN_PAIRCODE_NEW_PATH: Final = "/admin/paircode/new"
 ADMIN_PAIRCODE_ROTATE_PATH: Final = "/admin/paircode/rotate"
 
 PAIRING_CODE_HEADER: Final = "X-Pairing-Code"
+ADMIN_HEADER: Final = "X-ZeroClaw-Admin"
+"""Carries the running gateway's admin secret: proof of being its operator."""
+ADMIN_SECRET_FILE: Final = "gateway-admin.token"
+"""Where, in the config directory, a running gateway keeps its admin secret (mode 0600)."""
+MAX_ADMIN_SECRET_FILE_BYTES: Final = 1024
 AUTHORIZATION_HEADER: Final = "Authorization"
 BEARER_SCHEME: Final = "Bearer"
 ACP_SUBPROTOCOL: Final = "zeroclaw.acp.v1"
@@ -171,6 +177,21 @@ def normalize_path_prefix(raw: str) -> str:
 
 
 # ------------------------------------------------------------------ URLs
+
+_LOOPBACK_NAMES: Final = frozenset({"localhost", "localhost.", "ip6-localhost"})
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for ``localhost``, 127.0.0.0/8 and ::1 (brackets allowed)."""
+    name = host.strip().lower()
+    if name.startswith("[") and name.endswith("]"):
+        name = name[1:-1]
+    if name in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
 def url_host(host: str) -> str:

@@ -174,14 +174,7 @@ class Frame(msgspec.Struct, frozen=True, gc=False):
         try:
             value: JsonValue = _decoder.decode(self.payload)
         except msgspec.DecodeError as exc:
-            what = "result" if self.kind == "response" else "params"
-            message = f"Invalid {what}: {exc}"
-            hint = (
-                _error_reply(self.id, ErrorCode.INVALID_PARAMS, message)
-                if self.kind == "request"
-                else None
-            )
-            raise RemoteProtocolError(message, reply_hint=hint) from None
+            raise _unreadable_payload(self, exc) from None
         return value
 
     def to_message(self) -> Message:
@@ -228,6 +221,8 @@ def parse_frame(data: bytes | str) -> Frame:
         raise _parse_error("JSON nested too deeply") from None
     fast = _fast_frame(envelope)
     if fast is not None:
+        if fast.kind != "response":
+            _refuse_huge_numbers(data, fast)
         return fast
     params = envelope.params
     params_kind = _raw_kind(params) if params else None
@@ -243,7 +238,41 @@ def parse_frame(data: bytes | str) -> Frame:
     payload = envelope.result if kind == "response" else params
     if kind in ("request", "notification") and params_kind == "null":
         payload = _ABSENT
-    return Frame(kind=kind, id=request_id, method=method, payload=payload, error=error)
+    frame = Frame(kind=kind, id=request_id, method=method, payload=payload, error=error)
+    if kind in ("request", "notification"):
+        _refuse_huge_numbers(data, frame)
+    return frame
+
+
+def _refuse_huge_numbers(data: bytes | str, frame: Frame) -> None:
+    """A call holding a number beyond the double range anywhere (``-2.5E+310`` in a
+    ``_meta`` a typed decoder would skip) is refused, a request with -32602 and its id, as
+    such a number in its params is: never read as infinity, never silently dropped.
+
+    The whole message is read once more, untyped: msgspec refuses such a number while
+    reading. That costs less than any pattern search for number-like text measured in
+    bench/core_codec.py (a 240-byte update: 2.7 µs read vs 15 µs searched; a 1 MiB base64
+    image: 0.65 ms vs 6 ms, where digits and ``e`` abound)."""
+    try:
+        _decoder.decode(data)
+    except msgspec.DecodeError as exc:
+        raise _unreadable_payload(frame, exc) from None
+    except RecursionError:
+        # Nesting is bounded where the params are read (decode_inbound), as before.
+        return
+
+
+def _unreadable_payload(frame: Frame, exc: msgspec.DecodeError) -> RemoteProtocolError:
+    """A payload JSON allows but no reader can hold (``1e400``): a request's error carries
+    the -32602 reply for its id; a notification's or a response's gets none."""
+    what = "result" if frame.kind == "response" else "params"
+    message = f"Invalid {what}: {exc}"
+    hint = (
+        _error_reply(frame.id, ErrorCode.INVALID_PARAMS, message)
+        if frame.kind == "request"
+        else None
+    )
+    return RemoteProtocolError(message, reply_hint=hint)
 
 
 _OPEN_BRACE: Final = ord("{")

@@ -8,9 +8,11 @@ keeps the reference's names.
 ``tool_kind`` labels ``tool_call`` / ``tool_call_update`` notifications (as the reference
 server labels them). ZeroClaw deliberately never emits ``read``/``search``/``fetch``: clients
 collapse those kinds' output, and users should see what a read or search returned, so
-file_read, web_fetch and friends are ``other``. ``approval_kind`` is the coarser mapping
-used on ``session/request_permission`` prompts: ``edit`` for the two file-mutating tools
-(their prompt carries a diff), ``execute`` for everything else.
+file_read, web_fetch and friends are ``other``; so is ask_user, which executes nothing
+(labelling it ``execute`` made CodeCompanion.nvim show "Execute: …"). ``approval_kind``
+says which ``session/request_permission`` prompts are edit prompts: ``edit`` for the two
+file-mutating tools (their prompt carries a diff); any other prompt carries its call's
+own kind, so answering it does not change the card.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ ApprovalKind: TypeAlias = Literal["execute", "edit"]
 
 EXECUTE_TOOLS: Final = frozenset(
     {
-        "ask_user",
         "calculator",
         "claude_code",
         "claude_code_runner",

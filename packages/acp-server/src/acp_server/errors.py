@@ -20,7 +20,7 @@
         |                                     log (ref <id>)"
         |   these never reach a client as such: the layer that calls them turns them
         |   into one of the above, a tool result, or an exit status
-        +-- ConfigError                       config.toml unusable: exit 2 (config/model.py)
+        +-- ConfigError                       config.toml unusable: exit 2 (config/values.py)
         +-- ProviderError                     a model call failed (agent/providers/base.py)
         +-- ToolError                         a tool refused its arguments: a tool result
         +-- PolicyViolation                   the security policy refused: a tool result
@@ -29,7 +29,7 @@
         |                                     holds the session (here)
         |   +-- StoreUnavailable, UnknownSession, DuplicateSession, TurnUnsaved
         |                                     (storage/records.py)
-        +-- UploadError                       uploads/ unusable (storage/uploads.py)
+        +-- UploadError                       uploads/ unusable (agent/uploads.py)
         +-- GatewayError, ConfigRewriteError  the gateway cannot start or persist a
         |                                     token (gateway/)
         +-- AgentError                        the CLI's agent client (cli/agent_client.py)

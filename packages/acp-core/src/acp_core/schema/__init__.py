@@ -1,17 +1,27 @@
-"""Typed ACP messages: every method and notification of the ZeroClaw seed, both directions.
+"""Typed ACP messages: every method and notification ZeroClaw speaks, both directions.
 
-Two rules shape this package (its modules: ``wire``, ``content``, ``updates``, ``permission``,
-``results``, ``inbound``; every name is importable from here):
+Its modules (every name is importable from here):
+
+* ``generated``: ACP's standard types, generated from the official schema by
+  scripts/gen_acp_schema.py (do not edit it by hand);
+* ``zeroclaw``: ZeroClaw's own types (``_meta.zeroclaw``, ``session/stop``, the prompt
+  result's usage, ``_zeroclaw/history_trimmed``), written by hand;
+* ``inbound``: the params a client sends, read leniently;
+* ``permission``, ``builders``: the permission options and the messages acp_core builds;
+* ``wire``: the ``WireStruct`` base and the codec helpers.
+
+Two rules shape them:
 
 * **What we emit has exactly the documented shape.** Outbound types are msgspec Structs
   with camelCase wire names (``rename="camel"``), snake_case attributes, and absent
   optionals omitted (``omit_defaults``; JSON-valued fields such as ``rawInput`` use
-  ``UNSET`` so an explicit ``null`` stays expressible). Field order is the seed's key order.
-* **What we accept is lenient where the seed says so.** Inbound params go through
-  ``decode_params(ParamsType, params)``, which accepts the seed's aliases (``sessionId`` /
-  ``session_id``; ``agentAlias`` / ``agent_alias`` / ``agent``; ``cwd`` / ``workspaceDir`` /
-  ``workspace_dir``), a plain-string prompt, untyped ``{"text": …}`` parts, and raises
-  ``InvalidParamsError`` naming the offending parameter.
+  ``UNSET`` so an explicit ``null`` stays expressible). Field order is the key order of
+  the ZeroClaw ACP documentation's examples.
+* **What we accept is lenient where the ZeroClaw ACP documentation says so.** Inbound
+  params go through ``decode_params(ParamsType, params)``, which accepts its aliases
+  (``sessionId`` / ``session_id``; ``agentAlias`` / ``agent_alias`` / ``agent``; ``cwd`` /
+  ``workspaceDir`` / ``workspace_dir``), a plain-string prompt, untyped ``{"text": …}``
+  parts, and raises ``InvalidParamsError`` naming the offending parameter.
 
 Everything else (tagged unions, validation) is msgspec's C decoder: ``decode`` /
 ``convert`` turn bytes or builtins into these types, ``encode`` / ``to_builtins`` go back.
@@ -20,39 +30,19 @@ See docs/decisions.md for why msgspec.
 
 from __future__ import annotations
 
-from acp_core.schema.config_options import (
-    ConfigOption,
-    ConfigOptionUpdate,
-    ConfigOptionValue,
-    PromptUsage,
-    RestoredSessionResult,
-    SetConfigOptionParams,
-    SetConfigOptionResult,
-    UsageUpdate,
-)
-from acp_core.schema.content import (
-    AudioContent,
-    BlobResource,
-    ContentBlock,
-    ContentPart,
-    EmbeddedResource,
-    ImageContent,
-    ResourceContents,
-    ResourceLink,
-    TextContent,
-    TextResource,
-    ToolCallContent,
-    ToolCallContentBlock,
-    ToolCallDiff,
-    ToolCallLocation,
-    ToolCallTerminal,
+from acp_core.schema import generated
+from acp_core.schema.builders import (
+    initialize_result,
     text_block,
     text_tool_content,
+    turn_cancelled_update,
 )
+from acp_core.schema.generated import *  # noqa: F403 (its __all__ lists ACP's types)
 from acp_core.schema.inbound import (
     PROMPT_REQUIRED_MESSAGE,
     CancelRequestParams,
     ClientCapabilities,
+    ContentPart,
     ElicitationCapabilities,
     EnvVariable,
     FileSystemCapabilities,
@@ -68,6 +58,7 @@ from acp_core.schema.inbound import (
     PromptParams,
     RestoreParams,
     SessionIdParams,
+    SetConfigOptionParams,
     decode_inbound,
     decode_params,
 )
@@ -75,73 +66,36 @@ from acp_core.schema.permission import (
     ALLOW_ALWAYS,
     ALLOW_ONCE,
     CHOICE_OPTION_PREFIX,
+    KIND_OPTION_IDS,
+    MAX_ONE_PER_KIND_CHOICES,
     REJECT_ONCE,
     REJECT_WITH_EDIT,
-    CancelledOutcome,
-    PermissionOption,
-    PermissionOutcome,
-    PermissionToolCall,
-    RequestPermissionParams,
-    RequestPermissionResult,
-    SelectedOutcome,
+    OptionIds,
     choice_options,
     chosen_index,
     parse_permission_outcome,
     permission_options,
 )
-from acp_core.schema.results import (
-    AgentCapabilities,
-    EmptyResult,
-    Implementation,
-    InboundUpdateResult,
-    InitializeMeta,
-    InitializeResult,
-    ListSessionsResult,
-    McpCapabilities,
-    NewSessionMeta,
-    NewSessionResult,
-    PromptCapabilities,
-    PromptResult,
-    SessionCapabilities,
-    SessionInfo,
-    SessionZeroclawMeta,
-    StopResult,
-    ZeroclawMeta,
-    initialize_result,
-)
-from acp_core.schema.updates import (
-    AgentMessageChunk,
-    AgentThoughtChunk,
-    AvailableCommand,
-    AvailableCommandInput,
-    AvailableCommandsUpdate,
-    HistoryTrimmedParams,
-    PlanEntry,
-    PlanUpdate,
-    SessionInfoUpdate,
-    SessionNotification,
-    SessionUpdate,
-    ToolCallStart,
-    ToolCallUpdate,
-    UserMessageChunk,
-    turn_cancelled_update,
-)
 from acp_core.schema.wire import (
     AGENT_NAME,
     AGENT_TITLE,
     PROTOCOL_VERSION,
-    EmptyObject,
-    PermissionOptionKind,
-    PlanEntryPriority,
-    PlanEntryStatus,
-    StopReason,
-    ToolCallStatus,
-    ToolKind,
     WireStruct,
     convert,
     decode,
     encode,
     to_builtins,
+)
+from acp_core.schema.zeroclaw import (
+    EmptyResult,
+    HistoryTrimmedParams,
+    InboundUpdateResult,
+    InitializeMeta,
+    NewSessionMeta,
+    PromptUsage,
+    SessionZeroclawMeta,
+    StopResult,
+    ZeroclawMeta,
 )
 
 __all__ = [
@@ -150,94 +104,40 @@ __all__ = [
     "ALLOW_ALWAYS",
     "ALLOW_ONCE",
     "CHOICE_OPTION_PREFIX",
+    "KIND_OPTION_IDS",
+    "MAX_ONE_PER_KIND_CHOICES",
     "PROMPT_REQUIRED_MESSAGE",
     "PROTOCOL_VERSION",
     "REJECT_ONCE",
     "REJECT_WITH_EDIT",
-    "AgentCapabilities",
-    "AgentMessageChunk",
-    "AgentThoughtChunk",
-    "AudioContent",
-    "AvailableCommand",
-    "AvailableCommandInput",
-    "AvailableCommandsUpdate",
-    "BlobResource",
     "CancelRequestParams",
-    "CancelledOutcome",
     "ClientCapabilities",
-    "ConfigOption",
-    "ConfigOptionUpdate",
-    "ConfigOptionValue",
-    "ContentBlock",
     "ContentPart",
     "ElicitationCapabilities",
-    "EmbeddedResource",
-    "EmptyObject",
     "EmptyResult",
     "EnvVariable",
     "FileSystemCapabilities",
     "HistoryTrimmedParams",
     "HttpHeader",
-    "ImageContent",
-    "Implementation",
     "InboundParams",
     "InboundUpdateParams",
     "InboundUpdateResult",
     "InitializeMeta",
     "InitializeParams",
-    "InitializeResult",
     "ListSessionsParams",
-    "ListSessionsResult",
-    "McpCapabilities",
     "McpServer",
     "McpServerHttp",
     "McpServerStdio",
     "NewSessionMeta",
     "NewSessionParams",
-    "NewSessionResult",
-    "PermissionOption",
-    "PermissionOptionKind",
-    "PermissionOutcome",
-    "PermissionToolCall",
-    "PlanEntry",
-    "PlanEntryPriority",
-    "PlanEntryStatus",
-    "PlanUpdate",
-    "PromptCapabilities",
+    "OptionIds",
     "PromptParams",
-    "PromptResult",
     "PromptUsage",
-    "RequestPermissionParams",
-    "RequestPermissionResult",
-    "ResourceContents",
-    "ResourceLink",
     "RestoreParams",
-    "RestoredSessionResult",
-    "SelectedOutcome",
-    "SessionCapabilities",
     "SessionIdParams",
-    "SessionInfo",
-    "SessionInfoUpdate",
-    "SessionNotification",
-    "SessionUpdate",
     "SessionZeroclawMeta",
     "SetConfigOptionParams",
-    "SetConfigOptionResult",
-    "StopReason",
     "StopResult",
-    "TextContent",
-    "TextResource",
-    "ToolCallContent",
-    "ToolCallContentBlock",
-    "ToolCallDiff",
-    "ToolCallLocation",
-    "ToolCallStart",
-    "ToolCallStatus",
-    "ToolCallTerminal",
-    "ToolCallUpdate",
-    "ToolKind",
-    "UsageUpdate",
-    "UserMessageChunk",
     "WireStruct",
     "ZeroclawMeta",
     "choice_options",
@@ -255,3 +155,4 @@ __all__ = [
     "to_builtins",
     "turn_cancelled_update",
 ]
+__all__ += generated.__all__

@@ -3,32 +3,24 @@ prompt, untyped text parts), each problem an ``InvalidParamsError`` naming its p
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, TypeAlias, TypeVar
+from typing import ClassVar, Final, Literal, TypeAlias, TypeVar
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
 from acp_core.errors import InvalidParamsError
 from acp_core.jsonrpc import JsonObject, JsonValue, decode_typed
-from acp_core.schema.content import (
+from acp_core.schema.generated import (
     AudioContent,
     BlobResource,
-    ContentPart,
+    ContentBlock,
     EmbeddedResource,
     ImageContent,
     ResourceLink,
     TextContent,
     TextResource,
 )
-from acp_core.schema.wire import (
-    WireStruct,
-)
-
-if TYPE_CHECKING:
-    Json: TypeAlias = JsonValue
-else:
-    # msgspec cannot evaluate the recursive JsonValue alias; Any decodes the same values.
-    Json = Any
+from acp_core.schema.wire import Json, WireStruct
 
 # --------------------------------------------------------------------------- inbound params
 
@@ -174,6 +166,19 @@ class InitializeParams(InboundParams, kw_only=True):
     shared_filesystem: bool = False
     """``_meta.zeroclaw.sharedFilesystem: true``: the client's files are the server's (a
     gateway client on the gateway's machine), so the client's ``fs/*`` may serve them."""
+    reject_with_edit: bool = False
+    """``_meta.zeroclaw.rejectWithEdit: true``: the client can send the replacement text of
+    a ``reject-with-edit`` answer (``replacementContent``), so edit approvals offer it."""
+    cancel_marker_tool_call: bool = False
+    """``_meta.zeroclaw.cancelMarkerToolCall: true``: the client draws the styled
+    ``turn-cancelled`` tool call of the ZeroClaw ACP docs; without it a cancel sends no such call."""
+
+    @property
+    def client_name(self) -> str | None:
+        """``clientInfo.name`` as the client sent it (None when it sent none)."""
+        info = self.client_info
+        name = info.get("name") if isinstance(info, dict) else None
+        return name if isinstance(name, str) else None
 
     @classmethod
     def from_object(cls, params: JsonObject) -> InitializeParams:
@@ -183,12 +188,14 @@ class InitializeParams(InboundParams, kw_only=True):
         capabilities = _client_capabilities(raw) if isinstance(raw, dict) else None
         meta = params.get("_meta")
         zeroclaw = meta.get("zeroclaw") if isinstance(meta, dict) else None
-        shared = isinstance(zeroclaw, dict) and zeroclaw.get("sharedFilesystem") is True
+        flags = zeroclaw if isinstance(zeroclaw, dict) else {}
         return cls(
             protocol_version=params.get("protocolVersion", UNSET),
             client_capabilities=capabilities,
             client_info=params.get("clientInfo", UNSET),
-            shared_filesystem=shared,
+            shared_filesystem=flags.get("sharedFilesystem") is True,
+            reject_with_edit=flags.get("rejectWithEdit") is True,
+            cancel_marker_tool_call=flags.get("cancelMarkerToolCall") is True,
         )
 
     @property
@@ -372,12 +379,32 @@ def _convert_part(raw: JsonObject, type_: type[T], where: str) -> T:
         raise InvalidParamsError(f"Invalid parameter: {where}: {exc}") from None
 
 
+ContentPart: TypeAlias = ContentBlock
+"""One element of a ``session/prompt`` prompt."""
+
+_ACP_PARTS: Final[dict[str, type[ContentPart]]] = {
+    "text": TextContent,
+    "resource": EmbeddedResource,
+    "resource_link": ResourceLink,
+}
+
+
 def _prompt_part(raw: JsonValue, index: int) -> ContentPart | None:
-    """One prompt element, or None for parts we ignore (not objects, unknown types)."""
+    """One prompt element, or None for parts we ignore (not objects, unknown types).
+
+    A part in ACP's own shape is read as the typed fast path reads it (with its
+    ``annotations`` and ``_meta``); only one it refuses goes by the lenient rules below.
+    """
     if not isinstance(raw, dict):
         return None
     where = f"prompt[{index}]"
     kind = raw.get("type")
+    acp_type = _ACP_PARTS.get(kind) if isinstance(kind, str) else None
+    if acp_type is not None:
+        try:
+            return msgspec.convert(raw, acp_type)
+        except msgspec.ValidationError:
+            pass
     if kind == "resource":
         resource = raw.get("resource")
         if not isinstance(resource, dict):
@@ -529,3 +556,25 @@ class CancelRequestParams(InboundParams, kw_only=True):
     def request_key(self) -> str:
         """The id as the connection keys its requests (``str(id)``)."""
         return str(self.request_id) if self.request_id is not UNSET else ""
+
+
+class SetConfigOptionParams(InboundParams, kw_only=True):
+    """``session/set_config_option``: the option's ``configId`` and the chosen value id.
+
+    ACP also has ``type: "boolean"`` values; no option here is boolean, so a boolean value
+    is refused like any value the option does not offer."""
+
+    session_id: str
+    config_id: str
+    value: str
+
+    @classmethod
+    def from_object(cls, params: JsonObject) -> SetConfigOptionParams:
+        session_id = _session_id(params)
+        config_id = params.get("configId")
+        if not isinstance(config_id, str):
+            raise InvalidParamsError("Missing required parameter: configId")
+        value = params.get("value")
+        if not isinstance(value, str):
+            raise InvalidParamsError("Invalid parameter: value must be a value id (a string)")
+        return cls(session_id=session_id, config_id=config_id, value=value)

@@ -1,9 +1,11 @@
 """The base of every ACP wire type: ``WireStruct`` (camelCase names, absent optionals
-omitted), the shared literal types and constants, and the msgspec codec helpers."""
+omitted), what the generated types need (``Json``, ``narrow``, ``default_null``), the
+protocol constants, and the msgspec codec helpers."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, TypeVar
+import functools
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar
 
 import msgspec
 
@@ -21,31 +23,57 @@ PROTOCOL_VERSION: Final = 1
 AGENT_NAME: Final = "zeroclaw-acp"
 AGENT_TITLE: Final = "ZeroClaw ACP"
 
-ToolKind: TypeAlias = Literal[
-    "read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"
-]
-ToolCallStatus: TypeAlias = Literal["pending", "in_progress", "completed", "failed"]
-StopReason: TypeAlias = Literal[
-    "end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"
-]
-PlanEntryStatus: TypeAlias = Literal["pending", "in_progress", "completed"]
-PlanEntryPriority: TypeAlias = Literal["high", "medium", "low"]
-PermissionOptionKind: TypeAlias = Literal[
-    # reject_with_edit is the reference's extension kind; accepted on input, never emitted.
-    "allow_once",
-    "allow_always",
-    "reject_once",
-    "reject_always",
-    "reject_with_edit",
-]
-
 
 class WireStruct(msgspec.Struct, kw_only=True, omit_defaults=True, rename="camel"):
     """Base of every ACP payload: camelCase on the wire, absent optionals omitted."""
 
 
-class EmptyObject(WireStruct, kw_only=True):
-    """``{}``: capability markers such as ``sessionCapabilities.resume``."""
+S = TypeVar("S", bound=msgspec.Struct)
+
+
+def default_null() -> None:
+    """The default factory of a field sent as ``null`` when it has no value: msgspec's
+    ``omit_defaults`` leaves out a field equal to its plain default, never one made by a
+    factory (ACP ``Diff.oldText``: null for a new file)."""
+    return
+
+
+@functools.cache
+def _own_required(
+    merged: type[msgspec.Struct], variants: tuple[type[msgspec.Struct], ...]
+) -> tuple[tuple[tuple[str, str], ...], ...]:
+    """For each variant, the (name, wire name) of the fields it requires beyond ``merged``."""
+    shared = {f.name for f in msgspec.structs.fields(merged) if f.required}
+    return tuple(
+        tuple(
+            (f.name, f.encode_name)
+            for f in msgspec.structs.fields(variant)
+            if f.required and f.name not in shared
+        )
+        for variant in variants
+    )
+
+
+def narrow(value: S, merged: type[S], variants: tuple[type[S], ...]) -> S:
+    """``value`` as the first of ``variants`` whose required fields it carries.
+
+    msgspec cannot decode a union of object shapes without a tag (ACP's
+    ``EmbeddedResourceResource``: text or blob contents), so such a field is decoded as
+    ``merged``, which has every variant's fields, and narrowed here. A value built as a
+    variant already is returned as it is.
+
+    Raises:
+        ValueError: no variant fits (msgspec reports it as a ``ValidationError``).
+    """
+    if type(value) is not merged:
+        return value
+    fields = msgspec.structs.asdict(value)
+    own = _own_required(merged, variants)
+    for variant, required in zip(variants, own, strict=True):
+        if all(fields[name] is not None for name, _ in required):
+            return variant(**fields)
+    wanted = " or ".join(f"`{wire}`" for required in own for _, wire in required)
+    raise ValueError(f"expected {wanted}")
 
 
 # --------------------------------------------------------------------------- codec helpers

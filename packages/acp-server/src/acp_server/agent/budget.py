@@ -1,11 +1,14 @@
 """The runtime profile's ``max_actions_per_hour``: a sliding one-hour window per session.
 
-As the reference counts them: a counted tool call takes a slot before it runs; a call
-that succeeds keeps its slot (stamped with the time it finished) for the next hour, one
-that fails or is cancelled gives it back. A call refused because every slot is taken
-does not run: the model gets ``RATE_LIMIT_ERROR`` as its result and the turn goes on.
-The approval prompt, when the policy asks, comes first. The window lives in memory: a
-session restored with ``session/load`` or ``session/resume`` starts with a full budget.
+A counted tool call takes a slot before it runs, and a call that started keeps it
+(stamped with the time it ended) for the next hour whatever its outcome: a command that
+did its damage and then exited 1 was an action, as was one cancelled halfway. Only a
+call refused before running uses nothing: the policy denied it, the operator rejected it,
+or the tool refused its arguments before doing anything (``ToolOutput.ran`` False). A
+call refused because every slot is taken does not run: the model gets
+``RATE_LIMIT_ERROR`` as its result and the turn goes on. The approval prompt, when the
+policy asks, comes first. The window lives in memory: a session restored with
+``session/load`` or ``session/resume`` starts with a full budget.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ def counts_as_action(tool_name: str) -> bool:
 
 
 class ActionBudget:
-    """At most ``max_per_hour`` successful counted calls in any ``ACTION_WINDOW_SECS``
+    """At most ``max_per_hour`` counted calls started in any ``ACTION_WINDOW_SECS``
     (None: no limit). ``clock`` returns seconds on a monotonic scale (trio's clock in a
     session, so tests can run the hour on a fake clock)."""
 
@@ -69,15 +72,16 @@ class ActionBudget:
         self._in_flight += 1
         return True
 
-    def settle(self, *, succeeded: bool) -> None:
-        """The reserved call ended: a success keeps its slot for an hour from now."""
+    def settle(self, *, ran: bool) -> None:
+        """The reserved call ended: one that ran (whatever its outcome) keeps its slot for
+        an hour from now; one refused before doing anything gives it back."""
         if self.max_per_hour is None:
             return
         self._in_flight = max(0, self._in_flight - 1)
-        if succeeded:
+        if ran:
             self._committed.append(self._clock())
 
     @property
     def used(self) -> int:
-        """Slots taken now (successes in the window plus calls still running)."""
+        """Slots taken now (calls that ran in the window plus calls still running)."""
         return len(self._committed) + self._in_flight

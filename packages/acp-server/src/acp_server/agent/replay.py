@@ -38,7 +38,6 @@ from collections.abc import Callable, Sequence
 from typing import Final, TypeAlias
 
 from acp_core import schema
-from acp_server.agent.conversation import ChatMessage, ToolCall, ToolRecord
 from acp_server.agent.tool_updates import (
     completed_diff,
     plan_update,
@@ -46,8 +45,10 @@ from acp_server.agent.tool_updates import (
     tool_call_finished,
     tool_call_started,
 )
+from acp_server.agent.tools.base import ToolDefinition
 from acp_server.agent.tools.deliver import delivery_summary
 from acp_server.agent.tools.registry import definition_for
+from acp_server.model import ChatMessage, ToolCall, ToolRecord
 
 __all__ = ["DEFAULT_MAX_REPLAY_EMBED_BYTES", "EmbedDelivery", "history_updates", "plan_update"]
 
@@ -67,6 +68,7 @@ def history_updates(
     *,
     embed: EmbedDelivery | None = None,
     max_embed_bytes: int = DEFAULT_MAX_REPLAY_EMBED_BYTES,
+    definitions: Callable[[str], ToolDefinition] = definition_for,
 ) -> list[schema.SessionUpdate]:
     """The ``update`` objects that replay ``messages``, in order.
 
@@ -85,14 +87,16 @@ def history_updates(
     Live, each call is announced right before it runs and reported right after, so a
     call's ``tool_call`` is replayed just before its result's ``tool_call_update``, with
     what the tool streamed in between (a plan, an escalation's text). A call without a
-    stored result is announced where its round ends.
+    stored result is announced where its round ends. ``definitions`` names each tool's
+    definition (the session's own, so a skill's tool is titled by its command as it was
+    live; the built-ins' by default).
     """
     updates: list[schema.SessionUpdate] = []
     pending: dict[str, ToolCall] = {}  # this round's calls not yet announced, in order
     budget = _EmbedBudget(embed, max_embed_bytes)
 
     def announce_pending() -> None:
-        updates.extend(_started(call) for call in pending.values())
+        updates.extend(_started(call, definitions) for call in pending.values())
         pending.clear()
 
     for message in messages:
@@ -102,10 +106,10 @@ def history_updates(
             call = pending.pop(message.tool_call_id, None)
             record = _record_of(message, call)
             if call is not None:
-                updates.append(_started(call, record))
+                updates.append(_started(call, definitions, record))
                 if record is not None:
                     updates.extend(streamed_update(item) for item in record.streamed)
-            updates.append(_finished(message, record, budget, call))
+            updates.append(_finished(message, record, budget, call, definitions))
             continue
         announce_pending()
         if message.role == "user":
@@ -123,12 +127,14 @@ def history_updates(
     return updates
 
 
-def _started(call: ToolCall, record: ToolRecord | None = None) -> schema.ToolCallStart:
+def _started(
+    call: ToolCall, definitions: Callable[[str], ToolDefinition], record: ToolRecord | None = None
+) -> schema.ToolCallStart:
     """The replayed announcement of a call that has already run, with the diffs and
     locations its live card showed (its record's view)."""
     view = record.view if record is not None else None
     return tool_call_started(
-        call.id, definition_for(call.name), call.arguments, status="completed", view=view
+        call.id, definitions(call.name), call.arguments, status="completed", view=view
     )
 
 
@@ -160,7 +166,11 @@ class _EmbedBudget:
 
 
 def _finished(
-    result: ChatMessage, record: ToolRecord | None, embed: _EmbedBudget, call: ToolCall | None
+    result: ChatMessage,
+    record: ToolRecord | None,
+    embed: _EmbedBudget,
+    call: ToolCall | None,
+    definitions: Callable[[str], ToolDefinition],
 ) -> schema.ToolCallUpdate:
     """The replayed completion of a call: its stored output (a ``tool`` message).
 
@@ -169,9 +179,13 @@ def _finished(
     did live when the file could not be embedded.
     """
     name = result.tool_name
-    definition = definition_for(name) if name else None
+    definition = definitions(name) if name else None
     delivered = record.delivered if record is not None else None
+    # The card's title as its replayed tool_call gave it; a result whose call is gone
+    # names its tool, so the card it opens still has a title.
     title: str | None = None
+    if definition is not None:
+        title = definition.title_of(call.arguments) if call is not None else definition.name
     resource: schema.EmbeddedResource | None = None
     failed = not result.ok
     text = result.content

@@ -11,7 +11,6 @@ case-insensitively.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
@@ -21,13 +20,14 @@ from acp_server.agent.skills import LoadedSkills, warn_once
 from acp_server.agent.skills_manifest import Skill
 from acp_server.agent.skills_tools import skill_tools
 from acp_server.agent.tools.base import Tool
+from acp_server.patterns import LazyPattern
 
 if TYPE_CHECKING:
     from acp_server.agent.system_prompt import PromptFiles
 
 logger = logging.getLogger(__name__)
 
-_COMMAND: Final = re.compile(r"/(\S+)(?:\s|$)")
+_COMMAND: Final = LazyPattern(r"/(\S+)(?:\s|$)")
 SKILL_PROMPT_TEMPLATE: Final = (
     "[The user invoked the '{name}' skill. Follow its instructions for this request.]\n\n"
     '<skill_instructions name="{name}">\n{instructions}\n</skill_instructions>\n\n{text}'

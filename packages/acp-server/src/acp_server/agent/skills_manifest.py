@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-import yaml
-
 from acp_server.errors import ZeroclawError
 
 DEFAULT_SKILL_VERSION: Final = "0.1.0"
@@ -90,6 +88,8 @@ def parse_skill_markdown(text: str, directory: Path, location: Path) -> Skill:
     front, body = split_front_matter(text)
     meta: Mapping[str, Any] = {}
     if front is not None and front.strip():
+        import yaml  # only when a skill has front matter, not at start-up
+
         try:
             loaded = yaml.safe_load(front)
         except yaml.YAMLError as exc:

@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
-from xml.sax.saxutils import escape
 
 from acp_server.agent.skills import warn_once
 from acp_server.agent.skills_manifest import RUNNABLE_TOOL_KINDS, Skill
@@ -35,14 +34,23 @@ COMPACT_INTRO: Final = (
 CALLABLE_HINT: Final = (
     "These are registered tools: call them directly by name instead of through the shell."
 )
-_XML_ENTITIES: Final = {'"': "&quot;", "'": "&apos;"}
+_XML_ESCAPES: Final = (
+    ("&", "&amp;"),
+    ("<", "&lt;"),
+    (">", "&gt;"),
+    ('"', "&quot;"),
+    ("'", "&apos;"),
+)
+"""XML 1.0's predefined entities, ``&`` first (xml.sax.saxutils would load urllib.request)."""
 MAX_TOOL_NAME_CHARS: Final = 64
 _FNV_OFFSET: Final = 0xCBF29CE484222325
 _FNV_PRIME: Final = 0x100000001B3
 
 
 def xml_text(value: str) -> str:
-    return escape(value, _XML_ENTITIES)
+    for character, entity in _XML_ESCAPES:
+        value = value.replace(character, entity)
+    return value
 
 
 def composed_tool_name(skill: str, tool: str) -> str:

@@ -6,8 +6,11 @@ agent's own skills, so it has no side effects; like the reference it is not auto
 
 A ``shell`` or ``script`` tool of a skill is registered as ``<skill>__<tool>``. Its
 ``command`` is a shell command line in which ``{{arg}}`` becomes that argument's value and
-``{{skill_dir}}`` the skill's directory, each shell-quoted, so a value is always one word.
-The command line is then judged and run exactly as the ``shell`` tool's would be: the same
+``{{skill_dir}}`` the skill's directory, each quoted for where it stands (unquoted, in
+single or in double quotes: ``skills_templates``) so that the shell reads the value back
+as literal text; a tool whose template puts a placeholder where no quoting is sound is
+not registered (a warning names it). The approval shows the composed command line. The
+command line is then judged and run exactly as the ``shell`` tool's would be: the same
 approval rules (``ToolRules.command_of``: allowlist, risk classes, jail, always-ask), the
 same OS sandbox, environment and output cap; ``timeout_secs`` replaces the runtime
 profile's ``shell_timeout_secs`` when given.
@@ -15,46 +18,67 @@ profile's ``shell_timeout_secs`` when given.
 
 from __future__ import annotations
 
-import re
-import shlex
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
+import msgspec
 import trio
+from msgspec import Meta
 
 from acp_core.tools import tool_kind
 from acp_server.agent.skills import LoadedSkills
 from acp_server.agent.skills_manifest import RUNNABLE_TOOL_KINDS, Skill, SkillTool
 from acp_server.agent.skills_prompt import composed_tool_name
-from acp_server.agent.tools._args import required_str
-from acp_server.agent.tools.base import Tool, ToolContext, ToolDefinition, ToolError, ToolOutput
+from acp_server.agent.skills_templates import fill, unquotable_placeholders
+from acp_server.agent.tools._titles import target_title
+from acp_server.agent.tools.arguments import (
+    SchemaOf,
+    ToolArguments,
+    arguments_schema,
+    parse_arguments,
+)
+from acp_server.agent.tools.base import (
+    RefusedCall,
+    Tool,
+    ToolContext,
+    ToolDefinition,
+    ToolError,
+    ToolOutput,
+)
 from acp_server.agent.tools.shell import ShellTool
 from acp_server.security import ToolRules
 
+logger = logging.getLogger(__name__)
+
 READ_SKILL_TOOL: Final = "read_skill"
-_PLACEHOLDER: Final = re.compile(r"\{\{\s*([A-Za-z0-9_-]+)\s*\}\}")
+
+
+class ReadSkillArguments(ToolArguments):
+    name: Annotated[str, Meta(min_length=1, description="The skill's <name>.")]
 
 
 class ReadSkillTool:
+    definition: Final = ToolDefinition(
+        name=READ_SKILL_TOOL,
+        kind=tool_kind(READ_SKILL_TOOL),
+        title=target_title("Read skill", "name"),
+        arguments=ReadSkillArguments,
+    )
     name = READ_SKILL_TOOL
     description = (
         "Read the full instructions of one of the skills listed under Available Skills "
         "(its SKILL.md or SKILL.toml as written)."
     )
     side_effects = False
+    parameters = SchemaOf(ReadSkillArguments)
 
     def __init__(self, skills: Callable[[], LoadedSkills]) -> None:
         self._skills = skills
-        self.parameters: dict[str, Any] = {
-            "type": "object",
-            "properties": {"name": {"type": "string", "description": "The skill's <name>."}},
-            "required": ["name"],
-            "additionalProperties": False,
-        }
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        wanted = required_str(arguments, "name")
+        wanted = parse_arguments(ReadSkillArguments, arguments).name
         loaded = self._skills()
         skill = loaded.find(wanted)
         if skill is None:
@@ -69,6 +93,26 @@ class ReadSkillTool:
         return ToolOutput(text)
 
 
+def skill_tool_arguments(tool: SkillTool) -> type[ToolArguments]:
+    """The Struct of a skill tool's arguments: each of its ``args`` a required string,
+    described by the manifest (by its name when the manifest gives no description)."""
+    fields = [
+        (f"argument_{index}", Annotated[str, Meta(description=description or name)])
+        for index, (name, description) in enumerate(tool.args)
+    ]
+    struct = msgspec.defstruct(
+        f"SkillToolArguments_{tool.name}",
+        fields,
+        bases=(ToolArguments,),
+        # Manifest names need not be Python identifiers (``file-name``).
+        rename={f"argument_{index}": name for index, (name, _) in enumerate(tool.args)},
+        forbid_unknown_fields=True,
+        kw_only=True,
+    )
+    assert issubclass(struct, ToolArguments)
+    return struct
+
+
 class SkillShellTool:
     """One ``shell``/``script`` entry of a skill's ``[[tools]]``."""
 
@@ -79,18 +123,17 @@ class SkillShellTool:
         self.tool = tool
         self.name = composed_tool_name(skill.name, tool.name)
         self.description = f"{tool.description} (skill {skill.name})"
+        self.arguments = skill_tool_arguments(tool)
         self.definition = ToolDefinition(
-            name=self.name, kind=tool_kind(self.name), rules=ToolRules(command_of=self.command)
+            name=self.name,
+            kind=tool_kind(self.name),
+            rules=ToolRules(command_of=self.command),
+            arguments=self.arguments,
         )
-        self.parameters: dict[str, Any] = {
-            "type": "object",
-            "properties": {
-                name: {"type": "string", "description": description or name}
-                for name, description in tool.args
-            },
-            "required": [name for name, _ in tool.args],
-            "additionalProperties": False,
-        }
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return arguments_schema(self.arguments)
 
     def command(self, arguments: Mapping[str, Any]) -> str | None:
         """The command line for ``arguments``; None when one is missing or not a string."""
@@ -100,18 +143,17 @@ class SkillShellTool:
             if not isinstance(value, str):
                 return None
             values[name] = value
-
-        def substitute(match: re.Match[str]) -> str:
-            key = match.group(1)
-            return shlex.quote(values[key]) if key in values else match.group(0)
-
-        return _PLACEHOLDER.sub(substitute, self.tool.command)
+        try:
+            return fill(self.tool.command, values)
+        except ValueError:  # skill_tools registers no such tool; refused all the same
+            return None
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        parse_arguments(self.arguments, arguments)
         command = self.command(arguments)
-        if command is None:
+        if command is None:  # a template skill_tools would not register
             wanted = ", ".join(name for name, _ in self.tool.args)
-            raise ToolError(f"{self.name} needs string arguments: {wanted}")
+            raise RefusedCall(f"{self.name} needs string arguments: {wanted}")
         if self.tool.timeout_secs is not None:
             ctx = replace(ctx, shell_timeout_secs=float(self.tool.timeout_secs))
         return await ShellTool().run({"command": command}, ctx)
@@ -126,6 +168,17 @@ def skill_tools(loaded: LoadedSkills, *, compact: bool) -> dict[str, Tool]:
     for skill in loaded.skills:
         for entry in skill.tools:
             if entry.kind not in RUNNABLE_TOOL_KINDS:
+                continue
+            unquotable = unquotable_placeholders(entry.command)
+            if unquotable:
+                logger.warning(
+                    "skill %s: tool %s is not registered: {{%s}} stands after %s, where "
+                    "its value cannot be quoted; put it outside those (it is quoted for you)",
+                    skill.name,
+                    entry.name,
+                    unquotable[0].name,
+                    unquotable[0].context.value,
+                )
                 continue
             tool = SkillShellTool(skill, entry)
             tools.setdefault(tool.name, tool)

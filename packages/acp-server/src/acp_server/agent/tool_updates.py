@@ -13,14 +13,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from acp_core import schema
-from acp_server.agent.conversation import (
+from acp_server.agent.tools.base import ToolDefinition
+from acp_server.model import (
     CallView,
     FileLocation,
     PlanStep,
     StreamedPlan,
     StreamedText,
 )
-from acp_server.agent.tools.base import ToolDefinition
 
 
 def tool_call_started(
@@ -31,14 +31,15 @@ def tool_call_started(
     status: schema.ToolCallStatus,
     view: CallView | None = None,
 ) -> schema.ToolCallStart:
-    """A call's ``tool_call``: its name as title, its kind, ``rawInput`` (the arguments as
-    given), and the diffs and locations of its ``view``. Without a view (a call replayed
-    from a record stored before views were) the diff comes from the arguments alone."""
+    """A call's ``tool_call``: the action and its target as title (``ToolDefinition.title_of``),
+    its kind, ``rawInput`` (the arguments as given), and the diffs and locations of its
+    ``view``. Without a view (a call replayed from a record stored before views were) the
+    diff comes from the arguments alone."""
     presentation = definition.presentation
     content = diff_content(view) if view is not None else presentation.diff(arguments)
     return schema.ToolCallStart(
         tool_call_id=call_id,
-        title=definition.name,
+        title=definition.title_of(arguments),
         kind=definition.kind,
         status=status,
         raw_input=presentation.raw_input(arguments),
@@ -79,8 +80,10 @@ def tool_call_finished(
     """A call's ``tool_call_update``: ``text`` as ``rawOutput``, ``body`` and a text block,
     then ``resource`` (a delivered file) when given. ``status`` is ``failed`` when the
     tool failed (``ToolOutput.ok`` false: an error, a denial, a refusal; or a delivered file
-    that could not be embedded), else ``completed``. ``definition`` is None for a result
-    whose tool name was not stored: it then carries no name, title or kind. ``diff`` (an
+    that could not be embedded), else ``completed``. ``title`` is the card's title as its
+    ``tool_call`` gave it (so finishing does not rename the card), or a delivered file's
+    chat label (the ZeroClaw ACP docs, deliver_file); None sends none. ``definition`` is
+    None for a result whose tool name was not stored: it then carries no name or kind. ``diff`` (an
     edit's diff, as its ``tool_call`` showed it) comes first in ``content``: ACP clients
     replace a card's content with the completing update's, so an edit that leaves it out
     loses its diff when it finishes. ``locations`` (a search's matches) replace the
@@ -94,7 +97,7 @@ def tool_call_finished(
         status="failed" if failed else "completed",
         raw_output=text,
         name=name,
-        title=title if title is not None else name,
+        title=title,
         kind=definition.kind if definition is not None else None,
         body=text,
         content=content,

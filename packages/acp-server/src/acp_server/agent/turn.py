@@ -24,21 +24,10 @@ import trio
 
 from acp_core import schema
 from acp_server.agent.budget import RATE_LIMIT_ERROR, counts_as_action
-from acp_server.agent.conversation import (
-    CallView,
-    ChainedMessages,
-    ChatMessage,
-    DeliveredRecord,
-    PlanStep,
-    StreamedPlan,
-    StreamedText,
-    ToolCall,
-    ToolRecord,
-    Usage,
-)
 from acp_server.agent.delivered import embed_delivered
 from acp_server.agent.permissions import (
     DENIED_BY_USER,
+    Asking,
     VerdictKind,
     approval_request,
     choice_from_outcome,
@@ -62,8 +51,10 @@ from acp_server.agent.tool_updates import (
     tool_call_finished,
     tool_call_started,
 )
+from acp_server.agent.tools._args import unreadable_argument
 from acp_server.agent.tools.base import (
     ClientSide,
+    RefusedCall,
     Tool,
     ToolContext,
     ToolDefinition,
@@ -71,8 +62,20 @@ from acp_server.agent.tools.base import (
     ToolOutput,
 )
 from acp_server.agent.tools.mcp import MCP_TOOL_PREFIX
-from acp_server.agent.tools.registry import definition_for, definition_of
+from acp_server.agent.tools.registry import definition_of
 from acp_server.errors import ClientFacingError
+from acp_server.model import (
+    CallView,
+    ChainedMessages,
+    ChatMessage,
+    DeliveredRecord,
+    PlanStep,
+    StreamedPlan,
+    StreamedText,
+    ToolCall,
+    ToolRecord,
+    Usage,
+)
 from acp_server.security import (
     Approval,
     PolicyDecision,
@@ -208,9 +211,11 @@ class _TurnRunner:
                 )
                 for call in calls:
                     skipped = ToolOutput(f"Tool call not executed: {note}", ok=False)
-                    definition = definition_for(call.name)
+                    definition = definition_of(self.session.tools.get(call.name), call.name)
                     await self._announce(call.id, definition, call.arguments)
-                    self.new_messages.append(await self._report(call.id, definition, skipped))
+                    self.new_messages.append(
+                        await self._report(call.id, definition, skipped, arguments=call.arguments)
+                    )
                 shown = ("\n\n" if self.streamed else "") + note
                 await self._send_text(shown)
                 # Kept as the turn's last assistant words, so session/load shows it too
@@ -305,10 +310,15 @@ class _TurnRunner:
         try:
             return await self._decide_and_run(call)
         except BaseException:  # trio.Cancelled, possibly inside a tool's exception group
+            definition = definition_of(self.session.tools.get(call.name), call.name)
             with trio.CancelScope(shield=True), trio.move_on_after(CLOSE_ON_CANCEL_SECS):
                 await self.io.send_update(
                     tool_call_finished(
-                        call.id, definition_for(call.name), CANCELLED_CALL_TEXT, failed=True
+                        call.id,
+                        definition,
+                        CANCELLED_CALL_TEXT,
+                        title=definition.title_of(call.arguments),
+                        failed=True,
                     )
                 )
             raise
@@ -321,9 +331,12 @@ class _TurnRunner:
         definition = definition_of(tool, call.name)
         output: ToolOutput
         tool_streamed: list[StreamedText | StreamedPlan] = []
+        # Arguments that are not text (a lone surrogate anywhere) are refused before any
+        # policy, card view, approval or tool sees them: a failed call the model can read.
+        unreadable = unreadable_argument(arguments)
         decision = (
             None
-            if tool is None
+            if tool is None or unreadable is not None
             else session.policy.decide(
                 definition.name,
                 arguments,
@@ -344,7 +357,9 @@ class _TurnRunner:
         # rawInput is the model's arguments verbatim, live and on replay alike (as the
         # reference server does); the approval travels in ToolContext.extra, not there.
         await self._announce(call_id, definition, arguments, view)
-        if tool is None or decision is None:
+        if unreadable is not None:
+            output = ToolOutput(f"Error: {unreadable}", ok=False, ran=False)
+        elif tool is None or decision is None:
             available = ", ".join(sorted(session.tools)) or "none"
             text = f"Error: Unknown tool: {call.name} (available: {available})"
             if call.name.startswith(MCP_TOOL_PREFIX) and session.mcp is not None:
@@ -364,7 +379,7 @@ class _TurnRunner:
             elif counted and not session.action_budget.reserve():
                 output = ToolOutput(f"Error: {RATE_LIMIT_ERROR}", ok=False)
             else:
-                succeeded = False
+                ran = True  # a call cut off by a cancel started: it keeps its slot
                 try:
                     await self.io.send_update(
                         schema.ToolCallUpdate(tool_call_id=call_id, status="in_progress")
@@ -372,10 +387,10 @@ class _TurnRunner:
                     output = await self._execute(
                         tool, arguments, tool_streamed, approved=verdict, call_id=call_id
                     )
-                    succeeded = output.ok
+                    ran = output.ran
                 finally:
                     if counted:
-                        session.action_budget.settle(succeeded=succeeded)
+                        session.action_budget.settle(ran=ran)
         return await self._report(call_id, definition, output, tool_streamed, arguments, view)
 
     async def _view(self, definition: ToolDefinition, arguments: Mapping[str, Any]) -> CallView:
@@ -412,7 +427,12 @@ class _TurnRunner:
             return decision.reason or f"Tool call not executed: '{name}' is not allowed by policy."
         outcome = await self.io.request_permission(
             approval_request(
-                session.session_id, definition, arguments, tool_call_id=call_id, view=view
+                session.session_id,
+                definition,
+                arguments,
+                tool_call_id=call_id,
+                view=view,
+                asking=Asking.of(self.io.client),
             )
         )
         verdict = verdict_from_outcome(outcome)
@@ -440,8 +460,12 @@ class _TurnRunner:
         (the call's ``ToolRecord``, so ``session/load`` replays it). A question it asks
         (ask_user's choices) goes out on the call's own card, ``call_id``."""
 
+        title = definition_of(tool, tool.name).title_of(arguments)
+
         async def ask_choice(question: str, choices: Sequence[str]) -> int | None:
-            return await self._ask_choice(question, choices, tool_call_id=call_id or None)
+            return await self._ask_choice(
+                question, choices, title=title, tool_call_id=call_id or None
+            )
 
         async def send_text(text: str) -> None:
             tool_streamed.append(StreamedText(text))
@@ -467,7 +491,9 @@ class _TurnRunner:
         )
         try:
             output = await tool.run(arguments, ctx)
-        except (ToolError, PolicyViolation) as exc:
+        except (RefusedCall, PolicyViolation) as exc:  # refused before it did anything
+            return ToolOutput(f"Error: {exc}", ok=False, ran=False)
+        except ToolError as exc:
             return ToolOutput(f"Error: {exc}", ok=False)
         except Exception as exc:  # a tool bug must not end the turn; the model sees it
             logger.exception("tool %s failed unexpectedly", tool.name)
@@ -497,7 +523,7 @@ class _TurnRunner:
         """Send the tool_call_update; returns the tool result (and its record) for the
         history."""
         text = output.text if output.text.strip() else EMPTY_OUTPUT_TEXT
-        title: str | None = None
+        title = definition.title_of(arguments or {})
         resource: schema.EmbeddedResource | None = None
         delivered: DeliveredRecord | None = None
         if output.delivered is not None:
@@ -543,10 +569,16 @@ class _TurnRunner:
     # -- callbacks tools may use ----------------------------------------------------
 
     async def _ask_choice(
-        self, question: str, choices: Sequence[str], *, tool_call_id: str | None = None
+        self, question: str, choices: Sequence[str], *, title: str, tool_call_id: str | None
     ) -> int | None:
+        """Ask on the call's own card, under its title, as the client can answer (ask_user
+        checked it can be asked)."""
+        asking = Asking.of(self.io.client)
+        session_id = self.session.session_id
         outcome = await self.io.request_permission(
-            choice_request(self.session.session_id, question, choices, tool_call_id=tool_call_id)
+            choice_request(
+                session_id, question, choices, title=title, asking=asking, tool_call_id=tool_call_id
+            )
         )
         return choice_from_outcome(outcome, len(choices))
 

@@ -19,8 +19,7 @@ from acp_server.cli.sessions import (
     _table,
 )
 from acp_server.config import Config, ConfigError, load_config, resolve_config_dir
-from acp_server.storage.records import StoreError
-from acp_server.storage.spend import SpendRow
+from acp_server.storage import SpendRow, StoreError
 
 DEFAULT_COST_DAYS: Final = 30
 

@@ -27,7 +27,7 @@ from acp_server.gateway.auth import is_loopback_host
 from acp_server.gateway.revoke import ADMIN_TOKENS_REVOKE_PATH, ALL_PARAMETER, SELECTOR_PARAMETER
 from acp_server.gateway.service import DEFAULT_DRAIN_TIMEOUT_SECS, Gateway, GatewayError
 from acp_server.security.sandbox.posture import log_startup_posture
-from acp_server.storage.records import StoreUnavailable
+from acp_server.storage import StoreUnavailable
 
 ADMIN_TIMEOUT_SECS: Final = 5.0
 
@@ -40,7 +40,14 @@ def _announce(line: str) -> None:
 async def _run(config: Config, host: str | None, port: int | None, drain_timeout: float) -> None:
     async with open_app(config) as app:
         gateway = Gateway(
-            app, host=host, port=port, drain_timeout_secs=drain_timeout, announce=_announce
+            app,
+            host=host,
+            port=port,
+            drain_timeout_secs=drain_timeout,
+            announce=_announce,
+            # A terminal is the operator's; a redirected stderr (a log file, the journal)
+            # may be read by others, the agent's own commands included.
+            show_pairing_code=sys.stderr.isatty(),
         )
         await gateway.serve()
 
@@ -81,7 +88,8 @@ def gateway_command(
     Plain HTTP on the same port: GET /health, GET /pair/code, POST /pair. Clients send a
     bearer token as `Authorization: Bearer`, a `bearer.<token>` WebSocket subprotocol, or
     `?token=`; `?agent=ALIAS` picks the default agent for session/new. With pairing on and
-    no client paired yet, a one-time pairing code is printed on stderr.
+    no client paired yet, a one-time pairing code is issued: printed on stderr when it is a
+    terminal, else shown by `zeroclaw gateway get-paircode`.
 
     SIGTERM or Ctrl-C drains: no new connections, running turns get --drain-timeout to
     finish, then connections close with code 1012 ("restarting, retry"). A second signal

@@ -58,7 +58,7 @@ def configure_logging() -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     # Third-party chatter stays at warnings unless asked for.
-    for noisy in ("httpx", "httpcore", "trio-websocket", "mcp"):
+    for noisy in ("httpx", "httpcore", "mcp"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
 
 
@@ -177,7 +177,7 @@ def acp_command(
     from acp_server.app import open_app, shared_store_message
     from acp_server.protocol.stdio import serve_stdio
     from acp_server.security.sandbox.posture import log_startup_posture
-    from acp_server.storage.records import StoreUnavailable
+    from acp_server.storage import StoreUnavailable
 
     async def serve(config: Config) -> None:
         async with open_app(config) as app:

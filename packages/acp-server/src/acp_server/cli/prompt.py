@@ -30,7 +30,7 @@ from acp_server.cli.agent_client import (
     open_agent,
     zeroclaw_acp_command,
 )
-from acp_server.cli.render import TurnRenderer, terminal_safe
+from acp_server.cli.render import TurnRenderer, is_question, terminal_safe
 from acp_server.config import Config, RiskProfileConfig, RuntimeProfileConfig
 from acp_server.errors import ZeroclawError
 
@@ -130,7 +130,11 @@ async def run_prompt_turn(
         options = [o for o in params.get("options") or [] if isinstance(o, dict)]
         if renderer is not None:
             renderer.permission_box(params)
-        if answer == "yes":
+        if answer != "ask" and is_question(options):
+            # ask_user's choices: --yes / --deny answer approvals, never a question the
+            # person did not see (the agent would take the pick as theirs).
+            choice = None
+        elif answer == "yes":
             choice = _pick(options, ("allow-once",), ("allow_once", "allow_always"))
         elif answer == "deny":
             choice = _pick(options, ("reject-once",), ("reject_once", "reject_always"))
@@ -246,7 +250,7 @@ def session_system_prompt(config: Config, alias: str | None, cwd: Path) -> str:
     """
     from acp_core.aliases import resolve_session_alias
     from acp_server.agent.session import Session
-    from acp_server.app import default_tools_factory
+    from acp_server.protocol.services.context import default_tools_factory
     from acp_server.security import SecurityPolicy
 
     chosen = resolve_session_alias(

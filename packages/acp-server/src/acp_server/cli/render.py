@@ -19,6 +19,8 @@ from typing import Any, Final
 
 import click
 
+from acp_core.schema import CHOICE_OPTION_PREFIX
+
 DEFAULT_MAX_OUTPUT_LINES: Final = 8
 DEFAULT_MAX_LINE_CHARS: Final = 160
 _STATUS_MARK: Final = {"completed": "✓", "failed": "✗", "pending": "…", "in_progress": "…"}
@@ -163,12 +165,13 @@ class TurnRenderer:
     def _tool_started(self, update: dict[str, Any]) -> None:
         call_id = str(update.get("toolCallId", ""))
         title = str(update.get("title") or update.get("name") or "tool")
-        if call_id.startswith("turn-cancelled-"):
-            self.line(self.style("■ turn cancelled", fg="yellow"))
-            return
         self.tool_calls += 1
         self._tools[call_id] = title
+        # A title that names the target (`ls -la`, Read `a.txt`) says it all; a bare tool
+        # name (an MCP tool) is followed by its input.
         summary = tool_input_summary(update.get("rawInput"))
+        if summary in title:
+            summary = ""
         head = self.style(f"⚙ {title}", fg="cyan", bold=True)
         kind = self.style(f"({update.get('kind', 'other')})", dim=True)
         self.block_line(f"{head} {kind} {summary}".rstrip())
@@ -209,8 +212,16 @@ class TurnRenderer:
         params = terminal_safe_value(params)
         tool_call = params.get("toolCall") or {}
         options = [o for o in params.get("options") or [] if isinstance(o, dict)]
-        title = str(tool_call.get("title") or "Permission requested")
-        self.line(self.style(f"? {title}", fg="yellow", bold=True))
+        title = str(tool_call.get("title") or "a tool call")
+        if is_question(options):
+            # ask_user: the title is the question and the options are the choices (its
+            # content repeats both for clients that do not show option names).
+            self.line(self.style(f"? {title}", fg="yellow", bold=True))
+            for index, option in enumerate(options, 1):
+                self.line(f"  {index}) {option.get('name')}")
+            return options
+        # An approval's title names the call (`ls -la`, Edit `a.txt`).
+        self.line(self.style(f"? Allow {title}?", fg="yellow", bold=True))
         for block in tool_call.get("content") or []:
             inner = block.get("content") if isinstance(block, dict) else None
             if isinstance(inner, dict) and isinstance(inner.get("text"), str):
@@ -221,6 +232,13 @@ class TurnRenderer:
         for index, option in enumerate(options, 1):
             self.line(f"  {index}) {option.get('name')}")
         return options
+
+
+def is_question(options: list[dict[str, Any]]) -> bool:
+    """Whether a permission request's options are ask_user's choices (``choice-N`` ids)."""
+    return any(
+        str(option.get("optionId", "")).startswith(CHOICE_OPTION_PREFIX) for option in options
+    )
 
 
 def _text_of(update: dict[str, Any]) -> str:

@@ -12,23 +12,24 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
 import click
 
-from acp_server.agent.conversation import ChatMessage
 from acp_server.cli.main import EXIT_CONFIG_ERROR, fail
 from acp_server.cli.render import terminal_safe
 from acp_server.config import ConfigError, load_config, resolve_config_dir
-from acp_server.storage.contract import SessionBackend
-from acp_server.storage.sqlite import (
-    SessionStore,
+from acp_server.model import ChatMessage
+from acp_server.storage import (
+    SessionBackend,
     StoredSession,
     StoredSessionInfo,
     StoreError,
+    StoreLocation,
+    describe_location,
+    open_backend,
     plan_entries_json,
 )
 
@@ -46,19 +47,7 @@ _CONFIG_DIR_OPTION = click.option(
 _JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 
 
-@dataclass(frozen=True)
-class _SharedStore:
-    """The PostgreSQL store ``[storage] url`` names; shown without its password."""
-
-    url: str
-
-    def __str__(self) -> str:
-        from acp_server.storage.postgres import describe_url
-
-        return describe_url(self.url)
-
-
-def _store_path(config_dir: Path | None) -> Path | _SharedStore:
+def _store_path(config_dir: Path | None) -> StoreLocation:
     """The store of the configuration in ``--config-dir`` (given here or before ``sessions``):
     its SQLite file, or the PostgreSQL store of ``[storage] url``."""
     if config_dir is None:
@@ -69,19 +58,15 @@ def _store_path(config_dir: Path | None) -> Path | _SharedStore:
         config = load_config(resolve_config_dir(config_dir))
     except ConfigError as exc:
         fail(str(exc), code=EXIT_CONFIG_ERROR)
-    return config.store_path if config.storage.url is None else _SharedStore(config.storage.url)
+    return config.store_path if config.storage.url is None else config.storage.url
 
 
-def _open_existing(path: Path | _SharedStore) -> SessionBackend | None:
+def _open_existing(path: StoreLocation) -> SessionBackend | None:
     """The store, or None when no session was ever persisted there (nothing is created)."""
+    if isinstance(path, Path) and not path.exists():
+        return None
     try:
-        if isinstance(path, _SharedStore):
-            from acp_server.storage.postgres import PostgresSessionStore
-
-            return PostgresSessionStore.open(path.url)
-        if not path.exists():
-            return None
-        return SessionStore.open(path)
+        return open_backend(path)
     except StoreError as exc:
         fail(str(exc), code=EXIT_STORE_ERROR)
 
@@ -160,7 +145,7 @@ def list_command(config_dir: Path | None, as_json: bool) -> None:
         _print_json([_info_json(info) for info in infos])
         return
     if not infos:
-        click.echo(f"No stored sessions in {path}")
+        click.echo(f"No stored sessions in {describe_location(path)}")
         return
     rows = [
         (
@@ -178,10 +163,11 @@ def list_command(config_dir: Path | None, as_json: bool) -> None:
     click.echo(terminal_safe(_table(headers, rows)))
 
 
-def _load(path: Path | _SharedStore, session_id: str) -> StoredSession:
+def _load(path: StoreLocation, session_id: str) -> StoredSession:
     store = _open_existing(path)
     if store is None:
-        fail(f"No stored session {session_id} (there is no store at {path})", code=EXIT_NOT_FOUND)
+        where = describe_location(path)
+        fail(f"No stored session {session_id} (there is no store at {where})", code=EXIT_NOT_FOUND)
     try:
         stored = store.load_session(session_id)
     except StoreError as exc:
@@ -190,7 +176,8 @@ def _load(path: Path | _SharedStore, session_id: str) -> StoredSession:
         store.close()
     if stored is None:
         fail(
-            f"No stored session {session_id} in {path} (see `zeroclaw sessions list`)",
+            f"No stored session {session_id} in {describe_location(path)}"
+            " (see `zeroclaw sessions list`)",
             code=EXIT_NOT_FOUND,
         )
     return stored
@@ -277,5 +264,6 @@ def delete_command(session_id: str, config_dir: Path | None, as_json: bool) -> N
         click.echo(f"Deleted session {session_id}")
     if not deleted:
         if not as_json:
-            click.echo(f"zeroclaw: error: No stored session {session_id} in {path}", err=True)
+            where = describe_location(path)
+            click.echo(f"zeroclaw: error: No stored session {session_id} in {where}", err=True)
         sys.exit(EXIT_NOT_FOUND)

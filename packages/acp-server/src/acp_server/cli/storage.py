@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from acp_server.cli.main import EXIT_CONFIG_ERROR, CliState, fail
-from acp_server.storage.records import StoreError
+from acp_server.storage import StoreError
 
 
 @click.group("storage")
@@ -35,16 +35,14 @@ def migrate_command(state: CliState) -> None:
     config = state.load()
     try:
         if config.storage.url is not None:
-            from acp_server.storage.postgres import PostgresSessionStore
-            from acp_server.storage.postgres_schema import PG_SCHEMA_VERSION
+            from acp_server.storage.postgres import PG_SCHEMA_VERSION, PostgresSessionStore
 
             store = PostgresSessionStore.open(config.storage.url)
             before = store.migrated_from
             store.close()
             where, version = store.location, PG_SCHEMA_VERSION
         else:
-            from acp_server.storage.migrations import SCHEMA_VERSION
-            from acp_server.storage.session_store import SessionStore
+            from acp_server.storage.sqlite import SCHEMA_VERSION, SessionStore
 
             SessionStore.open(config.store_path).close()
             before, where, version = None, str(config.store_path), SCHEMA_VERSION
@@ -79,13 +77,14 @@ def import_sqlite_command(state: CliState, path: Path) -> None:
             "ZEROCLAW_STORAGE_URL) names, and none is configured",
             code=EXIT_CONFIG_ERROR,
         )
-    from acp_server.storage.pg_import import import_sqlite
     from acp_server.storage.postgres import PostgresSessionStore
+    from acp_server.storage.postgres.importer import import_sessions
+    from acp_server.storage.sqlite.export import exported_sessions
 
     try:
         store = PostgresSessionStore.open(config.storage.url)
         try:
-            report = import_sqlite(path, store)
+            report = import_sessions(exported_sessions(path), str(path), store)
         finally:
             store.close()
     except StoreError as exc:

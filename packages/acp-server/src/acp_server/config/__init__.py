@@ -20,10 +20,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import platformdirs
-
 from acp_core import gateway_contract
-from acp_server.config.model import (
+from acp_server.config.parse import ConfigParser
+from acp_server.config.skills import skill_sources
+from acp_server.config.storage import StorageConfig, default_storage
+from acp_server.config.values import (
     CONFIG_DIR_ENV,
     CONFIG_FILE_NAME,
     CURRENT_SCHEMA_VERSION,
@@ -54,6 +55,7 @@ from acp_server.config.model import (
     GatewayConfig,
     GatewayTlsConfig,
     McpServerConfig,
+    PrivatePath,
     ProviderConfig,
     RiskLevel,
     RiskProfileConfig,
@@ -61,9 +63,6 @@ from acp_server.config.model import (
     SkillsConfig,
     SkillsMode,
 )
-from acp_server.config.parse import ConfigParser
-from acp_server.config.skills import skill_sources
-from acp_server.config.storage import StorageConfig, default_storage
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +97,7 @@ __all__ = [
     "GatewayConfig",
     "GatewayTlsConfig",
     "McpServerConfig",
+    "PrivatePath",
     "ProviderConfig",
     "RiskLevel",
     "RiskProfileConfig",
@@ -107,9 +107,11 @@ __all__ = [
     "StorageConfig",
     "default_config",
     "load_config",
+    "private_paths_of",
     "resolve_config_dir",
     "starter_config_document",
     "with_acp_overrides",
+    "with_private_paths",
     "write_starter_config",
 ]
 
@@ -123,8 +125,14 @@ def resolve_config_dir(flag: str | Path | None) -> Path:
         home=Path.home(),
         cwd=Path.cwd(),
         is_dir=Path.is_dir,
-        platform_config_dir=lambda: Path(platformdirs.user_config_dir(gateway_contract.APP_NAME)),
+        platform_config_dir=_platform_config_dir,
     )
+
+
+def _platform_config_dir() -> Path:
+    import platformdirs  # only when neither the flag, the variable nor ~/.zeroclaw says
+
+    return Path(platformdirs.user_config_dir(gateway_contract.APP_NAME))
 
 
 def load_config(
@@ -160,7 +168,32 @@ def load_config(
         raise ConfigError(path, None, f"not UTF-8 text ({exc.reason})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(path, None, f"invalid TOML: {exc}") from None
-    return ConfigParser(path, config_dir, env).parse(document)
+    return with_private_paths(ConfigParser(path, config_dir, env).parse(document))
+
+
+def private_paths_of(config: Config, home: Path) -> tuple[PrivatePath, ...]:
+    """What no session may reach: the config directory (config.toml with its keys, the
+    gateway's admin secret, a bridge's token), the data directory (the session store,
+    every session's state), the gateway's TLS key, and the server user's home."""
+    found = [
+        PrivatePath("the config directory", config.config_dir),
+        PrivatePath("the data directory (workspace_dir)", config.workspace_dir),
+        PrivatePath("the server user's home directory", home),
+    ]
+    if config.gateway.tls.key_path is not None:
+        found.append(PrivatePath("the gateway's TLS key", config.gateway.tls.key_path))
+    return tuple(found)
+
+
+def with_private_paths(config: Config, home: Path | None = None) -> Config:
+    """``config`` with its private paths set on every risk profile (so every session's
+    policy, whatever its profile or mode, carries them)."""
+    paths = private_paths_of(config, Path.home() if home is None else home)
+    profiles = {
+        name: replace(profile, private_paths=paths)
+        for name, profile in config.risk_profiles.items()
+    }
+    return replace(config, risk_profiles=profiles)
 
 
 def default_config(
@@ -196,15 +229,17 @@ def default_config(
         workspace=agent_workspace,
         skills=SkillsConfig(sources=skill_sources(agent_workspace, config_dir / "data", ())),
     )
-    return Config(
-        config_dir=config_dir,
-        config_file=None,
-        workspace_dir=config_dir / "data",
-        providers={provider.ref: provider},
-        agents={agent.alias: agent},
-        risk_profiles={DEFAULT_PROFILE_ALIAS: RiskProfileConfig()},
-        runtime_profiles={DEFAULT_PROFILE_ALIAS: RuntimeProfileConfig()},
-        storage=default_storage(env),
+    return with_private_paths(
+        Config(
+            config_dir=config_dir,
+            config_file=None,
+            workspace_dir=config_dir / "data",
+            providers={provider.ref: provider},
+            agents={agent.alias: agent},
+            risk_profiles={DEFAULT_PROFILE_ALIAS: RiskProfileConfig()},
+            runtime_profiles={DEFAULT_PROFILE_ALIAS: RuntimeProfileConfig()},
+            storage=default_storage(env),
+        )
     )
 
 

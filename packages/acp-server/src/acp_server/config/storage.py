@@ -4,7 +4,7 @@
     url = "postgresql://zeroclaw@db.internal:5432/zeroclaw"
 
 ``url`` (or the environment variable ``ZEROCLAW_STORAGE_URL``, which wins over the file)
-selects the PostgreSQL session store (storage/postgres.py) that several processes can
+selects the PostgreSQL session store (storage/postgres/) that several processes can
 share. Without it, sessions go to the SQLite file under ``workspace_dir`` as always.
 """
 
@@ -69,7 +69,7 @@ def default_storage(env: Mapping[str, str]) -> StorageConfig:
     Raises:
         ConfigError: the variable holds something other than a PostgreSQL URL.
     """
-    from acp_server.config.model import ConfigError
+    from acp_server.config.values import ConfigError
 
     from_env = storage_from_env(env)
     if from_env is None:

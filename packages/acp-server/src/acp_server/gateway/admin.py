@@ -1,10 +1,12 @@
-"""The admin secret that lets `zeroclaw gateway get-paircode` talk to the running daemon.
+"""The admin secret: the proof of being the gateway's operator.
 
-Loopback-only is not enough on a shared machine: any local user could ask for a pairing
-code and then drive the agent (and its shell tool) as the gateway's owner. So at start the
-gateway writes a random secret to ``<config_dir>/gateway-admin.token`` with mode 0600, and
-the admin routes require it in ``X-ZeroClaw-Admin``. Whoever can read the config
-directory can administer the gateway; nobody else can. The file is removed at shutdown.
+Being on loopback proves nothing: any local user, and any command the agent's shell tool
+runs on this machine, is a loopback peer. So at start the gateway writes a random secret
+to ``<config_dir>/gateway-admin.token`` with mode 0600, and the admin routes (what
+`zeroclaw gateway get-paircode` and `revoke-token` call) and the pairing code of
+``GET /pair/code`` require it in ``X-ZeroClaw-Admin``. Whoever can read the config
+directory is the operator; other users cannot read it, and the OS sandbox hides it from
+every shell command (security/sandbox). The file is removed at shutdown.
 """
 
 from __future__ import annotations
@@ -14,11 +16,10 @@ import hmac
 import os
 import secrets
 from pathlib import Path
-from typing import Final
 
-ADMIN_SECRET_FILE: Final = "gateway-admin.token"
-ADMIN_HEADER: Final = "X-ZeroClaw-Admin"
-DEFAULT_MAX_SECRET_FILE_BYTES: Final = 1024
+from acp_core.gateway_contract import ADMIN_HEADER as ADMIN_HEADER
+from acp_core.gateway_contract import ADMIN_SECRET_FILE as ADMIN_SECRET_FILE
+from acp_core.gateway_contract import MAX_ADMIN_SECRET_FILE_BYTES
 
 
 class AdminSecret:
@@ -66,7 +67,7 @@ def read_admin_secret(config_dir: Path) -> str | None:
     """The stored secret, or None when there is none (or it cannot be read)."""
     try:
         with (config_dir / ADMIN_SECRET_FILE).open("rb") as handle:
-            raw = handle.read(DEFAULT_MAX_SECRET_FILE_BYTES)
+            raw = handle.read(MAX_ADMIN_SECRET_FILE_BYTES)
     except OSError:
         return None
     value = raw.decode("ascii", errors="replace").strip()

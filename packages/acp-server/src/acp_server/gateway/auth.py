@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Literal
 from urllib.parse import urlsplit
 
 # Shared with the bridge (acp_core.gateway_contract); ACP_SUBPROTOCOL and UNAUTHORIZED_BODY
@@ -27,12 +26,10 @@ from acp_core.gateway_contract import (
     token_from_bearer,
 )
 from acp_core.gateway_contract import UNAUTHORIZED_BODY as UNAUTHORIZED_BODY
+from acp_core.gateway_contract import is_loopback_host as is_loopback_host
 
 Headers = Sequence[tuple[bytes, bytes]]
 TokenSource = Literal["authorization", "subprotocol", "query"]
-
-
-_LOOPBACK_NAMES: Final = frozenset({"localhost", "localhost.", "ip6-localhost"})
 
 
 def hash_token(token: str) -> str:
@@ -130,19 +127,6 @@ def presented_token(headers: Headers, query: Mapping[str, str]) -> PresentedToke
 def select_subprotocol(offered: Sequence[str]) -> str | None:
     """``zeroclaw.acp.v1`` when offered; never a ``bearer.*`` entry (it would echo the token)."""
     return ACP_SUBPROTOCOL if ACP_SUBPROTOCOL in offered else None
-
-
-def is_loopback_host(host: str) -> bool:
-    """True for ``localhost``, 127.0.0.0/8 and ::1 (brackets allowed)."""
-    name = host.strip().lower()
-    if name.startswith("[") and name.endswith("]"):
-        name = name[1:-1]
-    if name in _LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
 
 
 def host_of_authority(authority: str) -> str:

@@ -4,8 +4,8 @@ Routes (all under ``[gateway] path_prefix``; the table is ``build_routes``):
 
 * ``GET /health``: 200 with a small JSON status, no auth; 503 while the shared session
   store ([storage] url) does not answer.
-* ``GET /pair/code``: the start-up pairing code while unpaired, to loopback peers only
-  (never through a trusted proxy).
+* ``GET /pair/code``: the start-up pairing code while unpaired, to the operator only: a
+  loopback peer (never through a trusted proxy) carrying the admin secret.
 * ``POST /pair`` (``X-Pairing-Code``): a new bearer token, its digest persisted.
 * ``GET /admin/paircode``, ``POST /admin/paircode/new``, ``POST /admin/paircode/rotate``:
   used by ``zeroclaw gateway get-paircode``; loopback peers with the admin secret only,
@@ -40,17 +40,12 @@ from acp_core.gateway_contract import (
 from acp_server.gateway.admin import ADMIN_HEADER
 from acp_server.gateway.auth import hash_token, host_header_allowed, origin_allowed
 from acp_server.gateway.http import HttpRequest, send_json, send_response
-from acp_server.gateway.pairing import (
-    ConfigRewriteError,
-    PairAccepted,
-    PairOutcome,
-    generate_token,
-    persist_paired_tokens,
-)
+from acp_server.gateway.pairing import ConfigRewriteError, generate_token, persist_paired_tokens
 from acp_server.gateway.revoke import ADMIN_TOKENS_REVOKE_PATH, revoke_tokens
 from acp_server.gateway.routes import Exchange, Handler, RouteTable
 from acp_server.gateway.state import GatewayState
-from acp_server.storage.records import StoreError
+from acp_server.security.pairing import PairAccepted, PairOutcome
+from acp_server.storage import StoreError
 
 logger = logging.getLogger(__name__)
 
@@ -176,12 +171,13 @@ async def _pair_code(state: GatewayState, exchange: Exchange) -> None:
         "pairing_required": state.settings.require_pairing,
         "pairing_code": None,
     }
-    # The reference hands the code to anyone until the first pairing; on a public bind
-    # that lets whoever reaches the port first pair. Only this machine's own clients (a
-    # same-host bridge) read it here, and only the code printed at start-up: one the
-    # operator issued with `get-paircode --new`/`--rotate` stays behind the admin secret.
-    # A remote client gets it from the operator, who sees it on the gateway's stderr or
-    # from `zeroclaw gateway get-paircode`.
+    # Whoever uses the code first is paired, and being on loopback proves nothing (another
+    # local user, or a command the agent's shell runs, is a loopback peer too), so the
+    # code goes only to the operator: a local request carrying the admin secret from the
+    # config directory (gateway/admin.py), which is what `zeroclaw gateway get-paircode`
+    # and a bridge sharing this gateway's config directory send. Only the code issued at
+    # start-up is shown here: one the operator issued with `get-paircode --new`/`--rotate`
+    # is meant for another client.
     try:
         view = await pairing_view(state)
     except StoreError as exc:
@@ -191,19 +187,30 @@ async def _pair_code(state: GatewayState, exchange: Exchange) -> None:
     # trusted proxy (gateway/client_address.py) never gets the code.
     code, unpaired = view.discoverable_code, view.unpaired(state)
     on_this_host = is_loopback_address(exchange.peer) and not exchange.proxied
-    if unpaired and on_this_host and code is not None:
+    operator = on_this_host and _carries_admin_secret(state, exchange)
+    if unpaired and operator and code is not None:
         body["pairing_code"] = code
-    elif unpaired and on_this_host:
+    elif unpaired and operator:
         body["message"] = (
             "no pairing code is shown here: the operator issued it with "
             "`zeroclaw gateway get-paircode`, which prints it"
         )
     elif unpaired:
+        if on_this_host:
+            logger.warning(
+                "refused the pairing code to %s: no admin secret (%s)", exchange.peer, ADMIN_HEADER
+            )
         body["message"] = (
-            "the pairing code is only given to clients on the gateway host; ask its "
-            "operator for the code (`zeroclaw gateway get-paircode`)"
+            "the pairing code is only given to the gateway's operator; run "
+            "`zeroclaw gateway get-paircode` on the gateway host (a bridge there that uses "
+            "the gateway's config directory pairs by itself)"
         )
     await send_json(exchange.stream, 200, body)
+
+
+def _carries_admin_secret(state: GatewayState, exchange: Exchange) -> bool:
+    secret = state.admin_secret
+    return secret is not None and secret.matches(exchange.request.header(ADMIN_HEADER))
 
 
 async def _pair(state: GatewayState, exchange: Exchange) -> None:
@@ -265,14 +272,11 @@ async def _admin_allowed(state: GatewayState, exchange: Exchange) -> bool:
     # Only the operator's own machine, never a browser (a page could otherwise revoke
     # every token with a form POST; the CLI sends no Origin header), and only someone
     # who can read the config directory (the admin secret; see gateway/admin.py).
-    request = exchange.request
-    secret = state.admin_secret
     if (
         is_loopback_address(exchange.peer)
         and not exchange.proxied
-        and request.header("origin") is None
-        and secret is not None
-        and secret.matches(request.header(ADMIN_HEADER))
+        and exchange.request.header("origin") is None
+        and _carries_admin_secret(state, exchange)
     ):
         return True
     logger.warning("refused admin request %s from %s", exchange.route, exchange.peer)

@@ -1,9 +1,10 @@
 """Pairing: one-time codes exchanged for bearer tokens, and persisting token digests.
 
-``PairingGuard`` is the state machine behind ``GET /pair/code``, ``POST /pair`` and the admin
-endpoint, as the reference server has it: a 6-digit one-time code, wrong codes → 403, five
-failures → a lockout answered with 429 and ``retry_after``, and a per-minute cap on attempts.
-It reads time from an injected clock, so tests drive it without sleeping.
+``PairingGuard`` holds the pairing state behind ``GET /pair/code``, ``POST /pair`` and the
+admin endpoint in this process and applies the rules of security/pairing.py to it (a 6-digit
+one-time code, wrong codes → 403, five failures → a lockout answered with 429 and
+``retry_after``, a per-minute cap on attempts). It reads time from an injected clock, so
+tests drive it without sleeping.
 
 ``persist_paired_tokens`` rewrites ``[gateway] paired_tokens`` in ``config.toml``: the file is
 edited in place with tomlkit, so only that key's value changes and every comment, blank line
@@ -15,14 +16,13 @@ then replaces the original (atomic on POSIX).
 from __future__ import annotations
 
 import contextlib
-import hmac
 import os
 import secrets
 import stat
 import tempfile
 import tomllib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -32,120 +32,23 @@ from tomlkit.items import InlineTable, Table
 
 from acp_core.gateway_contract import TOKEN_RANDOM_BYTES, format_token
 from acp_server.errors import ZeroclawError
+from acp_server.security.pairing import (
+    DEFAULT_MAX_PAIR_FAILURES,
+    DEFAULT_PAIR_LOCKOUT_SECS,
+    PairingLimits,
+    PairingState,
+    PairOutcome,
+    decide_attempt,
+    with_fresh_code,
+)
 
-PAIRING_CODE_DIGITS: Final = 6
-DEFAULT_MAX_PAIR_FAILURES: Final = 5
-"""Wrong codes in a row before the lockout (the reference's figure)."""
-DEFAULT_PAIR_LOCKOUT_SECS: Final = 300.0
-RATE_WINDOW_SECS: Final = 60.0
 DEFAULT_MAX_CONFIG_REWRITE_BYTES: Final = 4 * 1024 * 1024
 """A config.toml larger than this is not rewritten (it is hand-written TOML, not data)."""
-
-
-def generate_pairing_code() -> str:
-    """A uniformly random 6-digit code (leading zeros kept)."""
-    return f"{secrets.randbelow(10**PAIRING_CODE_DIGITS):0{PAIRING_CODE_DIGITS}d}"
 
 
 def generate_token() -> str:
     """A bearer token ``zc_<64 hex>`` (256 bits from the OS CSPRNG)."""
     return format_token(secrets.token_hex(TOKEN_RANDOM_BYTES))
-
-
-@dataclass(frozen=True, slots=True)
-class PairAccepted:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class PairRejected:
-    """``status`` is 400 (no code given), 403 (wrong or no active code) or 429 (throttled)."""
-
-    status: int
-    error: str
-    retry_after: int | None = None
-
-
-PairOutcome = PairAccepted | PairRejected
-
-
-@dataclass(frozen=True, slots=True)
-class PairingLimits:
-    """How hard guessing is made: attempts per minute, wrong codes before the lockout."""
-
-    rate_limit_per_minute: int
-    max_failures: int = DEFAULT_MAX_PAIR_FAILURES
-    lockout_secs: float = DEFAULT_PAIR_LOCKOUT_SECS
-
-    @property
-    def per_minute(self) -> int:
-        return max(1, self.rate_limit_per_minute)
-
-
-@dataclass(frozen=True, slots=True)
-class PairingState:
-    """The one-time code and the brute-force counters around it, as a value: one gateway
-    keeps it in a ``PairingGuard``, replicas sharing a PostgreSQL store keep it in one row
-    (storage/pg_tokens.py). ``attempts`` holds the attempt times of the last minute."""
-
-    code: str | None = None
-    discoverable: bool = False
-    failures: int = 0
-    locked_until: float | None = None
-    attempts: tuple[float, ...] = ()
-
-
-def with_fresh_code(state: PairingState, *, discoverable: bool) -> PairingState:
-    """``state`` with a new code in place of any previous one and no lockout."""
-    return replace(
-        state,
-        code=generate_pairing_code(),
-        discoverable=discoverable,
-        failures=0,
-        locked_until=None,
-    )
-
-
-def decide_attempt(
-    state: PairingState, presented: str | None, *, now: float, limits: PairingLimits
-) -> tuple[PairingState, PairOutcome]:
-    """One ``POST /pair`` against ``state`` at time ``now``: the state after it, and the
-    answer. A success consumes the code."""
-    per_minute = limits.per_minute
-    attempts = tuple(at for at in state.attempts if now - at < RATE_WINDOW_SECS)
-    if len(attempts) >= per_minute:
-        wait = RATE_WINDOW_SECS - (now - attempts[0])
-        return replace(state, attempts=attempts), PairRejected(
-            429,
-            f"Too many pairing attempts; the limit is {per_minute} per minute",
-            retry_after=_whole_seconds(wait),
-        )
-    state = replace(state, attempts=(*attempts, now)[-per_minute:])
-    if state.locked_until is not None:
-        if now < state.locked_until:
-            return state, PairRejected(
-                429,
-                "Too many wrong pairing codes; try again later or ask the operator for a "
-                "new code (zeroclaw gateway get-paircode --new)",
-                retry_after=_whole_seconds(state.locked_until - now),
-            )
-        state = replace(state, locked_until=None, failures=0)
-    if presented is None or not presented.strip():
-        return state, PairRejected(400, "Missing X-Pairing-Code header")
-    if state.code is None or not hmac.compare_digest(
-        presented.strip().encode("utf-8"), state.code.encode("ascii")
-    ):
-        failures = state.failures + 1
-        if failures >= limits.max_failures:
-            return replace(
-                state, failures=failures, locked_until=now + limits.lockout_secs
-            ), PairRejected(
-                429,
-                f"Too many wrong pairing codes; locked for {int(limits.lockout_secs)} seconds",
-                retry_after=_whole_seconds(limits.lockout_secs),
-            )
-        return replace(state, failures=failures), PairRejected(403, "Invalid pairing code")
-    return replace(state, code=None, discoverable=False, failures=0), PairAccepted()
 
 
 class PairingGuard:
@@ -199,10 +102,6 @@ class PairingGuard:
             self._state, presented, now=self._clock(), limits=self.limits
         )
         return outcome
-
-
-def _whole_seconds(seconds: float) -> int:
-    return max(1, int(seconds + 0.999))
 
 
 class ConfigRewriteError(ZeroclawError):

@@ -23,7 +23,7 @@ from acp_server.gateway.auth import hash_token
 from acp_server.gateway.http import send_json
 from acp_server.gateway.routes import Exchange
 from acp_server.gateway.state import GatewayState
-from acp_server.storage.records import StoreError
+from acp_server.storage import StoreError
 
 logger = logging.getLogger(__name__)
 

@@ -5,9 +5,11 @@ to the route table, and drain on shutdown. The parts live beside it: gateway/sta
 is shared), gateway/routes.py (the route table), gateway/handlers.py (health, pairing,
 admin), gateway/upgrade.py (the WebSocket upgrade), gateway/websocket.py (the transport).
 
-Why a hand-rolled front (h11 + wsproto) rather than trio-websocket's ``serve_websocket``:
-the same port must answer plain HTTP (``/health``, ``/pair``), which trio-websocket cannot,
-and the 401 must be sent before any upgrade. See docs/gateway.md.
+Why an h11 front and a wsproto connection rather than trio-websocket: the same port must
+answer plain HTTP (``/health``, ``/pair``) and send the 401 before any upgrade, and on the
+upgraded socket trio-websocket counts a message's size in characters and keeps one object per
+fragment, and writes each frame on its own. Measured in docs/decisions.md ("gateway: the
+WebSocket on wsproto").
 
 Shutdown (SIGINT/SIGTERM): stop accepting; every connection's ACP layer refuses new
 requests and the gateway waits until the ones already running are answered or the drain
@@ -28,9 +30,9 @@ from collections.abc import AsyncIterator, Callable
 from typing import Final
 
 import trio
+from wsproto.frame_protocol import CloseReason
 
 from acp_core.gateway_contract import ACP_PATH, PAIR_PATH, PAIRING_CODE_HEADER
-from acp_server.app import AcpApp
 from acp_server.config import GatewayConfig
 from acp_server.errors import ZeroclawError
 from acp_server.gateway.admin import ADMIN_SECRET_FILE, AdminSecret
@@ -49,8 +51,9 @@ from acp_server.gateway.pending import DEFAULT_MAX_PENDING_PER_PEER, pending_cap
 from acp_server.gateway.routes import Exchange, RouteTable
 from acp_server.gateway.state import RESTART_REASON, GatewayState, LiveConnection
 from acp_server.gateway.upgrade import serve_websocket
-from acp_server.gateway.websocket import DEFAULT_MAX_MESSAGE_BYTES, CloseCode
-from acp_server.storage.records import StoreError, StoreUnavailable
+from acp_server.gateway.websocket import DEFAULT_MAX_MESSAGE_BYTES
+from acp_server.protocol.services.context import AcpApp
+from acp_server.storage import StoreError, StoreUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -122,6 +125,9 @@ class Gateway:
         host, port: override ``[gateway] host``/``port`` (``port=0``: the OS chooses).
         announce: where operator-facing lines go (listening URL, pairing code); stderr in
             the CLI.
+        show_pairing_code: whether ``announce`` may carry the start-up pairing code. The CLI
+            shows it only on a terminal: a log file or journal may be readable by others
+            (by commands the agent runs, too), and the code pairs whoever reads it first.
         max_pending_connections, max_pending_per_peer: caps on unauthenticated sockets
             (gateway/pending.py); the total defaults to a share of the open-file limit.
     """
@@ -139,8 +145,10 @@ class Gateway:
         max_pending_connections: int | None = None,
         max_pending_per_peer: int = DEFAULT_MAX_PENDING_PER_PEER,
         announce: Announce | None = None,
+        show_pairing_code: bool = True,
     ) -> None:
         self.app = app
+        self.show_pairing_code = show_pairing_code
         self.state = GatewayState(
             app,
             host=host,
@@ -288,7 +296,13 @@ class Gateway:
             raise StoreUnavailable(f"Cannot read the shared paired tokens: {exc}") from exc
 
     def _announce_start(self, code: str | None) -> None:
-        if code is not None:
+        if code is not None and not self.show_pairing_code:
+            self._announce(
+                "a one-time pairing code is active; it is not written here (a log others may "
+                "read): run `zeroclaw gateway get-paircode` on this machine to see it, or start "
+                "`zeroclaw-acp-bridge` with this config directory, which pairs by itself"
+            )
+        elif code is not None:
             self._announce(
                 f"pairing code: {code} (one-time; exchange it with POST {self.url(PAIR_PATH)} "
                 f"and header {PAIRING_CODE_HEADER}, or run `zeroclaw-acp-bridge --pair-code {code}`)"
@@ -360,7 +374,7 @@ class Gateway:
                 connection.acp.active_requests,
                 connection.peer,
             )
-        connection.shut(CloseCode.SERVICE_RESTART, RESTART_REASON)
+        connection.shut(CloseReason.SERVICE_RESTART, RESTART_REASON)
 
     async def _accept_loop(
         self, listener: trio.abc.Listener[trio.abc.Stream], connections: trio.Nursery

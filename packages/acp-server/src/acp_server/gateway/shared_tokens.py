@@ -1,8 +1,8 @@
 """Tokens and pairing shared by every gateway replica on one PostgreSQL store.
 
 With ``[storage] url`` naming a PostgreSQL store (and pairing on), the paired token
-digests and the one-time pairing code live in the database (storage/pg_tokens.py), not in
-config.toml: every replica checks a new connection's token there, one code pairs once
+digests and the one-time pairing code live in the database (storage/postgres/tokens.py),
+not in config.toml: every replica checks a new connection's token there, one code pairs once
 across all of them, and the lockout and rate limit count every replica's attempts.
 config.toml's ``[gateway] paired_tokens`` is imported at start (a digest the store already
 knows, even a revoked one, is left as it is).
@@ -26,18 +26,18 @@ from typing import TYPE_CHECKING, Final
 import trio
 
 from acp_server.gateway.auth import presented_digest
-from acp_server.gateway.pairing import PairingLimits, PairOutcome
-from acp_server.storage.pg_tokens import (
+from acp_server.security.pairing import PairingLimits, PairOutcome
+from acp_server.storage import StoreError
+from acp_server.storage.postgres.tokens import (
     ALL_TOKENS,
     PairingStatus,
     PostgresTokens,
     RevocationListener,
 )
-from acp_server.storage.records import StoreError
 
 if TYPE_CHECKING:
-    from acp_server.app import AcpApp
     from acp_server.gateway.state import ConnectionRegistry
+    from acp_server.protocol.services.context import AcpApp
 
 logger = logging.getLogger(__name__)
 

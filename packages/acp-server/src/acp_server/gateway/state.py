@@ -13,16 +13,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 import trio
+from wsproto.frame_protocol import CloseReason
 
 from acp_core.gateway_contract import GatewayAddress, normalize_host, normalize_path_prefix
-from acp_server.app import AcpApp
 from acp_server.config import GatewayConfig
 from acp_server.gateway.admin import AdminSecret
 from acp_server.gateway.auth import TokenRegistry, is_loopback_host
 from acp_server.gateway.pairing import PairingGuard
 from acp_server.gateway.pending import PendingConnections
-from acp_server.gateway.websocket import CloseCode, WebSocketTransport
+from acp_server.gateway.websocket import WebSocketTransport
 from acp_server.protocol.connection import AcpConnection
+from acp_server.protocol.services.context import AcpApp
 
 if TYPE_CHECKING:
     from acp_server.gateway.shared_tokens import SharedTokens
@@ -39,7 +40,7 @@ class LiveConnection:
     acp: AcpConnection
     token_digest: str | None
     peer: str
-    close_code: int = CloseCode.NORMAL
+    close_code: int = CloseReason.NORMAL_CLOSURE
     close_reason: str = ""
 
     def shut(self, code: int, reason: str) -> None:
@@ -81,7 +82,7 @@ class ConnectionRegistry:
         shut = 0
         for connection in self:
             if connection.token_digest is not None and revoked(connection.token_digest):
-                connection.shut(CloseCode.POLICY_VIOLATION, REVOKED_REASON)
+                connection.shut(CloseReason.POLICY_VIOLATION, REVOKED_REASON)
                 shut += 1
         return shut
 

@@ -3,7 +3,8 @@
 The checks, in order: a WebSocket upgrade request (else 426), version 13 (else 426), a
 ``Sec-WebSocket-Key`` (else 400), a paired token when pairing is required (else 401 with the
 reference's text; 503 while a shared token store does not answer), not draining and under
-``max_connections`` (else 503 with ``Retry-After``). Then the 101, and one ``AcpConnection`` per WebSocket over the
+``max_connections`` (else 503 with ``Retry-After``). Then the 101 (written by the h11
+connection that read the request), and one ``AcpConnection`` per WebSocket over the
 process-wide ``AcpApp`` (one store), so a session created over one connection can be
 loaded over another or over stdio.
 """
@@ -14,7 +15,9 @@ import logging
 from dataclasses import dataclass
 from typing import Final
 
+import h11
 import trio
+from wsproto.frame_protocol import CloseReason
 from wsproto.utilities import generate_accept_token
 
 from acp_core.gateway_contract import ACP_PATH, AGENT_QUERY_PARAMETER
@@ -27,9 +30,9 @@ from acp_server.gateway.auth import (
 from acp_server.gateway.http import HttpRequest, is_websocket_upgrade, send_response
 from acp_server.gateway.routes import Exchange
 from acp_server.gateway.state import RESTART_REASON, GatewayState, LiveConnection
-from acp_server.gateway.websocket import CloseCode, WebSocketTransport
+from acp_server.gateway.websocket import WebSocketTransport
 from acp_server.protocol.connection import AcpConnection
-from acp_server.storage.records import StoreError
+from acp_server.storage import StoreError
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +68,7 @@ async def serve_websocket(state: GatewayState, exchange: Exchange) -> None:
     connection = LiveConnection(transport, acp, admission.token_digest, peer)
     state.connections.add(connection)
     if state.draining:  # the drain began while the 101 was being written
-        connection.shut(CloseCode.SERVICE_RESTART, RESTART_REASON)
+        connection.shut(CloseReason.SERVICE_RESTART, RESTART_REASON)
     logger.info(
         "ACP connection from %s%s (%d open)",
         peer,
@@ -81,7 +84,7 @@ async def serve_websocket(state: GatewayState, exchange: Exchange) -> None:
             except Exception:
                 logger.exception("ACP connection from %s failed", peer)
                 connection.close_code, connection.close_reason = (
-                    CloseCode.INTERNAL_ERROR,
+                    CloseReason.INTERNAL_ERROR,
                     "internal error",
                 )
             await transport.close(connection.close_code, connection.close_reason)
@@ -161,14 +164,17 @@ async def _paired_digest(state: GatewayState, token: str) -> str | None:
 
 
 async def _send_switching_protocols(stream: trio.abc.Stream, request: HttpRequest) -> None:
+    """The 101 (RFC 6455 §4.2.2), written by the h11 connection that read the request."""
     key = (request.header("sec-websocket-key") or "").strip()
-    subprotocol = select_subprotocol(offered_subprotocols(request.headers))
-    response = [
-        "HTTP/1.1 101 Switching Protocols",
-        "Upgrade: websocket",
-        "Connection: Upgrade",
-        f"Sec-WebSocket-Accept: {generate_accept_token(key.encode('latin-1')).decode('ascii')}",
+    headers = [
+        (b"Upgrade", b"websocket"),
+        (b"Connection", b"Upgrade"),
+        (b"Sec-WebSocket-Accept", generate_accept_token(key.encode("latin-1"))),
     ]
+    subprotocol = select_subprotocol(offered_subprotocols(request.headers))
     if subprotocol is not None:
-        response.append(f"Sec-WebSocket-Protocol: {subprotocol}")
-    await stream.send_all(("\r\n".join(response) + "\r\n\r\n").encode("latin-1"))
+        headers.append((b"Sec-WebSocket-Protocol", subprotocol.encode("ascii")))
+    switching = h11.InformationalResponse(
+        status_code=101, headers=headers, reason=b"Switching Protocols"
+    )
+    await stream.send_all(request.connection.send(switching) or b"")

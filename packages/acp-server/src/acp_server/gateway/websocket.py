@@ -13,7 +13,12 @@ small its fragments are (one Python string per 2-byte fragment would cost ~40 ti
 Tasks: ``run_reader`` reads the socket all the time (so pongs and close frames are seen
 even while the ACP layer is busy) and hands complete messages to ``receive_message`` through
 a small bounded channel; ``run_keepalive`` pings. Writes from the ACP layer, the reader
-(pongs, close replies) and the keepalive go through one lock: one writer at a time.
+(pongs, close replies) and the keepalive go through one lock: one writer at a time. Every
+frame, data or control, is built by the one wsproto ``Connection``, so its state (open,
+closing) is the only one there is; a batch of text frames is joined into one write.
+
+Close codes are wsproto's ``CloseReason`` names for RFC 6455 §7.4 (bridges reconnect on
+``SERVICE_RESTART`` 1012 and stop on ``POLICY_VIOLATION`` 1008).
 
 A transport only: it carries frames and never looks inside a message. What a drain needs
 (which requests are unanswered, refusing new ones) is the ACP connection's business
@@ -24,12 +29,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from enum import IntEnum
 from typing import Final
 
 import trio
 from wsproto.connection import Connection, ConnectionState, ConnectionType
 from wsproto.events import BytesMessage, CloseConnection, Ping, Pong, TextMessage
+from wsproto.frame_protocol import CloseReason
 from wsproto.utilities import LocalProtocolError
 
 from acp_core.errors import ErrorCode, RemoteProtocolError, RpcError
@@ -47,34 +52,6 @@ DEFAULT_MAX_PENDING_INBOUND_MESSAGES: Final = 4
 """Complete messages read ahead of the ACP layer before the reader stops reading."""
 DEFAULT_CLOSE_TIMEOUT_SECS: Final = 2.0
 """How long to wait for the peer's close frame after sending ours."""
-
-
-class CloseCode(IntEnum):
-    """RFC 6455 §7.4 codes the gateway sends (bridges reconnect on 1012 and stop on 1008)."""
-
-    NORMAL = 1000
-    GOING_AWAY = 1001
-    PROTOCOL_ERROR = 1002
-    POLICY_VIOLATION = 1008
-    MESSAGE_TOO_BIG = 1009
-    INTERNAL_ERROR = 1011
-    SERVICE_RESTART = 1012
-
-
-def _text_frame(payload: bytes) -> bytes:
-    """A single unmasked, final text frame (server → client, RFC 6455 §5.2).
-
-    Built here rather than through wsproto so the serialised JSON goes out as-is, without
-    a decode/encode round trip; control frames still go through wsproto.
-    """
-    size = len(payload)
-    if size < 126:
-        header = bytes((0x81, size))
-    elif size < 1 << 16:
-        header = bytes((0x81, 126)) + size.to_bytes(2, "big")
-    else:
-        header = bytes((0x81, 127)) + size.to_bytes(8, "big")
-    return header + payload
 
 
 def _parse_error(message: str) -> RemoteProtocolError:
@@ -152,30 +129,33 @@ class WebSocketTransport:
         return item
 
     async def send_message(self, payload: bytes) -> None:
-        await self._send_frames(_text_frame(payload))
+        await self._send_text((payload,))
 
     async def send_messages(self, payloads: Sequence[bytes]) -> None:
         """Several messages, one text frame each, in one write (the ACP layer batches
         what is queued: fewer syscalls when a turn streams fast)."""
-        pending: list[bytes] = []
-        pending_bytes = 0
+        batch: list[bytes] = []
+        batch_bytes = 0
         for payload in payloads:
-            frame = _text_frame(payload)
-            pending.append(frame)
-            pending_bytes += len(frame)
-            if pending_bytes >= DEFAULT_MAX_COALESCED_WRITE_BYTES:
-                await self._send_frames(b"".join(pending))
-                pending.clear()
-                pending_bytes = 0
-        if pending:
-            await self._send_frames(b"".join(pending))
+            batch.append(payload)
+            batch_bytes += len(payload)
+            if batch_bytes >= DEFAULT_MAX_COALESCED_WRITE_BYTES:
+                await self._send_text(batch)
+                batch = []
+                batch_bytes = 0
+        if batch:
+            await self._send_text(batch)
 
-    async def _send_frames(self, data: bytes) -> None:
-        if self._stream_closed or self._ws.state is not ConnectionState.OPEN:
+    async def _send_text(self, payloads: Sequence[bytes]) -> None:
+        """One text frame per payload (serialised JSON, so valid UTF-8), in one write."""
+        if not self.open:
             raise TransportClosed(f"WebSocket to {self.peer} is closed")
         async with self._write_lock:
-            if self._ws.state is not ConnectionState.OPEN:
+            # Framed under the lock: a close frame sent meanwhile ends the OPEN state.
+            if not self.open:
                 raise TransportClosed(f"WebSocket to {self.peer} is closed")
+            frame = self._ws.send
+            data = b"".join([frame(TextMessage(data=payload.decode())) for payload in payloads])
             try:
                 await self._stream.send_all(data)
             except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
@@ -183,7 +163,7 @@ class WebSocketTransport:
                 raise TransportClosed(f"WebSocket to {self.peer} went away") from exc
 
     async def aclose(self) -> None:
-        await self.close(CloseCode.NORMAL, "")
+        await self.close(CloseReason.NORMAL_CLOSURE, "")
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -229,12 +209,14 @@ class WebSocketTransport:
                 except (LocalProtocolError, trio.BrokenResourceError, trio.ClosedResourceError):
                     self._stream_closed = True
 
-    async def _send_control(self, data: bytes) -> None:
+    async def _send_control(self, event: Ping | Pong) -> None:
+        """A ping or pong, only while the connection is open: once a close frame is out,
+        wsproto's state refuses both (and nothing follows the close on the wire)."""
         async with self._write_lock:
-            if self._stream_closed:
+            if not self.open:
                 return
             try:
-                await self._stream.send_all(data)
+                await self._stream.send_all(self._ws.send(event))
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 self._stream_closed = True
 
@@ -273,12 +255,8 @@ class WebSocketTransport:
             sequence += 1
             self._heard_since_ping = False
             self._pong_received = trio.Event()
-            try:
-                ping = self._ws.send(Ping(payload=sequence.to_bytes(8, "big")))
-            except LocalProtocolError:
-                return
             with trio.move_on_after(self._ping_interval):
-                await self._send_control(ping)
+                await self._send_control(Ping(payload=sequence.to_bytes(8, "big")))
                 await self._pong_received.wait()
             # A reader held up by a slow ACP layer is not reading pongs: not the peer's fault.
             if self._pong_received.is_set() or self._heard_since_ping or self._reader_blocked:
@@ -288,7 +266,7 @@ class WebSocketTransport:
                 self.peer,
                 self._ping_interval,
             )
-            self.close_code, self.close_reason = CloseCode.GOING_AWAY, "ping timeout"
+            self.close_code, self.close_reason = CloseReason.GOING_AWAY, "ping timeout"
             await self.abort()
             return
 
@@ -303,8 +281,7 @@ class WebSocketTransport:
             elif isinstance(event, BytesMessage):
                 await self._on_data(event.data, event.message_finished, text=False)
             elif isinstance(event, Ping):
-                if self._ws.state is ConnectionState.OPEN:
-                    await self._send_control(self._ws.send(event.response()))
+                await self._send_control(event.response())
             elif isinstance(event, Pong):
                 self._pong_received.set()
             elif isinstance(event, CloseConnection):
@@ -358,7 +335,7 @@ class WebSocketTransport:
         self._fragments = bytearray()
         self.end_input()
         await self._send_close(
-            CloseCode.MESSAGE_TOO_BIG, f"message exceeds the {limit_mib:g} MiB limit"
+            CloseReason.MESSAGE_TOO_BIG, f"message exceeds the {limit_mib:g} MiB limit"
         )
 
     async def _deliver(self, item: _Inbound) -> None:

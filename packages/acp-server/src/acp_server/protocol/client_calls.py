@@ -28,7 +28,8 @@ import trio
 
 from acp_core import schema
 from acp_core.jsonrpc import ErrorResponse
-from acp_server.agent.tools.base import ElicitationAnswer, TerminalRun, ToolError
+from acp_server.agent.tools.base import ChoiceQuestions, ElicitationAnswer, TerminalRun, ToolError
+from acp_server.protocol.client_profile import BEFORE_INITIALIZE, ClientProfile
 
 if TYPE_CHECKING:
     from acp_server.protocol.connection import AcpConnection
@@ -66,8 +67,10 @@ class ClientCalls:
         use_files: bool,
         use_terminal: bool,
         answer_timeout: float,
+        profile: ClientProfile = BEFORE_INITIALIZE,
     ) -> None:
         self._connection = connection
+        self._profile = profile
         self._session_id = session_id
         self._answer_timeout = answer_timeout
         caps = capabilities or schema.ClientCapabilities()
@@ -76,6 +79,22 @@ class ClientCalls:
         self._reads = use_files and fs.read_text_file
         self._writes = use_files and fs.write_text_file
         self._terminal = use_terminal and bool(caps.terminal)
+
+    @property
+    def client_name(self) -> str | None:
+        return self._profile.name
+
+    @property
+    def choice_questions(self) -> ChoiceQuestions:
+        return self._profile.choice_questions
+
+    @property
+    def option_ids(self) -> schema.OptionIds:
+        return self._profile.option_ids
+
+    @property
+    def reject_with_edit(self) -> bool:
+        return self._profile.reject_with_edit
 
     @property
     def can_elicit(self) -> bool:
@@ -238,4 +257,5 @@ def client_calls_for(connection: AcpConnection, session_id: str) -> ClientCalls:
         use_files=acp.client_fs == "auto" and local_files,
         use_terminal=acp.client_terminal,
         answer_timeout=acp.permission_timeout,
+        profile=connection.client_profile,
     )

@@ -7,7 +7,8 @@
   (``readonly``, ``supervised``, and ``full`` only when the profile is ``full``). A client
   can lower the level, never raise it above what the administrator configured. The
   session's security policy is rebuilt at the chosen level at once, so the next tool call
-  is decided by it.
+  is decided by it; everything else about it (the extra roots of ``additionalDirectories``
+  included) stays as it was.
 
 Choices are kept with the session in the store and applied again when it is restored; a
 stored choice the configuration no longer offers is dropped (the default applies).
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING, Final, cast
 
 from acp_core import schema
@@ -30,9 +30,9 @@ from acp_server.protocol.limits import shortened
 
 if TYPE_CHECKING:
     from acp_core.jsonrpc import Payload
-    from acp_server.app import AcpApp
     from acp_server.protocol.handlers import AcpHandlers, Job
-    from acp_server.storage.sqlite import AsyncSessionStore
+    from acp_server.protocol.services.context import AcpApp
+    from acp_server.storage import AsyncSessionStore
 
 logger = logging.getLogger(__name__)
 
@@ -143,9 +143,9 @@ def choose(app: AcpApp, session: Session, config_id: str, value: str) -> None:
         if value == session.risk_level:
             return
         try:
-            # A RiskLevel: level_choices offers nothing else.
-            lowered = replace(profile, level=cast(RiskLevel, value))
-            session.policy = app.policy_factory(lowered, session.workspace)
+            # A RiskLevel: level_choices offers nothing else. Only the level changes: the
+            # session's extra roots and the rest of its policy stay.
+            session.policy = session.policy.at_level(cast(RiskLevel, value))
         except (ValueError, OSError) as exc:
             raise OperationFailed("Failed to apply the session mode") from exc
         session.risk_level = value

@@ -27,7 +27,6 @@ from acp_core.errors import SessionBusyError, SessionNotFoundError
 from acp_core.jsonrpc import Payload
 from acp_core.methods import METHODS, MethodSpec
 from acp_server import __version__
-from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanStep
 from acp_server.agent.providers.base import ProviderError
 from acp_server.agent.providers.images import agent_sees_images
 from acp_server.agent.session import Session, Turn
@@ -36,15 +35,16 @@ from acp_server.agent.tools.mcp import (
     skipped_mcp_servers,
     start_mcp_tools,
 )
-from acp_server.agent.turn import prompt_usage, run_turn
+from acp_server.agent.uploads import write_blobs
 from acp_server.config import McpServerConfig, RiskProfileConfig, RuntimeProfileConfig
 from acp_server.errors import AgentUnavailable, OperationFailed, SessionFenced
+from acp_server.model import ChatMessage, CompletedTurn, PlanStep
 from acp_server.protocol import config_options as options
 from acp_server.protocol import ownership
+from acp_server.protocol.client_profile import client_profile
 from acp_server.protocol.followups import with_commands
-from acp_server.protocol.listing import list_stored_sessions
-from acp_server.protocol.restore_replay import send_restored
 from acp_server.protocol.roots import (
+    agent_risk_profile,
     attach_roots,
     canonical_roots,
     canonical_workspace,
@@ -52,14 +52,15 @@ from acp_server.protocol.roots import (
     store_roots,
 )
 from acp_server.protocol.sessions import SessionTable
-from acp_server.protocol.titles import title_from_prompt
-from acp_server.protocol.turn_channel import TurnChannel
 from acp_server.security.sandbox import agent_posture
-from acp_server.storage.sqlite import AsyncSessionStore, TurnUnsaved
-from acp_server.storage.uploads import write_blobs
+from acp_server.storage import AsyncSessionStore, TurnUnsaved
 
 if TYPE_CHECKING:
     from acp_server.protocol.connection import AcpConnection
+
+# The turn runtime, session/list and session/load's replay are imported by the handlers
+# that use them: `zeroclaw acp` answers initialize and session/new without loading them
+# (tests/e2e/test_startup_imports.py).
 
 logger = logging.getLogger(__name__)
 
@@ -283,6 +284,7 @@ class AcpHandlers:
 
     async def initialize(self, params: schema.InitializeParams) -> Payload:
         self.connection.client_capabilities = params.client_capabilities
+        self.connection.client_profile = client_profile(params)
         self.connection.shares_filesystem = params.shared_filesystem
         return schema.initialize_result(
             store_available=self.app.store is not None,
@@ -297,6 +299,8 @@ class AcpHandlers:
     async def list_sessions(self, params: schema.ListSessionsParams) -> Payload:
         """ACP ``session/list``: the store's sessions, newest first, one page at a time
         (storage/session_list.py); without a store there is nothing to list."""
+        from acp_server.protocol.listing import list_stored_sessions
+
         return await list_stored_sessions(self.app.store, params)
 
     def _agent_table(self) -> dict[str, bool]:
@@ -312,8 +316,9 @@ class AcpHandlers:
         raw_cwd = request.cwd if request.cwd and request.cwd.strip() else None
         # A few stat/readlink calls on a path the client named: quick enough to run inline
         # (a thread hop here would make session/new ordering depend on thread timing).
-        workspace = canonical_workspace(raw_cwd, self.app.launch_dir)
-        extra_roots = canonical_roots(request.additional_directories, workspace)
+        risk = agent_risk_profile(self.config, alias)
+        workspace = canonical_workspace(raw_cwd, self.app.launch_dir, risk)
+        extra_roots = canonical_roots(request.additional_directories, workspace, risk)
         mcp_servers = select_mcp_servers(self.config.agents[alias], request.mcp_servers)
         self.table.check_capacity()
         session_id = str(uuid.uuid4())
@@ -410,14 +415,19 @@ class AcpHandlers:
     async def _run_prompt(
         self, session: Session, turn: Turn, request: schema.PromptParams
     ) -> Payload:
+        from acp_server.agent.turn import prompt_usage, run_turn
+        from acp_server.protocol.titles import title_from_prompt
+        from acp_server.protocol.turn_channel import TurnChannel
+
         session_id = session.session_id
         await ownership.check_still_held(self.table, self.app.store, session)
         plan = plan_prompt(request.prompt, uploads_dir=session.uploads_path)
         if plan.writes:
             await trio.to_thread.run_sync(write_blobs, session.workspace, plan.writes)
         if session.title is None:
+            # The user's own words only: a resource link or an image names nothing.
             texts = [part.text for part in request.prompt if isinstance(part, schema.TextContent)]
-            await self._name_session(session, title_from_prompt(texts or [plan.text]))
+            await self._name_session(session, title_from_prompt(texts))
         io = TurnChannel(
             self.connection, session_id, permission_timeout=self.config.acp.permission_timeout
         )
@@ -426,9 +436,12 @@ class AcpHandlers:
             outcome = await run_turn(session, plan.text, io)
         if outcome is None:
             partial_text = turn.partial_text
-            await self.connection.send_update(
-                session_id, schema.turn_cancelled_update(session_id, CANCEL_MARKER)
-            )
+            if self.connection.client_profile.cancel_marker_tool_call:
+                # Opt-in only: clients draw any tool_call as a tool (acpx prints it, avante
+                # stays on "tool calling"); stopReason and content carry the cancel.
+                await self.connection.send_update(
+                    session_id, schema.turn_cancelled_update(session_id, CANCEL_MARKER)
+                )
             content = f"{partial_text}\n\n{CANCEL_MARKER}" if partial_text else CANCEL_MARKER
             logger.info("session %s: turn cancelled", session_id)
             return schema.PromptResult(
@@ -539,7 +552,8 @@ class AcpHandlers:
             )
             history = [message for message in stored.messages if message.role != "system"]
             workspace = Path(stored.info.workspace_dir)
-            extra_roots = await restored_roots(store, session_id, roots, workspace)
+            risk = agent_risk_profile(self.config, alias)
+            extra_roots = await restored_roots(store, session_id, roots, workspace, risk)
             session = self._build_session(
                 session_id,
                 alias,
@@ -554,6 +568,8 @@ class AcpHandlers:
             options.apply_stored_choices(self.app, session, choices)
             session.epoch = epoch
             self.table.add(session)
+        from acp_server.protocol.restore_replay import send_restored
+
         try:
             await send_restored(
                 self.connection, self.table, session, stored, history, replay=replay

@@ -11,7 +11,7 @@ from pathlib import Path
 from acp_core import schema
 from acp_core.errors import InvalidParamsError
 from acp_server.errors import OperationFailed
-from acp_server.storage.sqlite import AsyncSessionStore, BadCursor, StoredSessionInfo
+from acp_server.storage import AsyncSessionStore, BadCursor, StoredSessionInfo
 
 
 async def list_stored_sessions(

@@ -32,12 +32,12 @@ import trio
 
 from acp_core.errors import SessionNotFoundError
 from acp_server.errors import OperationFailed, SessionFenced, SessionTakenOver, StoreError
-from acp_server.storage.session_store import CREATOR_EPOCH as CREATOR_EPOCH
+from acp_server.storage import CREATOR_EPOCH as CREATOR_EPOCH
 
 if TYPE_CHECKING:
     from acp_server.agent.session import Session
     from acp_server.protocol.sessions import SessionTable
-    from acp_server.storage.sqlite import AsyncSessionStore, StoredSession
+    from acp_server.storage import AsyncSessionStore, StoredSession
 
 logger = logging.getLogger(__name__)
 

@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING
 import trio
 
 from acp_core import methods, schema
-from acp_server.agent.conversation import ChatMessage
 from acp_server.agent.delivered import embed_delivered_file
 from acp_server.agent.replay import history_updates
 from acp_server.agent.session import Session
+from acp_server.agent.tools.registry import definition_of
+from acp_server.model import ChatMessage
 from acp_server.protocol.sessions import SessionTable
-from acp_server.storage.sqlite import StoredSession
+from acp_server.storage import StoredSession
 
 if TYPE_CHECKING:
     from acp_server.protocol.connection import AcpConnection
@@ -52,7 +53,16 @@ async def send_restored(
         # Delivered files are embedded again as the client saw them live: re-read and
         # re-hashed from uploads/, in a worker thread (replay.py bounds the total).
         embed = partial(embed_delivered_file, session.workspace / "uploads")
-        updates = await trio.to_thread.run_sync(partial(history_updates, history, embed=embed))
+        # Each call is titled by its session's own tool (a skill's tool by its command).
+        tools = session.tools
+        updates = await trio.to_thread.run_sync(
+            partial(
+                history_updates,
+                history,
+                embed=embed,
+                definitions=lambda name: definition_of(tools.get(name), name),
+            )
+        )
         for update in updates:
             if not table.is_current(session):
                 return

@@ -2,9 +2,16 @@
 
 Every directory a client names is canonicalised the same way (``canonical_directory``:
 symbolic links and ``..`` resolved, it must exist and be a directory) and becomes a root of
-the session's path jail (acp_server/security/paths.py). The extra roots are stored with the
-session, so ``session/load`` and ``session/resume`` restore them; a restore that sends its
-own ``additionalDirectories`` replaces the stored list (ACP: the full list is re-sent).
+the session's path jail (acp_server/security/paths.py) and of its shell commands' OS
+sandbox, which grant exactly the same set (acp_server/security/grants.py). A root that is
+``/``, contains the server's config or data directory or its user's home, or is or contains
+a forbidden path is refused with -32602 naming it (``grants.root_refusal``): on
+``session/new``, ``session/load`` and ``session/resume``, and also when a stored session
+carries one (stored before this rule, or by another server): its restore is refused until a
+restore sends ``additionalDirectories`` to replace the stored list. The extra roots are
+stored with the session, so ``session/load`` and ``session/resume`` restore them; a restore
+that sends its own ``additionalDirectories`` replaces the stored list (ACP: the full list is
+re-sent).
 """
 
 from __future__ import annotations
@@ -15,12 +22,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from acp_core.errors import InvalidParamsError
+from acp_server.config import Config, RiskProfileConfig
 from acp_server.errors import OperationFailed
 from acp_server.protocol.limits import shortened
+from acp_server.security.grants import root_refusal
 
 if TYPE_CHECKING:
     from acp_server.agent.session import Session
-    from acp_server.storage.sqlite import AsyncSessionStore
+    from acp_server.storage import AsyncSessionStore
 
 logger = logging.getLogger(__name__)
 
@@ -57,24 +66,47 @@ def canonical_directory(raw: str, base: Path, label: str) -> Path:
     return resolved
 
 
-def canonical_workspace(raw: str | None, launch_dir: Path) -> Path:
+def agent_risk_profile(config: Config, alias: str) -> RiskProfileConfig:
+    """The risk profile the agent ``alias`` runs under (the default profile's values when
+    it names none that exists)."""
+    return config.risk_profiles.get(config.agents[alias].risk_profile, RiskProfileConfig())
+
+
+def check_root(root: Path, label: str, profile: RiskProfileConfig, stored: str = "") -> Path:
+    """``root`` when a session may be granted it.
+
+    Raises:
+        InvalidParamsError: ``<label> is not allowed (<root>): <why>``.
+    """
+    reason = root_refusal(root, profile)
+    if reason is None:
+        return root
+    shown = shortened(str(root), MAX_SHOWN_PATH_CHARS)
+    raise InvalidParamsError(f"{stored}{label} is not allowed ({shown}): {reason}")
+
+
+def canonical_workspace(raw: str | None, launch_dir: Path, profile: RiskProfileConfig) -> Path:
     """The session's jail: ``cwd`` canonicalised (symlinks and ``..`` resolved) so it cannot
     escape, relative paths taken from the launch directory, omitted → the launch directory.
 
     Raises:
-        InvalidParamsError: the path does not exist or is not a directory.
+        InvalidParamsError: the path does not exist, is not a directory, or may not be a
+            root (``check_root``).
     """
     if raw is None:
-        return launch_dir.resolve()
-    return canonical_directory(raw, launch_dir, "cwd")
+        return check_root(launch_dir.resolve(), "cwd (the server's launch directory)", profile)
+    return check_root(canonical_directory(raw, launch_dir, "cwd"), "cwd", profile)
 
 
-def canonical_roots(raw: Sequence[str] | None, workspace: Path) -> tuple[Path, ...]:
+def canonical_roots(
+    raw: Sequence[str] | None, workspace: Path, profile: RiskProfileConfig
+) -> tuple[Path, ...]:
     """The extra roots of ``additionalDirectories``, each checked like ``cwd`` (relative
     entries are taken from the session's cwd), duplicates and the cwd itself dropped.
 
     Raises:
-        InvalidParamsError: an entry is not a usable directory, or there are too many.
+        InvalidParamsError: an entry is not a usable directory or may not be a root, or
+            there are too many.
     """
     if not raw:
         return ()
@@ -85,7 +117,8 @@ def canonical_roots(raw: Sequence[str] | None, workspace: Path) -> tuple[Path, .
         )
     roots: list[Path] = []
     for index, entry in enumerate(raw):
-        root = canonical_directory(entry, workspace, f"additionalDirectories[{index}]")
+        label = f"additionalDirectories[{index}]"
+        root = check_root(canonical_directory(entry, workspace, label), label, profile)
         if root != workspace and root not in roots:
             roots.append(root)
     return tuple(roots)
@@ -115,18 +148,25 @@ async def store_roots(
 
 
 async def restored_roots(
-    store: AsyncSessionStore, session_id: str, requested: Sequence[str] | None, workspace: Path
+    store: AsyncSessionStore,
+    session_id: str,
+    requested: Sequence[str] | None,
+    workspace: Path,
+    profile: RiskProfileConfig,
 ) -> tuple[Path, ...]:
     """The extra roots of a restored session: the ones the restore sends (stored in place
     of the old list), else the stored ones, re-checked (a stored root that is gone now is
-    left out, with a warning).
+    left out, with a warning). The stored cwd is checked too.
 
     Raises:
-        InvalidParamsError: a requested entry is not a usable directory.
+        InvalidParamsError: the stored cwd may not be a root; a requested entry is not a
+            usable directory or may not be one; a stored entry may not be one (the client
+            replaces the stored list by sending ``additionalDirectories``).
         OperationFailed: the store could not read or write them.
     """
+    check_root(workspace, "cwd", profile, f"session {session_id}: the stored ")
     if requested is not None:
-        roots = canonical_roots(requested, workspace)
+        roots = canonical_roots(requested, workspace, profile)
         await store_roots(store, session_id, roots)
         return roots
     try:
@@ -134,9 +174,21 @@ async def restored_roots(
     except Exception as exc:
         raise OperationFailed("Failed to load session") from exc
     kept: list[Path] = []
-    for entry in stored:
+    for index, entry in enumerate(stored):
+        label = f"additionalDirectories[{index}]"
         try:
-            kept.extend(canonical_roots([entry], workspace))
+            root = canonical_directory(entry, workspace, label)
         except InvalidParamsError as exc:
             logger.warning("session %s: stored extra root left out: %s", session_id, exc)
+            continue
+        check_root(root, label, profile, _stored(session_id))
+        if root != workspace and root not in kept:
+            kept.append(root)
     return tuple(kept)
+
+
+def _stored(session_id: str) -> str:
+    return (
+        f"session {session_id} cannot be restored with its stored roots (send "
+        "additionalDirectories to replace them): the stored "
+    )

@@ -44,11 +44,11 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
-from acp_server.config import RiskProfileConfig
+from acp_server.config import RiskLevel, RiskProfileConfig
 from acp_server.security.commands import (
     RISK_ORDER,
     CommandAssessment,
@@ -139,6 +139,13 @@ class SecurityPolicy:
         self.jail = PathJail(profile, workspace)
         self.workspace = self.jail.workspace
         self.commands = CommandClassifier(profile, self.jail)
+
+    def at_level(self, level: RiskLevel) -> SecurityPolicy:
+        """This policy at another risk level (the session's mode picker): the same
+        workspace, the same extra roots and every other setting of the profile."""
+        policy = type(self)(replace(self.profile, level=level), self.workspace)
+        policy.jail.add_roots(self.jail.extra_roots)
+        return policy
 
     @property
     def jailed(self) -> bool:

@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Final
 
 from acp_server.config import RiskProfileConfig
+from acp_server.patterns import LazyPattern
 from acp_server.security.paths import PathJail, PolicyViolation
 from acp_server.security.programs import (
     classify_program,
@@ -88,10 +89,10 @@ _SUBSTITUTION_REASON: Final = (
     "Command substitution ($(...), `...`, <(...)) is not allowed by security policy; "
     "run the inner command on its own first"
 )
-_ENV_ASSIGNMENT: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-_ENV_REFERENCE: Final = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+_ENV_ASSIGNMENT: Final = LazyPattern(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_ENV_REFERENCE: Final = LazyPattern(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 _REDIRECT_CHARS: Final = "<>&|"
-_BRACES: Final = re.compile(r"\{([^{}]*,[^{}]*)\}")  # an innermost group with a comma
+_BRACES: Final = LazyPattern(r"\{([^{}]*,[^{}]*)\}")  # an innermost group with a comma
 
 
 class CommandRisk(enum.Enum):

@@ -3,9 +3,11 @@
 Seed, "Security": the session cwd is the jail. ``PathJail.resolve_path`` canonicalizes a
 tool's path argument (``~`` expanded, ``..`` collapsed, symbolic links followed) and refuses
 it with ``PolicyViolation`` when it leaves the workspace (while jailed: the ``full`` level
-lifts ``workspace_only``) or touches one of ``forbidden_paths`` (always). The directories a
-client names in ACP ``additionalDirectories`` are further roots of the same jail
-(``extra_roots``): a path inside any root is inside; relative paths stay relative to the cwd.
+lifts ``workspace_only``) or touches one of ``forbidden_paths`` or the server's private paths
+(always). The directories a client names in ACP ``additionalDirectories`` are further roots
+of the same jail (``extra_roots``): a path inside any root is inside; relative paths stay
+relative to the cwd. What the roots grant is computed by security/grants.py, which the shell's
+OS sandbox uses too (``PathJail.grants``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ from pathlib import Path, PurePosixPath
 
 from acp_server.config import RiskProfileConfig
 from acp_server.errors import ZeroclawError
+from acp_server.security.grants import SessionGrants, is_within, session_grants
+
+__all__ = ["PathJail", "PolicyViolation", "deliver_path_denial", "is_within"]
 
 
 class PolicyViolation(ZeroclawError):
@@ -30,13 +35,6 @@ def deliver_path_denial(path: str) -> str | None:
     if ".." in PurePosixPath(path).parts:
         return f"Path not allowed by security policy: {path}"
     return None
-
-
-def is_within(path: Path, root: Path) -> bool:
-    """``path`` is ``root`` or below it; both absolute and normalized (string compare:
-    this runs for every file of a directory walk, ``Path.parents`` is far slower)."""
-    text, prefix = str(path), str(root)
-    return text == prefix or text.startswith(prefix.rstrip("/") + "/")
 
 
 class PathJail:
@@ -56,7 +54,8 @@ class PathJail:
         self.workspace = workspace.resolve()
         self.extra_roots: tuple[Path, ...] = ()
         self.roots: tuple[Path, ...] = (self.workspace,)
-        self._forbidden = self._expand_forbidden(profile.forbidden_paths)
+        self.grants: SessionGrants = session_grants(profile, self.workspace)
+        """What the roots grant; the shell's OS sandbox confines commands to exactly this."""
         self.add_roots(extra_roots)
 
     def add_roots(self, extra_roots: Sequence[Path]) -> None:
@@ -65,6 +64,7 @@ class PathJail:
             if root not in self.roots:
                 self.extra_roots += (root,)
                 self.roots += (root,)
+        self.grants = session_grants(self.profile, self.workspace, self.extra_roots)
 
     def is_inside(self, path: Path) -> bool:
         """``path`` (absolute, normalized) is inside one of the jail's roots."""
@@ -89,6 +89,13 @@ class PathJail:
         """
         if "\x00" in path:
             raise PolicyViolation(f"Path contains a NUL byte: {path!r}")
+        try:
+            os.fsencode(path)  # a lone surrogate that no file name holds (\udcXX ones do)
+        except UnicodeEncodeError as exc:
+            raise PolicyViolation(
+                f"Path is not text: {path.encode('utf-8', 'backslashreplace').decode()} holds "
+                f"the unpaired surrogate \\u{ord(path[exc.start]):04x} at position {exc.start}"
+            ) from None
         if not path.strip():
             raise PolicyViolation("Path is empty")
         if for_write and self.read_only:
@@ -121,6 +128,18 @@ class PathJail:
             return False
         return True
 
+    def allows_walked(self, path: Path) -> bool:
+        """Whether a path reached by a walk that follows no link (so its own real path,
+        security/beneath.py) may be used: inside the jail while jailed, and not forbidden.
+        No file-system call: this runs for every entry of a search."""
+        if self.jailed and not self.is_inside(path):
+            return False
+        try:
+            self._check_forbidden(str(path), path)
+        except PolicyViolation:
+            return False
+        return True
+
     def first_escaping_link(self, max_entries: int) -> tuple[Path | None, bool]:
         """The first symbolic link in the workspace whose target leaves the jail or is
         forbidden, found by a walk that never follows links; and whether the walk saw the
@@ -136,31 +155,7 @@ class PathJail:
                     return entry, True
         return None, True
 
-    def _expand_forbidden(self, entries: tuple[str, ...]) -> tuple[tuple[str, Path], ...]:
-        expanded: dict[Path, str] = {}
-        for entry in entries:
-            if not entry.strip():
-                continue
-            raw = Path(os.path.normpath(os.path.expanduser(entry)))
-            if not raw.is_absolute():
-                raw = Path(os.path.normpath(self.workspace / raw))
-            # Both spellings: /tmp may itself be a symlink (macOS: /private/tmp).
-            expanded.setdefault(raw, entry)
-            expanded.setdefault(raw.resolve(), entry)
-        return tuple((entry, path) for path, entry in expanded.items())
-
     def _check_forbidden(self, shown: str, path: Path) -> None:
-        for entry, forbidden in self._forbidden:
-            if not is_within(path, forbidden):
-                continue
-            # The defaults forbid /home and /tmp, which contain nearly every project
-            # directory. A forbidden entry that *contains* the session workspace (or is the
-            # workspace, or an extra root) therefore does not forbid that root's own
-            # contents: the client chose that directory explicitly. It still forbids everything else under it,
-            # and forbidden entries inside the workspace (e.g. ~/.ssh when the workspace is
-            # $HOME) or elsewhere always apply.
-            if any(is_within(root, forbidden) and is_within(path, root) for root in self.roots):
-                continue
-            raise PolicyViolation(
-                f"Path is forbidden by security policy: {shown} (forbidden_paths has {entry})"
-            )
+        reason = self.grants.forbidden_reason(path)
+        if reason is not None:
+            raise PolicyViolation(f"Path is forbidden by security policy: {shown} ({reason})")

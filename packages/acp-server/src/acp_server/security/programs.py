@@ -18,10 +18,11 @@ build tools, and git's options, configuration and environment that name programs
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
+
+from acp_server.patterns import LazyPattern
 
 HIGH_RISK_COMMANDS: Final = frozenset(
     {
@@ -135,7 +136,7 @@ npm, cargo and the interpreters."""
 _Allowlisted = Callable[[str], bool]
 """Whether ``allowed_commands`` names the program followed by this word."""
 _AWK: Final = frozenset({"awk", "gawk", "mawk", "nawk"})
-_PYTHON: Final = re.compile(r"(python|pypy)[0-9.]*")
+_PYTHON: Final = LazyPattern(r"(python|pypy)[0-9.]*")
 _PYTHON_VALUE_OPTIONS: Final = frozenset("WX")
 _INFO_OPTIONS: Final = frozenset(
     {"-V", "-VV", "--version", "-v", "-h", "--help", "--help-all", "-?"}

@@ -1,4 +1,8 @@
-"""``AsyncSessionStore``: the session store for trio, on one long-lived worker thread."""
+"""``AsyncSessionStore``: the session store for trio, on one long-lived worker thread.
+
+It runs any backend of the contract (storage/contract.py) and knows none of them: the
+opener (storage/opener.py) picks the backend a configuration names.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +12,14 @@ import queue
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from pathlib import Path
 from typing import Any, Final, TypeVar
 
 import trio
 
-from acp_server.agent.conversation import CompletedTurn
+from acp_server.model import CompletedTurn
 from acp_server.storage.contract import HealthCheckedBackend, SessionBackend
 from acp_server.storage.records import (
+    DEFAULT_MAX_RESTORED_MESSAGES,
     SessionFenced,
     StoredSession,
     StoredSessionInfo,
@@ -24,7 +28,6 @@ from acp_server.storage.records import (
     UnknownSession,
 )
 from acp_server.storage.session_list import SessionPage
-from acp_server.storage.session_store import DEFAULT_MAX_RESTORED_MESSAGES, SessionStore
 from acp_server.storage.spend import SpendEntry, SpendRow, SpendTotals
 
 logger = logging.getLogger(__name__)
@@ -147,7 +150,8 @@ class _StoreThread:
 
 class AsyncSessionStore:
     """Runs a session backend (storage/contract.py: SQLite's ``SessionStore``, or
-    ``PostgresSessionStore``) on a worker thread, one call at a time (trio).
+    ``PostgresSessionStore``) on a worker thread, one call at a time (trio); open one with
+    ``acp_server.storage.open_store``.
 
     Calls are not abandoned when the caller is cancelled: a commit that has started finishes
     (or rolls back) before the cancellation is delivered, so a turn is never half written.
@@ -169,12 +173,6 @@ class AsyncSessionStore:
         self._unsaved_epochs: dict[str, int | None] = {}
         self._max_unsaved_turns = max_unsaved_turns
         self._ping: _PingCall | None = None
-
-    @classmethod
-    async def open(cls, path: Path) -> AsyncSessionStore:
-        """Open on a worker thread; raises ``StoreUnavailable`` like ``SessionStore.open``."""
-        store = await trio.to_thread.run_sync(SessionStore.open, path)
-        return cls(store)
 
     async def ready(self, *, timeout_secs: float = DEFAULT_READY_TIMEOUT_SECS) -> bool:
         """Whether the database answers now (``/health``). A backend on a local file always
@@ -215,7 +213,7 @@ class AsyncSessionStore:
         await self._call(self.sync.create_session, session_id, agent_alias, workspace_dir)
 
     async def claim_session(self, session_id: str) -> int | None:
-        """``SessionStore.claim_session``, after writing the turns this process still keeps
+        """The backend's ``claim_session``, after writing the turns this process still keeps
         unsaved for the session (at the epoch they were answered under); any that still
         cannot be written pass to the new epoch, so the claiming copy's load returns them."""
         return await self._call(self._claim, session_id)

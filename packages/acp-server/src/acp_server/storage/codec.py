@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from acp_server.agent.conversation import (
+from acp_server.model import (
     CallView,
     ChatMessage,
     DeliveredRecord,
@@ -27,6 +27,7 @@ from acp_server.agent.conversation import (
     ToolCall,
     ToolRecord,
 )
+from acp_server.patterns import LazyPattern
 from acp_server.storage.records import StoreError
 
 logger = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ _ROLES: Final[dict[str, Role]] = {
 
 
 _NUL_ESCAPE: Final = "\x01"
-_ESCAPED: Final = re.compile("\x01(.)", re.DOTALL)
+_ESCAPED: Final = LazyPattern("\x01(.)", re.DOTALL)
 
 
 def escape_nul(text: str) -> str:
@@ -66,8 +67,8 @@ def restore_window(
     per_turn: Sequence[tuple[int | None, int]], max_messages: int | None
 ) -> tuple[int, int | None]:
     """(stored message count, oldest turn_seq to restore or None for everything) from the
-    message count of each turn, newest turn first and rows without a turn (written by the
-    reference) last: the newest whole turns within ``max_messages``, at least one."""
+    message count of each turn, newest turn first and rows without a turn (written by
+    ZeroClaw's own server) last: the newest whole turns within ``max_messages``, at least one."""
     total = sum(int(count) for _turn, count in per_turn)
     if max_messages is None or total <= max_messages:
         return total, None
@@ -127,9 +128,17 @@ def plan_from_json(raw: str, session_id: str) -> tuple[PlanStep, ...] | None:
         return None
 
 
+_LONE_SURROGATE: Final = LazyPattern("[\ud800-\udfff]")
+
+
 def _encode_arguments(call: ToolCall) -> str:
+    """The arguments as JSON text. A lone surrogate (a model's unpaired ``\\ud800``: the
+    call was refused, but it is part of the conversation) is kept as its JSON escape,
+    which no database refuses and ``json.loads`` reads back as it was."""
     try:
         encoded = json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":"))
+        if _LONE_SURROGATE.search(encoded) is not None:
+            encoded = json.dumps(call.arguments, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
         raise StoreError(
             f"Tool call {call.id} ({call.name}) has arguments that are not JSON: {exc}"
@@ -274,8 +283,8 @@ def encode_message(message: ChatMessage) -> EncodedMessage:
     ]
     content = message.content
     if message.role == "tool" and message.tool_call_id is not None:
-        # The result text lives in the 'out' row (as in the reference); the message row
-        # keeps its place in the conversation order.
+        # The result text lives in the 'out' row (as ZeroClaw's own server has it); the
+        # message row keeps its place in the conversation order.
         # None stays None: a result without a record round-trips as one (replay then asks
         # its tool to rebuild the record from the text).
         record = None if message.record is None else record_to_json(message.record)
@@ -297,8 +306,8 @@ def decode_messages(
     message_rows: Sequence[tuple[int, str, str, str | None]],
     tool_rows: Sequence[tuple[int, str, str, str, str, int | None, str | None]],
 ) -> tuple[ChatMessage, ...]:
-    """Messages from their rows. A result's ``ok`` is its stored flag (a result the
-    reference wrote after the migration has none: it counts as succeeded); its ``record``
+    """Messages from their rows. A result's ``ok`` is its stored flag (a result ZeroClaw's
+    own server wrote after the migration has none: it counts as succeeded); its ``record``
     is None only when it was written without one (before schema 3)."""
     calls_by_message: dict[int, list[ToolCall]] = {}
     results_by_message: dict[int, list[ChatMessage]] = {}
@@ -328,6 +337,7 @@ def decode_messages(
         messages.append(
             ChatMessage(role=role, content=content, reasoning=reasoning, tool_calls=calls)
         )
-        # The reference's layout: results hang off the assistant message that asked for them.
+        # ZeroClaw's own server's layout: results hang off the assistant message that asked
+        # for them.
         messages.extend(results)
     return tuple(messages)

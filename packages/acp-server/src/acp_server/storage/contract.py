@@ -1,9 +1,10 @@
 """The session store's contract: what every backend (SQLite, PostgreSQL) offers the server.
 
-``SessionBackend`` is the blocking interface both ``SessionStore`` (storage/session_store.py,
-one SQLite file) and ``PostgresSessionStore`` (storage/postgres.py, a shared database)
-implement; ``AsyncSessionStore`` (storage/async_store.py) runs any of them on its worker
-thread, so the protocol layer never knows which one it talks to.
+``SessionBackend`` is the blocking interface both ``SessionStore`` (storage/sqlite/, one
+SQLite file) and ``PostgresSessionStore`` (storage/postgres/, a shared database) implement,
+with the statements they share (storage/sql_store.py); ``AsyncSessionStore``
+(storage/async_store.py) runs any of them on its worker thread, so the protocol layer never
+knows which one it talks to.
 
 Every method may raise ``StoreError`` (storage/records.py); the finer errors it names are
 part of the contract and are the same on every backend.
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
-from acp_server.agent.conversation import CompletedTurn
+from acp_server.model import CompletedTurn
 from acp_server.storage.records import StoredSession, StoredSessionInfo
 from acp_server.storage.session_list import SessionPage
 from acp_server.storage.spend import SpendEntry, SpendRow, SpendTotals
@@ -22,6 +23,11 @@ from acp_server.storage.spend import SpendEntry, SpendRow, SpendTotals
 
 class SessionBackend(Protocol):
     """Blocking, thread-safe access to stored sessions (calls may be serialized)."""
+
+    @property
+    def location(self) -> str:
+        """Where the store is, for messages (a file's path; a database's URL without its
+        password)."""
 
     def create_session(self, session_id: str, agent_alias: str, workspace_dir: str) -> None:
         """Store a new, empty session; ``DuplicateSession`` when the id is taken."""

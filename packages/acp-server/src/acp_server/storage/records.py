@@ -1,13 +1,23 @@
-"""What the session store hands out: its errors and the stored-session records."""
+"""What the session store hands out, whichever backend holds it: its errors, the
+stored-session records, and the figures every backend applies the same way."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Final
 
-from acp_server.agent.conversation import ChatMessage, PlanStep
 from acp_server.errors import SessionFenced as SessionFenced
 from acp_server.errors import StoreError as StoreError
+from acp_server.model import ChatMessage, PlanStep
+
+CREATOR_EPOCH: Final = 1
+"""The fencing epoch a new session's row starts at, and its creator holds."""
+
+DEFAULT_MAX_RESTORED_MESSAGES: Final = 20_000
+"""Most messages ``load_session`` returns. Older whole turns beyond it stay in the store but
+are not restored, so a restore's memory and replay time stay bounded however long a
+session grew; the caller learns how many were left out (``StoredSession.dropped_messages``)."""
 
 
 class StoreUnavailable(StoreError):

@@ -11,12 +11,12 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from acp_server.storage.codec import parse_time
+from acp_server.storage.dialect import Connection, Dialect
 from acp_server.storage.records import StoredSessionInfo
 
 DEFAULT_PAGE_SIZE: Final = 50
@@ -33,17 +33,18 @@ SESSION_INFO_SELECT: Final = (
 NEWEST_FIRST: Final = "ORDER BY s.last_activity DESC, s.id DESC"
 
 
-def session_info(row: Sequence[Any]) -> StoredSessionInfo:
+def session_info(row: Sequence[Any], dialect: Dialect) -> StoredSessionInfo:
     """One row of ``SESSION_INFO_SELECT`` as a ``StoredSessionInfo``."""
+    text = dialect.read_text
     return StoredSessionInfo(
-        session_id=row[1],
-        agent_alias=row[2],
-        workspace_dir=row[3],
+        session_id=text(row[1]),
+        agent_alias=text(row[2]),
+        workspace_dir=text(row[3]),
         created_at=parse_time(row[4]),
         last_activity=parse_time(row[5]),
         token_count=int(row[6]),
         turn_count=int(row[7]),
-        title=row[8],
+        title=dialect.read_optional_text(row[8]),
         message_count=int(row[9]),
     )
 
@@ -77,7 +78,7 @@ def decode_cursor(cursor: str) -> tuple[str, int]:
 
 
 def page_query(
-    *, workspace_dir: str | None, cursor: str | None, page_size: int, placeholder: str = "?"
+    *, workspace_dir: str | None, cursor: str | None, page_size: int, placeholder: str
 ) -> tuple[str, list[object]]:
     """The SELECT of one page (filtered to ``workspace_dir`` when given) after ``cursor``,
     and its parameters; ``placeholder`` is the driver's (SQLite ``?``, psycopg ``%s``).
@@ -96,22 +97,29 @@ def page_query(
     return f"{SESSION_INFO_SELECT}{where} {NEWEST_FIRST} LIMIT {placeholder}", params
 
 
-def page_from_rows(rows: Sequence[Sequence[Any]], page_size: int) -> SessionPage:
+def page_from_rows(rows: Sequence[Sequence[Any]], page_size: int, dialect: Dialect) -> SessionPage:
     """The page ``page_query``'s rows make, with the cursor of the next one when more."""
     more = len(rows) > page_size
     rows = rows[:page_size]
-    sessions = tuple(session_info(row) for row in rows)
+    sessions = tuple(session_info(row, dialect) for row in rows)
     next_cursor = encode_cursor(rows[-1][5], int(rows[-1][0])) if more else None
     return SessionPage(sessions=sessions, next_cursor=next_cursor)
 
 
 def read_page(
-    conn: sqlite3.Connection,
+    conn: Connection,
+    dialect: Dialect,
     *,
     workspace_dir: str | None,
     cursor: str | None,
     page_size: int = DEFAULT_PAGE_SIZE,
 ) -> SessionPage:
-    """One page of sessions (filtered to ``workspace_dir`` when given) after ``cursor``."""
-    query, params = page_query(workspace_dir=workspace_dir, cursor=cursor, page_size=page_size)
-    return page_from_rows(conn.execute(query, params).fetchall(), page_size)
+    """One page of sessions (filtered to ``workspace_dir`` when given) after ``cursor``;
+    raises ``BadCursor``."""
+    query, params = page_query(
+        workspace_dir=None if workspace_dir is None else dialect.text(workspace_dir),
+        cursor=cursor,
+        page_size=page_size,
+        placeholder=dialect.placeholder,
+    )
+    return page_from_rows(conn.execute(query, params).fetchall(), page_size, dialect)

@@ -2,32 +2,16 @@
 
 Every process sharing a session store shares its ledger, so the ``[cost]`` caps hold over
 all of them (agent/cost.py checks them; ``zeroclaw cost`` shows the rows by day and agent).
+``day`` is the call's UTC date (``YYYY-MM-DD``), ``created_at`` its UTC time (ISO 8601);
+``session_uuid`` is not a reference, the ledger outlives sessions. The statements below
+serve both backends (the table: SQLite schema step 5, PostgreSQL step 3).
 """
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
-from typing import Final
 
-SPEND_SCHEMA: Final = (
-    """
-    CREATE TABLE IF NOT EXISTS acp_spend (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        day TEXT NOT NULL,
-        agent_alias TEXT NOT NULL,
-        session_uuid TEXT NOT NULL,
-        model TEXT NOT NULL,
-        input_tokens INTEGER NOT NULL,
-        output_tokens INTEGER NOT NULL,
-        cost_usd REAL NOT NULL,
-        created_at TEXT NOT NULL
-    )
-    """,
-    "CREATE INDEX IF NOT EXISTS idx_acp_spend_day ON acp_spend(day, agent_alias)",
-)
-"""The ledger's table: ``day`` is the call's UTC date (``YYYY-MM-DD``), ``created_at``
-its UTC time (ISO 8601); ``session_uuid`` is not a reference, the ledger outlives sessions."""
+from acp_server.storage.dialect import Connection, Dialect
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,15 +49,15 @@ class SpendRow:
     cost_usd: float
 
 
-def insert_spend(conn: sqlite3.Connection, entry: SpendEntry) -> None:
+def insert_spend(conn: Connection, dialect: Dialect, entry: SpendEntry) -> None:
     conn.execute(
         "INSERT INTO acp_spend (day, agent_alias, session_uuid, model, input_tokens,"
-        " output_tokens, cost_usd, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        f" output_tokens, cost_usd, created_at) VALUES ({dialect.params(8)})",
         (
             entry.day,
-            entry.agent_alias,
-            entry.session_id,
-            entry.model,
+            dialect.text(entry.agent_alias),
+            dialect.text(entry.session_id),
+            dialect.text(entry.model),
             entry.input_tokens,
             entry.output_tokens,
             entry.cost_usd,
@@ -82,31 +66,32 @@ def insert_spend(conn: sqlite3.Connection, entry: SpendEntry) -> None:
     )
 
 
-def read_totals(conn: sqlite3.Connection, day: str, agent_alias: str) -> SpendTotals:
+def read_totals(conn: Connection, dialect: Dialect, day: str, agent_alias: str) -> SpendTotals:
     """Totals for ``day`` (``YYYY-MM-DD``) and its calendar month."""
+    p = dialect.placeholder
     month = day[:7]
     row = conn.execute(
-        "SELECT coalesce(sum(CASE WHEN day = ? THEN cost_usd END), 0),"
+        f"SELECT coalesce(sum(CASE WHEN day = {p} THEN cost_usd END), 0),"
         " coalesce(sum(cost_usd), 0),"
-        " coalesce(sum(CASE WHEN day = ? AND agent_alias = ? THEN cost_usd END), 0)"
-        " FROM acp_spend WHERE day >= ? AND day <= ?",
-        (day, day, agent_alias, f"{month}-01", f"{month}-31"),
+        f" coalesce(sum(CASE WHEN day = {p} AND agent_alias = {p} THEN cost_usd END), 0)"
+        f" FROM acp_spend WHERE day >= {p} AND day <= {p}",
+        (day, day, dialect.text(agent_alias), f"{month}-01", f"{month}-31"),
     ).fetchone()
     return SpendTotals(day_usd=float(row[0]), month_usd=float(row[1]), agent_day_usd=float(row[2]))
 
 
-def read_summary(conn: sqlite3.Connection, since_day: str) -> list[SpendRow]:
+def read_summary(conn: Connection, dialect: Dialect, since_day: str) -> list[SpendRow]:
     """Spend per day and agent from ``since_day`` on, newest day first."""
     rows = conn.execute(
         "SELECT day, agent_alias, count(*), sum(input_tokens), sum(output_tokens), sum(cost_usd)"
-        " FROM acp_spend WHERE day >= ? GROUP BY day, agent_alias"
+        f" FROM acp_spend WHERE day >= {dialect.placeholder} GROUP BY day, agent_alias"
         " ORDER BY day DESC, agent_alias",
         (since_day,),
     ).fetchall()
     return [
         SpendRow(
             day=str(day),
-            agent_alias=str(alias),
+            agent_alias=dialect.read_text(str(alias)),
             calls=int(calls),
             input_tokens=int(tokens_in),
             output_tokens=int(tokens_out),

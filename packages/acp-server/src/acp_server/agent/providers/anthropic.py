@@ -27,7 +27,6 @@ from typing import Any, Final
 
 import trio
 
-from acp_server.agent.conversation import ChatMessage, ToolCall, Usage
 from acp_server.agent.providers.base import (
     ModelRequest,
     Provider,
@@ -46,7 +45,6 @@ from acp_server.agent.providers.http import (
     decode_event_json,
     int_field,
     join_url,
-    open_sse,
     parse_tool_arguments,
     provider_table,
     resolve_api_key,
@@ -54,6 +52,7 @@ from acp_server.agent.providers.http import (
 )
 from acp_server.agent.providers.images import anthropic_blocks
 from acp_server.config import ProviderConfig
+from acp_server.model import ChatMessage, ToolCall, Usage
 
 ANTHROPIC_DEFAULT_BASE_URL: Final = "https://api.anthropic.com"
 ANTHROPIC_API_VERSION: Final = "2023-06-01"
@@ -285,6 +284,7 @@ class AnthropicProvider:
         body = await trio.to_thread.run_sync(build) if self._config.vision else build()
         call = SseCall(
             endpoint=endpoint,
+            pool=f"provider {self._config.ref}",
             headers={
                 "Content-Type": "application/json",
                 "x-api-key": api_key,
@@ -295,6 +295,8 @@ class AnthropicProvider:
             api_key=api_key,
         )
         assembler = _EventAssembler(endpoint)
+        from acp_server.agent.providers.sse import open_sse  # httpx: on the first call only
+
         async with open_sse(call) as events:
             async for event in events:
                 if not event.data.strip():

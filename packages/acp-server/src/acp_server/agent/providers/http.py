@@ -1,11 +1,10 @@
-"""HTTP plumbing shared by the real providers: API keys, retries, server-sent events, errors.
+"""What the real providers share besides the connection: API keys, addresses, retry
+timing, error messages, streamed tool-call arguments.
 
-Libraries: ``httpx.AsyncClient`` because it runs natively under trio (httpcore has a trio
-backend, so a trio cancel scope aborts a read at once and the connection is closed rather
-than returned to a pool), and ``httpx-sse`` for the event-stream framing (multi-line
-``data:``, comments, CR/LF variants) instead of hand parsing. One client per model call:
-providers outlive trio runs in tests and hold no sockets between turns, and a model call
-costs far more than a TLS handshake.
+The HTTP exchange itself (one POST answered with server-sent events, over the provider's
+long-lived connection pool) is ``acp_server.agent.providers.sse``, which imports httpx:
+providers import it when they first stream, so a server that only opens sessions never
+loads the HTTP stack (``tests/e2e/test_startup_imports.py``).
 
 ``timeout_secs`` (config) bounds connecting and every silence within a response, not the
 whole response: an answer may stream for minutes, but a server that goes quiet for
@@ -17,21 +16,20 @@ person can do about it. API keys never appear in logs or messages.
 
 from __future__ import annotations
 
-import email.utils
 import json
 import logging
 import os
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import httpx
-import trio
-from httpx_sse import EventSource, ServerSentEvent, SSEError
+import msgspec
 
 from acp_server.agent.providers.base import ProviderError
+
+if TYPE_CHECKING:
+    from httpx_sse import ServerSentEvent
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +54,11 @@ real keys, and blanking them would garble the text)."""
 
 RETRYABLE_STATUSES: Final = frozenset({408, 429, 500, 502, 503, 504, 529})
 """Transient answers worth another attempt (529 is Anthropic's "overloaded")."""
+
+# msgspec rather than json: a streamed answer decodes one JSON object per chunk, and a
+# request encodes the whole conversation; msgspec does both several times faster.
+_decode_json = msgspec.json.Decoder().decode
+encode_json = msgspec.json.Encoder().encode
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +116,8 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
         return max(0.0, float(value))
     except ValueError:
         pass
+    import email.utils  # an HTTP-date Retry-After is rare: not loaded at start-up
+
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
@@ -123,7 +128,7 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
     return max(0.0, (when - current).total_seconds())
 
 
-def _error_detail(body: bytes, api_key: str | None) -> str:
+def error_detail(body: bytes, api_key: str | None) -> str:
     """The provider's own explanation from an error body, shortened and with the key removed."""
     text = body.decode("utf-8", errors="replace").strip()
     try:
@@ -144,40 +149,6 @@ def _error_detail(body: bytes, api_key: str | None) -> str:
     if len(text) > DEFAULT_MAX_ERROR_DETAIL_CHARS:
         text = text[:DEFAULT_MAX_ERROR_DETAIL_CHARS] + "…"
     return text
-
-
-async def _read_bounded(response: httpx.Response, limit: int) -> bytes:
-    body = bytearray()
-    chunks = response.aiter_bytes()
-    try:
-        async for chunk in chunks:
-            body += chunk
-            if len(body) >= limit:
-                break
-    finally:
-        await finish_stream(chunks)
-    return bytes(body[:limit])
-
-
-async def finish_stream(stream: AsyncIterator[Any]) -> None:
-    """Abandon a partly read httpx stream so that none of its layers is left suspended.
-
-    httpx and httpcore read a body through several nested async generators and do not
-    close the inner ones when the outer one is closed; trio then finalizes each at garbage
-    collection with a ResourceWarning. Resuming the stream inside an already cancelled
-    scope makes the next socket read raise ``Cancelled`` at its first checkpoint, which
-    unwinds (and so finishes) every layer and closes the connection; data h11 had already
-    buffered is read and dropped on the way. A finished stream returns at once.
-    """
-    with trio.CancelScope() as scope:
-        scope.cancel()
-        try:
-            while True:
-                await stream.__anext__()
-        except StopAsyncIteration:
-            pass
-        except Exception as error:  # abandoned on purpose: a late error must not mask the first
-            logger.debug("ignored while abandoning a response stream: %r", error)
 
 
 def status_error(
@@ -219,83 +190,19 @@ def status_error(
     return ProviderError(message, status=status)
 
 
-def transport_error(
-    endpoint: Endpoint, error: httpx.HTTPError, timeout_secs: float
-) -> ProviderError:
-    """The message for a failure below HTTP: refused, timed out, reset, cut short."""
-    if isinstance(error, httpx.ConnectTimeout):
-        return ProviderError(
-            f"Could not connect to {endpoint.label} at {endpoint.url} within {timeout_secs:g} s. "
-            f"Check your network, or raise timeout_secs in [{endpoint.config_table}]."
-        )
-    if isinstance(error, httpx.TimeoutException):
-        return ProviderError(
-            f"{endpoint.label} sent nothing for {timeout_secs:g} s, so the call was abandoned. "
-            f"Try again, or raise timeout_secs in [{endpoint.config_table}]."
-        )
-    if isinstance(error, httpx.ConnectError):
-        return ProviderError(
-            f"Could not connect to {endpoint.label} at {endpoint.url} ({_reason(error)}). "
-            f"Is the server running, and is `uri` in [{endpoint.config_table}] right?"
-        )
-    if isinstance(error, httpx.RemoteProtocolError | httpx.ReadError):
-        return stream_cut_error(endpoint)
-    return ProviderError(f"The request to {endpoint.label} failed: {_reason(error)}.")
-
-
 def stream_cut_error(endpoint: Endpoint) -> ProviderError:
     return ProviderError(
         f"The connection to {endpoint.label} ended before the response was complete. Try again."
     )
 
 
-def _reason(error: BaseException) -> str:
-    if _caused_by(error, ConnectionRefusedError):
-        return "connection refused"
-    text = str(error).strip()
-    return text or type(error).__name__
-
-
-def _caused_by(error: BaseException, kind: type[BaseException], depth: int = 0) -> bool:
-    """Whether ``kind`` is in the cause/context chain (trio groups per-address failures)."""
-    if isinstance(error, kind):
-        return True
-    if depth > 8:
-        return False
-    linked = [error.__cause__, error.__context__]
-    if isinstance(error, BaseExceptionGroup):
-        linked.extend(error.exceptions)
-    return any(_caused_by(inner, kind, depth + 1) for inner in linked if inner is not None)
-
-
-class _CappedStream(httpx.AsyncByteStream):
-    """Ends a response that grows past ``limit`` bytes (the SSE decoder buffers lines whole)."""
-
-    def __init__(self, inner: httpx.AsyncByteStream, limit: int, endpoint: Endpoint) -> None:
-        self._inner = inner
-        self._limit = limit
-        self._endpoint = endpoint
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        received = 0
-        async for chunk in self._inner:
-            received += len(chunk)
-            if received > self._limit:
-                raise ProviderError(
-                    f"The response from {self._endpoint.label} exceeded "
-                    f"{self._limit // (1024 * 1024)} MiB and was abandoned."
-                )
-            yield chunk
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
 @dataclass(frozen=True, slots=True)
 class SseCall:
-    """One streaming POST: where, with what, and how patiently."""
+    """One streaming POST: where, with what, how patiently, and over which pool."""
 
     endpoint: Endpoint
+    pool: str
+    """The connection pool's name: one per configured provider (``provider <type.alias>``)."""
     headers: Mapping[str, str]
     body: Mapping[str, Any]
     timeout_secs: float
@@ -304,106 +211,11 @@ class SseCall:
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
 
 
-def _retry_delay(response: httpx.Response, attempt: int) -> float | None:
-    """Seconds before the next attempt, or None when the call should not be retried."""
-    if response.status_code not in RETRYABLE_STATUSES:
-        return None
-    requested = parse_retry_after(response.headers.get("retry-after"))
-    if requested is not None:
-        return requested if requested <= DEFAULT_MAX_RETRY_DELAY_SECS else None
-    return min(DEFAULT_RETRY_BASE_DELAY_SECS * 2.0 ** (attempt - 1), DEFAULT_MAX_RETRY_DELAY_SECS)
-
-
-@asynccontextmanager
-async def open_sse(call: SseCall) -> AsyncIterator[AsyncIterator[ServerSentEvent]]:
-    """POST ``call.body`` and yield the response's server-sent events.
-
-    429 and 5xx answers are retried up to ``call.max_attempts`` times with exponential
-    backoff, honouring ``Retry-After`` up to ``DEFAULT_MAX_RETRY_DELAY_SECS``. Retries only
-    happen before any event was delivered, so nothing is ever streamed twice. Leaving the
-    block (normally, by error or by trio cancellation) closes the connection.
-    """
-    endpoint = call.endpoint
-    headers = {
-        **call.headers,
-        "Accept": "text/event-stream",
-        "Cache-Control": "no-store",
-    }
-    timeout = httpx.Timeout(call.timeout_secs)
-    async with AsyncExitStack() as stack:
-        client = await stack.enter_async_context(
-            httpx.AsyncClient(timeout=timeout, follow_redirects=False)
-        )
-        attempt = 0
-        while True:
-            attempt += 1
-            async with AsyncExitStack() as attempt_stack:
-                logger.debug("POST %s (attempt %d)", endpoint.url, attempt)
-                try:
-                    response = await attempt_stack.enter_async_context(
-                        client.stream("POST", endpoint.url, headers=headers, json=call.body)
-                    )
-                    if response.is_success:
-                        # Keep this response open past the attempt block.
-                        stack.push_async_exit(attempt_stack.pop_all())
-                        break
-                    body = await _read_bounded(response, DEFAULT_MAX_ERROR_BODY_BYTES)
-                except httpx.HTTPError as error:
-                    raise transport_error(endpoint, error, call.timeout_secs) from None
-            status = response.status_code
-            delay = _retry_delay(response, attempt)
-            detail = _error_detail(body, call.api_key)
-            if delay is None or attempt >= call.max_attempts:
-                raise status_error(
-                    endpoint,
-                    status,
-                    detail,
-                    attempts=attempt,
-                    retry_after=parse_retry_after(response.headers.get("retry-after")),
-                )
-            logger.warning(
-                "%s answered HTTP %d (attempt %d of %d); retrying in %.1f s",
-                endpoint.label,
-                status,
-                attempt,
-                call.max_attempts,
-                delay,
-            )
-            await trio.sleep(delay)
-
-        events = _iter_events(response, call)
-        try:
-            yield events
-        finally:
-            await finish_stream(events)
-
-
-async def _iter_events(
-    response: httpx.Response, call: SseCall
-) -> AsyncGenerator[ServerSentEvent, None]:
-    endpoint = call.endpoint
-    assert isinstance(response.stream, httpx.AsyncByteStream)  # AsyncClient responses are async
-    response.stream = _CappedStream(response.stream, call.max_response_bytes, endpoint)
-    source = EventSource(response)
-    try:
-        async for event in source.aiter_sse():
-            yield event
-    except SSEError:
-        content_type = response.headers.get("content-type", "(none)")
-        raise ProviderError(
-            f"{endpoint.label} did not answer with an event stream (Content-Type "
-            f"{content_type}). Check that `uri` in [{endpoint.config_table}] points at an "
-            "API that supports streaming."
-        ) from None
-    except httpx.HTTPError as error:
-        raise transport_error(endpoint, error, call.timeout_secs) from None
-
-
 def decode_event_json(event: ServerSentEvent, endpoint: Endpoint) -> dict[str, Any]:
     """An event's ``data`` as a JSON object, or a ProviderError saying the stream is garbled."""
     try:
-        decoded = json.loads(event.data)
-    except ValueError:
+        decoded = _decode_json(event.data)
+    except ValueError:  # msgspec.DecodeError, and ValidationError for out-of-range numbers
         decoded = None
     if not isinstance(decoded, dict):
         raise ProviderError(

@@ -13,19 +13,19 @@ arbitrary file to the model.
 from __future__ import annotations
 
 import base64
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from acp_core.blobs import DEFAULT_MAX_BLOB_BYTES, guess_mime
+from acp_server.agent.uploads import UPLOADS_DIR_NAME, read_verified
 from acp_server.config import DEFAULT_AGENT_ALIAS, Config
-from acp_server.storage.uploads import UPLOADS_DIR_NAME, read_verified
+from acp_server.patterns import LazyPattern
 
-IMAGE_MARKER: Final = re.compile(r"\[IMAGE:([^\]\n]+)\]")
+IMAGE_MARKER: Final = LazyPattern(r"\[IMAGE:([^\]\n]+)\]")
 IMAGE_MIME_TYPES: Final = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 """What both providers accept as image input."""
-_UPLOAD_NAME: Final = re.compile(r"[0-9a-f]{64}\.[a-z0-9]+")
+_UPLOAD_NAME: Final = LazyPattern(r"[0-9a-f]{64}\.[a-z0-9]+")
 
 
 def agent_sees_images(config: Config, alias: str | None) -> bool:

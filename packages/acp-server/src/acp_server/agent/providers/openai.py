@@ -39,7 +39,6 @@ from typing import Any, Final
 
 import trio
 
-from acp_server.agent.conversation import ChatMessage, ToolCall, Usage
 from acp_server.agent.providers.base import (
     ModelRequest,
     Provider,
@@ -59,7 +58,6 @@ from acp_server.agent.providers.http import (
     decode_event_json,
     int_field,
     join_url,
-    open_sse,
     parse_tool_arguments,
     provider_table,
     resolve_api_key,
@@ -67,6 +65,7 @@ from acp_server.agent.providers.http import (
 )
 from acp_server.agent.providers.images import openai_content
 from acp_server.config import ProviderConfig
+from acp_server.model import ChatMessage, ToolCall, Usage
 
 CHAT_COMPLETIONS_PATH: Final = "/chat/completions"
 DONE_SENTINEL: Final = "[DONE]"
@@ -342,6 +341,7 @@ class OpenAIChatProvider:
         body = await trio.to_thread.run_sync(build) if self._config.vision else build()
         call = SseCall(
             endpoint=endpoint,
+            pool=f"provider {self._config.ref}",
             headers=headers,
             body=body,
             timeout_secs=self._config.timeout_secs,
@@ -349,6 +349,8 @@ class OpenAIChatProvider:
         )
         assembler = _ChunkAssembler(endpoint)
         done = False
+        from acp_server.agent.providers.sse import open_sse  # httpx: on the first call only
+
         async with open_sse(call) as events:
             async for event in events:
                 if event.data.strip() == DONE_SENTINEL:

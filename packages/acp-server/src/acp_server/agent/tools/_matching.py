@@ -21,9 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-import re2  # type: ignore[import-untyped]
-
-from acp_server.agent.tools.base import ToolError
+from acp_server.agent.tools.base import RefusedCall
 
 MAX_PATTERN_CHARS: Final = 4096
 """Longest regular expression or glob pattern accepted."""
@@ -31,6 +29,8 @@ _EMPTY_CLASS: Final = r"[^\x00-\x{10FFFF}]"
 
 
 def _options(*, case_sensitive: bool) -> Any:
+    import re2  # type: ignore[import-untyped]  # on the first search, not at start-up
+
     options = re2.Options()
     options.case_sensitive = case_sensitive
     options.log_errors = False
@@ -40,6 +40,8 @@ def _options(*, case_sensitive: bool) -> Any:
 
 
 def _compile(pattern: str, *, case_sensitive: bool) -> Any:
+    import re2
+
     try:
         return re2.compile(pattern, _options(case_sensitive=case_sensitive))
     except re2.error as exc:
@@ -54,13 +56,13 @@ class LinePattern:
 
     def __init__(self, pattern: str, *, case_sensitive: bool) -> None:
         if len(pattern) > MAX_PATTERN_CHARS:
-            raise ToolError(
+            raise RefusedCall(
                 f"Pattern too long: {len(pattern)} characters (limit: {MAX_PATTERN_CHARS})"
             )
         try:
             self._regexp = _compile(pattern, case_sensitive=case_sensitive)
         except ValueError as exc:
-            raise ToolError(
+            raise RefusedCall(
                 f"Invalid regular expression {pattern!r}: {exc} (RE2 syntax: no lookaround "
                 "or backreferences)"
             ) from None
@@ -141,13 +143,13 @@ class GlobPattern:
 
     def __init__(self, pattern: str) -> None:
         if len(pattern) > MAX_PATTERN_CHARS:
-            raise ToolError(
+            raise RefusedCall(
                 f"Pattern too long: {len(pattern)} characters (limit: {MAX_PATTERN_CHARS})"
             )
         try:
             self._regexp = _compile(glob_to_regex(pattern), case_sensitive=True)
         except ValueError as exc:
-            raise ToolError(f"Invalid glob pattern {pattern!r}: {exc}") from None
+            raise RefusedCall(f"Invalid glob pattern {pattern!r}: {exc}") from None
 
     def matches(self, name: str) -> bool:
         return self._regexp.search(readable_name(name)) is not None

@@ -1,9 +1,9 @@
 """Replacing a file's contents so that neither a failure nor a swapped path can hurt.
 
-The parent directory is reached one component at a time from the workspace (or from
-``/`` for a path outside it), each opened relative to the previous one with
-``O_NOFOLLOW | O_DIRECTORY``: a directory swapped for a symbolic link after the policy's
-check makes the open fail instead of landing elsewhere, so the check and the use are one.
+The parent directory is reached as every file tool reaches a path
+(``acp_server.security.beneath.opened_directory``: one directory at a time from the jail
+root, following no link), so a directory swapped for a symbolic link after the policy's
+check makes the open fail instead of landing elsewhere: the check and the use are one.
 
 The new contents go to a temporary file beside the target, are ``fsync``ed and then
 renamed over it (keeping its permission bits): a full disk or an I/O error leaves the old
@@ -18,53 +18,13 @@ import errno
 import os
 import secrets
 import stat
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Final
 
 from acp_server.agent.tools.base import ToolError
 
-_DIRECTORY_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _TEMP_FLAGS: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 NEW_FILE_MODE: Final = 0o644
 """Permission bits of a file created by file_write (before the umask)."""
-
-
-def _open_child_directory(parent_fd: int, name: str, *, create: bool) -> int:
-    try:
-        return os.open(name, _DIRECTORY_FLAGS, dir_fd=parent_fd)
-    except FileNotFoundError:
-        if not create:
-            raise
-    except NotADirectoryError:
-        # Linux says ENOTDIR for a link opened with O_NOFOLLOW | O_DIRECTORY: tell them apart.
-        if stat.S_ISLNK(os.stat(name, dir_fd=parent_fd, follow_symlinks=False).st_mode):
-            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), name) from None
-        raise
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(name, 0o777, dir_fd=parent_fd)
-    return os.open(name, _DIRECTORY_FLAGS, dir_fd=parent_fd)
-
-
-@contextlib.contextmanager
-def parent_directory(root: Path, path: Path, *, create: bool) -> Iterator[int]:
-    """A descriptor of ``path``'s parent, reached from ``root`` (when ``path`` is below
-    it; from ``/`` otherwise) without following any symbolic link; missing directories
-    are created when ``create``. Raises ``OSError`` (``ELOOP`` or ``ENOTDIR`` for a link
-    or a file where a directory should be)."""
-    if path.parent.is_relative_to(root):
-        start, names = root, path.parent.relative_to(root).parts
-    else:
-        start, names = Path(path.anchor or "/"), path.parent.parts[1:]
-    fd = os.open(start, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        for name in names:
-            child = _open_child_directory(fd, name, create=create)
-            os.close(fd)
-            fd = child
-        yield fd
-    finally:
-        os.close(fd)
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -8,11 +8,12 @@ lone surrogates too (``surrogateescape``) and are shown with their bytes escaped
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-LONE_SURROGATE: Final = re.compile("[\\ud800-\\udfff]")
+from acp_server.patterns import LazyPattern
+
+LONE_SURROGATE: Final = LazyPattern("[\\ud800-\\udfff]")
 
 
 def encodable(value: Any) -> Any:

@@ -19,11 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, Protocol, TypeAlias
 
+import msgspec
+
 from acp_core import schema
 from acp_core.tools import ApprovalKind, ToolKindName, tool_kind
-from acp_server.agent.conversation import CallView, FileLocation, PlanStep, ToolRecord
 from acp_server.agent.tools._text import encodable, shown_name
+from acp_server.agent.tools._titles import TitleOf, command_title
 from acp_server.errors import ZeroclawError
+from acp_server.model import CallView, FileLocation, PlanStep, ToolRecord
 from acp_server.security import NO_RULES, PolicyViolation, SecurityPolicy, ToolRules
 from acp_server.security.sandbox.spawn import ResourceLimits
 
@@ -57,6 +60,8 @@ class ToolOutput:
     locations: tuple[FileLocation, ...] = ()
     card: tuple[schema.ToolCallContent, ...] = ()
     """Content the call's card keeps ahead of the result text (a client terminal)."""
+    ran: bool = True
+    """False when the tool refused the call before doing anything (``RefusedCall``)."""
 
 
 MAX_CARD_LOCATIONS: Final = 20
@@ -74,10 +79,38 @@ class ElicitationAnswer:
     detail: str = ""
 
 
+ChoiceQuestions: TypeAlias = Literal["names", "one_per_kind", "unasked"]
+"""How ask_user's choices can go out as permission options: ``names`` (the client shows
+each option by name: any number of choices), ``one_per_kind`` (no two options may share a
+kind), ``unasked`` (the client cannot send back one of several picks; the question is not
+asked). acp_server/protocol/client_profile.py says which client gets which."""
+
+
 class ClientSide(Protocol):
     """What the ACP client offers this session beyond permission requests (its
     ``clientCapabilities`` from ``initialize``, as allowed by ``[acp]``); each call only when
-    its flag says the client offers it (acp_server/protocol/client_calls.py)."""
+    its flag says the client offers it (acp_server/protocol/client_calls.py). And how it
+    shows permission requests (acp_server/protocol/client_profile.py)."""
+
+    @property
+    def client_name(self) -> str | None:
+        """``clientInfo.name`` from ``initialize`` (None when it sent none)."""
+        ...
+
+    @property
+    def choice_questions(self) -> ChoiceQuestions:
+        """How ask_user's choices may be asked without ``elicitation/create``."""
+        ...
+
+    @property
+    def option_ids(self) -> schema.OptionIds:
+        """The optionIds its approval options carry."""
+        ...
+
+    @property
+    def reject_with_edit(self) -> bool:
+        """Edit approvals may offer ``reject-with-edit`` (it can send the text)."""
+        ...
 
     @property
     def can_elicit(self) -> bool:
@@ -169,7 +202,12 @@ class ToolContext:
 class Tool(Protocol):
     name: str
     description: str
-    parameters: dict[str, Any]  # JSON Schema of the arguments object
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """JSON Schema of the arguments object (built-ins: their Struct's, shared)."""
+        ...
+
     side_effects: bool  # readonly risk profiles refuse tools with side effects
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput: ...
@@ -177,6 +215,12 @@ class Tool(Protocol):
 
 class ToolError(ZeroclawError):
     """A tool failed in an expected way; ``str()`` becomes ``Error: <reason>`` for the model."""
+
+
+class RefusedCall(ToolError):
+    """The tool refused the call before doing anything: its arguments are unusable (the
+    ``_args`` helpers raise it) or the policy's re-check refused them. The call did not
+    run, so it uses none of the action budget (acp_server/agent/budget.py)."""
 
 
 class ToolPresentation:
@@ -277,6 +321,28 @@ class ToolDefinition:
     legacy_record: LegacyRecord | None = None
     """Rebuilds the ``ToolRecord`` of a result stored before records were (schema < 3)
     from its text; None when the tool never streamed or delivered anything."""
+    arguments: type[msgspec.Struct] | None = None
+    """The Struct its calls' arguments are read through; the JSON Schema derived from it is
+    the tool's ``parameters`` (agent/tools/arguments.py). None: a tool whose schema comes
+    from elsewhere (an MCP server's)."""
+    title: TitleOf | None = None
+    """The card title its arguments give (``Read `notes.txt```, agent/tools/_titles.py);
+    a tool whose rules name a command is titled by the command."""
+
+    def title_of(self, arguments: Mapping[str, Any]) -> str:
+        """The title of a call's card, live, in its permission request and on replay:
+        the command of a shell-like tool (its rules' ``command_argument`` or
+        ``command_of``), else what ``title`` makes of the arguments, else the tool's name."""
+        rules = self.rules
+        command: object = None
+        if rules.command_argument is not None:
+            command = arguments.get(rules.command_argument)
+        elif rules.command_of is not None:
+            command = rules.command_of(arguments)
+        if isinstance(command, str) and command.strip():
+            return command_title(command)
+        titled = self.title(arguments) if self.title is not None else None
+        return titled or self.name
 
     @classmethod
     def fallback(cls, name: str) -> ToolDefinition:

@@ -1,6 +1,7 @@
 """deliver_file: hand a workspace file back to the client (seed, "Delivering files").
 
-The file must pass the same jail as file_read, be a regular file and be at most 10 MiB
+The file must pass the same jail as file_read (and is opened the same way: the file the
+jail checked, acp_server/security/beneath.py), be a regular file and be at most 10 MiB
 (read bounded to limit + 1, so a file growing under us is still caught). Its bytes are
 copied to ``uploads/<sha256>.<ext>`` and identified by ``attachment://deliver/<sha256>.<ext>``,
 never by the caller's filename. The model-facing result is a small JSON object carrying the
@@ -19,9 +20,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
 import trio
+from msgspec import Meta, field
 
 from acp_core.blobs import (
     DEFAULT_MAX_BLOB_BYTES,
@@ -30,18 +32,22 @@ from acp_core.blobs import (
     file_extension,
     guess_mime,
 )
-from acp_server.agent.conversation import DeliveredRecord, ToolRecord
-from acp_server.agent.tools._args import optional_str, required_str, strip_control_chars
+from acp_server.agent.tools._args import strip_control_chars
+from acp_server.agent.tools._titles import target_title
+from acp_server.agent.tools.arguments import SchemaOf, ToolArguments, parse_arguments, read_stored
 from acp_server.agent.tools.base import (
     DeliveredFile,
+    RefusedCall,
     ToolContext,
     ToolDefinition,
     ToolError,
     ToolOutput,
 )
 from acp_server.agent.tools.files import display_path, open_regular_file, resolve
-from acp_server.security import PathArgument, ToolRules, deliver_path_denial
-from acp_server.storage.uploads import UploadError, store_upload
+from acp_server.agent.uploads import UploadError, store_upload
+from acp_server.model import DeliveredRecord, ToolRecord
+from acp_server.patterns import LazyPattern
+from acp_server.security import PathArgument, SecurityPolicy, ToolRules, deliver_path_denial
 
 DEFAULT_MAX_DELIVER_BYTES: Final = DEFAULT_MAX_BLOB_BYTES
 _MIME_SHAPE: Final = frozenset(
@@ -57,8 +63,8 @@ class _Stored:
     ext: str
 
 
-def _read_bounded(path: Path, shown: str, limit: int) -> bytes:
-    with open(open_regular_file(path, shown), "rb") as handle:
+def _read_bounded(policy: SecurityPolicy, path: Path, shown: str, limit: int) -> bytes:
+    with open(open_regular_file(policy, path, shown), "rb") as handle:
         size = os.fstat(handle.fileno()).st_size
         if size > limit:
             raise ToolError(f"File too large: {size} bytes (limit: {limit} bytes)")
@@ -68,8 +74,10 @@ def _read_bounded(path: Path, shown: str, limit: int) -> bytes:
     return data
 
 
-def _copy_to_uploads(path: Path, shown: str, uploads_dir: Path, limit: int) -> _Stored:
-    data = _read_bounded(path, shown, limit)
+def _copy_to_uploads(
+    policy: SecurityPolicy, path: Path, shown: str, uploads_dir: Path, limit: int
+) -> _Stored:
+    data = _read_bounded(policy, path, shown, limit)
     digest = hashlib.sha256(data).hexdigest()
     ext = file_extension(path.name)
     # The on-disk name is the uri's last segment (seed: "the same full digest").
@@ -97,16 +105,31 @@ def _legacy_delivery_record(arguments: Mapping[str, Any], text: str) -> ToolReco
     if delivered is None:
         return None
     filename, size, uri = delivered
-    try:
-        title = delivery_title(arguments, filename)
-        mime_type = delivery_mime(arguments, filename)
-    except ToolError:
+    given = read_stored(DeliverFileArguments, arguments)
+    if given is None:
         return None
     return ToolRecord(
         delivered=DeliveredRecord(
-            uri=uri, filename=filename, title=title, mime_type=mime_type, size=size
+            uri=uri,
+            filename=filename,
+            title=delivery_title(given, filename),
+            mime_type=delivery_mime(given, filename),
+            size=size,
         )
     )
+
+
+class DeliverFileArguments(ToolArguments):
+    path: Annotated[str, Meta(min_length=1, description="File path inside the workspace.")]
+    mime_type: (
+        Annotated[str, Meta(description="MIME type; guessed from the extension if omitted.")] | None
+    ) = field(default=None, name="mimeType")
+    title: (
+        Annotated[
+            str, Meta(description="Chat label, e.g. 'Quarterly report' (default: the filename).")
+        ]
+        | None
+    ) = None
 
 
 class DeliverFileTool:
@@ -114,7 +137,9 @@ class DeliverFileTool:
         name="deliver_file",
         kind="other",
         rules=ToolRules(path_argument=PathArgument(plain=True)),
+        title=target_title("Deliver", "path"),
         legacy_record=_legacy_delivery_record,
+        arguments=DeliverFileArguments,
     )
     name = definition.name
     description = (
@@ -125,37 +150,30 @@ class DeliverFileTool:
     # Reads a workspace file; the uploads/ copy is server-managed storage, so read-only
     # profiles may still hand files to the user.
     side_effects = False
+    parameters = SchemaOf(DeliverFileArguments)
 
     def __init__(self, *, max_bytes: int = DEFAULT_MAX_DELIVER_BYTES) -> None:
-        self.parameters: dict[str, Any] = {
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "File path inside the workspace."},
-                "mimeType": {"type": "string", "description": "MIME type; guessed from the extension if omitted."},
-                "title": {"type": "string", "description": "Chat label, e.g. 'Quarterly report' (default: the filename)."},
-            },
-            "required": ["path"],
-            "additionalProperties": False,
-        }  # fmt: skip
         self.max_bytes = max_bytes
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        raw_path = required_str(arguments, "path")
-        denial = deliver_path_denial(raw_path)
+        given = parse_arguments(DeliverFileArguments, arguments)
+        denial = deliver_path_denial(given.path)
         if denial is not None:
-            raise ToolError(denial)
-        path = resolve(ctx, raw_path)
+            raise RefusedCall(denial)
+        path = resolve(ctx, given.path)
         shown = display_path(ctx.policy, path)
-        stored = await trio.to_thread.run_sync(
-            _copy_to_uploads, path, shown, ctx.uploads_dir, self.max_bytes
-        )
         filename = path.name
+        title = delivery_title(given, filename)
+        mime_type = delivery_mime(given, filename)
+        stored = await trio.to_thread.run_sync(
+            _copy_to_uploads, ctx.policy, path, shown, ctx.uploads_dir, self.max_bytes
+        )
         delivered = DeliveredFile(
             uri=deliver_uri(stored.sha256, stored.ext),
             path=stored.path,
             filename=filename,
-            title=delivery_title(arguments, filename),
-            mime_type=delivery_mime(arguments, filename),
+            title=title,
+            mime_type=mime_type,
             size=stored.size,
             sha256=stored.sha256,
         )
@@ -190,7 +208,7 @@ def delivery_summary(filename: str, size: int) -> str:
     return f"Delivered {filename} ({size} bytes)"
 
 
-_DELIVERY_TEXT: Final = re.compile(
+_DELIVERY_TEXT: Final = LazyPattern(
     r"Delivered (?P<filename>.+) \((?P<size>[0-9]+) bytes\)\n"
     r"uri=(?P<uri>" + re.escape(DELIVER_URI_PREFIX) + r"[0-9a-f]{64}(?:\.[0-9a-z]{1,16})?)",
     re.DOTALL,
@@ -204,19 +222,11 @@ def parse_delivery_text(text: str) -> tuple[str, int, str] | None:
     return None if match is None else (match["filename"], int(match["size"]), match["uri"])
 
 
-def delivery_title(arguments: Mapping[str, Any], filename: str) -> str:
-    """The chat label: the caller's title without control characters, else the filename.
-
-    Raises:
-        ToolError: ``title`` is not a string.
-    """
-    return strip_control_chars(optional_str(arguments, "title") or "").strip() or filename
+def delivery_title(given: DeliverFileArguments, filename: str) -> str:
+    """The chat label: the caller's title without control characters, else the filename."""
+    return strip_control_chars(given.title or "").strip() or filename
 
 
-def delivery_mime(arguments: Mapping[str, Any], filename: str) -> str:
-    """The caller's ``mimeType`` when plausible, else a guess from the filename.
-
-    Raises:
-        ToolError: ``mimeType`` is not a string.
-    """
-    return _clean_mime(optional_str(arguments, "mimeType"), filename)
+def delivery_mime(given: DeliverFileArguments, filename: str) -> str:
+    """The caller's ``mimeType`` when plausible, else a guess from the filename."""
+    return _clean_mime(given.mime_type, filename)

@@ -1,10 +1,10 @@
 """file_read, file_write and file_edit: text files inside the session jail.
 
 Every path goes through ``SecurityPolicy.resolve_path`` and the tools act on the real
-path it returns; reads open it with ``O_NOFOLLOW``, and writes reach it through directory
-handles that follow no link and replace the file atomically (``_replace``), so a symlink
-swapped in after the check is never followed and a failed write loses nothing. Disk work
-runs in a worker thread.
+path it returns, reached from its jail root one directory at a time without following any
+link (acp_server/security/beneath.py), reads and writes alike; writes then replace the
+file atomically (``_replace``). A symlink swapped in after the check is never followed,
+and a failed write loses nothing. Disk work runs in a worker thread.
 
 When the ACP client offers ``fs/read_text_file`` / ``fs/write_text_file`` (``ClientSide``,
 ``[acp] client_fs``), the text is read and written through the client instead, so the
@@ -20,18 +20,20 @@ import os
 import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, BinaryIO, Final
+from typing import Annotated, Any, BinaryIO, Final
 
 import trio
+from msgspec import Meta
 
 from acp_core import schema
-from acp_server.agent.conversation import CallView, FileDiff, FileLocation
-from acp_server.agent.tools._args import optional_int, required_str
-from acp_server.agent.tools._replace import parent_directory, replace_contents, write_error
+from acp_server.agent.tools._replace import replace_contents, write_error
 from acp_server.agent.tools._text import encodable, shown_name
+from acp_server.agent.tools._titles import target_title
+from acp_server.agent.tools.arguments import SchemaOf, ToolArguments, parse_arguments
 from acp_server.agent.tools.base import (
     DEFAULT_MAX_TOOL_OUTPUT_BYTES,
     ClientSide,
+    RefusedCall,
     ToolContext,
     ToolDefinition,
     ToolError,
@@ -39,7 +41,9 @@ from acp_server.agent.tools.base import (
     ToolPresentation,
     located_argument,
 )
+from acp_server.model import CallView, FileDiff, FileLocation
 from acp_server.security import PathArgument, PolicyViolation, SecurityPolicy, ToolRules
+from acp_server.security.beneath import READ_FLAGS, open_beneath, opened_directory
 
 DEFAULT_READ_LIMIT_LINES: Final = 2000
 """Lines file_read returns when the model gives no ``limit``."""
@@ -55,7 +59,7 @@ def resolve(ctx: ToolContext, path: str, *, for_write: bool = False) -> Path:
     try:
         return ctx.policy.resolve_path(path, for_write=for_write)
     except PolicyViolation as violation:
-        raise ToolError(str(violation)) from None
+        raise RefusedCall(str(violation)) from None
 
 
 def relative_path(policy: SecurityPolicy, path: Path) -> str:
@@ -76,20 +80,39 @@ def looks_binary(sample: bytes) -> bool:
     return b"\x00" in sample
 
 
-def open_regular_file(path: Path | str, shown: str, *, directory_fd: int | None = None) -> int:
-    """Open a regular file for reading without following a final symlink or blocking on a
-    FIFO; ``path`` is relative to ``directory_fd`` when one is given."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+def open_regular_file(policy: SecurityPolicy, path: Path, shown: str) -> int:
+    """Open ``path`` (a real path the jail resolved) for reading, reached from its jail
+    root without following any link (acp_server/security/beneath.py): the file the jail
+    checked, or a ``ToolError``. Never blocks on a FIFO; anything but a regular file is
+    refused on the open descriptor."""
     try:
-        fd = os.open(path, flags, dir_fd=directory_fd)
-    except FileNotFoundError:
-        raise ToolError(f"File not found: {shown}") from None
-    except IsADirectoryError:
-        raise ToolError(f"Not a regular file: {shown} is a directory") from None
+        fd = open_beneath(policy.jail.roots, path)
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise ToolError(f"Refusing to follow a symbolic link: {shown}") from None
-        raise ToolError(f"Cannot open {shown}: {exc.strerror}") from None
+        raise _open_error(exc, shown) from None
+    return _regular(fd, shown)
+
+
+def open_regular_at(directory_fd: int, name: str, shown: str) -> int:
+    """``open_regular_file`` for ``name`` in a directory already reached that way."""
+    try:
+        fd = os.open(name, READ_FLAGS, dir_fd=directory_fd)
+    except OSError as exc:
+        raise _open_error(exc, shown) from None
+    return _regular(fd, shown)
+
+
+def _open_error(exc: OSError, shown: str) -> ToolError:
+    if isinstance(exc, FileNotFoundError):
+        return ToolError(f"File not found: {shown}")
+    if isinstance(exc, IsADirectoryError):
+        return ToolError(f"Not a regular file: {shown} is a directory")
+    if exc.errno == errno.ELOOP:
+        return ToolError(f"Refusing to follow a symbolic link: {shown}")
+    return ToolError(f"Cannot open {shown}: {exc.strerror}")
+
+
+def _regular(fd: int, shown: str) -> int:
+    """``fd`` when it is a regular file; else it is closed and a ``ToolError`` says why."""
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
@@ -108,8 +131,8 @@ def _bounded_lines(handle: BinaryIO, max_bytes: int) -> Iterator[bytes]:
         yield line
 
 
-def _read_lines(path: Path, shown: str, offset: int, limit: int) -> str:
-    fd = open_regular_file(path, shown)
+def _read_lines(policy: SecurityPolicy, path: Path, shown: str, offset: int, limit: int) -> str:
+    fd = open_regular_file(policy, path, shown)
     with open(fd, "rb") as handle:
         return numbered_lines(handle, shown, offset, limit)
 
@@ -204,14 +227,14 @@ class FileEditPresentation(ToolPresentation):
         path = Path(location.path)
         shown = display_path(policy, path)
         if self.old_key is None:
-            before = _text_before_write(path, shown)
+            before = _text_before_write(policy, path, shown)
             diff = FileDiff(location.path, before, encodable(new))
             return CallView(diffs=(diff,), locations=(location,))
         old = arguments.get(self.old_key)
         if not isinstance(old, str) or not old or old == new:
             return CallView(locations=(location,))  # the tool says what is wrong
         try:
-            text = _read_text_to_edit(path, shown)
+            text = _read_text_to_edit(policy, path, shown)
         except ToolError as exc:
             return CallView(locations=(location,), refusal=f"Error: {exc}")
         return _edit_view(location, shown, text, old, new)
@@ -269,13 +292,19 @@ DIFF_CONTEXT_LINES: Final = 5
 """Unchanged lines shown before and after an edit in a file too large to show whole."""
 
 
-def _text_before_write(path: Path, shown: str) -> str | None:
+def _text_before_write(policy: SecurityPolicy, path: Path, shown: str) -> str | None:
     """What file_write replaces: None when there is no file yet; the file's text up to
     ``MAX_WHOLE_FILE_DIFF_BYTES``; for a larger or binary file a line saying what it was."""
     try:
-        fd = open_regular_file(path, shown)
+        fd = open_beneath(policy.jail.roots, path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"({shown} cannot be read: {_open_error(exc, shown)})"
+    try:
+        fd = _regular(fd, shown)
     except ToolError:
-        return None if not os.path.lexists(path) else f"({shown} is not a regular file)"
+        return f"({shown} is not a regular file)"
     with open(fd, "rb") as handle:
         size = os.fstat(handle.fileno()).st_size
         data = handle.read(MAX_WHOLE_FILE_DIFF_BYTES + 1)
@@ -286,8 +315,8 @@ def _text_before_write(path: Path, shown: str) -> str | None:
     return data.decode("utf-8", errors="replace")
 
 
-def _read_text_to_edit(path: Path, shown: str) -> str:
-    fd = open_regular_file(path, shown)
+def _read_text_to_edit(policy: SecurityPolicy, path: Path, shown: str) -> str:
+    fd = open_regular_file(policy, path, shown)
     with open(fd, "rb") as handle:
         data = handle.read(DEFAULT_MAX_WRITE_BYTES + 1)
     return _edit_text(data, shown)
@@ -313,12 +342,25 @@ def _edit_context(text: str, start: int, old: str, new: str) -> tuple[str, str]:
     return text[first:last], text[first:start] + new + text[end:last]
 
 
+WorkspacePath = Annotated[
+    str, Meta(min_length=1, description="File path, relative to the workspace.")
+]
+
+
+class FileReadArguments(ToolArguments):
+    path: WorkspacePath
+    offset: Annotated[int, Meta(ge=1, description="First line (1-based).")] | None = None
+    limit: Annotated[int, Meta(ge=1, description="Number of lines.")] | None = None
+
+
 class FileReadTool:
     definition: Final = ToolDefinition(
         name="file_read",
         kind="other",
         rules=ToolRules(path_argument=PathArgument()),
         presentation=ToolPresentation(line_argument="offset"),
+        title=target_title("Read", "path"),
+        arguments=FileReadArguments,
     )
     name = definition.name
     description = (
@@ -327,38 +369,32 @@ class FileReadTool:
         "to page through long files."
     )
     side_effects = False
-
-    def __init__(self) -> None:
-        self.parameters: dict[str, Any] = {
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "File path, relative to the workspace."},
-                "offset": {"type": "integer", "minimum": 1, "description": "First line (1-based)."},
-                "limit": {"type": "integer", "minimum": 1, "description": "Number of lines."},
-            },
-            "required": ["path"],
-            "additionalProperties": False,
-        }
+    parameters = SchemaOf(FileReadArguments)
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        raw_path = required_str(arguments, "path")
-        offset = optional_int(arguments, "offset", minimum=1) or 1
-        limit = optional_int(arguments, "limit", minimum=1) or DEFAULT_READ_LIMIT_LINES
-        path = resolve(ctx, raw_path)
+        given = parse_arguments(FileReadArguments, arguments)
+        offset = given.offset or 1
+        limit = given.limit or DEFAULT_READ_LIMIT_LINES
+        path = resolve(ctx, given.path)
         shown = display_path(ctx.policy, path)
         if ctx.client is not None and ctx.client.reads_files:
             content = await ctx.client.read_text_file(path)
             return ToolOutput(numbered_lines(io.BytesIO(content.encode()), shown, offset, limit))
-        text = await trio.to_thread.run_sync(_read_lines, path, shown, offset, limit)
+        text = await trio.to_thread.run_sync(_read_lines, ctx.policy, path, shown, offset, limit)
         return ToolOutput(text)
 
 
-def _write_file(root: Path, path: Path, shown: str, data: bytes) -> None:
+def _write_file(policy: SecurityPolicy, path: Path, shown: str, data: bytes) -> None:
     try:
-        with parent_directory(root, path, create=True) as directory:
+        with opened_directory(policy.jail.roots, path.parent, create=True) as directory:
             replace_contents(directory, path.name, data, shown)
     except OSError as exc:
         raise write_error(exc, shown) from None
+
+
+class FileWriteArguments(ToolArguments):
+    path: WorkspacePath
+    content: Annotated[str, Meta(description="The complete new file content.")]
 
 
 class FileWriteTool:
@@ -367,6 +403,8 @@ class FileWriteTool:
         kind="edit",
         rules=ToolRules(path_argument=PathArgument(for_write=True)),
         presentation=FileEditPresentation(old_key=None, new_key="content"),
+        title=target_title("Write", "path"),
+        arguments=FileWriteArguments,
     )
     name = definition.name
     description = (
@@ -374,38 +412,28 @@ class FileWriteTool:
         "parent directories are created. Prefer file_edit for changing part of a file."
     )
     side_effects = True
-
-    def __init__(self) -> None:
-        self.parameters: dict[str, Any] = {
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "File path, relative to the workspace."},
-                "content": {"type": "string", "description": "The complete new file content."},
-            },
-            "required": ["path", "content"],
-            "additionalProperties": False,
-        }
+    parameters = SchemaOf(FileWriteArguments)
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        raw_path = required_str(arguments, "path")
-        content = required_str(arguments, "content", allow_empty=True)
+        given = parse_arguments(FileWriteArguments, arguments)
+        content = given.content
         data = content.encode("utf-8")
         if len(data) > DEFAULT_MAX_WRITE_BYTES:
-            raise ToolError(
+            raise RefusedCall(
                 f"Content too large: {len(data)} bytes (limit: {DEFAULT_MAX_WRITE_BYTES} bytes)"
             )
-        path = resolve(ctx, raw_path, for_write=True)
+        path = resolve(ctx, given.path, for_write=True)
         shown = display_path(ctx.policy, path)
         if ctx.client is not None and ctx.client.writes_files:
             await ctx.client.write_text_file(path, content)
         else:
-            await trio.to_thread.run_sync(_write_file, ctx.policy.workspace, path, shown, data)
+            await trio.to_thread.run_sync(_write_file, ctx.policy, path, shown, data)
         return ToolOutput(f"Wrote {len(data)} bytes to {shown}")
 
 
-def _edit_file(root: Path, path: Path, shown: str, old: str, new: str) -> str:
+def _edit_file(policy: SecurityPolicy, path: Path, shown: str, old: str, new: str) -> str:
     try:
-        with parent_directory(root, path, create=False) as directory:
+        with opened_directory(policy.jail.roots, path.parent) as directory:
             return _edit_in(directory, path.name, shown, old, new)
     except FileNotFoundError:
         raise ToolError(f"File not found: {shown}") from None
@@ -447,7 +475,7 @@ def locate_once(text: str, old: str, shown: str) -> int:
 
 
 def _edit_in(directory: int, name: str, shown: str, old: str, new: str) -> str:
-    text = _text_to_edit(open_regular_file(name, shown, directory_fd=directory), shown)
+    text = _text_to_edit(open_regular_at(directory, name, shown), shown)
     updated, summary = edited_text(text, shown, old, new)
     replace_contents(directory, name, updated.encode("utf-8"), shown)
     return summary
@@ -481,8 +509,15 @@ async def _edit_through_client(
         await client.write_text_file(path, updated)
     else:
         data = updated.encode("utf-8")
-        await trio.to_thread.run_sync(_write_file, ctx.policy.workspace, path, shown, data)
+        await trio.to_thread.run_sync(_write_file, ctx.policy, path, shown, data)
     return summary
+
+
+class FileEditArguments(ToolArguments):
+    path: WorkspacePath
+    # Not declared non-empty: the tool's own refusal says to use file_write instead.
+    old_string: Annotated[str, Meta(description="Exact text to replace.")]
+    new_string: Annotated[str, Meta(description="Replacement text.")]
 
 
 class FileEditTool:
@@ -491,6 +526,8 @@ class FileEditTool:
         kind="edit",
         rules=ToolRules(path_argument=PathArgument(for_write=True)),
         presentation=FileEditPresentation(old_key="old_string", new_key="new_string"),
+        title=target_title("Edit", "path"),
+        arguments=FileEditArguments,
     )
     name = definition.name
     description = (
@@ -499,38 +536,24 @@ class FileEditTool:
         "to make it unique. new_string may be empty to delete the text."
     )
     side_effects = True
-
-    def __init__(self) -> None:
-        self.parameters: dict[str, Any] = {
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "File path, relative to the workspace."},
-                "old_string": {"type": "string", "description": "Exact text to replace."},
-                "new_string": {"type": "string", "description": "Replacement text."},
-            },
-            "required": ["path", "old_string", "new_string"],
-            "additionalProperties": False,
-        }
+    parameters = SchemaOf(FileEditArguments)
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        raw_path = required_str(arguments, "path")
-        old = required_str(arguments, "old_string", allow_empty=True)
-        new = required_str(arguments, "new_string", allow_empty=True)
+        given = parse_arguments(FileEditArguments, arguments)
+        old, new = given.old_string, given.new_string
         if not old:
-            raise ToolError("old_string must not be empty; use file_write to create a file")
+            raise RefusedCall("old_string must not be empty; use file_write to create a file")
         if old == new:
-            raise ToolError("old_string and new_string are identical; nothing to change")
-        path = resolve(ctx, raw_path, for_write=True)
+            raise RefusedCall("old_string and new_string are identical; nothing to change")
+        path = resolve(ctx, given.path, for_write=True)
         shown = display_path(ctx.policy, path)
         client = ctx.client
         if client is not None and client.reads_files:
             return ToolOutput(await _edit_through_client(ctx, client, path, shown, old, new))
         if client is not None and client.writes_files:
-            text = await trio.to_thread.run_sync(_read_text_to_edit, path, shown)
+            text = await trio.to_thread.run_sync(_read_text_to_edit, ctx.policy, path, shown)
             updated, summary = edited_text(text, shown, old, new)
             await client.write_text_file(path, updated)
             return ToolOutput(summary)
-        text = await trio.to_thread.run_sync(
-            _edit_file, ctx.policy.workspace, path, shown, old, new
-        )
+        text = await trio.to_thread.run_sync(_edit_file, ctx.policy, path, shown, old, new)
         return ToolOutput(text)

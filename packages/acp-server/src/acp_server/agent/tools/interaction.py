@@ -1,10 +1,15 @@
 """Tools that talk to the person rather than the machine: ask_user, escalate_to_human, todo_write.
 
 On ACP, ask_user maps its choices onto ``session/request_permission`` options (seed,
-"session/request_permission"). A free-form question (no choices), or several choices the
-user may pick together (``multi_select``), is an ACP ``elicitation/create`` form when the
-client advertises ``elicitation.form``: one text field, or the choices as an enum array;
-without that capability ask_user fails fast, as the seed says. escalate_to_human's text reaches the client as an
+"session/request_permission") for clients that show each option by its name. A client
+that answers permission requests by the option's kind gets one option per kind (at most
+``MAX_ONE_PER_KIND_CHOICES`` choices), or a form when it offers one; a client that
+cannot send back the person's pick at all is not asked: the call fails fast and the
+model asks in its reply (acp_server/protocol/client_profile.py says which client is
+which). A free-form question (no choices), or several choices the user may pick together
+(``multi_select``), is an ACP ``elicitation/create`` form when the client advertises
+``elicitation.form``: one text field, or the choices as an enum array; without that
+capability ask_user fails fast, as the ZeroClaw ACP docs say. escalate_to_human's text reaches the client as an
 ``agent_message_chunk``; waiting for a reply is not possible on ACP. todo_write replaces
 the session plan, which the runtime emits as a ``plan`` update.
 """
@@ -12,11 +17,29 @@ the session plan, which the runtime emits as a ``plan`` update.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final, Literal, cast
+from typing import Annotated, Any, Final, Literal, get_args
 
-from acp_server.agent.conversation import PlanStep, StreamedPlan, StreamedText, ToolRecord
-from acp_server.agent.tools._args import optional_bool, optional_str, required_str
-from acp_server.agent.tools.base import ToolContext, ToolDefinition, ToolError, ToolOutput
+import msgspec
+from msgspec import Meta, field
+
+from acp_core import schema
+from acp_server.agent.tools._titles import prose_title
+from acp_server.agent.tools.arguments import (
+    SchemaOf,
+    ToolArguments,
+    one_of,
+    parse_arguments,
+    read_stored,
+)
+from acp_server.agent.tools.base import (
+    ClientSide,
+    RefusedCall,
+    ToolContext,
+    ToolDefinition,
+    ToolError,
+    ToolOutput,
+)
+from acp_server.model import PlanStep, StreamedPlan, StreamedText, ToolRecord
 from acp_server.security import ToolRules
 
 DEFAULT_MAX_CHOICES: Final = 20
@@ -25,19 +48,45 @@ DEFAULT_MAX_QUESTION_CHARS: Final = 4000
 DEFAULT_MAX_ESCALATION_CHARS: Final = 16_000
 DEFAULT_MAX_TODOS: Final = 100
 DEFAULT_MAX_TODO_CHARS: Final = 1000
-URGENCY_LEVELS: Final = ("low", "medium", "high", "critical")
+Urgency = Literal["low", "medium", "high", "critical"]
+URGENCY_LEVELS: Final = get_args(Urgency)
 ESCALATION_SHOWN_PREFIX: Final = "Escalation shown to the user"
 """How an escalate_to_human result starts when the text reached the chat."""
 PLAN_UPDATED_PREFIX: Final = "Plan updated:"
 """How a todo_write result starts when the tool set the plan."""
 # Tools that only talk to the user approve themselves (ToolRules.self_approving).
 _TALKS_TO_THE_USER: Final = ToolRules(self_approving=True)
-_STATUSES: Final = ("pending", "in_progress", "completed")
-_PRIORITIES: Final = ("high", "medium", "low")
+Status = Literal["pending", "in_progress", "completed"]
+_STATUSES: Final = get_args(Status)
+Priority = Literal["high", "medium", "low"]
+
+
+class AskUserArguments(ToolArguments):
+    question: Annotated[str, Meta(min_length=1, max_length=DEFAULT_MAX_QUESTION_CHARS)]
+    # No choices, or none (``[]``): a free-form question.
+    choices: (
+        Annotated[
+            list[Annotated[str, Meta(min_length=1, max_length=DEFAULT_MAX_CHOICE_CHARS)]],
+            Meta(max_length=DEFAULT_MAX_CHOICES),
+        ]
+        | None
+    ) = None
+    multi_select: (
+        Annotated[bool, Meta(description="The user may pick several choices (default false).")]
+        | None
+    ) = None
 
 
 class AskUserTool:
-    definition: Final = ToolDefinition(name="ask_user", kind="execute", rules=_TALKS_TO_THE_USER)
+    # A question is not execution: kind "other" (CodeCompanion.nvim would label it
+    # "Execute: …"), titled by the question itself.
+    definition: Final = ToolDefinition(
+        name="ask_user",
+        kind="other",
+        rules=_TALKS_TO_THE_USER,
+        title=prose_title("question"),
+        arguments=AskUserArguments,
+    )
     name = definition.name
     description = (
         "Ask the user a question and wait for the answer: a pick from 'choices', several "
@@ -46,61 +95,37 @@ class AskUserTool:
         "or ask in your reply instead."
     )
     side_effects = False
-
-    def __init__(self) -> None:
-        self.parameters: dict[str, Any] = {
-            "type": "object",
-            "properties": {
-                "question": {"type": "string"},
-                "choices": {
-                    "type": "array",
-                    "items": {"type": "string"},
-                    "minItems": 1,
-                    "maxItems": DEFAULT_MAX_CHOICES,
-                },
-                "multi_select": {
-                    "type": "boolean",
-                    "description": "The user may pick several choices (default false).",
-                },
-            },
-            "required": ["question"],
-            "additionalProperties": False,
-        }
+    parameters = SchemaOf(AskUserArguments)
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        question = required_str(arguments, "question")
-        if len(question) > DEFAULT_MAX_QUESTION_CHARS:
-            raise ToolError(
-                f"question is too long (limit: {DEFAULT_MAX_QUESTION_CHARS} characters)"
-            )
-        raw_choices = arguments.get("choices")
-        multi_select = optional_bool(arguments, "multi_select")
+        given = parse_arguments(AskUserArguments, arguments)
+        question, choices = given.question, given.choices
         client = ctx.client
         can_elicit = client is not None and client.can_elicit
-        if raw_choices is None or raw_choices == []:
+        if not choices:
             if not can_elicit:
-                raise ToolError(
+                raise RefusedCall(
                     "ask_user needs 'choices' on this connection: the client does not show "
                     "free-form questions (ACP elicitation, the elicitation RFD's form mode). "
                     "Offer choices, or ask the question in your reply and end the turn."
                 )
             return await _elicit(ctx, question, free_text_form(question))
-        if not isinstance(raw_choices, list) or not all(
-            isinstance(choice, str) and choice.strip() for choice in raw_choices
-        ):
-            raise ToolError("Invalid 'choices': expected a list of non-empty strings")
-        choices = cast(list[str], raw_choices)
-        if len(choices) > DEFAULT_MAX_CHOICES:
-            raise ToolError(f"Too many choices: {len(choices)} (limit: {DEFAULT_MAX_CHOICES})")
-        if any(len(choice) > DEFAULT_MAX_CHOICE_CHARS for choice in choices):
-            raise ToolError(f"A choice is too long (limit: {DEFAULT_MAX_CHOICE_CHARS} characters)")
-        if multi_select:
+        if not all(choice.strip() for choice in choices):
+            raise RefusedCall("Invalid 'choices': expected a list of non-empty strings")
+        if given.multi_select:
             if not can_elicit:
-                raise ToolError(
+                raise RefusedCall(
                     "multi_select needs a client that shows forms (ACP elicitation); this one "
                     "does not. Ask for one choice, or ask in your reply and end the turn."
                 )
             return await _elicit(ctx, question, multi_select_form(question, choices))
+        shows = client.choice_questions if client is not None else "names"
+        if shows != "names" and can_elicit:
+            # Only a client that shows each permission option by name gets the ZeroClaw
+            # ACP docs' permission mapping; any other that offers forms gets a form, which
+            # shows every choice by its text.
+            return await _elicit(ctx, question, single_select_form(question, choices))
+        _check_choices_can_be_asked(client, len(choices))
         picked = await ctx.ask_choice(question, choices)
         if picked is None:
             return ToolOutput(
@@ -119,6 +144,37 @@ ANSWER_FIELD: Final = "answer"
 def free_text_form(question: str) -> dict[str, Any]:
     """The ``requestedSchema`` of a free-form question: one required text field."""
     field = {"type": "string", "title": "Answer", "description": question}
+    return {"type": "object", "properties": {ANSWER_FIELD: field}, "required": [ANSWER_FIELD]}
+
+
+def _check_choices_can_be_asked(client: ClientSide | None, count: int) -> None:
+    """Fail fast where a permission request cannot carry the person's pick faithfully
+    (acp_server/protocol/client_profile.py): the model then asks in its reply instead.
+
+    Raises:
+        RefusedCall: the client answers permission requests by kind (CodeCompanion.nvim,
+            acpx, avante.nvim), or takes fewer choices than ``count``.
+    """
+    shows = client.choice_questions if client is not None else "names"
+    named = f" ({client.client_name})" if client is not None and client.client_name else ""
+    if shows == "unasked":
+        raise RefusedCall(
+            f"ask_user cannot offer choices in this client{named}: it answers a permission "
+            "request by the kind of option (allow/reject) or on its own, so the answer "
+            "could be one the user never picked. Ask the question in your reply, listing "
+            "the choices, and end the turn; the user answers in the chat."
+        )
+    if shows == "one_per_kind" and count > schema.MAX_ONE_PER_KIND_CHOICES:
+        raise RefusedCall(
+            f"This client{named} can be offered at most {schema.MAX_ONE_PER_KIND_CHOICES} "
+            f"choices (one per kind of permission option), not {count}. Offer at most "
+            f"{schema.MAX_ONE_PER_KIND_CHOICES}, or ask in your reply and end the turn."
+        )
+
+
+def single_select_form(question: str, choices: list[str]) -> dict[str, Any]:
+    """The ``requestedSchema`` of a one-choice question: the choices as a string enum."""
+    field = {"type": "string", "title": "Answer", "description": question, "enum": list(choices)}
     return {"type": "object", "properties": {ANSWER_FIELD: field}, "required": [ANSWER_FIELD]}
 
 
@@ -150,7 +206,12 @@ async def _elicit(ctx: ToolContext, question: str, form: dict[str, Any]) -> Tool
         if allowed is not None and any(item not in allowed for item in value):
             return ToolOutput("Error: the client answered with a choice not offered.", ok=False)
         return ToolOutput("The user chose: " + ", ".join(value))
-    if isinstance(value, str) and "items" not in form["properties"][ANSWER_FIELD]:
+    field = form["properties"][ANSWER_FIELD]
+    if isinstance(value, str) and "enum" in field:
+        if value not in field["enum"]:
+            return ToolOutput("Error: the client answered with a choice not offered.", ok=False)
+        return ToolOutput(f"The user chose: {value}")
+    if isinstance(value, str) and "items" not in field:
         return ToolOutput(f"The user answered: {value}")
     return ToolOutput("Error: the client accepted the question but sent no answer.", ok=False)
 
@@ -160,10 +221,25 @@ def _legacy_escalation_record(arguments: Mapping[str, Any], text: str) -> ToolRe
     chat text, rebuilt from its arguments when its result says it was shown."""
     if not text.startswith(ESCALATION_SHOWN_PREFIX):
         return None
+    given = read_stored(EscalateArguments, arguments)
+    if given is None:
+        return None
     try:
-        return ToolRecord(streamed=(StreamedText(escalation_message(arguments)),))
+        return ToolRecord(streamed=(StreamedText(escalation_message(given)),))
     except ToolError:
         return None
+
+
+class EscalateArguments(ToolArguments):
+    summary: Annotated[str, Meta(min_length=1, description="One-line summary.")]
+    context: Annotated[str, Meta(description="Details the person needs.")] | None = None
+    urgency: Annotated[Urgency, one_of(Urgency)] | None = None
+    wait_for_response: (
+        Annotated[
+            bool, Meta(description="Not supported on this connection; must be false or omitted.")
+        ]
+        | None
+    ) = None
 
 
 class EscalateToHumanTool:
@@ -171,7 +247,9 @@ class EscalateToHumanTool:
         name="escalate_to_human",
         kind="execute",
         rules=_TALKS_TO_THE_USER,
+        title=prose_title("summary", prefix="Escalate: "),
         legacy_record=_legacy_escalation_record,
+        arguments=EscalateArguments,
     )
     name = definition.name
     description = (
@@ -180,94 +258,83 @@ class EscalateToHumanTool:
         "for a reply."
     )
     side_effects = False
-
-    def __init__(self) -> None:
-        self.parameters: dict[str, Any] = {
-            "type": "object",
-            "properties": {
-                "summary": {"type": "string", "description": "One-line summary."},
-                "context": {"type": "string", "description": "Details the person needs."},
-                "urgency": {"type": "string", "enum": list(URGENCY_LEVELS)},
-                "wait_for_response": {
-                    "type": "boolean",
-                    "description": "Not supported on this connection; must be false or omitted.",
-                },
-            },
-            "required": ["summary"],
-            "additionalProperties": False,
-        }
+    parameters = SchemaOf(EscalateArguments)
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        if optional_bool(arguments, "wait_for_response"):
-            raise ToolError(
+        given = parse_arguments(EscalateArguments, arguments)
+        if given.wait_for_response:
+            raise RefusedCall(
                 "wait_for_response is not supported on ACP sessions: the escalation is shown "
                 "to the user, but a reply cannot be awaited. Call again without it and end "
                 "the turn so the user can answer."
             )
-        message = escalation_message(arguments)
-        urgency = optional_str(arguments, "urgency") or "medium"
+        message = escalation_message(given)
         await ctx.send_text(message)
-        return ToolOutput(f"{ESCALATION_SHOWN_PREFIX} ({urgency} urgency).")
+        return ToolOutput(f"{ESCALATION_SHOWN_PREFIX} ({given.urgency or 'medium'} urgency).")
 
 
-def escalation_message(arguments: Mapping[str, Any]) -> str:
+def escalation_message(given: EscalateArguments) -> str:
     """The chat text an escalate_to_human call shows, from its arguments alone.
 
     Raises:
         ToolError: the arguments are not a valid escalation.
     """
-    summary = required_str(arguments, "summary").strip()
-    context = (optional_str(arguments, "context") or "").strip()
-    urgency = optional_str(arguments, "urgency") or "medium"
-    if urgency not in URGENCY_LEVELS:
-        raise ToolError(f"Invalid 'urgency': {urgency!r} (one of {', '.join(URGENCY_LEVELS)})")
+    summary = given.summary.strip()
+    context = (given.context or "").strip()
+    urgency = given.urgency or "medium"
     if not summary:
-        raise ToolError("'summary' must not be empty")
+        raise RefusedCall("'summary' must not be empty")
     message = f"\n\n**Escalation ({urgency} urgency):** {summary}"
     if context:
         message += f"\n\n{context}"
     message += "\n\n"
     if len(message) > DEFAULT_MAX_ESCALATION_CHARS:
-        raise ToolError(
+        raise RefusedCall(
             f"Escalation is too long (limit: {DEFAULT_MAX_ESCALATION_CHARS} characters)"
         )
     return message
 
 
-def _plan_entry(index: int, raw: object) -> PlanStep:
-    where = f"todos[{index}]"
-    if not isinstance(raw, dict):
-        raise ToolError(f"Invalid {where}: expected an object with content and status")
-    content = raw.get("content")
-    if not isinstance(content, str) or not content.strip():
-        raise ToolError(f"Invalid {where}.content: expected a non-empty string")
-    if len(content) > DEFAULT_MAX_TODO_CHARS:
-        raise ToolError(f"{where}.content is too long (limit: {DEFAULT_MAX_TODO_CHARS} characters)")
-    status = raw.get("status", "pending")
-    if status not in _STATUSES:
-        raise ToolError(f"Invalid {where}.status: {status!r} (one of {', '.join(_STATUSES)})")
-    priority = raw.get("priority", "medium")
-    if priority not in _PRIORITIES:
-        raise ToolError(f"Invalid {where}.priority: {priority!r} (one of {', '.join(_PRIORITIES)})")
-    active_form = raw.get("activeForm")
-    if active_form is not None and not isinstance(active_form, str):
-        raise ToolError(f"Invalid {where}.activeForm: expected a string")
-    return PlanStep(
-        content=content.strip(),
-        status=cast(Literal["pending", "in_progress", "completed"], status),
-        priority=cast(Literal["high", "medium", "low"], priority),
-        active_form=active_form or None,
-    )
+class TodoItem(msgspec.Struct, kw_only=True):
+    """One item of todo_write's list. Other fields are ignored, not refused: models
+    trained on other agents' todo tools add some (``id``)."""
+
+    content: Annotated[str, Meta(min_length=1, max_length=DEFAULT_MAX_TODO_CHARS)]
+    status: Annotated[Status, one_of(Status)]
+    priority: Annotated[Priority, one_of(Priority)] | None = None
+    active_form: (
+        Annotated[str, Meta(description="Present-tense label, e.g. 'Running tests'.")] | None
+    ) = field(default=None, name="activeForm")
+
+
+class TodoWriteArguments(ToolArguments):
+    todos: Annotated[list[TodoItem], Meta(max_length=DEFAULT_MAX_TODOS)]
+
+
+def _plan(given: TodoWriteArguments) -> list[PlanStep]:
+    """The plan the items set: content trimmed, defaults filled in.
+
+    Raises:
+        RefusedCall: an item's content is blank.
+    """
+    steps: list[PlanStep] = []
+    for index, item in enumerate(given.todos):
+        content = item.content.strip()
+        if not content:
+            raise RefusedCall(f"'todos[{index}].content' must not be empty")
+        priority = item.priority or "medium"
+        steps.append(PlanStep(content, item.status, priority, item.active_form or None))
+    return steps
 
 
 def plan_from_todos(arguments: Mapping[str, Any]) -> tuple[PlanStep, ...] | None:
     """The plan a successful ``todo_write`` call set, or None if its arguments do not say
-    (read back the way the tool read them: content trimmed, defaults filled in)."""
-    todos = arguments.get("todos")
-    if not isinstance(todos, list):
+    (read back the way the tool read them)."""
+    given = read_stored(TodoWriteArguments, arguments)
+    if given is None:
         return None
     try:
-        return tuple(_plan_entry(index, raw) for index, raw in enumerate(todos))
+        return tuple(_plan(given))
     except ToolError:
         return None
 
@@ -281,12 +348,22 @@ def _legacy_plan_record(arguments: Mapping[str, Any], text: str) -> ToolRecord |
     return None if plan is None else ToolRecord(streamed=(StreamedPlan(plan),))
 
 
+def _plan_title(arguments: Mapping[str, Any]) -> str | None:
+    """``Update the plan (3 items)``."""
+    todos = arguments.get("todos")
+    if not isinstance(todos, list):
+        return None
+    return f"Update the plan ({len(todos)} item{'' if len(todos) == 1 else 's'})"
+
+
 class TodoWriteTool:
     definition: Final = ToolDefinition(
         name="todo_write",
         kind="other",
         rules=_TALKS_TO_THE_USER,
+        title=_plan_title,
         legacy_record=_legacy_plan_record,
+        arguments=TodoWriteArguments,
     )
     name = definition.name
     description = (
@@ -295,37 +372,10 @@ class TodoWriteTool:
         "item in_progress while working."
     )
     side_effects = False
-
-    def __init__(self) -> None:
-        self.parameters: dict[str, Any] = {
-            "type": "object",
-            "properties": {
-                "todos": {
-                    "type": "array",
-                    "maxItems": DEFAULT_MAX_TODOS,
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "content": {"type": "string"},
-                            "status": {"type": "string", "enum": list(_STATUSES)},
-                            "priority": {"type": "string", "enum": list(_PRIORITIES)},
-                            "activeForm": {"type": "string", "description": "Present-tense label, e.g. 'Running tests'."},
-                        },
-                        "required": ["content", "status"],
-                    },
-                },
-            },
-            "required": ["todos"],
-            "additionalProperties": False,
-        }  # fmt: skip
+    parameters = SchemaOf(TodoWriteArguments)
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        todos = arguments.get("todos")
-        if not isinstance(todos, list):
-            raise ToolError("Missing or invalid 'todos': expected a list of items")
-        if len(todos) > DEFAULT_MAX_TODOS:
-            raise ToolError(f"Too many todos: {len(todos)} (limit: {DEFAULT_MAX_TODOS})")
-        entries = [_plan_entry(index, raw) for index, raw in enumerate(todos)]
+        entries = _plan(parse_arguments(TodoWriteArguments, arguments))
         await ctx.set_plan(entries)
         counts = {status: sum(entry.status == status for entry in entries) for status in _STATUSES}
         return ToolOutput(

@@ -24,7 +24,7 @@ are not handed to them.
 
 Results: text passes through; embedded base64 blobs (and image/audio data) are written
 under the session's ``uploads/`` with the prompt-blob helpers (``acp_core.blobs`` naming,
-``acp_server.storage.uploads.store_upload`` writing) and replaced by the same markers a
+``acp_server.agent.uploads.store_upload`` writing) and replaced by the same markers a
 prompt attachment gets. A server that cannot start, exits, or stops answering yields an
 ``Error: …`` tool result, never an exception into the session. Stopping a server closes
 its stdin, then the SDK sends SIGTERM and SIGKILL to its process group.
@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -57,8 +56,9 @@ from acp_core.blobs import (
 )
 from acp_core.errors import InvalidParamsError
 from acp_server.agent.tools.base import DEFAULT_MAX_TOOL_OUTPUT_BYTES, ToolContext, ToolOutput
+from acp_server.agent.uploads import UploadError, store_upload
 from acp_server.config import AgentConfig, McpServerConfig
-from acp_server.storage.uploads import UploadError, store_upload
+from acp_server.patterns import LazyPattern
 
 if TYPE_CHECKING:
     # The SDK costs ~0.7 s to import: only sessions that actually start an MCP server
@@ -87,7 +87,7 @@ DEFAULT_MAX_TOOL_LIST_PAGES: Final = 32
 DEFAULT_MAX_MCP_DESCRIPTION_CHARS: Final = 2000
 """Longest tool description passed on to the model."""
 
-_UNSAFE_NAME_CHARS: Final = re.compile(r"[^A-Za-z0-9_-]+")
+_UNSAFE_NAME_CHARS: Final = LazyPattern(r"[^A-Za-z0-9_-]+")
 _EXTENSION_BY_MIME: Final = {
     "image/png": "png",
     "image/jpeg": "jpg",

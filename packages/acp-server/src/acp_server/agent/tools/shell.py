@@ -34,16 +34,18 @@ import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
 import trio
+from msgspec import Meta
 
 from acp_core import schema
 from acp_core.schema import text_tool_content
-from acp_server.agent.tools._args import required_str
+from acp_server.agent.tools.arguments import SchemaOf, ToolArguments, parse_arguments
 from acp_server.agent.tools.base import (
     DEFAULT_MAX_TOOL_OUTPUT_BYTES,
     ClientSide,
+    RefusedCall,
     ToolContext,
     ToolDefinition,
     ToolError,
@@ -227,9 +229,16 @@ def _format_output(result: ShellResult) -> str:
     return text
 
 
+class ShellArguments(ToolArguments):
+    command: Annotated[str, Meta(min_length=1, description="The command line to run.")]
+
+
 class ShellTool:
     definition: Final = ToolDefinition(
-        name="shell", kind="execute", rules=ToolRules(command_argument="command")
+        name="shell",
+        kind="execute",
+        rules=ToolRules(command_argument="command"),
+        arguments=ShellArguments,
     )
     name = definition.name
     description = (
@@ -240,16 +249,7 @@ class ShellTool:
         "workspace are refused."
     )
     side_effects = True
-
-    def __init__(self) -> None:
-        self.parameters: dict[str, Any] = {
-            "type": "object",
-            "properties": {
-                "command": {"type": "string", "description": "The command line to run."},
-            },
-            "required": ["command"],
-            "additionalProperties": False,
-        }
+    parameters = SchemaOf(ShellArguments)
 
     @staticmethod
     def _plan(command: str, ctx: ToolContext) -> SpawnPlan:
@@ -267,20 +267,20 @@ class ShellTool:
                 session_id=ctx.session_id,
                 env=env,
                 limits=ctx.shell_limits,
-                extra_roots=ctx.policy.jail.extra_roots,
+                grants=ctx.policy.jail.grants,
             )
         except (SandboxRefused, OSError) as exc:  # required but unavailable; ruleset failed
             raise ToolError(f"Sandbox error: {exc}") from None
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        command = required_str(arguments, "command")
+        command = parse_arguments(ShellArguments, arguments).command
         # Re-checked here, not only in the runtime's decide(): an approval never turns a
         # refused command into an allowed one.
         assessment = ctx.policy.assess_command(command)
         if assessment.denial is not None:
-            raise ToolError(assessment.denial)
+            raise RefusedCall(assessment.denial)
         if assessment.blocked_high_risk:
-            raise ToolError(
+            raise RefusedCall(
                 "High-risk command blocked by security policy: "
                 + "; ".join(assessment.blocked_high_risk)
             )

@@ -6,22 +6,39 @@ cancelled turn aborts the request at once). Proxy variables of the environment a
 used: the address that was checked is the address connected to. Limits are named
 below; a body over its limit is cut with a notice. Approval follows the reference's
 defaults: ``web_fetch`` is in the default ``auto_approve`` list, ``http_request`` asks.
+
+Requests go through two long-lived pools (agent/http_clients.py): plain http keeps its
+connections alive; https does not, because a pool is keyed by the address connected to
+and a kept connection was verified for the name it was opened for, not the next one.
+httpx, the URL checks and the HTML reader are imported on the first call, not when a
+session builds its tools.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from functools import partial
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, get_args
 
-import httpx
 import trio
+from msgspec import Meta
 
-from acp_server.agent.providers.http import finish_stream
-from acp_server.agent.tools._args import optional_str, required_str
-from acp_server.agent.tools._html import html_to_text
-from acp_server.agent.tools.base import ToolContext, ToolDefinition, ToolError, ToolOutput
-from acp_server.agent.tools.web_guard import WebTarget, parse_web_url, resolve_target
-from acp_server.config.model import WebConfig
+from acp_server.agent.http_clients import PoolSpec, finish_stream, shared_client
+from acp_server.agent.tools._titles import code_span, one_line, target_title
+from acp_server.agent.tools.arguments import SchemaOf, ToolArguments, one_of, parse_arguments
+from acp_server.agent.tools.base import (
+    RefusedCall,
+    ToolContext,
+    ToolDefinition,
+    ToolError,
+    ToolOutput,
+)
+from acp_server.config.values import WebConfig
+
+if TYPE_CHECKING:
+    import httpx
+
+    from acp_server.agent.tools.web_guard import WebTarget
 
 DEFAULT_WEB_FETCH_MAX_BYTES: Final = 500_000
 """Most bytes of a page web_fetch reads (the reference's 500 KB)."""
@@ -33,7 +50,8 @@ DEFAULT_WEB_TIMEOUT_SECS: Final = 30.0
 """Longest a web tool call may take, redirects included (the reference's 30 s)."""
 DEFAULT_MAX_REDIRECTS: Final = 5
 """Redirects web_fetch follows, each checked like the first URL."""
-HTTP_METHODS: Final = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
+HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+HTTP_METHODS: Final = get_args(HttpMethod)
 REFUSED_HEADERS: Final = frozenset(
     {"host", "content-length", "transfer-encoding", "connection", "upgrade", "proxy-authorization"}
 )
@@ -41,6 +59,11 @@ REFUSED_HEADERS: Final = frozenset(
 USER_AGENT: Final = "zeroclaw-acp (web tools)"
 _REDIRECTS: Final = frozenset({301, 302, 303, 307, 308})
 _TEXT_TYPES: Final = ("text/", "application/json", "application/xml", "application/xhtml")
+WEB_PLAIN_POOL: Final = PoolSpec("web tools (http)", trust_env=False, max_connections=16)
+WEB_TLS_POOL: Final = PoolSpec(
+    "web tools (https)", trust_env=False, max_connections=16, max_idle_connections=0
+)
+"""No idle https connections: the next request may name another host at the same address."""
 
 
 async def _exchange(
@@ -52,14 +75,16 @@ async def _exchange(
 ) -> tuple[httpx.Response, bytes, bool]:
     """One request to the checked address: (response, body up to ``limit``, cut short)."""
     sent = {"User-Agent": USER_AGENT, **headers, "Host": target.host_header}
-    async with (
-        httpx.AsyncClient(
-            timeout=httpx.Timeout(DEFAULT_WEB_TIMEOUT_SECS), follow_redirects=False, trust_env=False
-        ) as client,
-        client.stream(
-            method, target.connect_url, headers=sent, content=body, extensions=target.extensions
-        ) as response,
-    ):
+    pool = WEB_TLS_POOL if target.connect_url.scheme == "https" else WEB_PLAIN_POOL
+    client = shared_client(pool, target.connect_url)
+    async with client.stream(
+        method,
+        target.connect_url,
+        headers=sent,
+        content=body,
+        timeout=DEFAULT_WEB_TIMEOUT_SECS,
+        extensions=target.extensions,
+    ) as response:
         data = bytearray()
         truncated = False
         chunks = response.aiter_bytes()
@@ -85,6 +110,10 @@ async def _request(
     *,
     follow: bool,
 ) -> tuple[httpx.URL, httpx.Response, bytes, bool]:
+    import httpx
+
+    from acp_server.agent.tools.web_guard import parse_web_url, resolve_target
+
     hops = 0
     with trio.move_on_after(DEFAULT_WEB_TIMEOUT_SECS) as deadline:
         while True:
@@ -99,7 +128,10 @@ async def _request(
             hops += 1
             if hops > DEFAULT_MAX_REDIRECTS:
                 raise ToolError(f"{url}: more than {DEFAULT_MAX_REDIRECTS} redirects")
-            url = parse_web_url(str(url.join(location)))
+            try:
+                url = parse_web_url(str(url.join(location)))
+            except RefusedCall as refused:  # the server's hop, not the call's argument: it ran
+                raise ToolError(str(refused)) from None
     assert deadline.cancelled_caught
     raise ToolError(f"{method} {url}: no answer within {DEFAULT_WEB_TIMEOUT_SECS:g} s")
 
@@ -116,26 +148,38 @@ def _cut_notice(limit: int) -> str:
     return f"\n\n[truncated: the body is larger than {limit} bytes]"
 
 
+WebUrl = Annotated[str, Meta(min_length=1, description="The http(s) URL.")]
+
+
+class WebFetchArguments(ToolArguments):
+    url: WebUrl
+
+
 class WebFetchTool:
-    definition: Final = ToolDefinition(name="web_fetch", kind="other")
+    definition: Final = ToolDefinition(
+        name="web_fetch",
+        kind="other",
+        title=target_title("Fetch", "url"),
+        arguments=WebFetchArguments,
+    )
     name = definition.name
     description = (
-        "Fetch a web page (http or https GET) and return its text; HTML is reduced to plain "
-        "text. For documentation and API reference pages."
+        "Fetch a web page (http or https GET) and return its text; HTML is converted to "
+        "Markdown (headings, lists, tables, code, links). For documentation and API "
+        "reference pages."
     )
     side_effects = False
+    parameters = SchemaOf(WebFetchArguments)
 
     def __init__(self, web: WebConfig | None = None) -> None:
         self.web = web or WebConfig()
-        self.parameters: dict[str, Any] = {
-            "type": "object",
-            "properties": {"url": {"type": "string", "description": "The http(s) URL."}},
-            "required": ["url"],
-            "additionalProperties": False,
-        }
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        url = parse_web_url(required_str(arguments, "url"))
+        from acp_server.agent.tools._html import html_to_markdown
+        from acp_server.agent.tools.search import run_stoppable
+        from acp_server.agent.tools.web_guard import parse_web_url
+
+        url = parse_web_url(parse_arguments(WebFetchArguments, arguments).url)
         limit = DEFAULT_WEB_FETCH_MAX_BYTES
         accept = {"Accept": "text/html, text/plain;q=0.9, */*;q=0.5"}
         final, response, data, truncated = await _request(
@@ -148,49 +192,63 @@ class WebFetchTool:
             raise ToolError(f"{final} is not text ({content_type.split(';')[0]})")
         text = _decode(response, data)
         if "html" in content_type or (not content_type and "<html" in text[:1024].lower()):
-            text = html_to_text(text)
+            # CPU work (up to seconds for a hostile page): a worker thread, stopped on cancel.
+            text = await run_stoppable(ctx, partial(html_to_markdown, text, str(final)))
         if truncated:
             text += _cut_notice(limit)
         return ToolOutput(text if text.strip() else f"{final}: the page has no text")
 
 
+def _request_title(arguments: Mapping[str, Any]) -> str | None:
+    """``POST `https://api.example.com/items```: the method and the URL."""
+    url = arguments.get("url")
+    if not isinstance(url, str) or not url.strip():
+        return None
+    method = arguments.get("method")
+    verb = method.upper() if isinstance(method, str) and method.upper() in HTTP_METHODS else "GET"
+    return f"{verb} {code_span(one_line(url))}"
+
+
+class HttpRequestArguments(ToolArguments):
+    url: WebUrl
+    method: Annotated[HttpMethod, one_of(HttpMethod)] | None = "GET"
+    headers: Annotated[dict[str, str], Meta(description="Request headers.")] | None = None
+    body: Annotated[str, Meta(description="Request body (text).")] | None = None
+
+    @classmethod
+    def canonical(cls, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The method in capitals: ``post`` is taken for ``POST``, as it always was."""
+        method = arguments.get("method")
+        if isinstance(method, str) and method not in HTTP_METHODS:
+            return {**arguments, "method": method.upper()}
+        return arguments
+
+
 class HttpRequestTool:
-    definition: Final = ToolDefinition(name="http_request", kind="other")
+    definition: Final = ToolDefinition(
+        name="http_request", kind="other", title=_request_title, arguments=HttpRequestArguments
+    )
     name = definition.name
     description = (
         "Send one HTTP request (for APIs) and return the status, the response headers and "
         "the body. Redirects are returned as they are, not followed."
     )
     side_effects = True
+    parameters = SchemaOf(HttpRequestArguments)
 
     def __init__(self, web: WebConfig | None = None) -> None:
         self.web = web or WebConfig()
-        self.parameters: dict[str, Any] = {
-            "type": "object",
-            "properties": {
-                "url": {"type": "string", "description": "The http(s) URL."},
-                "method": {"type": "string", "enum": list(HTTP_METHODS), "default": "GET"},
-                "headers": {
-                    "type": "object",
-                    "additionalProperties": {"type": "string"},
-                    "description": "Request headers.",
-                },
-                "body": {"type": "string", "description": "Request body (text)."},
-            },
-            "required": ["url"],
-            "additionalProperties": False,
-        }
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        url = parse_web_url(required_str(arguments, "url"))
-        method = (optional_str(arguments, "method") or "GET").upper()
-        if method not in HTTP_METHODS:
-            raise ToolError(f"Invalid 'method': one of {', '.join(HTTP_METHODS)}")
-        headers = _request_headers(arguments.get("headers"))
-        raw_body = optional_str(arguments, "body")
-        body = raw_body.encode("utf-8") if raw_body is not None else None
+        from acp_server.agent.tools.web_guard import parse_web_url
+
+        given = parse_arguments(HttpRequestArguments, arguments)
+        url = parse_web_url(given.url)
+        method = given.method or "GET"
+        headers = _request_headers(given.headers or {})
+        body = given.body.encode("utf-8") if given.body is not None else None
         if body is not None and len(body) > DEFAULT_HTTP_REQUEST_MAX_BODY_BYTES:
-            raise ToolError(f"'body' is larger than {DEFAULT_HTTP_REQUEST_MAX_BODY_BYTES} bytes")
+            raise RefusedCall(f"'body' is larger than {DEFAULT_HTTP_REQUEST_MAX_BODY_BYTES} bytes")
         limit = DEFAULT_HTTP_REQUEST_MAX_BYTES
         _, response, data, truncated = await _request(
             self.web, url, method, headers, body, limit, follow=False
@@ -203,14 +261,8 @@ class HttpRequestTool:
         return ToolOutput(text, ok=response.status_code < 400)
 
 
-def _request_headers(value: object) -> dict[str, str]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict) or not all(
-        isinstance(key, str) and isinstance(item, str) for key, item in value.items()
-    ):
-        raise ToolError("Invalid 'headers': expected an object of strings")
+def _request_headers(value: dict[str, str]) -> dict[str, str]:
     refused = sorted(key for key in value if key.strip().lower() in REFUSED_HEADERS)
     if refused:
-        raise ToolError(f"Invalid 'headers': {', '.join(refused)} cannot be set")
+        raise RefusedCall(f"Invalid 'headers': {', '.join(refused)} cannot be set")
     return dict(value)

@@ -10,12 +10,15 @@ every command under every backend; bubblewrap's namespace is a second wall).
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Final
+
+from acp_server.security.grants import is_within
 
 HIDDEN_DIRS: Final = ("/tmp", "/run", "/root", "/home")
 """Mounted as empty tmpfs: other users' files, the server's sockets and temp files."""
@@ -35,10 +38,17 @@ def bwrap_argv(
     extra_read_only: Sequence[Path],
     network: bool,
     extra_roots: Sequence[Path] = (),
+    hidden: Sequence[Path] = (),
+    denied: Sequence[Path] = (),
 ) -> list[str]:
-    """bubblewrap's command line up to and including ``--``; the command follows. The
-    workspace and ``extra_roots`` are bound read-write (read-only unless
-    ``writable_workspace``), after the tmpfs mounts so that one under them shows."""
+    """bubblewrap's command line up to and including ``--``; the command follows.
+
+    The mounts, in order (a later one shows over an earlier one): the system read-only,
+    ``HIDDEN_DIRS`` and ``hidden`` (the server's private paths) as empty tmpfs (a file is
+    covered by ``/dev/null``), the ``extra_read_only`` program directories a tmpfs covered,
+    the temp dir, the workspace and ``extra_roots`` (read-write unless not
+    ``writable_workspace``), then ``denied`` (paths inside a root neither the sandbox nor the
+    file tools grant) covered, and the roots inside a covered path bound again."""
     argv = [
         program,
         "--die-with-parent",
@@ -57,16 +67,51 @@ def bwrap_argv(
     ]
     if not network:
         argv.append("--unshare-net")
-    for hidden in HIDDEN_DIRS:
-        argv += ["--tmpfs", hidden]
-    for path in extra_read_only:
-        # Only what a tmpfs hides needs its own mount; the rest is in the read-only "/".
-        if any(path.is_relative_to(hidden) for hidden in HIDDEN_DIRS):
-            argv += ["--ro-bind-try", str(path), str(path)]
+    for directory in HIDDEN_DIRS:
+        argv += ["--tmpfs", directory]
+    covered = [Path(directory) for directory in HIDDEN_DIRS]
+    every_private = _outermost(hidden)
+    private = [path for path in every_private if not _under(path, covered)]
+    argv += _cover(private)
+    covered += private
+    programs = [path for path in extra_read_only if _under(path, covered)]
+    for path in programs:
+        # Only what a tmpfs covers needs its own mount; the rest is in the read-only "/".
+        argv += ["--ro-bind-try", str(path), str(path)]
+    argv += _cover(path for path in every_private if _under(path, programs))
     argv += ["--bind", str(temp_dir), str(temp_dir)]
-    for root in (workspace, *extra_roots):
-        argv += ["--bind" if writable_workspace else "--ro-bind", str(root), str(root)]
+    roots = (workspace, *extra_roots)
+    bind = "--bind" if writable_workspace else "--ro-bind"
+    for root in roots:
+        argv += [bind, str(root), str(root)]
+    inside = _outermost(denied)
+    argv += _cover(inside)
+    for root in roots:
+        if _under(root, inside):
+            argv += [bind, str(root), str(root)]
     argv += ["--chdir", str(workspace), "--"]
+    return argv
+
+
+def _under(path: Path, covers: Iterable[Path]) -> bool:
+    return any(is_within(path, cover) for cover in covers)
+
+
+def _outermost(paths: Sequence[Path]) -> list[Path]:
+    """The existing ``paths`` not inside another one (covering that one covers them)."""
+    present = [path for path in dict.fromkeys(paths) if os.path.lexists(path)]
+    return [path for path in present if not any(o != path and is_within(path, o) for o in present)]
+
+
+def _cover(paths: Iterable[Path]) -> list[str]:
+    """Mounts that hide ``paths``: an empty tmpfs over a directory, ``/dev/null`` over a
+    file (a symbolic link is left alone: it is not what is resolved through it)."""
+    argv: list[str] = []
+    for path in paths:
+        if os.path.isdir(path) and not os.path.islink(path):
+            argv += ["--tmpfs", str(path)]
+        elif os.path.isfile(path) and not os.path.islink(path):
+            argv += ["--ro-bind", "/dev/null", str(path)]
     return argv
 
 

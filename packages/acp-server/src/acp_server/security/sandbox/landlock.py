@@ -18,11 +18,14 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
-from collections.abc import Iterable
+import stat
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Final
+
+from acp_server.security.grants import is_within
 
 # System call numbers: 444-446 on every architecture with the unified table.
 _SYS_CREATE_RULESET: Final = 444
@@ -109,31 +112,121 @@ def handled_fs_rights(abi: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class LandlockRules:
-    """What one command may touch: paths read-only (read and execute), paths read-write,
-    single device files read-write, and whether TCP is allowed."""
+    """What one command may touch: paths read-only (read and execute) except what is
+    ``hidden`` beneath them, the session's roots (read-write when ``roots_writable``) except
+    what is ``denied`` beneath them (``add_rule_excluding``), paths read-write, single
+    device files read-write, and whether TCP is allowed."""
 
     read_only: tuple[Path, ...]
     read_write: tuple[Path, ...]
     devices: tuple[Path, ...]
     network: bool
+    roots: tuple[Path, ...] = ()
+    roots_writable: bool = True
+    hidden: tuple[Path, ...] = ()
+    denied: tuple[Path, ...] = ()
 
 
-def _add_path_rule(ruleset_fd: int, path: Path, access: int) -> bool:
-    """Grant ``access`` beneath ``path``; False when the path does not exist."""
+def _add_fd_rule(ruleset_fd: int, fd: int, access: int, shown: Path) -> None:
+    if not stat.S_ISDIR(os.fstat(fd).st_mode):
+        access &= FILE_RIGHTS
+    attr = _PathBeneathAttr(allowed_access=access, parent_fd=fd)
+    if _syscall(_SYS_ADD_RULE, ruleset_fd, _RULE_PATH_BENEATH, ctypes.byref(attr), 0) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"landlock_add_rule({shown}): {os.strerror(errno)}")
+
+
+def add_rule_excluding(ruleset_fd: int, path: Path, access: int, excluded: Sequence[Path]) -> None:
+    """Grant ``access`` beneath ``path`` (a missing path grants nothing), except beneath
+    the ``excluded`` paths inside it (``rule_targets``)."""
+    for fd, shown in rule_targets(path, excluded):
+        _add_fd_rule(ruleset_fd, fd, access, shown)
+
+
+def rule_targets(path: Path, excluded: Sequence[Path]) -> Iterator[tuple[int, Path]]:
+    """What to grant so that everything beneath ``path`` is granted except beneath the
+    ``excluded`` paths: ``path`` itself when none that exists is inside it, else its
+    children, child by child, down to each excluded path, which gets nothing. Landlock only
+    adds rights, so the directories on the way get no rule of their own: they can be passed
+    through but not listed, and (granted read-write) nothing can be created or removed
+    directly in them.
+
+    Each item is an ``O_PATH`` descriptor (closed when the next item is asked for) and the
+    path it was opened as. Children are opened relative to their parent's descriptor without
+    following symbolic links, and a link is skipped (its target is granted or not on its
+    own), so swapping a directory for a link during the walk grants nothing."""
     try:
         fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
     except OSError:
-        return False
+        return
     try:
-        if not os.path.isdir(path):
-            access &= FILE_RIGHTS
-        attr = _PathBeneathAttr(allowed_access=access, parent_fd=fd)
-        if _syscall(_SYS_ADD_RULE, ruleset_fd, _RULE_PATH_BENEATH, ctypes.byref(attr), 0) != 0:
-            errno = ctypes.get_errno()
-            raise OSError(errno, f"landlock_add_rule({path}): {os.strerror(errno)}")
+        real = _opened_path(fd, path) if excluded else path
+        # Only what exists is carved out: a granted directory keeps its own rule (entries
+        # can be created in it) unless it really holds an excluded path.
+        inner = [item for item in excluded if is_within(item, real) and os.path.lexists(item)]
+        if real in inner:
+            return
+        if inner and stat.S_ISDIR(os.fstat(fd).st_mode):
+            yield from _children_except(fd, real, inner)
+        else:
+            yield fd, real
     finally:
         os.close(fd)
-    return True
+
+
+def _opened_path(fd: int, path: Path) -> Path:
+    """The real path of what ``fd`` (opened as ``path``, links followed) is: one
+    ``readlink`` of /proc/self/fd, else a walk resolving each link."""
+    try:
+        return Path(os.readlink(f"/proc/self/fd/{fd}"))
+    except OSError:
+        return Path(os.path.realpath(path))
+
+
+def _children_except(dir_fd: int, directory: Path, inner: list[Path]) -> Iterator[tuple[int, Path]]:
+    try:
+        listing = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return
+    try:
+        names = os.listdir(listing)
+    finally:
+        os.close(listing)
+    for name in names:
+        child = directory / name
+        below = [item for item in inner if is_within(item, child)]
+        if child in below:
+            continue  # the excluded path itself
+        try:
+            fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+        except OSError:
+            continue  # gone meanwhile
+        try:
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISLNK(mode):
+                continue
+            if below and stat.S_ISDIR(mode):
+                yield from _children_except(fd, child, below)
+            else:
+                yield fd, child
+        finally:
+            os.close(fd)
+
+
+def planned_rules(rules: LandlockRules, fs: int) -> Iterator[tuple[Path, int, tuple[Path, ...]]]:
+    """Each path ``rules`` grant, with its rights (within ``fs``, the handled ones) and
+    what is excluded beneath it."""
+    read = READ_RIGHTS & fs
+    for path in rules.read_only:
+        yield path, read, (*rules.hidden, *rules.denied)
+    for path in rules.roots:
+        # A root that is itself a denied path (nested in another root) is still granted.
+        denied = tuple(item for item in rules.denied if item != path)
+        yield path, fs if rules.roots_writable else read, denied
+    for path in rules.read_write:
+        yield path, fs, ()
+    for path in rules.devices:
+        yield path, (READ_FILE | WRITE_FILE | TRUNCATE | IOCTL_DEV) & fs, ()
 
 
 def build_ruleset(rules: LandlockRules, abi: int) -> int:
@@ -150,13 +243,8 @@ def build_ruleset(rules: LandlockRules, abi: int) -> int:
         attr.scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL
     fd = _create_ruleset(attr, size)
     try:
-        read = READ_RIGHTS & fs
-        for path in rules.read_only:
-            _add_path_rule(fd, path, read)
-        for path in rules.read_write:
-            _add_path_rule(fd, path, fs)
-        for path in rules.devices:
-            _add_path_rule(fd, path, (READ_FILE | WRITE_FILE | TRUNCATE | IOCTL_DEV) & fs)
+        for path, rights, excluded in planned_rules(rules, fs):
+            add_rule_excluding(fd, path, rights, excluded)
     except BaseException:
         os.close(fd)
         raise

@@ -19,7 +19,7 @@ from functools import cache, partial
 from typing import Final, Literal
 
 from acp_core.jsonrpc import JsonValue
-from acp_server.config.model import (
+from acp_server.config.values import (
     DEFAULT_AGENT_ALIAS,
     DEFAULT_PROFILE_ALIAS,
     Config,
@@ -155,6 +155,13 @@ class SandboxPosture:
     reason: str | None = None
     """Why the active backend is not the requested one (fallback or refusal)."""
     abstract_sockets: AbstractSockets = "reachable"
+
+    @property
+    def hides_private_paths(self) -> bool:
+        """Whether shell commands are kept from the server's private paths (its config and
+        data directories, TLS key, its user's home): Landlock and bubblewrap do; firejail,
+        as configured here, and no sandbox do not."""
+        return self.active in ("landlock", "bubblewrap")
 
     @property
     def refuses(self) -> bool:

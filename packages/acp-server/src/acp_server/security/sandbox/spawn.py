@@ -3,17 +3,20 @@ environment, and what the forked child applies to itself before exec (``ChildSet
 resource limits, the Landlock ruleset, a seccomp filter). The process supervisor
 (``supervisor.py``) starts it.
 
-Every backend sees the same file-system shape: the system read-only, the session
-workspace and the session's extra roots (ACP ``additionalDirectories``, the jail's
-``extra_roots``) read-write (read-only for ``readonly`` profiles), and a per-session
-temporary directory that ``TMPDIR`` and ``HOME`` point at. Nothing else is writable.
+Every backend sees the same file-system shape: the system read-only, the session's roots
+(its workspace and ACP ``additionalDirectories``) read-write (read-only for ``readonly``
+profiles) exactly as the file tools' jail grants them (``PathJail.grants``,
+security/grants.py: forbidden paths inside a root are left out), and a per-session temporary
+directory that ``TMPDIR`` and ``HOME`` point at. Nothing else is writable, and the server's
+private paths (config and data directories, TLS key, its user's home) are not readable,
+wherever they are: Landlock grants the system directories around them, bubblewrap covers
+them with an empty tmpfs.
 """
 
 from __future__ import annotations
 
 import atexit
 import os
-import re
 import resource
 import shutil
 import sys
@@ -26,7 +29,7 @@ from functools import cache, partial
 from pathlib import Path
 from typing import Final
 
-from acp_server.config.model import (
+from acp_server.config.values import (
     DEFAULT_SHELL_ADDRESS_SPACE_LIMIT_BYTES,
     DEFAULT_SHELL_CPU_LIMIT_SECS,
     DEFAULT_SHELL_FILE_SIZE_LIMIT_BYTES,
@@ -34,6 +37,8 @@ from acp_server.config.model import (
     RuntimeProfileConfig,
 )
 from acp_server.errors import ZeroclawError
+from acp_server.patterns import LazyPattern
+from acp_server.security.grants import SessionGrants, session_grants
 from acp_server.security.sandbox import bubblewrap, landlock, seccomp
 from acp_server.security.sandbox.posture import SandboxPosture, firejail_argv
 from acp_server.security.sandbox.supervisor import ChildSetup, apply_child_setup
@@ -97,7 +102,7 @@ class SandboxRefused(ZeroclawError):
     """The profile requires a sandbox this machine cannot provide."""
 
 
-_SESSION_NAME: Final = re.compile(r"[^A-Za-z0-9_.-]")
+_SESSION_NAME: Final = LazyPattern(r"[^A-Za-z0-9_.-]")
 
 
 @cache
@@ -175,12 +180,12 @@ def plan_spawn(
     session_id: str,
     env: Mapping[str, str],
     limits: ResourceLimits | None = None,
-    extra_roots: Sequence[Path] = (),
+    grants: SessionGrants | None = None,
 ) -> SpawnPlan:
     """How to start ``command_argv`` under ``posture``; ``SandboxRefused`` when the
-    profile requires a sandbox that is not available. ``extra_roots`` (canonical
-    directories) are granted as the workspace is. Blocking (a few system calls): run it
-    on a worker thread."""
+    profile requires a sandbox that is not available. ``grants`` (the session jail's:
+    ``PathJail.grants``) says what the command may reach; without it, the ``workspace``
+    alone under ``profile``. Blocking (a few system calls): run it on a worker thread."""
     limits = limits or ResourceLimits()
     if posture.refuses:
         raise SandboxRefused(
@@ -196,17 +201,18 @@ def plan_spawn(
     # session's temp dir stands in, so tools that read ~/.gitconfig and the like still run.
     child_env["TMPDIR"] = child_env["HOME"] = str(temp_dir)
     programs = program_dirs(child_env)
-    roots = (workspace, *extra_roots)
+    grants = grants or session_grants(profile, workspace)
+    extra_roots = grants.roots[1:]
     if posture.active == "landlock":
         rules = landlock.LandlockRules(
-            read_only=landlock.existing(
-                [Path(p) for p in SYSTEM_READ_DIRS]
-                + list(programs)
-                + ([] if posture.writable_workspace else list(roots))
-            ),
-            read_write=(temp_dir, *(roots if posture.writable_workspace else ())),
+            read_only=landlock.existing([Path(p) for p in SYSTEM_READ_DIRS] + list(programs)),
+            read_write=(temp_dir,),
             devices=landlock.existing(Path(p) for p in DEVICE_FILES),
             network=posture.network,
+            roots=grants.roots,
+            roots_writable=posture.writable_workspace,
+            hidden=grants.private,
+            denied=grants.denied,
         )
         abi = int(posture.detail.removeprefix("ABI "))
         ruleset_fd = landlock.build_ruleset(rules, abi)  # scopes abstract sockets (ABI >= 6)
@@ -222,6 +228,8 @@ def plan_spawn(
             temp_dir=temp_dir,
             extra_read_only=programs,
             network=posture.network,
+            hidden=grants.private,
+            denied=grants.denied,
         )
         # With the network allowed bubblewrap shares the host's network namespace, and
         # with it the host's abstract Unix sockets (D-Bus, X11, IDE helpers).
