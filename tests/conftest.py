@@ -17,9 +17,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from tests import run_guard
 from tests.postgres_harness import PostgresServer, postgres_server, unavailable
+
+# Hypothesis' per-example deadline is a timed assertion: on a loaded two-core machine the
+# first example of a test that imports a parser on first use takes seconds. Speed is measured
+# in bench/, so examples run without one.
+settings.register_profile("zeroclaw", deadline=None)
+settings.load_profile("zeroclaw")
 
 _SWEPT = pytest.StashKey[run_guard.Swept]()
 
