@@ -108,7 +108,8 @@ def registry_schema() -> dict[str, Any]:
         unavailable("ACP Registry schema", f"{SCHEMA_URL} is larger than {MAX_SCHEMA_BYTES} B")
     schema = _checked(body.decode("utf-8", errors="replace"), SCHEMA_URL)
     cached.parent.mkdir(parents=True, exist_ok=True)
-    partial = cached.with_suffix(".partial")
+    # One scratch name per process: parallel test workers may download it at once.
+    partial = cached.with_suffix(f".partial-{os.getpid()}")
     partial.write_bytes(body)
     partial.replace(cached)
     return schema

@@ -23,11 +23,14 @@ as JSON-RPC 2.0 envelopes.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -87,6 +90,20 @@ def _unavailable(reason: str) -> None:
     pytest.skip(message)
 
 
+@contextmanager
+def _install_lock(cache: Path) -> Iterator[None]:
+    """Held while one test process installs the package: pytest-xdist workers that need the
+    schema at once wait for the first one's install instead of running npm into one
+    directory together."""
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    with (cache.parent / f"{cache.name}.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def install_schema() -> Path:
     """The path of ``schema/v1/schema.json`` of the SDK, installing the package into the
     cache directory with npm when it is not there yet."""
@@ -97,12 +114,21 @@ def install_schema() -> Path:
     npm = shutil.which("npm")
     if npm is None:
         _unavailable("npm is not on PATH (it installs the official ACP schema)")
-    cache.mkdir(parents=True, exist_ok=True)
+    with _install_lock(cache):
+        if not schema_path.is_file():  # another worker may have installed it meanwhile
+            _npm_install(str(npm), cache)
+    return schema_path
+
+
+def _npm_install(npm: str, cache: Path) -> None:
+    """Install the package into a scratch directory beside ``cache`` and rename it into
+    place, so that an interrupted install never leaves a half-written cache behind."""
+    scratch = Path(tempfile.mkdtemp(prefix=f"{cache.name}.partial-", dir=cache.parent))
     command = [
-        str(npm),
+        npm,
         "install",
         "--prefix",
-        str(cache),
+        str(scratch),
         "--no-save",
         "--no-package-lock",
         "--ignore-scripts",
@@ -111,18 +137,25 @@ def install_schema() -> Path:
         f"{SDK_PACKAGE}@{SDK_VERSION}",
     ]
     try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=NPM_TIMEOUT_SECS, check=False
-        )
-    except subprocess.TimeoutExpired:
-        _unavailable(f"`npm install {SDK_PACKAGE}@{SDK_VERSION}` took over {NPM_TIMEOUT_SECS} s")
-    if done.returncode != 0 or not schema_path.is_file():
-        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-        _unavailable(
-            f"`npm install {SDK_PACKAGE}@{SDK_VERSION}` failed (exit {done.returncode}): "
-            + " | ".join(tail)
-        )
-    return schema_path
+        try:
+            done = subprocess.run(
+                command, capture_output=True, text=True, timeout=NPM_TIMEOUT_SECS, check=False
+            )
+        except subprocess.TimeoutExpired:
+            _unavailable(
+                f"`npm install {SDK_PACKAGE}@{SDK_VERSION}` took over {NPM_TIMEOUT_SECS} s"
+            )
+        if done.returncode != 0 or not (scratch / SCHEMA_IN_PACKAGE).is_file():
+            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+            _unavailable(
+                f"`npm install {SDK_PACKAGE}@{SDK_VERSION}` failed (exit {done.returncode}): "
+                + " | ".join(tail)
+            )
+        if cache.exists():  # an earlier, interrupted layout without the schema
+            shutil.rmtree(cache)
+        scratch.rename(cache)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 @dataclass(frozen=True, slots=True)

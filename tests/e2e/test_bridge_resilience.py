@@ -12,7 +12,7 @@ import trio
 
 from tests.e2e.gateway_harness import RunningGateway, run_gateway
 from tests.e2e.helpers import RpcPipeClient, open_session, spawn_zeroclaw, unused_port
-from tests.helpers import echo_config, poll_until, session_dir, write_config
+from tests.helpers import TIMING_SENSITIVE, echo_config, poll_until, session_dir, write_config
 
 pytestmark = pytest.mark.e2e
 
@@ -171,6 +171,7 @@ def _chunks(notes: list[dict[str, Any]], session_id: str) -> list[tuple[str, str
     return found
 
 
+@TIMING_SENSITIVE
 async def test_a_prompt_sent_while_the_gateway_is_down_says_so_in_the_chat_then_goes_through(
     tmp_path: Path,
 ) -> None:

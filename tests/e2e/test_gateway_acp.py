@@ -13,7 +13,7 @@ from acp_server.gateway.websocket import DEFAULT_MAX_MESSAGE_BYTES
 from acp_server.storage.sqlite import SessionStore
 from tests.e2e.gateway_harness import RawWsClient, RunningGateway, WsRpc, run_gateway, ws_connect
 from tests.e2e.helpers import spawn_acp
-from tests.helpers import echo_config, session_dir, write_config
+from tests.helpers import TIMING_SENSITIVE, echo_config, session_dir, write_config
 
 pytestmark = pytest.mark.e2e
 
@@ -214,6 +214,7 @@ async def test_vanishing_clients_cancel_their_turns_and_others_keep_working(
             assert not (workspace / "marker.txt").exists()
 
 
+@TIMING_SENSITIVE
 async def test_keepalive_drops_a_silent_peer_and_keeps_a_live_one(tmp_path: Path) -> None:
     config_dir = _agents_config(tmp_path, websocket_ping_interval_secs=1)
     with trio.fail_after(30):

@@ -15,7 +15,7 @@ import trio
 
 from tests.e2e.gateway_harness import WsRpc, run_gateway, ws_connect
 from tests.e2e.helpers import child_env, console_script, open_session, spawn_acp
-from tests.helpers import echo_config, write_config
+from tests.helpers import TIMING_SENSITIVE, echo_config, write_config
 from tests.jsonrpc_peer import JsonDict, JsonRpcPeer
 
 pytestmark = pytest.mark.e2e
@@ -194,9 +194,11 @@ async def _kill_holder_then_load(tmp_path: Path, *, mid_turn: bool) -> None:
     assert await _stored_users(config_dir, session_id) == ["kept", "after"]
 
 
+@TIMING_SENSITIVE
 async def test_a_process_killed_while_idle_with_a_session_leaves_it_free(tmp_path: Path) -> None:
     await _kill_holder_then_load(tmp_path, mid_turn=False)
 
 
+@TIMING_SENSITIVE
 async def test_a_process_killed_mid_turn_leaves_the_session_free(tmp_path: Path) -> None:
     await _kill_holder_then_load(tmp_path, mid_turn=True)

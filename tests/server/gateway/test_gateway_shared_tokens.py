@@ -33,7 +33,7 @@ from acp_server.security.pairing import PairAccepted, PairingLimits, PairRejecte
 from acp_server.storage import StoreError
 from acp_server.storage.postgres import PostgresSessionStore
 from acp_server.storage.postgres.tokens import PostgresTokens
-from tests.helpers import poll_until
+from tests.helpers import TIMING_SENSITIVE, poll_until
 
 LIMITS = PairingLimits(rate_limit_per_minute=100)
 HEX = "0123456789abcdef"
@@ -141,6 +141,7 @@ def test_rotate_revokes_every_token_and_issues_one_code(
     assert (status.state.code, status.state.discoverable) == (code, False)
 
 
+@TIMING_SENSITIVE
 async def test_a_revocation_on_one_replica_closes_the_others_connection_within_a_second(
     replicas: tuple[PostgresTokens, PostgresTokens],
 ) -> None:

@@ -16,7 +16,7 @@ from acp_server.protocol.ownership import LiveSessions
 from acp_server.protocol.replica_leases import ReplicaLeases, open_replica_leases
 from acp_server.storage import AsyncSessionStore
 from acp_server.storage.postgres import PostgresSessionStore
-from tests.helpers import make_config, poll_until, session_dir
+from tests.helpers import TIMING_SENSITIVE, make_config, poll_until, session_dir
 from tests.server.protocol.test_session_takeover import user_texts
 from tests.server.server_harness import (
     ScriptedProvider,
@@ -162,6 +162,7 @@ async def test_a_closed_session_frees_its_lock_and_the_next_load_tells_nobody(
             assert "taken over" not in error["message"], error
 
 
+@TIMING_SENSITIVE
 async def test_a_holder_whose_lock_connection_died_is_taken_over_at_once(
     tmp_path: Path, postgres_url: str
 ) -> None:

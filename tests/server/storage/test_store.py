@@ -31,6 +31,7 @@ from acp_server.storage.sqlite import (
     SCHEMA_VERSION,
     SessionStore,
 )
+from tests.helpers import TIMING_SENSITIVE
 from tests.server.store_backends import Backend, backend
 
 __all__ = ["backend"]  # the fixture, parametrized over both backends
@@ -574,6 +575,7 @@ async def test_closing_the_async_store_ends_its_worker_thread(db_path: Path) -> 
     assert store._worker._thread is None
 
 
+@TIMING_SENSITIVE
 def test_open_gives_up_on_a_held_lock_within_its_deadline_and_names_the_holder(
     db_path: Path,
 ) -> None:
@@ -592,6 +594,7 @@ def test_open_gives_up_on_a_held_lock_within_its_deadline_and_names_the_holder(
     assert "open in" not in str(raised.value)
 
 
+@TIMING_SENSITIVE
 def test_creating_a_session_waits_a_couple_of_seconds_at_most(db_path: Path) -> None:
     store = SessionStore.open(db_path)  # default busy timeout (5 s) and turn deadline (30 s)
     blocker = sqlite3.connect(db_path, isolation_level=None)
