@@ -229,7 +229,8 @@ class McpServerStdio(WireStruct, kw_only=True, omit_defaults=False):
 
 
 class McpServerHttp(WireStruct, kw_only=True, omit_defaults=False):
-    """An http / sse MCP server (we advertise no support; parsed so it can be refused clearly)."""
+    """An MCP server reached over HTTP: ACP's ``McpServerHttp`` (``type: "http"``, MCP's
+    streamable HTTP) or ``McpServerSse`` (``type: "sse"``, the older HTTP+SSE transport)."""
 
     type: Literal["http", "sse"]
     name: str

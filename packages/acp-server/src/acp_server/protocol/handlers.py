@@ -31,13 +31,10 @@ from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanStep
 from acp_server.agent.providers.base import ProviderError
 from acp_server.agent.providers.images import agent_sees_images
 from acp_server.agent.session import Session, Turn
-from acp_server.agent.tools.mcp import (
-    select_mcp_servers,
-    skipped_mcp_servers,
-    start_mcp_tools,
-)
+from acp_server.agent.tools.mcp import start_mcp_tools
+from acp_server.agent.tools.mcp_servers import offers_mcp_over_http, select_mcp_servers
 from acp_server.agent.uploads import write_blobs
-from acp_server.config import McpServerConfig, RiskProfileConfig, RuntimeProfileConfig
+from acp_server.config import AnyMcpServerConfig, RiskProfileConfig, RuntimeProfileConfig
 from acp_server.errors import AgentUnavailable, OperationFailed, SessionFenced
 from acp_server.protocol import config_options as options
 from acp_server.protocol import ownership
@@ -294,6 +291,9 @@ class AcpHandlers:
             session_timeout_secs=self.config.acp.session_timeout_secs,
             sandbox=agent_posture(self.config, self.connection.connection_default_agent).meta(),
             image=agent_sees_images(self.config, self.connection.connection_default_agent),
+            mcp_over_http=offers_mcp_over_http(
+                self.config, self.connection.connection_default_agent
+            ),
         )
 
     async def list_sessions(self, params: schema.ListSessionsParams) -> Payload:
@@ -319,7 +319,9 @@ class AcpHandlers:
         risk = agent_risk_profile(self.config, alias)
         workspace = canonical_workspace(raw_cwd, self.app.launch_dir, risk)
         extra_roots = canonical_roots(request.additional_directories, workspace, risk)
-        mcp_servers = select_mcp_servers(self.config.agents[alias], request.mcp_servers)
+        mcp_servers = select_mcp_servers(
+            self.config.agents[alias], request.mcp_servers, remote=self.connection.remote
+        )
         self.table.check_capacity()
         session_id = str(uuid.uuid4())
         with self.table.reserving(session_id):
@@ -340,10 +342,7 @@ class AcpHandlers:
                 raise
             self.table.add(session)
         logger.info("session %s opened (agent %s, cwd %s)", session_id, alias, workspace)
-        sandbox = schema.SessionZeroclawMeta(
-            sandbox=agent_posture(self.config, alias).meta(),
-            skipped_mcp_servers=skipped_mcp_servers(self.config.agents[alias], request.mcp_servers),
-        )
+        sandbox = schema.SessionZeroclawMeta(sandbox=agent_posture(self.config, alias).meta())
         result = schema.NewSessionResult(
             session_id=session_id,
             workspace_dir=str(workspace),
@@ -360,7 +359,7 @@ class AcpHandlers:
         history: Iterable[ChatMessage] = (),
         plan: tuple[PlanStep, ...] | None = None,
         *,
-        mcp_servers: Sequence[McpServerConfig] = (),
+        mcp_servers: Sequence[AnyMcpServerConfig] = (),
     ) -> Session:
         config = self.config
         agent = config.agents[alias]
