@@ -117,6 +117,12 @@ def parse_mcp_servers(
     return tuple(servers)
 
 
+def _required(parser: ConfigParser, item: Mapping[str, Any], name: str, key: str, what: str) -> str:
+    if name not in item:
+        raise parser.error(f"{key}.{name}", f"is required: {what}")
+    return parser.get(item, name, f"{key}.{name}", str, "", checks.non_blank)
+
+
 def _parse_server(parser: ConfigParser, item: dict[str, Any], key: str) -> AnyMcpServerConfig:
     if "command" in item and "url" in item:
         raise parser.error(key, "give either command (a stdio server) or url (HTTP), not both")
@@ -137,13 +143,13 @@ def _parse_server(parser: ConfigParser, item: dict[str, Any], key: str) -> AnyMc
             raise parser.error(f"{key}.env", "values must be strings")
         return McpServerConfig(
             name=name,
-            command=parser.get(item, "command", f"{key}.command", str, "", checks.non_blank),
+            command=_required(parser, item, "command", key, "the program that runs the server"),
             args=parser.strings(item, "args", f"{key}.args", ()),
             env=dict(env),
             call_timeout_secs=call_timeout,
         )
     parser.warn_unknown(item, _HTTP_KEYS, key)
-    url = parser.get(item, "url", f"{key}.url", str, "", checks.non_blank)
+    url = _required(parser, item, "url", key, "the server's http:// or https:// address")
     problem = url_problem(url)
     if problem is not None:
         raise parser.error(f"{key}.url", problem)
