@@ -116,6 +116,7 @@ class _ServerConnection:
     finished: trio.Event = field(default_factory=trio.Event)  # the process or connection is gone
     http_watch: HttpStatusWatch | None = None
     reconnects: int = 0
+    idle: bool = False  # lost, its old connection closed: waiting for a call to reconnect
     _changed: trio.Event = field(default_factory=trio.Event)
 
     @property
@@ -324,7 +325,11 @@ async def _run_server(
             if connection.state != "lost":
                 break
             logger.warning("%s", connection.unavailable_reason())
+            # Idle: the old connection is closed; a call may now ask for a new one.
+            connection.idle = True
+            connection.notify()
             await connection.wait_for(lambda: stop.is_set() or connection.state == "starting")
+            connection.idle = False
             if stop.is_set():
                 connection.state = "stopped"
                 break
@@ -334,12 +339,16 @@ async def _run_server(
             logger.warning("%s", connection.unavailable_reason())
         connection.settled.set()
         connection.finished.set()
+        connection.notify()
 
 
 async def _reconnect(connection: _ServerConnection) -> None:
-    """Ask the server's task to connect again (a call found the connection lost), and wait
-    until it is ready or has failed again."""
-    if connection.state == "lost":
+    """Ask the server's task to connect again (a call found the connection lost), once it
+    has closed the old connection, and wait until it is ready or has failed again."""
+    await connection.wait_for(
+        lambda: connection.idle or connection.state != "lost" or connection.finished.is_set()
+    )
+    if connection.state == "lost" and connection.idle:
         connection.state = "starting"
         connection.reconnects += 1
         connection.settled = trio.Event()
