@@ -36,7 +36,6 @@ import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, TextIO
 
@@ -234,17 +233,19 @@ def _open_transport(
     return stdio_client(parameters, errlog=errlog)
 
 
-async def _serve_once(
-    connection: _ServerConnection,
-    *,
-    cwd: Path,
-    startup_timeout_secs: float,
-    call_timeout_secs: float,
-    errlog: TextIO,
-    stop: trio.Event,
-) -> None:
+@dataclass(frozen=True, slots=True)
+class _Launch:
+    """How a session's servers are run: the same for each of them."""
+
+    cwd: Path
+    startup_timeout_secs: float
+    errlog: TextIO
+    stop: trio.Event
+
+
+async def _serve_once(connection: _ServerConnection, launch: _Launch, call_timeout: float) -> None:
     """Connect (start) the server, initialize, list its tools, and hold the MCP session
-    until ``stop`` or until a call finds the connection lost."""
+    until ``launch.stop`` or until a call finds the connection lost."""
     import mcp_types
     from mcp import ClientSession
 
@@ -253,13 +254,14 @@ async def _serve_once(
     # An HTTP server's whole start (the SSE transport connects on entry) and its end (a
     # DELETE) are bounded; a stdio server's end is the SDK's own SIGTERM/SIGKILL sequence,
     # which must not be cut short, so only its initialize is.
+    startup_timeout_secs, stop = launch.startup_timeout_secs, launch.stop
     bounds = trio.CancelScope()
     if connection.is_http:
         bounds.deadline = trio.current_time() + startup_timeout_secs
     with bounds:
         async with (
             _open_transport(
-                connection, cwd=cwd, errlog=errlog, call_timeout_secs=call_timeout_secs
+                connection, cwd=launch.cwd, errlog=launch.errlog, call_timeout_secs=call_timeout
             ) as (read_stream, write_stream),
             ClientSession(
                 read_stream,
@@ -282,28 +284,14 @@ async def _serve_once(
                 bounds.deadline = trio.current_time() + DEFAULT_MCP_CLOSE_SECS
 
 
-async def _run_server(
-    connection: _ServerConnection,
-    *,
-    cwd: Path,
-    startup_timeout_secs: float,
-    call_timeout_secs: float,
-    errlog: TextIO,
-    stop: trio.Event,
-) -> None:
-    """Own one server's process or connection and its MCP session until ``stop``; an HTTP
-    server's lost connection is opened again when a call asks. Never raises."""
+async def _run_server(connection: _ServerConnection, launch: _Launch, call_timeout: float) -> None:
+    """Own one server's process or connection and its MCP session until ``launch.stop``;
+    an HTTP server's lost connection is opened again when a call asks. Never raises."""
+    stop = launch.stop
     try:
         while True:
             try:
-                await _serve_once(
-                    connection,
-                    cwd=cwd,
-                    startup_timeout_secs=startup_timeout_secs,
-                    call_timeout_secs=call_timeout_secs,
-                    errlog=errlog,
-                    stop=stop,
-                )
+                await _serve_once(connection, launch, call_timeout)
             except Exception as error:  # contained: a broken server must not end the session
                 if connection.state == "ready":
                     connection.lose(connection.describe(error))
@@ -315,7 +303,7 @@ async def _run_server(
                 connection.problem = (
                     "it was stopped while starting"
                     if stop.is_set()
-                    else f"it did not finish starting within {startup_timeout_secs:g} s"
+                    else f"it did not finish starting within {launch.startup_timeout_secs:g} s"
                 )
             if connection.state == "ready":
                 connection.state = "stopped"
@@ -541,17 +529,13 @@ def start_mcp_tools(
     """
     connections = [_ServerConnection(config) for config in servers]
     toolset = McpToolset(connections, call_timeout_secs)
+    launch = _Launch(cwd, startup_timeout_secs, errlog or sys.stderr, toolset._stop)
     for connection in connections:
         nursery.start_soon(
-            partial(
-                _run_server,
-                connection,
-                cwd=cwd,
-                startup_timeout_secs=startup_timeout_secs,
-                call_timeout_secs=toolset.call_timeout_of(connection),
-                errlog=errlog or sys.stderr,
-                stop=toolset._stop,
-            ),
+            _run_server,
+            connection,
+            launch,
+            toolset.call_timeout_of(connection),
             name=f"mcp server {connection.config.name}",
         )
     return toolset
