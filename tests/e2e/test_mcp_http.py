@@ -316,3 +316,25 @@ async def test_a_bad_url_or_header_from_the_client_is_refused_at_session_new(
     assert header_error["code"] == -32602
     assert "MCP server 'split': header 'X-Note' has control characters" in json.dumps(header_error)
     assert "result" in still
+
+
+@pytest.mark.parametrize("method", ["session/load", "session/resume"])
+async def test_a_restored_session_connects_the_mcp_servers_the_client_names_again(
+    tmp_path: Path, method: str
+) -> None:
+    config_dir = mcp_config(tmp_path, level="full")
+    cwd = session_dir(tmp_path)
+    with trio.fail_after(CEILING_SECS):
+        async with serve_mcp_over_http("streamable-http") as server:
+            servers = [client_server("web", server, "streamable-http")]
+            async with spawn_acp(config_dir) as first:
+                session_id = await open_session(first, cwd, mcpServers=servers)
+                before, _ = await run_tool(first, session_id, '/tool mcp__web__echo {"text": "1"}')
+            async with spawn_acp(config_dir) as second:
+                await second.call("initialize", {"protocolVersion": 1})
+                restored = await second.call(
+                    method, {"sessionId": session_id, "cwd": str(cwd), "mcpServers": servers}
+                )
+                assert "result" in restored, restored
+                after, _ = await run_tool(second, session_id, '/tool mcp__web__echo {"text": "2"}')
+    assert (before, after) == ("echo: 1", "echo: 2")

@@ -189,7 +189,8 @@ class AcpHandlers:
 
         async def restore_then_prompt() -> Payload:
             await ownership.check_reaped_owner(self.table, store, session_id, opening)
-            await self._restore(session_id, store, opening, replay=False)
+            restore = schema.RestoreParams(session_id=session_id)
+            await self._restore(session_id, store, opening, replay=False, params=restore)
             session = self.table.live(session_id)
             if session.busy:
                 raise SessionBusyError(session_id)
@@ -516,8 +517,7 @@ class AcpHandlers:
         self.table.check_capacity()
         self.table.check_not_active(session_id)
         opening = self.table.begin_opening(session_id)
-        roots = params.additional_directories
-        return partial(self._restore, session_id, store, opening, replay=replay, roots=roots)
+        return partial(self._restore, session_id, store, opening, replay=replay, params=params)
 
     async def _restore(
         self,
@@ -526,10 +526,10 @@ class AcpHandlers:
         opening: trio.Event,
         *,
         replay: bool,
-        roots: Sequence[str] | None = None,
+        params: schema.RestoreParams,
     ) -> Payload:
         try:
-            return await self._restore_and_replay(session_id, store, replay=replay, roots=roots)
+            return await self._restore_and_replay(session_id, store, replay=replay, params=params)
         finally:
             self.table.end_opening(session_id, opening)
 
@@ -539,7 +539,7 @@ class AcpHandlers:
         store: AsyncSessionStore,
         *,
         replay: bool,
-        roots: Sequence[str] | None,
+        params: schema.RestoreParams,
     ) -> Payload:
         with self.table.reserving(session_id):
             epoch, stored = await ownership.claim_and_load(self.table, store, session_id)
@@ -552,14 +552,19 @@ class AcpHandlers:
             history = [message for message in stored.messages if message.role != "system"]
             workspace = Path(stored.info.workspace_dir)
             risk = agent_risk_profile(self.config, alias)
-            extra_roots = await restored_roots(store, session_id, roots, workspace, risk)
+            extra_roots = await restored_roots(
+                store, session_id, params.additional_directories, workspace, risk
+            )
+            mcp_servers = select_mcp_servers(
+                self.config.agents[alias], params.mcp_servers, remote=self.connection.remote
+            )
             session = self._build_session(
                 session_id,
                 alias,
                 workspace,
                 history,
                 stored.plan,
-                mcp_servers=select_mcp_servers(self.config.agents[alias], ()),
+                mcp_servers=mcp_servers,
             )
             attach_roots(session, extra_roots)
             # None for a session stored before sessions had titles: its next prompt names it.
