@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 from acp_server.config import checks
-from acp_server.config.model import (
+from acp_server.config.values import (
     DEFAULT_MCP_CONNECT_TIMEOUT_SECS,
     AnyMcpServerConfig,
     McpHttpServerConfig,
