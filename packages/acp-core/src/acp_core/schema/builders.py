@@ -43,13 +43,16 @@ def initialize_result(
     session_timeout_secs: int,
     sandbox: dict[str, Json] | None = None,
     image: bool = False,
+    mcp_over_http: bool = False,
 ) -> InitializeResult:
     """The ``initialize`` result exactly as the ZeroClaw ACP documentation shows it.
 
     With a session store: ``loadSession: true`` and ``sessionCapabilities {resume, close}``,
     plus ACP's ``list`` and ``delete`` markers (the store serves both) and
     ``additionalDirectories`` (extra jail roots, stored with the session). ``image``:
-    ``promptCapabilities.image`` (the agent's provider takes images).
+    ``promptCapabilities.image`` (the agent's provider takes images). ``mcp_over_http``:
+    ``mcpCapabilities.http`` and ``.sse`` (the agent connects the HTTP MCP servers a client
+    names, over either transport).
     Without one the documentation says "all three are absent or false": ``loadSession:
     false`` and no ``sessionCapabilities``. ``defaultModel`` is omitted when no model is
     configured.
@@ -59,7 +62,7 @@ def initialize_result(
         agent_capabilities=AgentCapabilities(
             load_session=store_available,
             prompt_capabilities=PromptCapabilities(image=image, audio=False, embedded_context=True),
-            mcp_capabilities=McpCapabilities(http=False, sse=False),
+            mcp_capabilities=McpCapabilities(http=mcp_over_http, sse=mcp_over_http),
             session_capabilities=(
                 SessionCapabilities(
                     resume=SessionResumeCapabilities(),

@@ -229,7 +229,8 @@ class McpServerStdio(WireStruct, kw_only=True, omit_defaults=False):
 
 
 class McpServerHttp(WireStruct, kw_only=True, omit_defaults=False):
-    """An http / sse MCP server (we advertise no support; parsed so it can be refused clearly)."""
+    """An MCP server reached over HTTP: ACP's ``McpServerHttp`` (``type: "http"``, MCP's
+    streamable HTTP) or ``McpServerSse`` (``type: "sse"``, the older HTTP+SSE transport)."""
 
     type: Literal["http", "sse"]
     name: str
@@ -301,6 +302,17 @@ def _mcp_server(raw: JsonValue, index: int) -> McpServer:
     )
 
 
+def _mcp_servers(params: JsonObject) -> list[McpServer]:
+    """ACP ``mcpServers`` (``session/new``, ``session/load``, ``session/resume``); absent
+    or null: none."""
+    raw_servers = params.get("mcpServers", params.get("mcp_servers"))
+    if raw_servers is None:
+        return []
+    if not isinstance(raw_servers, list):
+        raise _wrong_type("mcpServers", "an array")
+    return [_mcp_server(raw, index) for index, raw in enumerate(raw_servers)]
+
+
 def _blank_to_none(value: JsonValue, name: str) -> str | None:
     if value is None:
         return None
@@ -348,16 +360,10 @@ class NewSessionParams(InboundParams, kw_only=True):
             if not isinstance(value, str):
                 raise _wrong_type(name, "a string path")
             cwd = value
-        raw_servers = params.get("mcpServers", params.get("mcp_servers"))
-        if raw_servers is None:
-            raw_servers = []
-        if not isinstance(raw_servers, list):
-            raise _wrong_type("mcpServers", "an array")
-        servers = [_mcp_server(raw, index) for index, raw in enumerate(raw_servers)]
         return cls(
             agent_alias=alias,
             cwd=cwd,
-            mcp_servers=servers,
+            mcp_servers=_mcp_servers(params),
             additional_directories=_additional_directories(params),
         )
 
@@ -483,15 +489,23 @@ class SessionIdParams(InboundParams, kw_only=True):
 
 class RestoreParams(SessionIdParams, kw_only=True):
     """``session/load`` and ``session/resume``: the session id and, when the client sends
-    it, ACP ``additionalDirectories`` (the full list: it replaces the stored one)."""
+    them, ACP ``additionalDirectories`` (the full list: it replaces the stored one) and
+    ``mcpServers`` (the client's MCP servers for the restored session, as at
+    ``session/new``)."""
+
+    # msgspec cannot decode ``McpServer`` (a union of untagged shapes) straight from bytes,
+    # and a restore is rare: the lenient reader reads every one.
+    strict_fast_path: ClassVar[bool] = False
 
     additional_directories: list[str] | None = None
+    mcp_servers: list[McpServer] = msgspec.field(default_factory=list)
 
     @classmethod
     def from_object(cls, params: JsonObject) -> RestoreParams:
         return cls(
             session_id=_session_id(params),
             additional_directories=_additional_directories(params),
+            mcp_servers=_mcp_servers(params),
         )
 
 

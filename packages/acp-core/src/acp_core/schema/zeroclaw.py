@@ -34,8 +34,6 @@ class InitializeMeta(WireStruct, kw_only=True):
 class SessionZeroclawMeta(WireStruct, kw_only=True):
     sandbox: dict[str, Json] | None = None
     """The session's own OS sandbox for shell commands (from its agent's risk profile)."""
-    skipped_mcp_servers: list[str] | None = None
-    """``mcpServers`` entries not started: http/sse servers (only stdio is supported)."""
 
 
 class NewSessionMeta(WireStruct, kw_only=True):

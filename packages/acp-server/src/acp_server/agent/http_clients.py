@@ -2,9 +2,12 @@
 
 Building an ``httpx.AsyncClient`` with certificate checks loads the CA bundle into a new
 TLS context: 50-250 ms of CPU on a small machine, which a client per model call paid on
-every tool round. Instead every user of HTTP (each model provider, the web tools, and an
-HTTP MCP transport when there is one) names a ``PoolSpec`` and gets that pool's one client
-from ``shared_client``, built on first use; its connections are kept alive between calls.
+every tool round. Instead every user of HTTP (each model provider, the web tools) names a
+``PoolSpec`` and gets that pool's one client from ``shared_client``, built on first use; its
+connections are kept alive between calls. An HTTP MCP server is the exception: the MCP
+SDK's transports take an ``httpx2`` client carrying the server's headers, so each server
+connection keeps one of its own for the session (agent/tools/mcp_http.py), with the TLS
+context below.
 
 - **Bounded.** A pool opens at most ``max_connections`` connections at once and keeps at
   most ``max_idle_connections`` idle ones, for ``idle_secs``; a call that finds every

@@ -191,11 +191,15 @@ class Session:
             for tool in self.tools.values()
         ]
 
-    async def prepare_tools(self) -> None:
-        """Before a turn: wait (bounded) for MCP servers, then add their tools once."""
+    async def prepare_tools(self) -> list[str]:
+        """Before a turn: wait (bounded) for MCP servers, then add their tools once.
+
+        Returns one sentence per server that could not be started or reached, the first
+        time only (the turn shows them: the model never hears of tools that did not come).
+        """
         mcp = self.mcp
         if mcp is None or self._mcp_merged:
-            return
+            return []
         await mcp.wait_ready()
         merged: dict[str, Tool] = dict(self.tools)
         for name, tool in mcp.tools.items():
@@ -203,8 +207,10 @@ class Session:
         self.tools = merged
         self._build_specs()
         self._mcp_merged = True
-        for problem in mcp.problems:
+        problems = mcp.problems
+        for problem in problems:
             logger.warning("session %s: %s", self.session_id, problem)
+        return problems
 
     def close(self) -> None:
         """The session is leaving memory: stop what it started (MCP servers) and remove

@@ -156,7 +156,9 @@ async def run_turn(session: Session, user_text: str, io: TurnIO) -> TurnOutcome:
     """
     if not user_text.strip():
         raise TurnFailed(BLANK_PROMPT_MESSAGE)
-    await session.prepare_tools()
+    for problem in await session.prepare_tools():
+        # Said where the person looks (an agent message), not only on stderr.
+        await io.send_text(f"[{problem}]\n\n")
     await session.refresh_system_prompt()
     commands = session.commands.update()  # the skills changed since the last list sent
     if commands is not None:

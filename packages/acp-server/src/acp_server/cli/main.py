@@ -58,8 +58,12 @@ def configure_logging() -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     # Third-party chatter stays at warnings unless asked for.
-    for noisy in ("httpx", "httpcore", "mcp"):
+    for noisy in ("httpx", "httpcore", "httpx2", "httpcore2", "mcp"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
+    if level > logging.DEBUG:
+        # The MCP SDK's clients log every dropped connection with a traceback; the
+        # server's own warning (agent/tools/mcp.py) names the server and what failed.
+        logging.getLogger("mcp.client").setLevel(logging.CRITICAL)
 
 
 @dataclass

@@ -19,6 +19,7 @@ from acp_server.config.checks import ERROR_CODE_STYLES
 from acp_server.config.choices import agent_model_choices
 from acp_server.config.client import parse_client_offers, parse_vision
 from acp_server.config.limits import parse_cost, with_runtime_budget
+from acp_server.config.mcp import parse_mcp_servers
 from acp_server.config.proxies import with_proxy_settings
 from acp_server.config.skills import agent_skills, agent_table_keys, parse_skills_table
 from acp_server.config.storage import parse_storage
@@ -44,7 +45,6 @@ from acp_server.config.values import (
     ConfigError,
     GatewayConfig,
     GatewayTlsConfig,
-    McpServerConfig,
     ProviderConfig,
     RiskProfileConfig,
     RuntimeProfileConfig,
@@ -516,7 +516,14 @@ class ConfigParser:
                 acp_enable_mcp=self.get(
                     body, "acp_enable_mcp", f"{prefix}.acp_enable_mcp", bool, False
                 ),
-                mcp_servers=self.parse_mcp_servers(body, prefix),
+                mcp_servers=parse_mcp_servers(self, body, prefix),
+                mcp_allow_private_hosts=self.get(
+                    body,
+                    "mcp_allow_private_hosts",
+                    f"{prefix}.mcp_allow_private_hosts",
+                    bool,
+                    False,
+                ),
             )
             # A blank reference makes the agent non-dispatchable (answered at session/new);
             # a reference to something that does not exist is a mistake in the file.
@@ -533,34 +540,6 @@ class ConfigParser:
                     )
             agents[alias] = agent
         return agents
-
-    def parse_mcp_servers(
-        self, body: Mapping[str, Any], prefix: str
-    ) -> tuple[McpServerConfig, ...]:
-        raw = body.get("mcp_servers", [])
-        key = f"{prefix}.mcp_servers"
-        if not isinstance(raw, list):
-            raise self.error(key, f"expected an array of tables, got {checks.type_name(raw)}")
-        servers: list[McpServerConfig] = []
-        for index, item in enumerate(raw):
-            item_key = f"{key}[{index}]"
-            if not isinstance(item, dict):
-                raise self.error(item_key, f"expected a table, got {checks.type_name(item)}")
-            self.warn_unknown(item, _field_names(McpServerConfig), item_key)
-            env = self.table(item, "env", f"{item_key}.env")
-            if not all(isinstance(v, str) for v in env.values()):
-                raise self.error(f"{item_key}.env", "values must be strings")
-            servers.append(
-                McpServerConfig(
-                    name=self.get(item, "name", f"{item_key}.name", str, "", checks.non_blank),
-                    command=self.get(
-                        item, "command", f"{item_key}.command", str, "", checks.non_blank
-                    ),
-                    args=self.strings(item, "args", f"{item_key}.args", ()),
-                    env=dict(env),
-                )
-            )
-        return tuple(servers)
 
 
 def _field_names(cls: type) -> frozenset[str]:

@@ -148,6 +148,34 @@ class McpServerConfig:
     command: str
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
+    call_timeout_secs: float | None = None
+    """How long one tool call may run (None: the MCP runtime's default)."""
+
+
+McpHttpTransport = Literal["http", "sse"]
+DEFAULT_MCP_CONNECT_TIMEOUT_SECS: Final = 10.0
+"""How long opening a connection to an HTTP MCP server may take (TCP and TLS)."""
+
+
+@dataclass(frozen=True, slots=True)
+class McpHttpServerConfig:
+    """An MCP server reached over HTTP (ACP ``McpServerHttp`` / ``McpServerSse``):
+    ``http`` is MCP's streamable HTTP transport, ``sse`` its older HTTP+SSE one."""
+
+    name: str
+    url: str
+    transport: McpHttpTransport = "http"
+    headers: tuple[tuple[str, str], ...] = ()
+    """Sent with every request to the server (an ``Authorization`` token, typically)."""
+    public_only: bool = False
+    """Connect to public addresses only (the web tools' rule, docs/security.md): set for a
+    server a gateway client named, unless the agent sets ``mcp_allow_private_hosts``."""
+    connect_timeout_secs: float = DEFAULT_MCP_CONNECT_TIMEOUT_SECS
+    call_timeout_secs: float | None = None
+    """How long one tool call may run (None: the MCP runtime's default)."""
+
+
+AnyMcpServerConfig = McpServerConfig | McpHttpServerConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +215,10 @@ class AgentConfig:
     runtime_profile: str = "default"
     system_prompt: str | None = None
     acp_enable_mcp: bool = False
-    mcp_servers: tuple[McpServerConfig, ...] = ()
+    mcp_servers: tuple[AnyMcpServerConfig, ...] = ()
+    mcp_allow_private_hosts: bool = False
+    """Gateway clients may name HTTP MCP servers on private, loopback or link-local
+    addresses (off: only public ones, as for the web tools)."""
     workspace: Path | None = None
     """The agent workspace holding the personality files (``[agents.<alias>.workspace]
     path``, default ``<workspace_dir>/agents/<alias>/workspace``); None: no personality."""

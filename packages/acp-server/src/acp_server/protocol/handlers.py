@@ -30,13 +30,10 @@ from acp_server import __version__
 from acp_server.agent.providers.base import ProviderError
 from acp_server.agent.providers.images import agent_sees_images
 from acp_server.agent.session import Session, Turn
-from acp_server.agent.tools.mcp import (
-    select_mcp_servers,
-    skipped_mcp_servers,
-    start_mcp_tools,
-)
+from acp_server.agent.tools.mcp import start_mcp_tools
+from acp_server.agent.tools.mcp_servers import offers_mcp_over_http, select_mcp_servers
 from acp_server.agent.uploads import write_blobs
-from acp_server.config import McpServerConfig, RiskProfileConfig, RuntimeProfileConfig
+from acp_server.config import AnyMcpServerConfig, RiskProfileConfig, RuntimeProfileConfig
 from acp_server.errors import AgentUnavailable, OperationFailed, SessionFenced
 from acp_server.model import ChatMessage, CompletedTurn, PlanStep
 from acp_server.protocol import config_options as options
@@ -192,7 +189,8 @@ class AcpHandlers:
 
         async def restore_then_prompt() -> Payload:
             await ownership.check_reaped_owner(self.table, store, session_id, opening)
-            await self._restore(session_id, store, opening, replay=False)
+            restore = schema.RestoreParams(session_id=session_id)
+            await self._restore(session_id, store, opening, replay=False, params=restore)
             session = self.table.live(session_id)
             if session.busy:
                 raise SessionBusyError(session_id)
@@ -294,6 +292,9 @@ class AcpHandlers:
             session_timeout_secs=self.config.acp.session_timeout_secs,
             sandbox=agent_posture(self.config, self.connection.connection_default_agent).meta(),
             image=agent_sees_images(self.config, self.connection.connection_default_agent),
+            mcp_over_http=offers_mcp_over_http(
+                self.config, self.connection.connection_default_agent
+            ),
         )
 
     async def list_sessions(self, params: schema.ListSessionsParams) -> Payload:
@@ -319,7 +320,9 @@ class AcpHandlers:
         risk = agent_risk_profile(self.config, alias)
         workspace = canonical_workspace(raw_cwd, self.app.launch_dir, risk)
         extra_roots = canonical_roots(request.additional_directories, workspace, risk)
-        mcp_servers = select_mcp_servers(self.config.agents[alias], request.mcp_servers)
+        mcp_servers = select_mcp_servers(
+            self.config.agents[alias], request.mcp_servers, remote=self.connection.remote
+        )
         self.table.check_capacity()
         session_id = str(uuid.uuid4())
         with self.table.reserving(session_id):
@@ -340,10 +343,7 @@ class AcpHandlers:
                 raise
             self.table.add(session)
         logger.info("session %s opened (agent %s, cwd %s)", session_id, alias, workspace)
-        sandbox = schema.SessionZeroclawMeta(
-            sandbox=agent_posture(self.config, alias).meta(),
-            skipped_mcp_servers=skipped_mcp_servers(self.config.agents[alias], request.mcp_servers),
-        )
+        sandbox = schema.SessionZeroclawMeta(sandbox=agent_posture(self.config, alias).meta())
         result = schema.NewSessionResult(
             session_id=session_id,
             workspace_dir=str(workspace),
@@ -360,7 +360,7 @@ class AcpHandlers:
         history: Iterable[ChatMessage] = (),
         plan: tuple[PlanStep, ...] | None = None,
         *,
-        mcp_servers: Sequence[McpServerConfig] = (),
+        mcp_servers: Sequence[AnyMcpServerConfig] = (),
     ) -> Session:
         config = self.config
         agent = config.agents[alias]
@@ -517,8 +517,7 @@ class AcpHandlers:
         self.table.check_capacity()
         self.table.check_not_active(session_id)
         opening = self.table.begin_opening(session_id)
-        roots = params.additional_directories
-        return partial(self._restore, session_id, store, opening, replay=replay, roots=roots)
+        return partial(self._restore, session_id, store, opening, replay=replay, params=params)
 
     async def _restore(
         self,
@@ -527,10 +526,10 @@ class AcpHandlers:
         opening: trio.Event,
         *,
         replay: bool,
-        roots: Sequence[str] | None = None,
+        params: schema.RestoreParams,
     ) -> Payload:
         try:
-            return await self._restore_and_replay(session_id, store, replay=replay, roots=roots)
+            return await self._restore_and_replay(session_id, store, replay=replay, params=params)
         finally:
             self.table.end_opening(session_id, opening)
 
@@ -540,7 +539,7 @@ class AcpHandlers:
         store: AsyncSessionStore,
         *,
         replay: bool,
-        roots: Sequence[str] | None,
+        params: schema.RestoreParams,
     ) -> Payload:
         with self.table.reserving(session_id):
             epoch, stored = await ownership.claim_and_load(self.table, store, session_id)
@@ -553,14 +552,19 @@ class AcpHandlers:
             history = [message for message in stored.messages if message.role != "system"]
             workspace = Path(stored.info.workspace_dir)
             risk = agent_risk_profile(self.config, alias)
-            extra_roots = await restored_roots(store, session_id, roots, workspace, risk)
+            extra_roots = await restored_roots(
+                store, session_id, params.additional_directories, workspace, risk
+            )
+            mcp_servers = select_mcp_servers(
+                self.config.agents[alias], params.mcp_servers, remote=self.connection.remote
+            )
             session = self._build_session(
                 session_id,
                 alias,
                 workspace,
                 history,
                 stored.plan,
-                mcp_servers=select_mcp_servers(self.config.agents[alias], ()),
+                mcp_servers=mcp_servers,
             )
             attach_roots(session, extra_roots)
             # None for a session stored before sessions had titles: its next prompt names it.
