@@ -4,11 +4,11 @@
 caller moves the bytes. It keeps the one piece of state JSON-RPC needs: which of our
 own requests are still waiting for an answer.
 
-Outbound request ids are strings ``zc-out-0``, ``zc-out-1``, … per connection (seed:
+Outbound request ids are strings ``zc-out-0``, ``zc-out-1``, … per connection (the ZeroClaw ACP documentation:
 "The server-issued id ("zc-out-N") is always a string prefixed zc-out-, disjoint from
 any integer or string ids the client uses"). A response is matched by the text of its id,
 so a peer that echoes ``"zc-out-3"`` or one that mangles it to a number with the same
-text both match, as in the reference. Responses to unknown ids are reported as
+text both match, as in ZeroClaw's implementation. Responses to unknown ids are reported as
 ``UnmatchedResponse`` and otherwise ignored.
 """
 

@@ -2,13 +2,13 @@
 
 A session's MCP servers come from two places: the ``mcpServers`` of ``session/new`` (base
 ACP shape) and ``[agents.<alias>] mcp_servers`` in config.toml. Both are used only when
-the agent sets ``acp_enable_mcp`` (off by default, as in the reference): starting a server
+the agent sets ``acp_enable_mcp`` (off by default, as in ZeroClaw's implementation): starting a server
 runs an arbitrary command on this host before any approval, which a paired gateway client
 must not be able to do unless the operator opted in. Only stdio servers exist here
 (``initialize`` advertises ``mcpCapabilities {http: false, sse: false}``).
 
 ``start_mcp_tools`` starts every server in a nursery the caller owns (the connection's)
-and returns at once, so ``session/new`` never waits for them (the reference's
+and returns at once, so ``session/new`` never waits for them (ZeroClaw's
 ``…does_not_wait_for_configured_mcp_servers``); ``McpToolset.wait_ready`` waits, bounded
 by the startup timeout, before a turn lists its tools; ``McpToolset.close`` ends them when
 the session ends. ``open_mcp_tools`` is the same as one async context manager. Each remote tool becomes an
