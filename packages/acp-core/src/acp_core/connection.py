@@ -142,10 +142,16 @@ class RpcConnection:
 
         ``params`` may be builtins or an acp-core Struct (encoded directly).
         """
+        request_id = self.allocate_request_id(method)
+        return request_id, encode_request(request_id, method, params)
+
+    def allocate_request_id(self, method: str) -> str:
+        """The id of a request the caller serialises itself (a client that sends
+        messages as dicts); it stays pending until answered, as ``send_request``'s."""
         request_id = f"{self._prefix}{self._next_id}"
         self._next_id += 1
         self._pending[request_id] = method
-        return request_id, encode_request(request_id, method, params)
+        return request_id
 
     def forget_request(self, request_id: str) -> bool:
         """Stop waiting for a request (timed out or cancelled). True if it was pending."""
