@@ -48,15 +48,15 @@ NPM_TIMEOUT_SECS: Final = 300
 
 ZEROCLAW_EXTRA_FIELDS: Final = frozenset(
     {
-        # session/new result: the session's canonical workspace (seed, "session/new").
+        # session/new result: the session's canonical workspace (the ZeroClaw ACP documentation, "session/new").
         ("NewSessionResponse", "workspaceDir"),
-        # session/prompt result: the session id and the turn's final text (seed).
+        # session/prompt result: the session id and the turn's final text (the ZeroClaw ACP documentation).
         ("PromptResponse", "sessionId"),
         ("PromptResponse", "content"),
         # session/prompt result: the turn's token counts, ACP's PromptResponse.usage, which
         # the SDK's schema/v1/schema.unstable.json defines and editors read.
         ("PromptResponse", "usage"),
-        # tool_call_update: the short result text beside rawOutput (seed, deliver_file).
+        # tool_call_update: the short result text beside rawOutput (the ZeroClaw ACP documentation, deliver_file).
         ("ToolCallUpdate", "body"),
     }
 )

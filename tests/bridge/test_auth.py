@@ -162,7 +162,7 @@ class TestPrecedence:
         assert (await resolve(tmp_path)).source is TokenSource.NOT_REQUIRED
         assert pairing.calls == [("fetch", BASE)]
 
-    async def test_no_code_anywhere_is_the_reference_message(
+    async def test_no_code_anywhere_is_zeroclaw_message(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         FakePairing(monkeypatch, code=None)

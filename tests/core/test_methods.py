@@ -3,7 +3,7 @@ from __future__ import annotations
 from acp_core import methods, schema
 
 
-def test_every_seed_method_is_in_the_table() -> None:
+def test_every_documented_method_is_in_the_table() -> None:
     expected = {
         "initialize",
         "session/new",

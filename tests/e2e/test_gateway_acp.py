@@ -57,7 +57,7 @@ async def _session_new(gateway: RunningGateway, query: str, **params: object) ->
         return await rpc.call("session/new", {"cwd": str(cwd), **params})
 
 
-async def test_agent_query_parameter_follows_the_seed_precedence(tmp_path: Path) -> None:
+async def test_agent_query_parameter_follows_the_documented_precedence(tmp_path: Path) -> None:
     config_dir = _agents_config(tmp_path)
     with trio.fail_after(60):
         async with run_gateway(config_dir) as gateway:

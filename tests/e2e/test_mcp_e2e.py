@@ -99,7 +99,7 @@ async def test_mcp_tools_from_config_and_client_run_with_approval(tmp_path: Path
     stored = workspace / "uploads" / (hashlib.sha256(b"# Report\n").hexdigest() + ".md")
     assert stored.read_text() == "# Report\n"
     assert output_text(blob) == f"made report.md\n\n[Document: report.md] {stored}"
-    # As in the reference, a failed tool still "completes"; its output says what failed.
+    # As in ZeroClaw's implementation, a failed tool still "completes"; its output says what failed.
     assert output_text(crashed).startswith("Error: MCP server 'client' exited while running")
     assert survivor["status"] == "completed"
     assert output_text(survivor) == "echo: still"

@@ -186,7 +186,7 @@ async def test_a_failed_store_insert_frees_its_session_slot(
             store.fail_create = False
             session_id = await client.new_session(session_dir(tmp_path))
     assert failed["code"] == -32603
-    # The store's own words stay in the log, under the reference the client is given.
+    # The store's own words stay in the log, under the error reference the client is given.
     assert failed["message"].startswith("Failed to persist session: see the server log (ref ")
     assert "database is locked" not in failed["message"]
     ref = failed["message"].rsplit("(ref ", 1)[1].rstrip(")")

@@ -184,7 +184,7 @@ async def test_resume_sends_no_update_before_answering(tmp_path: Path) -> None:
     assert client.updates() == []
 
 
-async def test_restore_errors_in_reference_order(tmp_path: Path) -> None:
+async def test_restore_errors_in_zeroclaw_order(tmp_path: Path) -> None:
     store = FakeStore()
     store.add("s-1", session_dir(tmp_path), HISTORY)
     store.add("s-2", session_dir(tmp_path), HISTORY)

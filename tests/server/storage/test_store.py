@@ -111,8 +111,8 @@ def test_reopening_keeps_data_and_schema(backend: Backend) -> None:
     assert loaded.messages == tool_turn("t1").messages
 
 
-def _reference_database(path: Path) -> None:
-    """A database as an older reference build left it: user_version 0, no plan_json/killed_at,
+def _older_zeroclaw_database(path: Path) -> None:
+    """A database as an older ZeroClaw build left it: user_version 0, no plan_json/killed_at,
     tool results attached to the assistant message as 'out' rows."""
     path.parent.mkdir(parents=True)
     with sqlite3.connect(path) as conn:
@@ -144,8 +144,8 @@ def _reference_database(path: Path) -> None:
         )
 
 
-def test_reference_database_is_migrated_and_readable(db_path: Path) -> None:
-    _reference_database(db_path)
+def test_older_zeroclaw_database_is_migrated_and_readable(db_path: Path) -> None:
+    _older_zeroclaw_database(db_path)
     store = SessionStore.open(db_path)
     loaded = store.load_session("old")
     assert loaded is not None
@@ -171,7 +171,9 @@ def test_reference_database_is_migrated_and_readable(db_path: Path) -> None:
     assert reloaded.messages[-1] == user("more")
     assert bounded is not None
     assert bounded.messages == (user("more"),)
-    assert bounded.dropped_messages == 3  # stored rows: the reference kept results on its call row
+    assert (
+        bounded.dropped_messages == 3
+    )  # stored rows: ZeroClaw's implementation kept results on its call row
     with sqlite3.connect(db_path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 

@@ -4,12 +4,12 @@ Pure: nothing here reads a file, the environment or the clock. Callers pass what
 (the environment mapping, the home and working directories, "does this directory exist",
 the platform config directory) and get values or problems back.
 
-Config directory (seed, "Running": the bridge reads the same config as the daemon), first
+Config directory (the ZeroClaw ACP documentation, "Running": the bridge reads the same config as the daemon), first
 match wins:
 
 1. the ``--config-dir`` flag; a blank value means "not given" on both sides;
 2. ``$ZEROCLAW_CONFIG_DIR`` when it is not blank;
-3. ``~/.zeroclaw`` when that directory exists (the reference's layout);
+3. ``~/.zeroclaw`` when that directory exists (ZeroClaw's layout);
 4. the platform's user config directory for ``zeroclaw`` (looked up by the caller).
 
 A leading ``~`` or ``~/`` is the home directory; a relative path is taken from the working
@@ -82,7 +82,7 @@ TOKEN_RANDOM_BYTES: Final = 32
 MAX_TOKEN_CHARS: Final = 512
 """A presented token longer than this is refused unhashed (ours are 67 characters)."""
 
-# The reference's exact 401 body: it names the three ways a client can authenticate.
+# ZeroClaw's exact 401 body: it names the three ways a client can authenticate.
 UNAUTHORIZED_BODY: Final = "Unauthorized - provide Authorization header, Sec-WebSocket-Protocol bearer, or ?token= query param"
 
 PortRole = Literal["listen", "connect"]

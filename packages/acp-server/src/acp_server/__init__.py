@@ -9,6 +9,9 @@
 # cli/ is every `zeroclaw` command: argv, exit codes, the terminal. It starts servers
 # through app.py and also runs what is not a server (prompt, sessions, storage migrate).
 #
+# testing/ sits beside cli/ (neither imports the other): the public test kit, a connection
+# served in memory and the doubles that drive it. Nothing in the package imports it.
+#
 # app.py is the one composition root: it opens the session store, builds the process's
 # AcpApp and, over a shared PostgreSQL store, holds the replica leases while it serves.
 # Nothing below imports it.
@@ -19,7 +22,8 @@
 # protocol/ is an ACP connection, the same over stdio and WebSocket: the read loop and
 # the single writer, the method handlers, the session table and its ownership across
 # connections and replicas. protocol/services/context.py holds AcpApp, the state every
-# connection of the process shares.
+# connection of the process shares; protocol/client.py is the other end, the JSON-RPC
+# peer a client (`zeroclaw prompt`, the test kit) drives a connection with.
 #
 # agent/ is the turn runtime: a session, the model rounds of a turn, the providers, the
 # tools, the system prompt and skills, the budgets.

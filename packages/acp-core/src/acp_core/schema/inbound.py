@@ -1,4 +1,4 @@
-"""Params a client sends, read leniently where the seed says so (aliases, a plain-string
+"""Params a client sends, read leniently where the ZeroClaw ACP documentation says so (aliases, a plain-string
 prompt, untyped text parts), each problem an ``InvalidParamsError`` naming its parameter."""
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def _session_id(params: JsonObject) -> str:
     if value is None:
         value = params.get("session_id")
     if not isinstance(value, str):
-        # The reference answers a missing and a non-string id the same way.
+        # ZeroClaw's implementation answers a missing and a non-string id the same way.
         raise _missing("sessionId")
     return value
 
@@ -116,7 +116,7 @@ class ElicitationCapabilities(WireStruct, kw_only=True):
 
     @property
     def supports_form(self) -> bool:
-        """An empty ``{}`` means form support, as in the reference."""
+        """An empty ``{}`` means form support, as in ZeroClaw's implementation."""
         return self.form is not UNSET or self.url is UNSET
 
     @property
@@ -333,7 +333,7 @@ def _additional_directories(params: JsonObject) -> list[str] | None:
 
 
 class NewSessionParams(InboundParams, kw_only=True):
-    """``session/new``. ``agent_alias`` is trimmed; blank means absent (seed §session/new)."""
+    """``session/new``. ``agent_alias`` is trimmed; blank means absent (the ZeroClaw ACP documentation, "session/new")."""
 
     agent_alias: str | None = None
     cwd: str | None = None
@@ -444,7 +444,7 @@ def _prompt_part(raw: JsonValue, index: int) -> ContentPart | None:
         return _convert_part(raw, AudioContent, where)
     text = raw.get("text")
     if isinstance(text, str):
-        # The seed's untyped {"text": …} and base ACP {"type": "text", …} alike.
+        # The ZeroClaw ACP documentation's untyped {"text": …} and base ACP {"type": "text", …} alike.
         return TextContent(text=text)
     return None
 
@@ -534,7 +534,7 @@ class InboundUpdateParams(InboundParams, kw_only=True):
     """Inbound ``session/update`` / ``session/event`` (ZeroClaw extension, event injection).
 
     The event type is ``params.type``, else ``params.update.sessionUpdate``, else
-    ``"unknown"`` (as the reference server reads it). ``payload`` keeps the params as sent.
+    ``"unknown"`` (as ZeroClaw's implementation reads it). ``payload`` keeps the params as sent.
     """
 
     session_id: str

@@ -27,7 +27,7 @@ from acp_server.storage import SpendEntry, SpendTotals, StoreError
 logger = logging.getLogger(__name__)
 
 TOKENS_PER_PRICE_UNIT: Final = 1_000_000
-"""Prices are USD per million tokens (the reference's ``*_per_mtok``)."""
+"""Prices are USD per million tokens (ZeroClaw's ``*_per_mtok``)."""
 _warned_unpriced: set[tuple[str, str]] = set()
 
 
@@ -141,7 +141,7 @@ def next_month(day: date) -> date:
 
 
 def budget_message(spent: float, limit: float, cap: str, resets: date) -> str:
-    """The reference's wording, plus which cap it is and when it resets."""
+    """ZeroClaw's wording, plus which cap it is and when it resets."""
     return (
         f"Agent turn failed: Budget exceeded: ${spent:.4f} of ${limit:.2f} {cap}. Cannot make "
         f"further API calls until the budget resets at {resets.isoformat()} 00:00 UTC."

@@ -23,6 +23,9 @@ context below.
   what ``acp_server.app.open_app`` does for the server's lifetime. Used outside such a
   block (a test driving a provider directly), the set is made on first use and closed
   when the trio run ends.
+- **One seam for tests.** ``http_clients(transport=...)`` builds every client of the block
+  on that ``httpx`` transport (an ``httpx.MockTransport`` answering like a model API), so
+  provider tests run without sockets; nothing else changes on the way to it.
 - **Cheap to import.** httpx is imported when the first client is built, so the server's
   start-up (which opens the set) does not load the HTTP stack.
 
@@ -109,9 +112,11 @@ def _needs_tls(spec: PoolSpec, scheme: str) -> bool:
 
 
 class HttpClients:
-    """One trio run's clients, by pool name and URL scheme."""
+    """One trio run's clients, by pool name and URL scheme; ``transport``, when given,
+    carries every request instead of the network (tests)."""
 
-    def __init__(self) -> None:
+    def __init__(self, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self._transport = transport
         self._clients: dict[tuple[str, str], httpx.AsyncClient] = {}
         self.built = 0
         """Clients built so far (each one is a pool; tests check none is built per call)."""
@@ -131,6 +136,7 @@ class HttpClients:
                 trust_env=spec.trust_env,
                 follow_redirects=False,
                 limits=spec.limits(),
+                transport=self._transport,
             )
             self._clients[key] = client
             self.built += 1
@@ -149,9 +155,12 @@ _RUN_CLIENTS: trio.lowlevel.RunVar[HttpClients] = trio.lowlevel.RunVar("zeroclaw
 
 
 @asynccontextmanager
-async def http_clients() -> AsyncIterator[HttpClients]:
-    """The current trio run's clients for the block; all are closed when it ends."""
-    clients = HttpClients()
+async def http_clients(
+    *, transport: httpx.AsyncBaseTransport | None = None
+) -> AsyncIterator[HttpClients]:
+    """The current trio run's clients for the block; all are closed when it ends.
+    ``transport``: what carries their requests instead of the network (tests)."""
+    clients = HttpClients(transport)
     token = _RUN_CLIENTS.set(clients)
     try:
         yield clients

@@ -1,7 +1,7 @@
 """One ACP session's live state, and the reservation of its single running turn.
 
 A session belongs to one connection. At most one prompt turn runs at a time (a second
-``session/prompt`` is -32002, seed "session/prompt"); the turn owns a ``trio.CancelScope``
+``session/prompt`` is -32002, the ZeroClaw ACP documentation, "session/prompt"); the turn owns a ``trio.CancelScope``
 that ``session/cancel`` and ``session/close`` cancel synchronously.
 """
 
@@ -50,7 +50,7 @@ class Turn:
     """A running prompt turn.
 
     ``streamed`` collects every text chunk sent to the client, so a cancelled turn can
-    answer with the partial text (seed, "session/cancel").
+    answer with the partial text (the ZeroClaw ACP documentation, "session/cancel").
     """
 
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
@@ -126,7 +126,7 @@ class Session:
         )
         self._build_specs()
         self.uploads_path = str(uploads_dir(self.workspace))
-        # Once per session, like the cwd checks of session/new: seed the missing persona
+        # Once per session, like the cwd checks of session/new: write the missing persona
         # templates and take the first reading of a few small capped files.
         if self.agent.workspace is not None:
             seed_persona_files(self.agent.workspace, self.agent.alias)

@@ -96,7 +96,7 @@ def load_skills(config: SkillsConfig) -> LoadedSkills:
             assert skill is not None
             earlier = taken.get(skill.name.casefold())
             if earlier is not None:
-                # Earlier sources win, as in the reference, which drops the later quietly.
+                # Earlier sources win, as in ZeroClaw's implementation, which drops the later quietly.
                 logger.debug("skill %s (%s) shadowed by %s", skill.name, directory, earlier)
                 continue
             taken[skill.name.casefold()] = skill.location

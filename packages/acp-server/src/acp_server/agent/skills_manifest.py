@@ -2,7 +2,7 @@
 
 ``SKILL.md``: when the file (newlines normalised) starts with a ``---`` line and a later
 ``---`` line closes it, the lines between are YAML, read with ``yaml.safe_load``. The
-fields are the ZeroClaw reference's: ``name`` (default: the directory name),
+fields are ZeroClaw's: ``name`` (default: the directory name),
 ``description`` (default: the body's first line that is not a heading, else
 ``No description``), ``version`` (default ``0.1.0``), ``author``, ``tags`` (a list, or a
 comma-separated string) and ``always``; ``argument-hint`` (or ``argument_hint``) is the

@@ -1,6 +1,6 @@
 """The system prompt of an ACP session, rebuilt before every turn.
 
-Sections, in the ZeroClaw reference's order (its ``SystemPromptBuilder``), each separated by
+Sections, in ZeroClaw's order (its ``SystemPromptBuilder``), each separated by
 a blank line and skipped when empty:
 
 1. ``## CRITICAL CONTEXT: CURRENT DATE``: local date and UTC offset (no time of day);
@@ -261,7 +261,7 @@ def safety_section(policy: SecurityPolicy, max_actions_per_hour: int | None = No
     if profile.require_approval_for_medium_risk:
         lines.append("- **Medium-risk commands** require user approval before execution.")
     if max_actions_per_hour is not None:
-        # Worded as the reference's SecurityPolicy::prompt_summary; the budget is per
+        # Worded as ZeroClaw's SecurityPolicy::prompt_summary; the budget is per
         # session (agent/budget.py), which is what "per chat" means here.
         lines.append(
             f"- **Rate limit**: max {max_actions_per_hour} actions per hour per chat "

@@ -1,6 +1,6 @@
 """Configuration: the typed view of ``<config_dir>/config.toml``.
 
-A faithful subset of the reference's v3 schema (the ZeroClaw configuration docs):
+A faithful subset of ZeroClaw's v3 schema (the ZeroClaw configuration docs):
 ``[acp]``, ``[gateway]``, ``[providers.models.<type>.<alias>]``, ``[agents.<alias>]``,
 ``[risk_profiles.<alias>]``, ``[runtime_profiles.<alias>]``, ``[skills]``, the legacy
 ``[autonomy]`` table (mapped onto the default risk profile) and ``workspace_dir`` (the

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 COST_KEYS: Final = frozenset(
     {"enabled", "daily_limit_usd", "monthly_limit_usd", "rates"}
-    # The reference's warning and enforcement knobs: accepted, they change nothing here
+    # ZeroClaw's warning and enforcement knobs: accepted, they change nothing here
     # (a cap reached always fails the turn).
     | {"warn_at_percent", "allow_override", "track_per_agent", "enforcement"}
 )
@@ -26,7 +26,7 @@ def _not_negative(value: float) -> str | None:
 
 
 def parse_cost(parser: ConfigParser, doc: Mapping[str, Any]) -> CostConfig:
-    """The ``[cost]`` table (the reference's keys and defaults)."""
+    """The ``[cost]`` table (ZeroClaw's keys and defaults)."""
     t = parser.table(doc, "cost", "cost")
     parser.warn_unknown(t, COST_KEYS, "cost")
     default = CostConfig()

@@ -322,7 +322,7 @@ class ConfigParser:
         return result
 
     def env_api_key(self, ptype: str, alias: str) -> str:
-        # The reference's env override form, then the provider's well-known variable.
+        # ZeroClaw's env override form, then the provider's well-known variable.
         specific = self.env.get(f"ZEROCLAW_providers__models__{ptype}__{alias}__api_key", "")
         if specific.strip():
             return specific.strip()
@@ -371,7 +371,7 @@ class ConfigParser:
                 t, "allowed_commands", f"{prefix}.allowed_commands", base.allowed_commands
             ),
             always_ask=self.strings(t, "always_ask", f"{prefix}.always_ask", base.always_ask),
-            # The reference always merges its built-in auto-approve list into the profile's.
+            # ZeroClaw's implementation always merges its built-in auto-approve list into the profile's.
             auto_approve=_merged(
                 DEFAULT_AUTO_APPROVE,
                 self.strings(t, "auto_approve", f"{prefix}.auto_approve", ()),
@@ -408,7 +408,7 @@ class ConfigParser:
         default_base = RiskProfileConfig()
         legacy = self.table(doc, "autonomy", "autonomy")
         if legacy:
-            # Legacy V1 table: the reference migrates it into [risk_profiles.default].
+            # Legacy V1 table: ZeroClaw's implementation migrates it into [risk_profiles.default].
             self.warn_unknown(legacy, known | _AUTONOMY_IGNORED, "autonomy")
             for key in sorted(_AUTONOMY_IGNORED & legacy.keys()):
                 logger.warning("%s: `autonomy.%s` is not supported and is ignored", self.path, key)

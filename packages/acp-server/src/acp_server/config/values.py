@@ -32,7 +32,7 @@ DEFAULT_SHELL_CPU_LIMIT_SECS: Final = 600
 DEFAULT_SHELL_FILE_SIZE_LIMIT_BYTES: Final = 1 << 30  # 1 GiB: the largest file a command may write
 DEFAULT_SHELL_ADDRESS_SPACE_LIMIT_BYTES: Final = 16 << 30  # 16 GiB of virtual memory
 
-# Reference defaults (RiskProfileConfig's Default impl).
+# ZeroClaw's defaults (RiskProfileConfig's Default impl).
 DEFAULT_ALLOWED_COMMANDS: Final = (
     "git", "npm", "cargo", "ls", "cat", "grep", "find", "echo", "pwd", "wc", "head", "tail",
     "date", "df", "du", "uname", "uptime", "hostname", "python", "python3", "pip", "node", "free",
@@ -57,7 +57,7 @@ class AcpConfig:
     default_agent: str | None = None
     max_sessions: int = DEFAULT_MAX_SESSIONS
     session_timeout_secs: int = DEFAULT_SESSION_TIMEOUT_SECS
-    """The seed's one timeout: the default of the two below."""
+    """The ZeroClaw ACP documentation's one timeout: the default of the two below."""
     permission_timeout_secs: int | None = None
     """How long a permission request waits for the client (unanswered = denied)."""
     idle_session_timeout_secs: int | None = None
@@ -68,7 +68,7 @@ class AcpConfig:
     project_instructions: tuple[str, ...] = DEFAULT_PROJECT_INSTRUCTIONS
     """File names looked up in the session cwd and its parents (``[]``: none)."""
     error_codes: Literal["zeroclaw", "acp"] = "zeroclaw"
-    """"zeroclaw": an unknown session is -32000 (the ZeroClaw seed); "acp": -32002, the ACP
+    """"zeroclaw": an unknown session is -32000 (the ZeroClaw ACP documentation); "acp": -32002, the ACP
     spec's "resource not found", for clients that read -32000 as "authentication required"."""
     client_fs: Literal["auto", "never"] = "auto"
     """"auto": file tools read and write text files through the client's ``fs/*`` when it
@@ -232,7 +232,7 @@ class AgentConfig:
 
     @property
     def dispatchable(self) -> bool:
-        """Reference rule: enabled and all three profile references non-blank."""
+        """ZeroClaw's rule: enabled and all three profile references non-blank."""
         return self.enabled and all(
             ref.strip() for ref in (self.model_provider, self.risk_profile, self.runtime_profile)
         )
@@ -279,7 +279,7 @@ class RuntimeProfileConfig:
     shell_address_space_limit_bytes: int = DEFAULT_SHELL_ADDRESS_SPACE_LIMIT_BYTES
     max_actions_per_hour: int | None = None
     """Counted tool calls a session may make in any sliding hour (agent/budget.py); None:
-    no limit (the reference's quick-start preset is unbounded too)."""
+    no limit (ZeroClaw's quick-start preset is unbounded too)."""
     max_cost_per_day_cents: int | None = None
     """What one agent may spend per UTC day, in US cents (agent/cost.py); None: no cap."""
 

@@ -1,7 +1,7 @@
 """Who may talk to the gateway: bearer tokens, subprotocols, origins and hosts.
 
-Pure functions and one small mutable registry; no I/O. The rules follow the seed's "Via the
-daemon gateway" section and the reference server: a token may arrive as
+Pure functions and one small mutable registry; no I/O. The rules follow the ZeroClaw ACP documentation's "Via the
+daemon gateway" section and ZeroClaw's implementation: a token may arrive as
 ``Authorization: Bearer``, as a ``Sec-WebSocket-Protocol`` entry ``bearer.<token>`` (browsers
 cannot set headers on a WebSocket), or as ``?token=``; the first source present is the one
 checked. Only SHA-256 digests of tokens are ever stored or compared.

@@ -2,7 +2,7 @@
 
 The checks, in order: a WebSocket upgrade request (else 426), version 13 (else 426), a
 ``Sec-WebSocket-Key`` (else 400), a paired token when pairing is required (else 401 with the
-reference's text; 503 while a shared token store does not answer), not draining and under
+ZeroClaw's text; 503 while a shared token store does not answer), not draining and under
 ``max_connections`` (else 503 with ``Retry-After``). Then the 101 (written by the h11
 connection that read the request), and one ``AcpConnection`` per WebSocket over the
 process-wide ``AcpApp`` (one store), so a session created over one connection can be

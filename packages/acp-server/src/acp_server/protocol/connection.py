@@ -87,7 +87,7 @@ async def serve_connection(
     Args:
         connection_default_agent: the gateway's ``?agent=`` (step 2 of the alias precedence).
         reap_idle_sessions: drop sessions idle longer than ``[acp]
-            idle_session_timeout_secs`` (the reference does this in stdio mode only).
+            idle_session_timeout_secs`` (ZeroClaw's implementation does this in stdio mode only).
     """
     connection = AcpConnection(app, transport, connection_default_agent=connection_default_agent)
     await connection.run(reap_idle_sessions=reap_idle_sessions)

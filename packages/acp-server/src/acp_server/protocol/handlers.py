@@ -202,7 +202,7 @@ class AcpHandlers:
         return restore_then_prompt
 
     def _prompt_precedence(self, raw: msgspec.Raw) -> None:
-        """An unknown or busy session outranks a malformed prompt (the reference's order)."""
+        """An unknown or busy session outranks a malformed prompt (ZeroClaw's order)."""
         session_id = schema.decode_inbound(schema.SessionIdParams, raw).session_id
         if self.table.live(session_id).busy:
             raise SessionBusyError(session_id)
@@ -507,7 +507,7 @@ class AcpHandlers:
         return schema.InboundUpdateResult(session_id=request.session_id, type=request.event_type)
 
     def admit_restore(self, params: schema.RestoreParams, request_key: str, *, replay: bool) -> Job:
-        """session/load (replay) and session/resume, in the reference's error order. The id
+        """session/load (replay) and session/resume, in ZeroClaw's error order. The id
         is marked as being restored in arrival order, so a close sent right behind it
         waits for the restore and then closes the session."""
         session_id = params.session_id

@@ -6,7 +6,7 @@ adds ``decide``. The agent runtime asks ``decide`` before running a tool call; t
 ``resolve_path`` for every path they touch and the shell tool re-checks its command with
 ``assess_command`` (defence in depth: a decision is never trusted across an approval wait).
 
-Approval decisions (``decide``), by risk level, as the reference server decides them:
+Approval decisions (``decide``), by risk level, as ZeroClaw's implementation decides them:
 
 ======================  ===========  =====================================  ==============
 tool call               readonly     supervised                             full

@@ -75,7 +75,7 @@ bigger workspace is refused for such a command rather than half-checked."""
 
 # Environment variables the shell tool passes through to commands. Everything else
 # (API keys above all) is withheld, so `env` or `echo $OPENROUTER_API_KEY` cannot leak
-# secrets into the conversation (the reference clears the environment the same way).
+# secrets into the conversation (ZeroClaw's implementation clears the environment the same way).
 SHELL_ENV_PASSTHROUGH: Final = (
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE",
     "TERM", "TZ", "TMPDIR",

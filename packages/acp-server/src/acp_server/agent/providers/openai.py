@@ -99,7 +99,7 @@ FLAVORS: Final[dict[str, Flavor]] = {
         "https://openrouter.ai/api/v1",
         "OPENROUTER_API_KEY",
         key_required=True,
-        # The seed's default model id is an OpenRouter id.
+        # The ZeroClaw ACP documentation's default model id is an OpenRouter id.
         default_model="anthropic/claude-sonnet-4.6",
     ),
     "openai_compatible": Flavor("OpenAI-compatible server", None, None, key_required=False),

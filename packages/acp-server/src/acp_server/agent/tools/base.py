@@ -35,7 +35,7 @@ DEFAULT_MAX_TOOL_OUTPUT_BYTES: Final = 64 * 1024
 
 @dataclass(frozen=True, slots=True)
 class DeliveredFile:
-    """A file handed back to the client by deliver_file (seed, "Delivering files")."""
+    """A file handed back to the client by deliver_file (the ZeroClaw ACP documentation, "Delivering files")."""
 
     uri: str  # attachment://deliver/<sha256>.<ext>
     path: Path  # the uploads/<sha256>.<ext> copy
@@ -315,7 +315,7 @@ class ToolDefinition:
 
     name: str
     kind: ToolKindName
-    """ACP ``kind`` of its ``tool_call`` / ``tool_call_update`` (as the reference server does)."""
+    """ACP ``kind`` of its ``tool_call`` / ``tool_call_update`` (as ZeroClaw's implementation does)."""
     rules: ToolRules = NO_RULES
     presentation: ToolPresentation = ARGUMENTS_AS_GIVEN
     legacy_record: LegacyRecord | None = None
@@ -346,5 +346,5 @@ class ToolDefinition:
 
     @classmethod
     def fallback(cls, name: str) -> ToolDefinition:
-        """A tool without a definition (MCP, unknown): the reference's kind for its name."""
+        """A tool without a definition (MCP, unknown): ZeroClaw's kind for its name."""
         return cls(name=name, kind=tool_kind(name))

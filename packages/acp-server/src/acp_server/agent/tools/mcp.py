@@ -5,7 +5,7 @@ Which servers a session gets is agent/tools/mcp_servers.py (config.toml and the 
 agent/tools/mcp_http.py. Everything after the connection is the same for every transport.
 
 ``start_mcp_tools`` starts every server in a nursery the caller owns (the connection's)
-and returns at once, so ``session/new`` never waits for them (the reference's
+and returns at once, so ``session/new`` never waits for them (ZeroClaw's
 ``…does_not_wait_for_configured_mcp_servers``); ``McpToolset.wait_ready`` waits, bounded
 by the startup timeout, before a turn lists its tools; ``McpToolset.close`` ends them when
 the session ends. ``open_mcp_tools`` is the same as one async context manager. Each remote tool becomes an

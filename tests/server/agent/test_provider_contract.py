@@ -1,6 +1,7 @@
 """The contract every model provider keeps, run against each one over its real wire format.
 
-The fake server (tests/e2e/fake_llm.py) speaks Chat Completions for the OpenAI-shaped
+The scripted model API (tests/server/agent/mock_llm.py, in process: ``httpx``'s mock
+transport under the providers' real clients) speaks Chat Completions for the OpenAI-shaped
 types and the Messages API for Anthropic. Each case checks what the person at the editor
 sees: a ``ProviderError`` whose message says what went wrong and what to change, and
 never contains the API key; and that a cancelled turn stops the stream at once and closes
@@ -29,10 +30,8 @@ from tests.e2e.fake_llm import (
     json_error,
     openai_chunk,
     openai_stream,
-    serve_fake_llm,
 )
-
-pytestmark = pytest.mark.e2e  # binds 127.0.0.1
+from tests.server.agent.mock_llm import MockLLM, mock_llm
 
 CEILING_SECS = 10
 """Real-time bound on every case: a provider that hangs fails the test instead."""
@@ -59,7 +58,7 @@ class HttpProvider:
         return f"[providers.models.{self.type}.{ALIAS}]"
 
     def config(
-        self, llm: FakeLLM, *, api_key: str | None = API_KEY, timeout_secs: float = 30
+        self, llm: FakeLLM | MockLLM, *, api_key: str | None = API_KEY, timeout_secs: float = 30
     ) -> ProviderConfig:
         return ProviderConfig(
             type=self.type,
@@ -116,7 +115,7 @@ async def test_missing_key_names_the_variable_and_the_config_table(
     assert provider.key_env is not None
     monkeypatch.delenv(provider.key_env, raising=False)
     with trio.fail_after(CEILING_SECS):
-        async with serve_fake_llm() as llm:
+        async with mock_llm() as llm:
             error = await stream_error(provider.config(llm, api_key=None))
     message = str(error)
     assert message.startswith("No API key for ")
@@ -133,7 +132,7 @@ async def test_rejected_key_says_to_check_it_and_never_shows_it(
     # Servers quote the key they refused; the message must not pass it on.
     refusal = json_error(status, f"Incorrect API key provided: {API_KEY}", kind="invalid_api_key")
     with trio.fail_after(CEILING_SECS):
-        async with serve_fake_llm(refusal) as llm:
+        async with mock_llm(refusal) as llm:
             error = await stream_error(provider.config(llm))
     message = str(error)
     assert error.status == status
@@ -159,7 +158,7 @@ async def test_cut_stream_is_an_error_that_says_to_try_again(
     provider: HttpProvider, ending: Ending
 ) -> None:
     with trio.fail_after(CEILING_SECS):
-        async with serve_fake_llm(Reply(chunks=provider.opening, ending=ending)) as llm:
+        async with mock_llm(Reply(chunks=provider.opening, ending=ending)) as llm:
             error = await stream_error(provider.config(llm))
     assert "ended before the response was complete. Try again." in str(error)
     assert_keeps_the_key_secret(error)
@@ -180,7 +179,7 @@ async def test_silent_server_times_out_after_timeout_secs(
         else Reply(ending="silent")
     )
     with trio.fail_after(CEILING_SECS * 10):  # mock-clock seconds
-        async with serve_fake_llm(silence) as llm:
+        async with mock_llm(silence) as llm:
             started = trio.current_time()
             error = await stream_error(provider.config(llm, timeout_secs=7))
             waited = trio.current_time() - started
@@ -208,7 +207,7 @@ async def test_cancel_mid_stream_stops_at_once_and_closes_the_connection(
     provider: HttpProvider,
 ) -> None:
     with trio.fail_after(CEILING_SECS):
-        async with serve_fake_llm(Reply(chunks=provider.opening, ending="hang")) as llm:
+        async with mock_llm(Reply(chunks=provider.opening, ending="hang")) as llm:
             received = await first_event_then_cancel(create_provider(provider.config(llm)))
             with trio.fail_after(PROMPT_STOP_SECS):
                 await llm.wait_client_gone()

@@ -1,4 +1,5 @@
-"""The Chat Completions providers against a local server speaking their streaming format."""
+"""The Chat Completions providers against their streaming format, answered in process
+(tests/server/agent/mock_llm.py; one loopback case: tests/e2e/test_provider_loopback.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import trio.testing
 
 from acp_server.agent.providers.base import (
     ModelRequest,
+    ProviderEvent,
     StreamEnd,
     TextDelta,
     ThoughtDelta,
@@ -23,6 +25,7 @@ from acp_server.config import ProviderConfig
 from acp_server.model import ChatMessage, ToolCall, Usage
 from tests.e2e.fake_llm import (
     HELLO,
+    RecordedRequest,
     Reply,
     collect,
     expect_error,
@@ -31,12 +34,9 @@ from tests.e2e.fake_llm import (
     openai_stream,
     openai_text_reply,
     openai_tool_reply,
-    serve_fake_llm,
     sse,
 )
-from tests.e2e.helpers import unused_port
-
-pytestmark = pytest.mark.e2e  # binds 127.0.0.1
+from tests.server.agent.mock_llm import mock_llm
 
 CEILING_SECS = 10
 
@@ -67,8 +67,14 @@ def test_every_chat_type_is_registered() -> None:
 
 async def test_streams_text_then_usage_then_end() -> None:
     with trio.fail_after(CEILING_SECS):
-        async with serve_fake_llm(openai_text_reply("Hel", "lo", " there", usage=(12, 5))) as llm:
+        async with mock_llm(openai_text_reply("Hel", "lo", " there", usage=(12, 5))) as llm:
             events = await collect(chat_provider(llm.base_url, temperature=0.2), HELLO)
+    assert_streamed_hello(events, llm.requests)
+
+
+def assert_streamed_hello(events: list[ProviderEvent], requests: list[RecordedRequest]) -> None:
+    """What ``openai_text_reply("Hel", "lo", " there", usage=(12, 5))`` streams, and the
+    one request that asked for it (temperature 0.2)."""
     assert events == [
         TextDelta("Hel"),
         TextDelta("lo"),
@@ -76,7 +82,7 @@ async def test_streams_text_then_usage_then_end() -> None:
         UsageReported(Usage(input_tokens=12, output_tokens=5)),
         StreamEnd("stop"),
     ]
-    [request] = llm.requests
+    [request] = requests
     assert request.target == "/v1/chat/completions"
     assert request.headers["authorization"] == "Bearer sk-test-secret"
     body = request.json()
@@ -98,7 +104,7 @@ async def test_fragmented_tool_calls_are_reassembled_in_order() -> None:
     tools = [ToolSpec("file_read", "Read a file"), ToolSpec("shell", "Run a command")]
     request = ModelRequest(None, [ChatMessage(role="user", content="look")], tools)
     with trio.fail_after(CEILING_SECS):
-        async with serve_fake_llm(openai_tool_reply(calls, text="Checking.", fragments=4)) as llm:
+        async with mock_llm(openai_tool_reply(calls, text="Checking.", fragments=4)) as llm:
             events = await collect(chat_provider(llm.base_url), request)
     assert events == [
         TextDelta("Checking."),
@@ -116,7 +122,7 @@ async def test_fragmented_tool_calls_are_reassembled_in_order() -> None:
 async def test_reasoning_deltas_become_thoughts(field: str) -> None:
     reply = openai_text_reply("42", reasoning=["Let me ", "think."], reasoning_field=field)
     with trio.fail_after(CEILING_SECS):
-        async with serve_fake_llm(reply) as llm:
+        async with mock_llm(reply) as llm:
             events = await collect(chat_provider(llm.base_url), HELLO)
     assert events[:3] == [ThoughtDelta("Let me "), ThoughtDelta("think."), TextDelta("42")]
 
@@ -133,7 +139,7 @@ async def test_reasoning_token_usage_is_kept() -> None:
         ),
     ]
     with trio.fail_after(CEILING_SECS):
-        async with serve_fake_llm(Reply(chunks=openai_stream(chunks))) as llm:
+        async with mock_llm(Reply(chunks=openai_stream(chunks))) as llm:
             events = await collect(chat_provider(llm.base_url), HELLO)
     assert UsageReported(Usage(3, 30, 25)) in events
 
@@ -150,7 +156,7 @@ async def test_history_with_tool_calls_is_sent_in_chat_format() -> None:
         ChatMessage(role="tool", content="hello", tool_call_id="call_1", tool_name="file_read"),
     ]
     with trio.fail_after(CEILING_SECS):
-        async with serve_fake_llm(openai_text_reply("done")) as llm:
+        async with mock_llm(openai_text_reply("done")) as llm:
             await collect(chat_provider(llm.base_url), ModelRequest(None, history))
     messages = llm.requests[0].json()["messages"]
     assert messages == [
@@ -187,7 +193,7 @@ async def test_whole_tool_calls_without_index_are_accepted() -> None:
         )
     ]
     with trio.fail_after(CEILING_SECS):
-        async with serve_fake_llm(Reply(chunks=openai_stream(chunks))) as llm:
+        async with mock_llm(Reply(chunks=openai_stream(chunks))) as llm:
             events = await collect(chat_provider(llm.base_url, provider_type="ollama"), HELLO)
     assert events == [
         ToolCallRequested(ToolCall("c1", "glob_search", {"pattern": "*.py"})),
@@ -203,7 +209,7 @@ async def test_invalid_tool_arguments_are_a_clear_error() -> None:
         openai_chunk({}, finish_reason="tool_calls"),
     ]
     with trio.fail_after(CEILING_SECS):
-        async with serve_fake_llm(Reply(chunks=openai_stream(chunks))) as llm:
+        async with mock_llm(Reply(chunks=openai_stream(chunks))) as llm:
             error = await expect_error(chat_provider(llm.base_url))
     assert "`shell`" in str(error)
     assert "not a JSON object" in str(error)
@@ -214,7 +220,7 @@ async def test_openrouter_key_comes_from_its_environment_variable(
 ) -> None:
     monkeypatch.setenv("OPENROUTER_API_KEY", "or-env-key")
     with trio.fail_after(CEILING_SECS):
-        async with serve_fake_llm(openai_text_reply("hi")) as llm:
+        async with mock_llm(openai_text_reply("hi")) as llm:
             provider = chat_provider(llm.base_url, provider_type="openrouter", api_key=None)
             await collect(provider, HELLO)
     headers = llm.requests[0].headers
@@ -228,7 +234,7 @@ async def test_compatible_server_needs_no_key_and_never_gets_the_openai_one(
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-must-not-leak")
     with trio.fail_after(CEILING_SECS):
-        async with serve_fake_llm(openai_text_reply("local")) as llm:
+        async with mock_llm(openai_text_reply("local")) as llm:
             provider = chat_provider(
                 llm.base_url, provider_type="openai_compatible", api_key=None, max_tokens=64
             )
@@ -248,7 +254,7 @@ async def test_compatible_server_without_uri_says_to_set_it() -> None:
 
 async def test_openai_limits_output_with_max_completion_tokens() -> None:
     with trio.fail_after(CEILING_SECS):
-        async with serve_fake_llm(openai_text_reply("x")) as llm:
+        async with mock_llm(openai_text_reply("x")) as llm:
             await collect(chat_provider(llm.base_url, max_tokens=100), HELLO)
     assert llm.requests[0].json()["max_completion_tokens"] == 100
 
@@ -258,7 +264,7 @@ async def test_rate_limit_waits_for_retry_after_then_succeeds(
 ) -> None:
     limited = json_error(429, "slow down", headers=[("Retry-After", "7")])
     with trio.fail_after(CEILING_SECS * 10):
-        async with serve_fake_llm(limited, openai_text_reply("finally")) as llm:
+        async with mock_llm(limited, openai_text_reply("finally")) as llm:
             started = trio.current_time()
             events = await collect(chat_provider(llm.base_url), HELLO)
             waited = trio.current_time() - started
@@ -272,7 +278,7 @@ async def test_retry_after_beyond_the_cap_gives_up_at_once(
 ) -> None:
     limited = json_error(429, "quota exhausted", headers=[("Retry-After", "3600")])
     with trio.fail_after(CEILING_SECS):
-        async with serve_fake_llm(limited) as llm:
+        async with mock_llm(limited) as llm:
             error = await expect_error(chat_provider(llm.base_url))
     assert error.status == 429
     assert "3600 s" in str(error)
@@ -285,7 +291,7 @@ async def test_server_errors_are_retried_then_reported(
 ) -> None:
     failures = [json_error(500, "internal error") for _ in range(3)]
     with trio.fail_after(CEILING_SECS * 10):
-        async with serve_fake_llm(*failures) as llm:
+        async with mock_llm(*failures) as llm:
             started = trio.current_time()
             error = await expect_error(chat_provider(llm.base_url))
             waited = trio.current_time() - started
@@ -296,23 +302,13 @@ async def test_server_errors_are_retried_then_reported(
     assert waited >= 1 + 2  # exponential backoff between the attempts
 
 
-async def test_connection_refused_is_reported_with_the_address() -> None:
-    base_url = f"http://127.0.0.1:{unused_port()}"
-    with trio.fail_after(CEILING_SECS):
-        error = await expect_error(chat_provider(base_url, provider_type="ollama"))
-    message = str(error)
-    assert "Could not connect" in message
-    assert "connection refused" in message
-    assert f"Ollama at {base_url}/v1/chat/completions" in message
-
-
 async def test_error_object_inside_the_stream_is_reported() -> None:
     chunks = (
         sse(openai_chunk({"content": "Par"})),
         sse({"error": {"code": 502, "message": "Upstream provider disconnected"}}),
     )
     with trio.fail_after(CEILING_SECS):
-        async with serve_fake_llm(Reply(chunks=chunks)) as llm:
+        async with mock_llm(Reply(chunks=chunks)) as llm:
             error = await expect_error(chat_provider(llm.base_url, provider_type="openrouter"))
     assert "Upstream provider disconnected" in str(error)
     assert error.status == 502
@@ -322,6 +318,6 @@ async def test_non_streaming_answer_is_a_clear_error() -> None:
     body = json.dumps({"choices": [{"message": {"content": "hi"}}]}).encode()
     reply = Reply(chunks=(body,), content_type="application/json")
     with trio.fail_after(CEILING_SECS):
-        async with serve_fake_llm(reply) as llm:
+        async with mock_llm(reply) as llm:
             error = await expect_error(chat_provider(llm.base_url))
     assert "did not answer with an event stream" in str(error)

@@ -1,4 +1,5 @@
-"""The Anthropic provider against a local server speaking the Messages streaming format."""
+"""The Anthropic provider against the Messages streaming format, answered in process
+(tests/server/agent/mock_llm.py)."""
 
 from __future__ import annotations
 
@@ -30,10 +31,8 @@ from tests.e2e.fake_llm import (
     collect,
     expect_error,
     json_error,
-    serve_fake_llm,
 )
-
-pytestmark = pytest.mark.e2e  # binds 127.0.0.1
+from tests.server.agent.mock_llm import mock_llm
 
 CEILING_SECS = 10
 
@@ -63,7 +62,7 @@ def test_anthropic_is_registered() -> None:
 
 async def test_streams_text_with_usage_and_the_right_headers() -> None:
     with trio.fail_after(CEILING_SECS):
-        async with serve_fake_llm(anthropic_text_reply("Hello", ", world")) as llm:
+        async with mock_llm(anthropic_text_reply("Hello", ", world")) as llm:
             events = await collect(anthropic(llm.base_url), HELLO)
     assert events == [
         TextDelta("Hello"),
@@ -95,7 +94,7 @@ async def test_tool_use_is_reassembled_from_json_fragments() -> None:
         None, HELLO.messages, [ToolSpec("file_read", "Read", {"type": "object"})]
     )
     with trio.fail_after(CEILING_SECS):
-        async with serve_fake_llm(anthropic_tool_reply(calls, text="Let me look.")) as llm:
+        async with mock_llm(anthropic_tool_reply(calls, text="Let me look.")) as llm:
             events = await collect(anthropic(llm.base_url), request)
     assert events == [
         TextDelta("Let me look."),
@@ -112,7 +111,7 @@ async def test_tool_use_is_reassembled_from_json_fragments() -> None:
 async def test_thinking_blocks_become_thoughts() -> None:
     reply = anthropic_text_reply("4", thinking=["2 + 2 ", "is 4."])
     with trio.fail_after(CEILING_SECS):
-        async with serve_fake_llm(reply) as llm:
+        async with mock_llm(reply) as llm:
             events = await collect(anthropic(llm.base_url), HELLO)
     assert events[:3] == [ThoughtDelta("2 + 2 "), ThoughtDelta("is 4."), TextDelta("4")]
 
@@ -139,7 +138,7 @@ async def test_history_maps_to_tool_use_and_merged_tool_results() -> None:
         ChatMessage(role="user", content="and now?"),
     ]
     with trio.fail_after(CEILING_SECS):
-        async with serve_fake_llm(anthropic_text_reply("ok")) as llm:
+        async with mock_llm(anthropic_text_reply("ok")) as llm:
             await collect(anthropic(llm.base_url, temperature=0.5), ModelRequest(None, history))
     body = llm.requests[0].json()
     assert "system" not in body
@@ -194,7 +193,7 @@ async def test_is_error_follows_the_tool_outcome_not_the_text() -> None:
         ),
     ]
     with trio.fail_after(CEILING_SECS):
-        async with serve_fake_llm(anthropic_text_reply("ok")) as llm:
+        async with mock_llm(anthropic_text_reply("ok")) as llm:
             await collect(anthropic(llm.base_url), ModelRequest(None, history))
     results = llm.requests[0].json()["messages"][-1]["content"]
     assert results == [
@@ -218,7 +217,7 @@ async def test_error_event_mid_stream_is_reported() -> None:
         anthropic_error_event("overloaded_error", "Overloaded"),
     )
     with trio.fail_after(CEILING_SECS):
-        async with serve_fake_llm(Reply(chunks=chunks)) as llm:
+        async with mock_llm(Reply(chunks=chunks)) as llm:
             error = await expect_error(anthropic(llm.base_url))
     assert "overloaded_error" in str(error)
     assert "Overloaded" in str(error)
@@ -228,7 +227,7 @@ async def test_error_event_mid_stream_is_reported() -> None:
 async def test_key_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-from-env")
     with trio.fail_after(CEILING_SECS):
-        async with serve_fake_llm(anthropic_text_reply("hi")) as llm:
+        async with mock_llm(anthropic_text_reply("hi")) as llm:
             await collect(anthropic(llm.base_url, api_key=None), HELLO)
     assert llm.requests[0].headers["x-api-key"] == "sk-ant-from-env"
 
@@ -238,7 +237,7 @@ async def test_overloaded_answer_is_retried_with_backoff(
 ) -> None:
     overloaded = json_error(529, "Overloaded", kind="overloaded_error")
     with trio.fail_after(CEILING_SECS * 10):
-        async with serve_fake_llm(overloaded, anthropic_text_reply("back")) as llm:
+        async with mock_llm(overloaded, anthropic_text_reply("back")) as llm:
             started = trio.current_time()
             events = await collect(anthropic(llm.base_url), HELLO)
             waited = trio.current_time() - started
@@ -249,6 +248,6 @@ async def test_overloaded_answer_is_retried_with_backoff(
 
 async def test_uri_ending_in_v1_is_not_doubled() -> None:
     with trio.fail_after(CEILING_SECS):
-        async with serve_fake_llm(anthropic_text_reply("x")) as llm:
+        async with mock_llm(anthropic_text_reply("x")) as llm:
             await collect(anthropic(f"{llm.base_url}/v1/"), HELLO)
     assert llm.requests[0].target == "/v1/messages"
