@@ -3,7 +3,7 @@
 A session's MCP servers come from two places: ``[agents.<alias>] mcp_servers`` in
 config.toml and the ``mcpServers`` of ``session/new`` (ACP's ``McpServerStdio``,
 ``McpServerHttp`` and ``McpServerSse``). Both are used only when the agent sets
-``acp_enable_mcp`` (off by default, as in the reference): a stdio server runs an arbitrary
+``acp_enable_mcp`` (off by default, as in ZeroClaw's implementation): a stdio server runs an arbitrary
 command on this host before any approval, and an HTTP one makes this host connect where
 the client says, which a paired gateway client must not be able to do unless the operator
 opted in.
