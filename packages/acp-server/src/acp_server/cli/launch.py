@@ -35,6 +35,10 @@ ACP_COMMAND: Final = "acp"
 CONFIG_DIR_OPTION: Final = "--config-dir"
 ACP_OPTIONS: Final = ("--max-sessions", "--session-timeout", "--agent")
 POSITIVE_INT_OPTIONS: Final = ("--max-sessions", "--session-timeout")
+HTTPX_CLI_MODULE: Final = "httpx._main"
+"""httpx's own command line. ``import httpx`` loads it whenever click, rich and pygments
+are installed (httpx's ``__init__`` falls back to a stub when the import fails), which
+doubled the first model call's import cost; no zeroclaw command uses it."""
 
 
 def configure_logging() -> None:
@@ -166,8 +170,18 @@ def serve_acp(state: CliState, launch: AcpLaunch) -> None:
         sys.exit(130)
 
 
+def skip_httpx_cli() -> None:
+    """Make ``import httpx`` skip its command-line module: a ``None`` entry in
+    ``sys.modules`` makes importing that name raise ImportError (the import system's
+    documented behaviour), which httpx answers with a stub."""
+    if HTTPX_CLI_MODULE not in sys.modules:
+        # typeshed types sys.modules without the None the import system gives a meaning
+        sys.modules[HTTPX_CLI_MODULE] = None  # type: ignore[assignment]
+
+
 def main() -> None:
     configure_logging()
+    skip_httpx_cli()
     launch = None if COMPLETION_ENV in os.environ else plain_acp_launch(sys.argv[1:])
     if launch is None:
         from acp_server.cli.main import cli
