@@ -7,8 +7,6 @@ a user then sees.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +16,7 @@ from hypothesis import strategies as st
 
 from acp_server.cli import main as cli_main
 from acp_server.cli.launch import AcpLaunch, CliState, plain_acp_launch
+from tests.meta.fresh_interpreter import modules_loaded_by
 
 TOKENS = (
     "acp", "init", "--config-dir", "--max-sessions", "--session-timeout", "--agent",
@@ -101,13 +100,5 @@ def test_whatever_the_plain_reading_accepts_click_reads_the_same(argv: list[str]
 
 def test_the_first_model_call_loads_httpx_without_its_command_line() -> None:
     """httpx's CLI module (click, rich, pygments) is skipped once the script has started."""
-    probe = (
-        "import sys; from acp_server.cli.launch import skip_httpx_cli; skip_httpx_cli(); "
-        "import httpx; httpx.AsyncClient; "
-        "loaded = {name for name, module in sys.modules.items() if module is not None}; "
-        "print(sorted({'rich', 'pygments', 'httpx._main'} & loaded))"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
-    )
-    assert result.stdout.strip() == "[]"
+    skipped = "from acp_server.cli.launch import skip_httpx_cli; skip_httpx_cli(); import httpx"
+    assert modules_loaded_by(skipped, ("click", "rich", "pygments")) == []
