@@ -49,11 +49,11 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any, Final
 
 import trio
+from msgspec.structs import replace
 
 from acp_server.config.storage import STORAGE_URL_ENV
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import trio
+from msgspec.structs import replace
 from trio.testing import MockClock
 
 from acp_server.agent.providers.base import ProviderError, StreamEnd, TextDelta, ThoughtDelta

@@ -48,8 +48,9 @@ from __future__ import annotations
 import enum
 import logging
 from collections import OrderedDict, deque
-from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
+
+import msgspec
 
 from acp_bridge.inflight import InFlightTable
 from acp_bridge.messages import (
@@ -121,8 +122,7 @@ ClientAction = SendToGateway | WriteToClient | None
 ClientMessage = Forward | ReplyToGateway
 
 
-@dataclass(slots=True)
-class ServerRequest:
+class ServerRequest(msgspec.Struct):
     """A gateway → IDE request awaiting the IDE's answer."""
 
     generation: int
@@ -137,8 +137,7 @@ class _ReplayStep(NamedTuple):
     body: dict[str, Any]
 
 
-@dataclass(slots=True)
-class _Replay:
+class _Replay(msgspec.Struct):
     """The replay on the current connection (REPLAYING)."""
 
     steps: deque[_ReplayStep]

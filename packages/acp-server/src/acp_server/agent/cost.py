@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Final, Protocol
 
+import msgspec
+
 from acp_server.config.values import ECHO_PROVIDER_TYPE, CostConfig
 from acp_server.errors import BudgetExceeded
 from acp_server.model import Usage
@@ -64,8 +66,7 @@ are added as they are recorded, those of other processes sharing the store are s
 the next read, at most this many seconds later."""
 
 
-@dataclass(slots=True)
-class _CachedTotals:
+class _CachedTotals(msgspec.Struct):
     totals: SpendTotals
     read_at: float
 

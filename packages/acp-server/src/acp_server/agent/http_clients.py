@@ -40,9 +40,9 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+import msgspec
 import trio
 
 if TYPE_CHECKING:
@@ -66,8 +66,7 @@ DEFAULT_MAX_DRAIN_ITEMS: Final = 64
 """Most items ``release_stream`` reads past the caller's last before giving up on reuse."""
 
 
-@dataclass(frozen=True, slots=True)
-class PoolSpec:
+class PoolSpec(msgspec.Struct, frozen=True):
     """A named connection pool: who uses it and how big it may grow."""
 
     name: str

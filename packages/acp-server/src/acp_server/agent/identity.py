@@ -13,9 +13,10 @@ blank; a file with content, edited by an admin or not, is never overwritten.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+
+import msgspec
 
 logger = logging.getLogger(__name__)
 
@@ -69,8 +70,7 @@ PERSONA_TEMPLATES: Final = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class PersonaFile:
+class PersonaFile(msgspec.Struct, frozen=True):
     name: str
     text: str
     truncated: bool = False

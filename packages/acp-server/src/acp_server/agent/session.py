@@ -96,8 +96,10 @@ class Session:
     # The store's fencing epoch this copy holds the session at (None: not stored): every
     # turn commit carries it, and one refused for it means the session is open elsewhere.
     epoch: int | None = None
-    # What the model is told about the tools (built once the tool set is complete).
-    tool_specs: list[ToolSpec] = field(default_factory=list)
+    # What the model is told about the tools (``tool_specs``): derived at the first model
+    # call, not at session/new, since the tools' argument schemas cost more to derive than
+    # the rest of opening a session; forgotten when the tool set changes.
+    _tool_specs: list[ToolSpec] | None = field(default=None, init=False, repr=False)
     # MCP servers started for this session (acp_enable_mcp); their tools join at the
     # first turn, once the servers are ready (session/new never waits for them).
     mcp: McpToolset | None = None
@@ -124,7 +126,6 @@ class Session:
         self.action_budget = ActionBudget(
             self.runtime_profile.max_actions_per_hour, trio.current_time
         )
-        self._build_specs()
         self.uploads_path = str(uploads_dir(self.workspace))
         # Once per session, like the cwd checks of session/new: write the missing persona
         # templates and take the first reading of a few small capped files.
@@ -150,7 +151,7 @@ class Session:
         tools = self.commands.use(files, self.tools)
         if tools is not None:
             self.tools = tools
-            self._build_specs()
+            self._tool_specs = None
 
     def prompt_inputs(self) -> PromptInputs:
         return PromptInputs(
@@ -185,11 +186,15 @@ class Session:
         self.system_prompt = build_system_prompt(inputs, self._prompt_files, now)
         self._prompt_key = (self._prompt_signature, day, tuple(self.tools), self.provider.model)
 
-    def _build_specs(self) -> None:
-        self.tool_specs = [
-            ToolSpec(name=tool.name, description=tool.description, parameters=tool.parameters)
-            for tool in self.tools.values()
-        ]
+    @property
+    def tool_specs(self) -> list[ToolSpec]:
+        """What the model is told about the tools."""
+        if self._tool_specs is None:
+            self._tool_specs = [
+                ToolSpec(name=tool.name, description=tool.description, parameters=tool.parameters)
+                for tool in self.tools.values()
+            ]
+        return self._tool_specs
 
     async def prepare_tools(self) -> list[str]:
         """Before a turn: wait (bounded) for MCP servers, then add their tools once.
@@ -205,7 +210,7 @@ class Session:
         for name, tool in mcp.tools.items():
             merged.setdefault(name, tool)  # a built-in is never shadowed
         self.tools = merged
-        self._build_specs()
+        self._tool_specs = None
         self._mcp_merged = True
         problems = mcp.problems
         for problem in problems:

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
+
+import msgspec
 
 from acp_server.errors import ZeroclawError
 
@@ -36,8 +37,7 @@ class SkillManifestError(ZeroclawError):
     """A skill's manifest cannot be used; ``str()`` says where and why."""
 
 
-@dataclass(frozen=True, slots=True)
-class SkillTool:
+class SkillTool(msgspec.Struct, frozen=True):
     name: str
     description: str
     kind: str
@@ -47,8 +47,7 @@ class SkillTool:
     timeout_secs: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Skill:
+class Skill(msgspec.Struct, frozen=True):
     name: str
     description: str
     location: Path

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import Annotated, Any, Final
 
 import msgspec
 import trio
 from msgspec import Meta
+from msgspec.structs import replace
 
 from acp_core.tools import tool_kind
 from acp_server.agent.skills import LoadedSkills

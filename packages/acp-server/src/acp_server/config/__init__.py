@@ -16,9 +16,10 @@ import logging
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+from msgspec.structs import replace
 
 from acp_core import gateway_contract
 from acp_server.config.parse import ConfigParser

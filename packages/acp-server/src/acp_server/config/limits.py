@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
+
+from msgspec.structs import replace
 
 from acp_server.config.values import CostConfig, ModelPrice, RuntimeProfileConfig
 

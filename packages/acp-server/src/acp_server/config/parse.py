@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import fields
 from pathlib import Path
 from typing import Any, Final, TypeVar
+
+from msgspec.structs import fields
 
 from acp_core.gateway_contract import (
     normalize_host,

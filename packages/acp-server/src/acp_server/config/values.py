@@ -1,13 +1,14 @@
-"""The configuration's values: one frozen dataclass per table of ``config.toml``, the
+"""The configuration's values: one frozen ``msgspec.Struct`` per table of ``config.toml``, the
 defaults, and ``ConfigError``. Reading and validating a file is ``acp_server.config.parse``."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from ipaddress import IPv4Network, IPv6Network
 from pathlib import Path
 from typing import Final, Literal
+
+import msgspec
 
 # Shared with the bridge (acp_core.gateway_contract), re-exported under their old names.
 from acp_core.gateway_contract import CONFIG_DIR_ENV as CONFIG_DIR_ENV
@@ -52,8 +53,7 @@ DEFAULT_AUTO_APPROVE: Final = (
 )  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
-class AcpConfig:
+class AcpConfig(msgspec.Struct, frozen=True):
     default_agent: str | None = None
     max_sessions: int = DEFAULT_MAX_SESSIONS
     session_timeout_secs: int = DEFAULT_SESSION_TIMEOUT_SECS
@@ -90,15 +90,13 @@ class AcpConfig:
         return self.session_timeout_secs
 
 
-@dataclass(frozen=True, slots=True)
-class GatewayTlsConfig:
+class GatewayTlsConfig(msgspec.Struct, frozen=True):
     enabled: bool = False
     cert_path: Path | None = None
     key_path: Path | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class GatewayConfig:
+class GatewayConfig(msgspec.Struct, frozen=True):
     """The ``[gateway]`` table. ``host`` and ``path_prefix`` are stored as the rules in
     ``acp_core.gateway_contract`` normalize them (the bridge reads them the same way)."""
 
@@ -111,14 +109,13 @@ class GatewayConfig:
     pair_rate_limit_per_minute: int = 10
     websocket_ping_interval_secs: int = 30
     allowed_origins: tuple[str, ...] = ()
-    tls: GatewayTlsConfig = field(default_factory=GatewayTlsConfig)
+    tls: GatewayTlsConfig = msgspec.field(default_factory=GatewayTlsConfig)
     # Load balancers whose word on the client address is taken (config/proxies.py).
     trusted_proxies: tuple[IPv4Network | IPv6Network, ...] = ()
     proxy_protocol: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class ProviderConfig:
+class ProviderConfig(msgspec.Struct, frozen=True):
     """``[providers.models.<type>.<alias>]``; ``ref`` is ``"<type>.<alias>"``."""
 
     type: str
@@ -140,14 +137,13 @@ class ProviderConfig:
         return f"{self.type}.{self.alias}"
 
 
-@dataclass(frozen=True, slots=True)
-class McpServerConfig:
+class McpServerConfig(msgspec.Struct, frozen=True):
     """A stdio MCP server (base ACP ``McpServer`` shape)."""
 
     name: str
     command: str
     args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = msgspec.field(default_factory=dict)
     call_timeout_secs: float | None = None
     """How long one tool call may run (None: the MCP runtime's default)."""
 
@@ -157,8 +153,7 @@ DEFAULT_MCP_CONNECT_TIMEOUT_SECS: Final = 10.0
 """How long opening a connection to an HTTP MCP server may take (TCP and TLS)."""
 
 
-@dataclass(frozen=True, slots=True)
-class McpHttpServerConfig:
+class McpHttpServerConfig(msgspec.Struct, frozen=True):
     """An MCP server reached over HTTP (ACP ``McpServerHttp`` / ``McpServerSse``):
     ``http`` is MCP's streamable HTTP transport, ``sse`` its older HTTP+SSE one."""
 
@@ -178,8 +173,7 @@ class McpHttpServerConfig:
 AnyMcpServerConfig = McpServerConfig | McpHttpServerConfig
 
 
-@dataclass(frozen=True, slots=True)
-class IdentityConfig:
+class IdentityConfig(msgspec.Struct, frozen=True):
     """``[agents.<alias>.identity]``: ``openclaw`` (the markdown files only) or ``aieos``
     (an AIEOS JSON document first; ``aieos_path``, relative to the agent workspace, wins
     over ``aieos_inline``)."""
@@ -193,8 +187,7 @@ class IdentityConfig:
         return self.format == "aieos" and (self.aieos_path or self.aieos_inline) is not None
 
 
-@dataclass(frozen=True, slots=True)
-class SkillsConfig:
+class SkillsConfig(msgspec.Struct, frozen=True):
     """An agent's skills (``[skills]`` and ``[agents.<alias>] skill_bundles`` /
     ``skills_mode``; ``docs/agents.md``). ``sources`` are directories holding one skill per
     subdirectory, earlier ones winning name clashes: ``<agent workspace>/skills``, then
@@ -206,8 +199,7 @@ class SkillsConfig:
     max_full_chars: int = DEFAULT_MAX_FULL_SKILLS_CHARS
 
 
-@dataclass(frozen=True, slots=True)
-class AgentConfig:
+class AgentConfig(msgspec.Struct, frozen=True):
     alias: str
     enabled: bool = True
     model_provider: str = ""
@@ -224,8 +216,8 @@ class AgentConfig:
     path``, default ``<workspace_dir>/agents/<alias>/workspace``); None: no personality."""
     project_instructions: tuple[str, ...] = DEFAULT_PROJECT_INSTRUCTIONS
     """``[acp] project_instructions``, copied onto each agent by the parser."""
-    identity: IdentityConfig = field(default_factory=IdentityConfig)
-    skills: SkillsConfig = field(default_factory=SkillsConfig)
+    identity: IdentityConfig = msgspec.field(default_factory=IdentityConfig)
+    skills: SkillsConfig = msgspec.field(default_factory=SkillsConfig)
     model_providers: tuple[str, ...] = ()
     """More ``<type>.<alias>`` provider refs a client may switch the session to (the
     session's ``model`` config option; ``model_provider`` is always one of them)."""
@@ -238,8 +230,7 @@ class AgentConfig:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class PrivatePath:
+class PrivatePath(msgspec.Struct, frozen=True):
     """One of the server's own paths that no session reaches: ``label`` names it in
     messages (``the config directory``)."""
 
@@ -247,8 +238,7 @@ class PrivatePath:
     path: Path
 
 
-@dataclass(frozen=True, slots=True)
-class RiskProfileConfig:
+class RiskProfileConfig(msgspec.Struct, frozen=True):
     level: RiskLevel = "supervised"
     workspace_only: bool = True
     forbidden_paths: tuple[str, ...] = DEFAULT_FORBIDDEN_PATHS
@@ -269,8 +259,7 @@ class RiskProfileConfig:
     a config.toml key."""
 
 
-@dataclass(frozen=True, slots=True)
-class RuntimeProfileConfig:
+class RuntimeProfileConfig(msgspec.Struct, frozen=True):
     shell_timeout_secs: int = DEFAULT_SHELL_TIMEOUT_SECS
     max_tool_iterations: int = DEFAULT_MAX_TOOL_ITERATIONS
     # setrlimit of every shell command, under any sandbox backend (none included).
@@ -284,47 +273,43 @@ class RuntimeProfileConfig:
     """What one agent may spend per UTC day, in US cents (agent/cost.py); None: no cap."""
 
 
-@dataclass(frozen=True, slots=True)
-class ModelPrice:
+class ModelPrice(msgspec.Struct, frozen=True):
     """``[cost.rates.providers.models.<type>."<model>"]``: USD per million tokens."""
 
     input_per_mtok: float = 0.0
     output_per_mtok: float = 0.0
 
 
-@dataclass(frozen=True, slots=True)
-class CostConfig:
+class CostConfig(msgspec.Struct, frozen=True):
     """``[cost]``: spending caps over every agent sharing the session store (UTC days)."""
 
     enabled: bool = True
     daily_limit_usd: float = 10.0
     monthly_limit_usd: float = 100.0
-    rates: Mapping[tuple[str, str], ModelPrice] = field(default_factory=dict)
+    rates: Mapping[tuple[str, str], ModelPrice] = msgspec.field(default_factory=dict)
     """Prices by (provider type, model id)."""
 
 
-@dataclass(frozen=True, slots=True)
-class WebConfig:
+class WebConfig(msgspec.Struct, frozen=True):
     """``[web]``: the web_fetch and http_request tools (agent/tools/web.py)."""
 
     allow_private_hosts: bool = False
     """Let the web tools reach loopback, private and link-local addresses."""
 
 
-@dataclass(frozen=True, slots=True)
-class Config:
+class Config(msgspec.Struct, frozen=True):
     config_dir: Path
     config_file: Path | None  # None: no config.toml, built-in defaults in use
     workspace_dir: Path  # daemon-level data directory (store lives under it)
-    acp: AcpConfig = field(default_factory=AcpConfig)
-    gateway: GatewayConfig = field(default_factory=GatewayConfig)
-    providers: Mapping[str, ProviderConfig] = field(default_factory=dict)  # by ref
-    agents: Mapping[str, AgentConfig] = field(default_factory=dict)  # by alias
-    risk_profiles: Mapping[str, RiskProfileConfig] = field(default_factory=dict)
-    runtime_profiles: Mapping[str, RuntimeProfileConfig] = field(default_factory=dict)
-    cost: CostConfig = field(default_factory=CostConfig)
-    web: WebConfig = field(default_factory=WebConfig)
-    storage: StorageConfig = field(default_factory=StorageConfig)
+    acp: AcpConfig = msgspec.field(default_factory=AcpConfig)
+    gateway: GatewayConfig = msgspec.field(default_factory=GatewayConfig)
+    providers: Mapping[str, ProviderConfig] = msgspec.field(default_factory=dict)  # by ref
+    agents: Mapping[str, AgentConfig] = msgspec.field(default_factory=dict)  # by alias
+    risk_profiles: Mapping[str, RiskProfileConfig] = msgspec.field(default_factory=dict)
+    runtime_profiles: Mapping[str, RuntimeProfileConfig] = msgspec.field(default_factory=dict)
+    cost: CostConfig = msgspec.field(default_factory=CostConfig)
+    web: WebConfig = msgspec.field(default_factory=WebConfig)
+    storage: StorageConfig = msgspec.field(default_factory=StorageConfig)
 
     @staticmethod
     def default_agent_workspace(workspace_dir: Path, alias: str) -> Path:

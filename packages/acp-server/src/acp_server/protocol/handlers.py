@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
@@ -71,8 +70,7 @@ AdmitHandler: TypeAlias = Callable[[Any, str], Job]
 ConcurrentHandler: TypeAlias = Callable[[Any], Awaitable[Payload]]
 
 
-@dataclass(frozen=True, slots=True)
-class Route:
+class Route(msgspec.Struct, frozen=True):
     """One inbound method: its params type and its handler, in the shape ``ordering`` says.
 
     * ``inline``: ``handler(params, request_key) -> result``, run by the reader;

@@ -50,9 +50,10 @@ import os
 import re
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+
+import msgspec
 
 from acp_server.config import RiskProfileConfig
 from acp_server.patterns import LazyPattern
@@ -104,8 +105,7 @@ class CommandRisk(enum.Enum):
 RISK_ORDER: Final = {CommandRisk.LOW: 0, CommandRisk.MEDIUM: 1, CommandRisk.HIGH: 2}
 
 
-@dataclass(frozen=True, slots=True)
-class CommandAssessment:
+class CommandAssessment(msgspec.Struct, frozen=True):
     """What ``assess_command`` found out about a shell command.
 
     ``denial`` is set when the command must be refused whatever the approval;

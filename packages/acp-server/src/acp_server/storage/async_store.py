@@ -6,7 +6,6 @@ opener (storage/opener.py) picks the backend a configuration names.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import queue
 import threading
@@ -14,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, Final, TypeVar
 
+import msgspec
 import trio
 
 from acp_server.model import CompletedTurn
@@ -307,7 +307,7 @@ class AsyncSessionStore:
             return stored
         messages = tuple(message for turn in waiting for message in turn.messages)
         plans = [turn.plan for turn in waiting if turn.plan is not None]
-        return dataclasses.replace(
+        return msgspec.structs.replace(
             stored,
             messages=stored.messages + messages,
             plan=plans[-1] if plans else stored.plan,

@@ -21,11 +21,11 @@ import json
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Final
 
 import msgspec
+from msgspec.structs import replace
 
 from acp_server.model import (
     CallView,
@@ -304,8 +304,7 @@ ToolRow = tuple[str, str, str, str, int | None, str | None]
 ``ok`` and ``record_json`` are set on 'out' rows written since schema 3, else None."""
 
 
-@dataclass(frozen=True, slots=True)
-class EncodedMessage:
+class EncodedMessage(msgspec.Struct, frozen=True):
     """A message ready for INSERT: everything that can fail is done before BEGIN."""
 
     role: str

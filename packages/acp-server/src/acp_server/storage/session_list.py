@@ -12,8 +12,9 @@ import base64
 import binascii
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Final
+
+import msgspec
 
 from acp_server.storage.codec import parse_time
 from acp_server.storage.dialect import Connection, Dialect
@@ -53,8 +54,7 @@ class BadCursor(ValueError):
     """The cursor is not one a ``session/list`` page handed out."""
 
 
-@dataclass(frozen=True, slots=True)
-class SessionPage:
+class SessionPage(msgspec.Struct, frozen=True):
     sessions: tuple[StoredSessionInfo, ...]
     next_cursor: str | None
 

@@ -9,13 +9,12 @@ serve both backends (the table: SQLite schema step 5, PostgreSQL step 3).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from acp_server.storage.dialect import Connection, Dialect
 
 
-@dataclass(frozen=True, slots=True)
-class SpendEntry:
+class SpendEntry(msgspec.Struct, frozen=True):
     """One priced model call."""
 
     day: str
@@ -28,8 +27,7 @@ class SpendEntry:
     created_at: str
 
 
-@dataclass(frozen=True, slots=True)
-class SpendTotals:
+class SpendTotals(msgspec.Struct, frozen=True):
     """What was spent on ``day`` (every agent), in its month, and by one agent on ``day``."""
 
     day_usd: float = 0.0
@@ -37,8 +35,7 @@ class SpendTotals:
     agent_day_usd: float = 0.0
 
 
-@dataclass(frozen=True, slots=True)
-class SpendRow:
+class SpendRow(msgspec.Struct, frozen=True):
     """One day's spend of one agent."""
 
     day: str

@@ -13,9 +13,10 @@ arbitrary file to the model.
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
+
+import msgspec
 
 from acp_core.blobs import DEFAULT_MAX_BLOB_BYTES, guess_mime
 from acp_server.agent.uploads import UPLOADS_DIR_NAME, read_verified
@@ -36,8 +37,7 @@ def agent_sees_images(config: Config, alias: str | None) -> bool:
     return provider is not None and provider.vision
 
 
-@dataclass(frozen=True, slots=True)
-class InlineImage:
+class InlineImage(msgspec.Struct, frozen=True):
     mime_type: str
     data_base64: str
 

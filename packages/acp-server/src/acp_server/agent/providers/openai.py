@@ -33,10 +33,10 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, Final
 
+import msgspec
 import trio
 
 from acp_server.agent.providers.base import (
@@ -72,8 +72,7 @@ DONE_SENTINEL: Final = "[DONE]"
 OPENROUTER_APP_TITLE: Final = "ZeroClaw"
 
 
-@dataclass(frozen=True, slots=True)
-class Flavor:
+class Flavor(msgspec.Struct, frozen=True):
     """How one provider type differs from the others on the same wire format."""
 
     label: str
@@ -171,8 +170,7 @@ def build_chat_body(
     return body
 
 
-@dataclass(slots=True)
-class _PendingToolCall:
+class _PendingToolCall(msgspec.Struct):
     id: str
     name: str
     arguments: ArgumentBuffer

@@ -18,10 +18,10 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Final
 
+import msgspec
 import trio
 from msgspec import Meta, field
 
@@ -55,8 +55,7 @@ _MIME_SHAPE: Final = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class _Stored:
+class _Stored(msgspec.Struct, frozen=True):
     path: Path
     size: int
     sha256: str
