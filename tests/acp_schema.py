@@ -53,12 +53,16 @@ ZEROCLAW_EXTRA_FIELDS: Final = frozenset(
         # session/prompt result: the turn's token counts, ACP's PromptResponse.usage, which
         # the SDK's schema/v1/schema.unstable.json defines and editors read.
         ("PromptResponse", "usage"),
+        # initialize: ACP's sessionCapabilities.fork, of the same unstable schema; the
+        # session/fork it announces is checked against that schema's types.
+        ("SessionCapabilities", "fork"),
         # tool_call_update: the short result text beside rawOutput (seed, deliver_file).
         ("ToolCallUpdate", "body"),
     }
 )
 """``(schema type, field)`` pairs the ZeroClaw ACP docs add to ACP types, and the one
-field of ACP's unstable schema we send (the prompt result's ``usage``)."""
+fields of ACP's unstable schema we send (the prompt result's ``usage``,
+``sessionCapabilities.fork``)."""
 
 NULL_MEANS_SOMETHING: Final = frozenset(
     {

@@ -79,7 +79,7 @@ async def test_every_method_and_its_errors(tmp_path: Path, workspace: Path) -> N
             errors["already active"] = await client.call("session/load", {"sessionId": session_id})
             assert (await client.call("session/close", {"sessionId": session_id}))["result"] == {}
             loaded = await client.call("session/load", {"sessionId": session_id})
-            assert loaded["result"].keys() == {"configOptions"}
+            assert loaded["result"].keys() == {"modes", "configOptions"}
             replayed = client.updates(session_id)[-2:]
             assert [u["sessionUpdate"] for u in replayed] == [
                 "user_message_chunk",
@@ -115,7 +115,7 @@ async def test_a_session_survives_a_restart(tmp_path: Path, workspace: Path) -> 
             await second.call("initialize", {})
             assert (await second.call("session/load", {"sessionId": session_id}))[
                 "result"
-            ].keys() == {"configOptions"}
+            ].keys() == {"modes", "configOptions"}
     assert texts(second.updates(session_id)) == texts(live) == "remember me"
 
 
