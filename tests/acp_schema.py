@@ -17,8 +17,9 @@ why; with ``ZEROCLAW_REQUIRE_SCHEMA_TESTS=1`` (set by ``.ci/run``) they fail ins
   has: ACP forbids custom fields at the root of its types (they go in ``_meta``);
 * no ``null`` for an optional field (it is omitted), but where ``NULL_MEANS_SOMETHING``.
 
-Methods the schema does not define (``session/stop``, ``_zeroclaw/...``) are only checked
-as JSON-RPC 2.0 envelopes.
+A method only ACP's unstable schema defines (``session/fork``) is checked against that
+schema (``schema.unstable.json`` of the same package) when the checker is given it; methods
+neither defines (``session/stop``, ``_zeroclaw/...``) only as JSON-RPC 2.0 envelopes.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ ZEROCLAW_EXTRA_FIELDS: Final = frozenset(
     {
         # session/new result: the session's canonical workspace (seed, "session/new").
         ("NewSessionResponse", "workspaceDir"),
+        # session/fork result (ACP's unstable schema): the fork is shaped as a new session.
+        ("ForkSessionResponse", "workspaceDir"),
         # session/prompt result: the session id and the turn's final text (seed).
         ("PromptResponse", "sessionId"),
         ("PromptResponse", "content"),
@@ -127,6 +130,11 @@ def install_schema() -> Path:
             + " | ".join(tail)
         )
     return schema_path
+
+
+def unstable_schema_path(schema_path: Path) -> Path:
+    """``schema.unstable.json``, beside the ``schema.json`` ``install_schema`` returned."""
+    return schema_path.with_name("schema.unstable.json")
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,8 +279,9 @@ class FrameChecker:
     """Checks every line the agent writes; remembers the client's requests so that a
     response is checked against the type of the method it answers."""
 
-    def __init__(self, schema: AcpSchema) -> None:
+    def __init__(self, schema: AcpSchema, unstable: AcpSchema | None = None) -> None:
         self.schema = schema
+        self.unstable = unstable
         self.client_requests: dict[Any, str] = {}
         self.checked = 0
 
@@ -298,7 +307,10 @@ class FrameChecker:
         answered = self.client_requests.get(frame.get("id"))
         if answered is None:
             return [Violation("$.id", f"answers no request the client sent: {frame.get('id')!r}")]
-        type_name = self.schema.type_for(answered, side="agent", suffixes=("Response",))
-        if type_name is None:
-            return []
-        return self.schema.errors(frame.get("result"), type_name, f"{answered}.result")
+        for schema in (self.schema, self.unstable):
+            if schema is None:
+                continue
+            type_name = schema.type_for(answered, side="agent", suffixes=("Response",))
+            if type_name is not None:
+                return schema.errors(frame.get("result"), type_name, f"{answered}.result")
+        return []

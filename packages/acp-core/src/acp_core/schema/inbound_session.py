@@ -4,6 +4,8 @@ schema, ``schema.unstable.json``), read as leniently as the rest of ``inbound``.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import msgspec
 
 from acp_core.errors import InvalidParamsError
@@ -35,6 +37,10 @@ class SetModeParams(InboundParams, kw_only=True):
 class ForkParams(RestoreParams, kw_only=True):
     """``session/fork``: the session to copy, and the new session's ``cwd``,
     ``additionalDirectories`` and ``mcpServers`` read as ``session/new`` reads them."""
+
+    # The MCP server union is read by the lenient reader only (msgspec cannot decode an
+    # untagged union of Structs).
+    strict_fast_path: ClassVar[bool] = False
 
     cwd: str | None = None
     mcp_servers: list[McpServer] = msgspec.field(default_factory=list)
