@@ -68,7 +68,7 @@ async def test_every_method_and_its_errors(tmp_path: Path, workspace: Path) -> N
                 "not found": await client.prompt("nope", "x"),
                 "missing id": await client.call("session/stop", {}),
                 "bad cwd": await client.call("session/new", {"cwd": str(workspace / "notes.txt")}),
-                "unknown method": await client.call("session/fork", {}),
+                "unknown method": await client.call("session/set_model", {}),
             }
             second = (await client.call("session/new", {"cwd": str(workspace)}))["result"][
                 "sessionId"
@@ -99,7 +99,7 @@ async def test_every_method_and_its_errors(tmp_path: Path, workspace: Path) -> N
         "already active": -32602,
         "resume unknown": -32000,
     }
-    assert errors["unknown method"]["error"]["message"] == "Method not found: session/fork"
+    assert errors["unknown method"]["error"]["message"] == "Method not found: session/set_model"
     assert "nope" in errors["not found"]["error"]["message"]
     assert client.process.returncode == 0
 
