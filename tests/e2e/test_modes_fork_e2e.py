@@ -17,6 +17,7 @@ from typing import Any, Final
 import pytest
 import trio
 
+from tests.acp_registry import AUTH_CHECK_INITIALIZE
 from tests.acp_schema import AcpSchema, install_schema, unstable_schema_path
 from tests.acpx_output import AcpxOutput
 from tests.e2e.helpers import JsonDict, RpcPipeClient, spawn_acp
@@ -27,17 +28,6 @@ pytestmark = pytest.mark.e2e
 
 TIMEOUT: Final = 60
 LEVELS: Final = ["readonly", "supervised"]
-REGISTRY_VALIDATOR_INIT: Final = {
-    "protocolVersion": 1,
-    "clientInfo": {"name": "ACP Registry Validator", "version": "1.0.0"},
-    "clientCapabilities": {
-        "terminal": True,
-        "fs": {"readTextFile": True, "writeTextFile": True},
-        "_meta": {"terminal_output": True, "terminal-auth": True},
-    },
-}
-"""The ``initialize`` the ACP Registry's auth check sends (``.github/workflows/client.py``
-of agentclientprotocol/registry, ``run_auth_check``)."""
 
 
 @pytest.fixture(scope="module")
@@ -272,7 +262,7 @@ async def test_terminal_setup_is_offered_only_to_a_client_that_can_run_it(
     config_dir = write_config(tmp_path / "cfg", echo_config())
     with trio.fail_after(TIMEOUT):
         async with spawn_acp(config_dir) as client:
-            checked = (await client.call("initialize", REGISTRY_VALIDATOR_INIT))["result"]
+            checked = (await client.call("initialize", AUTH_CHECK_INITIALIZE))["result"]
         async with spawn_acp(config_dir) as client:
             stable = dict(ACPX_INIT, clientCapabilities={"auth": {"terminal": True}})
             offered = (await client.call("initialize", stable))["result"]

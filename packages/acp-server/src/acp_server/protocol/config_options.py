@@ -90,12 +90,8 @@ def config_options(config: Config, session: Session) -> list[schema.ConfigOption
             )
         )
     levels = [
-        schema.ConfigOptionValue(
-            value=level,
-            name=LEVEL_NAMES.get(level, level),
-            description=LEVEL_DESCRIPTIONS.get(level),
-        )
-        for level in level_choices(_profile(config, session).level)
+        schema.ConfigOptionValue(value=mode.id, name=mode.name, description=mode.description)
+        for mode in _modes(config, session)
     ]
     return [
         schema.ConfigOption(
@@ -119,19 +115,21 @@ def config_options(config: Config, session: Session) -> list[schema.ConfigOption
     ]
 
 
+def _modes(config: Config, session: Session) -> list[schema.SessionMode]:
+    """The levels ``session`` may run at, named: the ``mode`` option's values and ACP's
+    ``availableModes`` alike."""
+    return [
+        schema.SessionMode(
+            id=level, name=LEVEL_NAMES.get(level, level), description=LEVEL_DESCRIPTIONS.get(level)
+        )
+        for level in level_choices(_profile(config, session).level)
+    ]
+
+
 def session_modes(config: Config, session: Session) -> schema.SessionModeState:
-    """ACP ``modes``: the ``mode`` option's levels as session modes, the current one first
-    in nothing but ``currentModeId`` (the same list, in the same order)."""
+    """ACP ``modes``: the ``mode`` option's values and current value, as session modes."""
     return schema.SessionModeState(
-        current_mode_id=session.risk_level,
-        available_modes=[
-            schema.SessionMode(
-                id=level,
-                name=LEVEL_NAMES.get(level, level),
-                description=LEVEL_DESCRIPTIONS.get(level),
-            )
-            for level in level_choices(_profile(config, session).level)
-        ],
+        current_mode_id=session.risk_level, available_modes=_modes(config, session)
     )
 
 
