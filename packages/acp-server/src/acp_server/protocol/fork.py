@@ -36,6 +36,7 @@ from acp_server.protocol.roots import (
     restored_roots,
 )
 from acp_server.security.sandbox import agent_posture
+from acp_server.storage import DEFAULT_MAX_RESTORED_MESSAGES
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -71,6 +72,20 @@ def as_turns(
     ]
 
 
+def restored_window(turns: Sequence[CompletedTurn]) -> list[ChatMessage]:
+    """The messages the live fork holds: its newest whole turns within
+    ``DEFAULT_MAX_RESTORED_MESSAGES``, as a ``session/load`` of it would (the stored copy
+    is whole)."""
+    kept: list[CompletedTurn] = []
+    count = 0
+    for turn in reversed(turns):
+        count += len(turn.messages)
+        if kept and count > DEFAULT_MAX_RESTORED_MESSAGES:
+            break
+        kept.append(turn)
+    return [message for turn in reversed(kept) for message in turn.messages]
+
+
 async def fork_session(handlers: AcpHandlers, params: schema.ForkParams) -> ReplyThen:
     """``session/fork``: the new session's result, shaped as ``session/new``'s.
 
@@ -101,7 +116,8 @@ async def fork_session(handlers: AcpHandlers, params: schema.ForkParams) -> Repl
         extra_roots = canonical_roots(params.additional_directories, workspace, risk)
     else:
         extra_roots = await restored_roots(store, source_id, None, workspace, risk)
-    history = [message for message in stored.messages if message.role != "system"]
+    turns = as_turns(stored.messages, stored.plan)
+    history = [message for message in restored_window(turns) if message.role != "system"]
     fork_id = str(uuid.uuid4())
     table.check_capacity()
     with table.reserving(fork_id):
@@ -117,7 +133,7 @@ async def fork_session(handlers: AcpHandlers, params: schema.ForkParams) -> Repl
         session.title = fork_title(stored.info.title)
         options.apply_stored_choices(handlers.app, session, choices)
         try:
-            await _store_fork(store, session, stored.messages, stored.plan, extra_roots)
+            await _store_fork(store, session, turns, extra_roots)
         except BaseException:
             session.close()
             raise
@@ -141,8 +157,7 @@ async def fork_session(handlers: AcpHandlers, params: schema.ForkParams) -> Repl
 async def _store_fork(
     store: AsyncSessionStore,
     session: Session,
-    messages: Sequence[ChatMessage],
-    plan: tuple[PlanStep, ...] | None,
+    turns: Sequence[CompletedTurn],
     extra_roots: Sequence[Path],
 ) -> None:
     """Write the fork whole: the session, its copied history (one transaction), title,
@@ -154,7 +169,6 @@ async def _store_fork(
     except Exception as exc:
         raise OperationFailed("Failed to persist the fork") from exc
     try:
-        turns = as_turns(messages, plan)
         if turns:
             await store.append_history(fork_id, turns)
         if session.title is not None:
