@@ -17,8 +17,9 @@ why; with ``ZEROCLAW_REQUIRE_SCHEMA_TESTS=1`` (set by ``.ci/run``) they fail ins
   has: ACP forbids custom fields at the root of its types (they go in ``_meta``);
 * no ``null`` for an optional field (it is omitted), but where ``NULL_MEANS_SOMETHING``.
 
-Methods the schema does not define (``session/stop``, ``_zeroclaw/...``) are only checked
-as JSON-RPC 2.0 envelopes.
+A method only ACP's unstable schema defines (``session/fork``) is checked against that
+schema (``schema.unstable.json`` of the same package) when the checker is given it; methods
+neither defines (``session/stop``, ``_zeroclaw/...``) only as JSON-RPC 2.0 envelopes.
 """
 
 from __future__ import annotations
@@ -50,18 +51,24 @@ ZEROCLAW_EXTRA_FIELDS: Final = frozenset(
     {
         # session/new result: the session's canonical workspace (the ZeroClaw ACP documentation, "session/new").
         ("NewSessionResponse", "workspaceDir"),
+        # session/fork result (ACP's unstable schema): the fork is shaped as a new session.
+        ("ForkSessionResponse", "workspaceDir"),
         # session/prompt result: the session id and the turn's final text (the ZeroClaw ACP documentation).
         ("PromptResponse", "sessionId"),
         ("PromptResponse", "content"),
         # session/prompt result: the turn's token counts, ACP's PromptResponse.usage, which
         # the SDK's schema/v1/schema.unstable.json defines and editors read.
         ("PromptResponse", "usage"),
+        # initialize: ACP's sessionCapabilities.fork, of the same unstable schema; the
+        # session/fork it announces is checked against that schema's types.
+        ("SessionCapabilities", "fork"),
         # tool_call_update: the short result text beside rawOutput (the ZeroClaw ACP documentation, deliver_file).
         ("ToolCallUpdate", "body"),
     }
 )
 """``(schema type, field)`` pairs the ZeroClaw ACP docs add to ACP types, and the one
-field of ACP's unstable schema we send (the prompt result's ``usage``)."""
+fields of ACP's unstable schema we send (the prompt result's ``usage``,
+``sessionCapabilities.fork``)."""
 
 NULL_MEANS_SOMETHING: Final = frozenset(
     {
@@ -156,6 +163,11 @@ def _npm_install(npm: str, cache: Path) -> None:
         scratch.rename(cache)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def unstable_schema_path(schema_path: Path) -> Path:
+    """``schema.unstable.json``, beside the ``schema.json`` ``install_schema`` returned."""
+    return schema_path.with_name("schema.unstable.json")
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,8 +312,9 @@ class FrameChecker:
     """Checks every line the agent writes; remembers the client's requests so that a
     response is checked against the type of the method it answers."""
 
-    def __init__(self, schema: AcpSchema) -> None:
+    def __init__(self, schema: AcpSchema, unstable: AcpSchema | None = None) -> None:
         self.schema = schema
+        self.unstable = unstable
         self.client_requests: dict[Any, str] = {}
         self.checked = 0
 
@@ -327,7 +340,10 @@ class FrameChecker:
         answered = self.client_requests.get(frame.get("id"))
         if answered is None:
             return [Violation("$.id", f"answers no request the client sent: {frame.get('id')!r}")]
-        type_name = self.schema.type_for(answered, side="agent", suffixes=("Response",))
-        if type_name is None:
-            return []
-        return self.schema.errors(frame.get("result"), type_name, f"{answered}.result")
+        for schema in (self.schema, self.unstable):
+            if schema is None:
+                continue
+            type_name = schema.type_for(answered, side="agent", suffixes=("Response",))
+            if type_name is not None:
+                return schema.errors(frame.get("result"), type_name, f"{answered}.result")
+        return []

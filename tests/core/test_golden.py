@@ -89,6 +89,8 @@ def test_there_is_a_fixture_for_every_documented_method() -> None:
         "session/list",
         "session/delete",
         "session/set_config_option",
+        "session/set_mode",
+        "session/fork",
     }
     assert covered >= set(METHODS) - not_in_the_documentation
 
@@ -114,9 +116,9 @@ def test_initialize_builder_reproduces_the_documentation() -> None:
     )
     expected = golden_payload("initialize_result", "result")
     # The ZeroClaw ACP documentation's markers, plus ACP's list and delete (the store serves both) and the extra
-    # roots of additionalDirectories (stored with the session).
+    # roots of additionalDirectories (stored with the session), and ACP's unstable fork.
     expected["agentCapabilities"]["sessionCapabilities"].update(
-        {"list": {}, "delete": {}, "additionalDirectories": {}}
+        {"list": {}, "delete": {}, "additionalDirectories": {}, "fork": {}}
     )
     assert ordered(schema.to_builtins(built)) == ordered(expected)
 

@@ -18,6 +18,8 @@ def test_every_documented_method_is_in_the_table() -> None:
         "session/list",
         "session/delete",
         "session/set_config_option",
+        "session/set_mode",
+        "session/fork",
         "session/request_permission",
         "_zeroclaw/history_trimmed",
         "$/cancel_request",

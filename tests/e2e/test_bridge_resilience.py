@@ -94,7 +94,7 @@ async def test_killed_and_restarted_gateway_under_a_live_bridge(tmp_path: Path) 
             async with _bridge(config_dir, port) as ide:
                 await ide.call("initialize", {"protocolVersion": 1})
                 loaded = await ide.call("session/load", {"sessionId": session_id})
-                assert loaded["result"].keys() == {"configOptions"}
+                assert loaded["result"].keys() == {"modes", "configOptions"}
                 # The turn the kill interrupted was never committed: nothing of it is stored.
                 assert _user_texts(ide.updates(session_id)) == ["alpha beta", "gamma"]
             nursery.cancel_scope.cancel()

@@ -106,7 +106,7 @@ async def test_session_created_over_websocket_loads_over_websocket_and_stdio(
                 rpc = WsRpc(ws)
                 await rpc.call("initialize", {})
                 loaded = await rpc.call("session/load", {"sessionId": session_id})
-                assert loaded["result"].keys() == {"configOptions"}
+                assert loaded["result"].keys() == {"modes", "configOptions"}
                 kinds = [n["params"]["update"]["sessionUpdate"] for n in rpc.notifications]
                 assert kinds == ["user_message_chunk", "agent_message_chunk"]
 
@@ -114,7 +114,7 @@ async def test_session_created_over_websocket_loads_over_websocket_and_stdio(
             async with spawn_acp(config_dir) as client:
                 await client.call("initialize", {"protocolVersion": 1})
                 loaded = await client.call("session/load", {"sessionId": session_id})
-                assert loaded["result"].keys() == {"configOptions"}
+                assert loaded["result"].keys() == {"modes", "configOptions"}
                 replayed = client.updates(session_id)
                 assert replayed[-1]["content"]["text"] == "remember the tide"
                 assert "remember the tide" in replayed[0]["content"]["text"]
@@ -209,7 +209,7 @@ async def test_vanishing_clients_cancel_their_turns_and_others_keep_working(
                 assert reply["result"]["content"] == "still here"
                 # The cancelled turn was not persisted: its session replays nothing.
                 loaded = await rpc.call("session/load", {"sessionId": session_id})
-                assert loaded["result"].keys() == {"configOptions"}
+                assert loaded["result"].keys() == {"modes", "configOptions"}
                 assert not [n for n in rpc.notifications if n["params"]["sessionId"] == session_id]
             assert not (workspace / "marker.txt").exists()
 

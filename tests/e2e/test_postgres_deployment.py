@@ -311,7 +311,7 @@ async def test_three_replicas_on_postgres_behind_haproxy(
                 loaded = await rpc.call(
                     "session/load", {"sessionId": session_id, "cwd": str(workspace)}
                 )
-                assert loaded["result"].keys() == {"configOptions"}, loaded
+                assert loaded["result"].keys() == {"modes", "configOptions"}, loaded
                 replay = [n["params"]["update"] for n in rpc.notifications]
             said = [u["content"]["text"] for u in replay if u["sessionUpdate"] == "user_message_chunk"]  # fmt: skip
             assert said == ["turn 0", "turn 1", "turn 2", "turn 3"]

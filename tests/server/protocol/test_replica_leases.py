@@ -90,7 +90,8 @@ async def test_a_load_on_another_replica_detaches_the_copy_at_once(
             assert (await a.client.prompt(session_id, "one"))["result"]["stopReason"] == "end_turn"
 
             assert (await b.client.result("session/load", {"sessionId": session_id})).keys() == {
-                "configOptions"
+                "modes",
+                "configOptions",
             }
             assert user_texts(b.client.updates(session_id)) == ["one"]
             # a hears of it from the database alone and lets its copy go.
@@ -111,7 +112,8 @@ async def test_a_load_on_another_replica_detaches_the_copy_at_once(
             assert reply["result"]["stopReason"] == "end_turn", reply
             # a takes it back the same way.
             assert (await a.client.result("session/resume", {"sessionId": session_id})).keys() == {
-                "configOptions"
+                "modes",
+                "configOptions",
             }
             await poll_until(lambda: b.live.holder(session_id) is None, within=DETACHED_WITHIN_SECS)
             await lock_held(a, session_id)

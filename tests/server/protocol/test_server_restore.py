@@ -126,6 +126,7 @@ async def test_initialize_with_a_store_advertises_persistence(tmp_path: Path) ->
         "list": {},
         "delete": {},
         "additionalDirectories": {},
+        "fork": {},
     }
 
 
@@ -153,7 +154,7 @@ async def test_load_replays_history_then_answers(tmp_path: Path) -> None:
             request_id = await client.request("session/load", {"session_id": "s-1"})
             response = await client.wait_response(request_id)
             await client.result("session/prompt", {"sessionId": "s-1", "prompt": "more"})
-    assert response["result"].keys() == {"configOptions"}
+    assert response["result"].keys() == {"modes", "configOptions"}
     updates = client.updates("s-1")[:5]
     assert [u["sessionUpdate"] for u in updates] == [
         "user_message_chunk",
@@ -176,10 +177,12 @@ async def test_resume_sends_no_update_before_answering(tmp_path: Path) -> None:
     with trio.fail_after(5):
         async with open_server(make_config(tmp_path), store=store) as client:
             assert (await client.result("session/resume", {"sessionId": "s-1"})).keys() == {
-                "configOptions"
+                "modes",
+                "configOptions",
             }
             assert (await client.result("session/resume", {"sessionId": "s-2"})).keys() == {
-                "configOptions"
+                "modes",
+                "configOptions",
             }
     assert client.updates() == []
 
@@ -216,7 +219,7 @@ async def test_restore_errors_in_zeroclaw_order(tmp_path: Path) -> None:
     assert broken["message"].startswith("Failed to load session")
     assert active == rpc_error(-32602, "Session already active: s-1. Call session/close first.")
     assert limit == rpc_error(-32001, "Maximum session limit reached (2)")
-    assert reloaded["result"].keys() == {"configOptions"}
+    assert reloaded["result"].keys() == {"modes", "configOptions"}
 
 
 async def test_restore_falls_back_when_the_owner_is_disabled(tmp_path: Path) -> None:
@@ -229,7 +232,8 @@ async def test_restore_falls_back_when_the_owner_is_disabled(tmp_path: Path) -> 
     with trio.fail_after(5):
         async with open_server(make_config(tmp_path, agents=agents), store=store) as client:
             assert (await client.result("session/resume", {"sessionId": "s-1"})).keys() == {
-                "configOptions"
+                "modes",
+                "configOptions",
             }
 
 
@@ -253,11 +257,11 @@ async def test_a_close_pipelined_behind_a_load_closes_the_loaded_session(tmp_pat
             stopped, reloaded = await pipelined(
                 client, ("session/stop", "s-1"), ("session/load", "s-1")
             )
-    assert loaded["result"].keys() == {"configOptions"}
+    assert loaded["result"].keys() == {"modes", "configOptions"}
     assert closed["result"] == {}
     assert prompt["code"] == -32000  # closed: no longer live
     assert stopped["error"]["code"] == -32000  # nothing to stop: the load came after it
-    assert reloaded["result"].keys() == {"configOptions"}  # the close freed the id
+    assert reloaded["result"].keys() == {"modes", "configOptions"}  # the close freed the id
 
 
 async def test_a_stop_behind_a_failing_load_is_not_found(tmp_path: Path) -> None:

@@ -85,12 +85,15 @@ BRIDGE_ERROR_CODE: Final = int(ErrorCode.INTERNAL_ERROR)
 INTERNAL_ID_PREFIX: Final = "zeroclaw-acp-bridge:"
 """Ids of the bridge's own requests (replay) and of renamed gateway requests."""
 SESSION_METHODS_WITH_ID: Final = frozenset({methods.SESSION_LOAD, methods.SESSION_RESUME})
+SESSION_OPENING_METHODS: Final = frozenset({methods.SESSION_NEW, methods.SESSION_FORK})
+"""Requests whose result names a new session (a fork is one too)."""
 REPLAY_INPUT_METHODS: Final = frozenset(
-    {methods.INITIALIZE, methods.SESSION_NEW, *SESSION_METHODS_WITH_ID}
+    {methods.INITIALIZE, *SESSION_OPENING_METHODS, *SESSION_METHODS_WITH_ID}
 )
 """Requests whose params the bridge keeps, to replay initialize and resume sessions."""
 RESUMED_SESSION_PARAMS: Final = ("cwd", "mcpServers")
-"""What of a session/new, session/load or session/resume is kept to resume the session."""
+"""What of a session/new, session/fork, session/load or session/resume is kept to resume
+the session."""
 
 
 class SendToGateway(NamedTuple):
@@ -546,7 +549,7 @@ class RelayState:
         if owed is None:
             return
         session_id = owed.session_id
-        if owed.method == methods.SESSION_NEW:
+        if owed.method in SESSION_OPENING_METHODS:
             result = (decode_object(frame) or {}).get("result")
             candidate = result.get("sessionId") if isinstance(result, dict) else None
             session_id = candidate if isinstance(candidate, str) else None

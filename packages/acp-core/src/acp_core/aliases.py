@@ -96,6 +96,22 @@ def resolve_session_alias(
     raise no_alias_error()
 
 
+def default_session_alias(
+    *, connection_default: str | None, config_default: str | None, agents: AgentSnapshot
+) -> str | None:
+    """The agent a ``session/new`` without ``agentAlias`` would get, None when it would be
+    refused: the agent ``initialize`` describes (its ``promptCapabilities``)."""
+    try:
+        return resolve_session_alias(
+            explicit=None,
+            connection_default=connection_default,
+            config_default=config_default,
+            agents=agents,
+        )
+    except InvalidParamsError:
+        return None
+
+
 def resolve_restore_alias(
     *,
     stored: str | None,

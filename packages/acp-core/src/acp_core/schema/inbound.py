@@ -156,6 +156,13 @@ def _client_capabilities(raw: JsonObject) -> ClientCapabilities:
     )
 
 
+def _offers_terminal_auth(capabilities: JsonObject) -> bool:
+    auth, meta = capabilities.get("auth"), capabilities.get("_meta")
+    return (isinstance(auth, dict) and auth.get("terminal") is True) or (
+        isinstance(meta, dict) and meta.get("terminal-auth") is True
+    )
+
+
 class InitializeParams(InboundParams, kw_only=True):
     """``initialize``: only the client capabilities matter; ``protocolVersion`` is ignored
     (the server always answers 1)."""
@@ -172,6 +179,9 @@ class InitializeParams(InboundParams, kw_only=True):
     cancel_marker_tool_call: bool = False
     """``_meta.zeroclaw.cancelMarkerToolCall: true``: the client draws the styled
     ``turn-cancelled`` tool call of the ZeroClaw ACP docs; without it a cancel sends no such call."""
+    terminal_auth: bool = False
+    """ACP ``clientCapabilities.auth.terminal`` (or its older ``_meta["terminal-auth"]``):
+    the client can run a ``terminal`` auth method, so one may be offered."""
 
     @property
     def client_name(self) -> str | None:
@@ -196,6 +206,7 @@ class InitializeParams(InboundParams, kw_only=True):
             shared_filesystem=flags.get("sharedFilesystem") is True,
             reject_with_edit=flags.get("rejectWithEdit") is True,
             cancel_marker_tool_call=flags.get("cancelMarkerToolCall") is True,
+            terminal_auth=isinstance(raw, dict) and _offers_terminal_auth(raw),
         )
 
     @property

@@ -37,8 +37,11 @@ from acp_server.errors import AgentUnavailable, OperationFailed, SessionFenced
 from acp_server.model import ChatMessage, CompletedTurn, PlanStep
 from acp_server.protocol import config_options as options
 from acp_server.protocol import ownership
+from acp_server.protocol.auth_methods import auth_methods
 from acp_server.protocol.client_profile import client_profile
 from acp_server.protocol.followups import with_commands
+from acp_server.protocol.fork import fork_session
+from acp_server.protocol.modes import admit_set_mode
 from acp_server.protocol.roots import (
     agent_risk_profile,
     attach_roots,
@@ -118,6 +121,8 @@ class AcpHandlers:
             methods.SESSION_LIST: (self.list_sessions, None),
             methods.SESSION_DELETE: (self.admit_delete, None),
             methods.SESSION_SET_CONFIG_OPTION: (partial(options.admit_choice, self), None),
+            methods.SESSION_SET_MODE: (partial(admit_set_mode, self), None),
+            methods.SESSION_FORK: (partial(fork_session, self), None),
             methods.SESSION_UPDATE: (self.inbound_update, None),
             methods.SESSION_EVENT: (self.inbound_update, None),
             methods.CANCEL_REQUEST: (self.cancel_request, None),
@@ -293,6 +298,7 @@ class AcpHandlers:
             mcp_over_http=offers_mcp_over_http(
                 self.config, self.connection.connection_default_agent
             ),
+            auth_methods=auth_methods(terminal_auth=params.terminal_auth),
         )
 
     async def list_sessions(self, params: schema.ListSessionsParams) -> Payload:
@@ -345,6 +351,7 @@ class AcpHandlers:
         result = schema.NewSessionResult(
             session_id=session_id,
             workspace_dir=str(workspace),
+            modes=options.session_modes(self.config, session),
             config_options=options.config_options(self.config, session),
             meta=schema.NewSessionMeta(zeroclaw=sandbox),
         )

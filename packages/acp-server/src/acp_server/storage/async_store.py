@@ -238,6 +238,11 @@ class AsyncSessionStore:
         when ``epoch`` no longer holds the session (the unsaved turns are dropped too)."""
         await self._call(self._append_in_order, session_id, turn, epoch)
 
+    async def append_history(self, session_id: str, turns: Sequence[CompletedTurn]) -> None:
+        """Write ``turns`` to a session nobody holds yet (a fork's copied history), all in
+        one transaction; a failure writes nothing and is raised as the backend's error."""
+        await self._call(self.sync.append_turns, session_id, turns)
+
     def _append_in_order(self, session_id: str, turn: CompletedTurn, epoch: int | None) -> None:
         waiting = self._unsaved.get(session_id, [])
         turns = [*waiting, turn]
