@@ -22,7 +22,7 @@ import trio
 from acp_core import schema
 from acp_core.aliases import resolve_restore_alias
 from acp_core.errors import SessionNotFoundError
-from acp_server.agent.tools.mcp import select_mcp_servers, skipped_mcp_servers
+from acp_server.agent.tools.mcp_servers import select_mcp_servers
 from acp_server.errors import OperationFailed
 from acp_server.model import ChatMessage, CompletedTurn, PlanStep
 from acp_server.protocol import config_options as options
@@ -127,7 +127,9 @@ async def fork_session(handlers: AcpHandlers, params: schema.ForkParams) -> Repl
             workspace,
             history,
             stored.plan,
-            mcp_servers=select_mcp_servers(config.agents[alias], params.mcp_servers),
+            mcp_servers=select_mcp_servers(
+                config.agents[alias], params.mcp_servers, remote=handlers.connection.remote
+            ),
         )
         attach_roots(session, extra_roots)
         session.title = fork_title(stored.info.title)
@@ -140,10 +142,7 @@ async def fork_session(handlers: AcpHandlers, params: schema.ForkParams) -> Repl
         session.epoch = ownership.CREATOR_EPOCH
         table.add(session)
     logger.info("session %s forked from %s (%d messages)", fork_id, source_id, len(history))
-    meta = schema.SessionZeroclawMeta(
-        sandbox=agent_posture(config, alias).meta(),
-        skipped_mcp_servers=skipped_mcp_servers(config.agents[alias], params.mcp_servers),
-    )
+    meta = schema.SessionZeroclawMeta(sandbox=agent_posture(config, alias).meta())
     result = schema.NewSessionResult(
         session_id=fork_id,
         workspace_dir=str(workspace),
