@@ -58,11 +58,10 @@ from acp_core.schema.inbound import (
     PromptParams,
     RestoreParams,
     SessionIdParams,
-    SetConfigOptionParams,
     decode_inbound,
     decode_params,
 )
-from acp_core.schema.inbound_session import ForkParams, SetModeParams
+from acp_core.schema.inbound_session import ForkParams, SetConfigOptionParams, SetModeParams
 from acp_core.schema.permission import (
     ALLOW_ALWAYS,
     ALLOW_ONCE,

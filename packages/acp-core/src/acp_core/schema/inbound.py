@@ -581,25 +581,3 @@ class CancelRequestParams(InboundParams, kw_only=True):
     def request_key(self) -> str:
         """The id as the connection keys its requests (``str(id)``)."""
         return str(self.request_id) if self.request_id is not UNSET else ""
-
-
-class SetConfigOptionParams(InboundParams, kw_only=True):
-    """``session/set_config_option``: the option's ``configId`` and the chosen value id.
-
-    ACP also has ``type: "boolean"`` values; no option here is boolean, so a boolean value
-    is refused like any value the option does not offer."""
-
-    session_id: str
-    config_id: str
-    value: str
-
-    @classmethod
-    def from_object(cls, params: JsonObject) -> SetConfigOptionParams:
-        session_id = _session_id(params)
-        config_id = params.get("configId")
-        if not isinstance(config_id, str):
-            raise InvalidParamsError("Missing required parameter: configId")
-        value = params.get("value")
-        if not isinstance(value, str):
-            raise InvalidParamsError("Invalid parameter: value must be a value id (a string)")
-        return cls(session_id=session_id, config_id=config_id, value=value)

@@ -1,4 +1,5 @@
-"""Inbound params of ACP's session methods beyond the ZeroClaw ACP documentation's own:
+"""Inbound params of the session settings (``session/set_config_option``, ACP "Session
+Config Options") and of ACP's session methods beyond the ZeroClaw ACP documentation's own:
 ``session/set_mode`` (ACP "Session Modes") and ``session/fork`` (ACP's unstable
 schema, ``schema.unstable.json``), read as leniently as the rest of ``inbound``."""
 
@@ -55,3 +56,25 @@ class ForkParams(RestoreParams, kw_only=True):
             mcp_servers=like_new.mcp_servers,
             additional_directories=like_new.additional_directories,
         )
+
+
+class SetConfigOptionParams(InboundParams, kw_only=True):
+    """``session/set_config_option``: the option's ``configId`` and the chosen value id.
+
+    ACP also has ``type: "boolean"`` values; no option here is boolean, so a boolean value
+    is refused like any value the option does not offer."""
+
+    session_id: str
+    config_id: str
+    value: str
+
+    @classmethod
+    def from_object(cls, params: JsonObject) -> SetConfigOptionParams:
+        session_id = _session_id(params)
+        config_id = params.get("configId")
+        if not isinstance(config_id, str):
+            raise InvalidParamsError("Missing required parameter: configId")
+        value = params.get("value")
+        if not isinstance(value, str):
+            raise InvalidParamsError("Invalid parameter: value must be a value id (a string)")
+        return cls(session_id=session_id, config_id=config_id, value=value)
