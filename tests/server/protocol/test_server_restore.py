@@ -51,7 +51,14 @@ class FakeStore(AsyncSessionStore):
         self.sessions[session_id] = StoredSession(info, tuple(messages), plan)
         self.epochs[session_id] = CREATOR_EPOCH
 
-    async def create_session(self, session_id: str, agent_alias: str, workspace_dir: str) -> None:
+    async def create_session(
+        self,
+        session_id: str,
+        agent_alias: str,
+        workspace_dir: str,
+        *,
+        principal: str | None = None,
+    ) -> None:
         self.add(session_id, Path(workspace_dir), [], agent=agent_alias)
         await trio.lowlevel.checkpoint()
 

@@ -40,7 +40,7 @@ from acp_server.config import McpServerConfig, RiskProfileConfig, RuntimeProfile
 from acp_server.errors import AgentUnavailable, OperationFailed, SessionFenced
 from acp_server.model import ChatMessage, CompletedTurn, PlanStep
 from acp_server.protocol import config_options as options
-from acp_server.protocol import ownership
+from acp_server.protocol import ownership, visibility
 from acp_server.protocol.client_profile import client_profile
 from acp_server.protocol.followups import with_commands
 from acp_server.protocol.roots import (
@@ -250,6 +250,7 @@ class AcpHandlers:
         store = self.app.store
         if store is None:
             raise SessionNotFoundError(session_id)
+        await visibility.require_visible(store, self.connection.principal, session_id)
         await self.table.wait_closed(session_id)  # a closing copy's last turn is saved first
         try:
             deleted = await store.delete_session(session_id)
@@ -301,7 +302,8 @@ class AcpHandlers:
         (storage/session_list.py); without a store there is nothing to list."""
         from acp_server.protocol.listing import list_stored_sessions
 
-        return await list_stored_sessions(self.app.store, params)
+        principal = visibility.listed_principal(self.connection.principal)
+        return await list_stored_sessions(self.app.store, params, principal=principal)
 
     def _agent_table(self) -> dict[str, bool]:
         return {alias: agent.dispatchable for alias, agent in self.config.agents.items()}
@@ -329,7 +331,9 @@ class AcpHandlers:
                 store = self.app.store
                 if store is not None:
                     try:
-                        await store.create_session(session_id, alias, str(workspace))
+                        await store.create_session(
+                            session_id, alias, str(workspace), principal=self.connection.principal
+                        )
                     except Exception as exc:
                         raise OperationFailed("Failed to persist session") from exc
                     if extra_roots:
@@ -530,6 +534,7 @@ class AcpHandlers:
         roots: Sequence[str] | None = None,
     ) -> Payload:
         try:
+            await visibility.require_visible(store, self.connection.principal, session_id)
             return await self._restore_and_replay(session_id, store, replay=replay, roots=roots)
         finally:
             self.table.end_opening(session_id, opening)
