@@ -16,7 +16,7 @@ from acp_server.cli.sessions import (
     EXIT_STORE_ERROR,
     _open_existing,
     _print_json,
-    _table,
+    plain_table,
 )
 from acp_server.config import Config, ConfigError, load_config, resolve_config_dir
 from acp_server.storage import SpendRow, StoreError
@@ -102,7 +102,7 @@ def cost_command(days: int, config_dir: Path | None, as_json: bool) -> None:
             )
             for row in shown
         ]
-        click.echo(_table(headers, cells))
+        click.echo(plain_table(headers, cells))
     else:
         click.echo(f"No priced model calls in the last {days} days.")
     limits = (

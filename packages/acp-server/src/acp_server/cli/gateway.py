@@ -24,6 +24,8 @@ from acp_core.gateway_contract import (
 )
 from acp_server.app import open_app, shared_store_message
 from acp_server.cli.main import EXIT_CONFIG_ERROR, CliState, fail
+from acp_server.cli.render import terminal_safe
+from acp_server.cli.sessions import plain_table
 from acp_server.config import Config
 from acp_server.gateway.admin import ADMIN_HEADER, ADMIN_SECRET_FILE, read_admin_secret
 from acp_server.gateway.auth import is_loopback_host
@@ -275,7 +277,7 @@ def tokens_command(ctx: click.Context, as_json: bool, host: str | None, port: in
 def tokens_table(tokens: list[dict[str, Any]]) -> str:
     """``zeroclaw gateway tokens``'s table: one line per token, live ones first."""
     header = ("NAME", "PREFIX", "CREATED", "LAST USED", "CONNS", "REVOKED")
-    rows = [header] + [
+    rows = [
         (
             str(token.get("name")),
             str(token.get("prefix")),
@@ -286,11 +288,7 @@ def tokens_table(tokens: list[dict[str, Any]]) -> str:
         )
         for token in tokens
     ]
-    widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
-    return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    )
+    return terminal_safe(plain_table(header, rows))
 
 
 def _short_time(value: object) -> str:
