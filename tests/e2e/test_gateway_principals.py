@@ -5,7 +5,8 @@ the operator created for bob (`zeroclaw gateway token create --name bob`): each 
 its own sessions, and every session method on the other's session answers exactly what a
 session that does not exist gets. The local operator (stdio `zeroclaw acp`, and
 `zeroclaw sessions` on the host) sees both. `zeroclaw gateway tokens` lists both names
-with their connections, and `revoke-token --name bob` cuts bob's bridge.
+with their connections, and `revoke-token --name bob` cuts bob's bridge. A per-principal
+daily spending cap stops one principal's turns and not another's.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from typing import Any
 import pytest
 import trio
 
-from tests.e2e.gateway_harness import run_gateway
+from tests.e2e.fake_llm import serve_fake_llm
+from tests.e2e.gateway_harness import WsRpc, run_gateway, ws_connect
 from tests.e2e.helpers import JsonDict, child_env, console_script, spawn_acp, spawn_zeroclaw
+from tests.e2e.test_budgets_web_e2e import config_for, priced_reply
 from tests.helpers import echo_config, write_config
 
 pytestmark = pytest.mark.e2e
@@ -192,3 +195,58 @@ async def test_two_principals_never_see_each_others_sessions(
                 by_name = {t["name"]: t for t in json.loads(after.stdout)}
                 assert by_name["bob"]["revoked"] is not None
                 assert by_name["alice"]["revoked"] is None
+
+
+async def test_a_principals_daily_cap_trips_for_that_principal_only(
+    tmp_path: Path, store_url: str | None
+) -> None:
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    replies = [priced_reply(text, 0.03) for text in ("first", "other", "again")]
+    with trio.fail_after(TIMEOUT):
+        async with serve_fake_llm(*replies) as llm:
+            document = config_for(
+                f"{llm.base_url}/v1",
+                cost={
+                    "per_principal_daily_cents": 2,
+                    "principals": {"bob": {"max_cost_per_day_cents": 500}},
+                },
+                gateway={},
+            )
+            if store_url is not None:
+                document["storage"] = {"url": store_url}
+            config_dir = write_config(tmp_path / "cfg", document)
+            async with run_gateway(config_dir) as gateway:
+                tokens = {}
+                for name in ("alice", "bob"):
+                    created = await zeroclaw_cli(
+                        config_dir, "gateway", "token", "create", "--name", name,
+                        "--port", str(gateway.port),
+                    )  # fmt: skip
+                    assert created.returncode == 0, created.stderr
+                    tokens[name] = created.stdout.strip()
+                async with (
+                    ws_connect(gateway.ws_url(), token=tokens["alice"]) as alice_ws,
+                    ws_connect(gateway.ws_url(), token=tokens["bob"]) as bob_ws,
+                ):
+                    alice, bob = WsRpc(alice_ws), WsRpc(bob_ws)
+                    alice_session = await _new_session(alice, workspace)
+                    bob_session = await _new_session(bob, workspace)
+                    prompt = "session/prompt"
+                    first = await alice.call(prompt, _params(prompt, alice_session, workspace))
+                    over = await alice.call(prompt, _params(prompt, alice_session, workspace))
+                    other = await bob.call(prompt, _params(prompt, bob_session, workspace))
+                    again = await bob.call(prompt, _params(prompt, bob_session, workspace))
+            shown = await zeroclaw_cli(config_dir, "cost", "--json")
+    assert first["result"]["stopReason"] == "end_turn", first
+    assert over["error"]["code"] == -32603, over
+    assert "$0.0300 of $0.02 daily limit of principal `alice`" in over["error"]["message"]
+    # bob's budget is his own, and his [cost.principals.bob] cap is above the default.
+    assert other["result"]["stopReason"] == "end_turn", other
+    assert again["result"]["stopReason"] == "end_turn", again
+    assert len(llm.requests) == 3  # alice's refused turn never reached the model
+    if store_url is None:  # `zeroclaw cost` reads the SQLite ledger
+        assert shown.returncode == 0, shown.stderr
+        report = json.loads(shown.stdout)
+        assert {row["principal"] for row in report["days"]} == {"alice", "bob"}
+        assert report["principalsTodayUsd"] == {"alice": 0.03, "bob": 0.06}

@@ -98,8 +98,10 @@ class FakeStore(AsyncSessionStore):
     async def record_spend(self, entry: SpendEntry) -> None:
         await self.spend.record_spend(entry)
 
-    async def spend_totals(self, day: str, agent_alias: str) -> SpendTotals:
-        return await self.spend.spend_totals(day, agent_alias)
+    async def spend_totals(
+        self, day: str, agent_alias: str, principal: str | None = None
+    ) -> SpendTotals:
+        return await self.spend.spend_totals(day, agent_alias, principal)
 
     async def set_additional_dirs(self, session_id: str, directories: Sequence[str]) -> bool:
         await trio.lowlevel.checkpoint()

@@ -396,7 +396,9 @@ class AcpHandlers:
             risk_level=risk.level,
             context_window=provider_config.context_window or 0,
         )
-        session.cost = self.app.cost_meter(session_id, agent, provider_config, provider.model)
+        session.cost = self.app.cost_meter(
+            session_id, agent, provider_config, provider.model, self.connection.principal
+        )
         if mcp_servers:
             # Started in the connection's nursery: they outlive this request and stop
             # when the session leaves memory or the connection ends.

@@ -374,8 +374,10 @@ class AsyncSessionStore:
     async def record_spend(self, entry: SpendEntry) -> None:
         await self._call(self.sync.record_spend, entry)
 
-    async def spend_totals(self, day: str, agent_alias: str) -> SpendTotals:
-        return await self._call(self.sync.spend_totals, day, agent_alias)
+    async def spend_totals(
+        self, day: str, agent_alias: str, principal: str | None = None
+    ) -> SpendTotals:
+        return await self._call(self.sync.spend_totals, day, agent_alias, principal)
 
     async def spend_summary(self, since_day: str) -> list[SpendRow]:
         return await self._call(self.sync.spend_summary, since_day)

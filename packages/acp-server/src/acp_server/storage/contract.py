@@ -100,8 +100,9 @@ class SessionBackend(Protocol):
     def record_spend(self, entry: SpendEntry) -> None:
         """Add one priced model call to the spending ledger (storage/spend.py)."""
 
-    def spend_totals(self, day: str, agent_alias: str) -> SpendTotals:
-        """What was spent on ``day``, in its month, and by ``agent_alias`` on ``day``."""
+    def spend_totals(self, day: str, agent_alias: str, principal: str | None = ...) -> SpendTotals:
+        """What was spent on ``day``, in its month, by ``agent_alias`` on ``day`` and by
+        ``principal`` on ``day`` (when given)."""
 
     def spend_summary(self, since_day: str) -> list[SpendRow]:
         """Spend per day and agent from ``since_day`` on, newest day first."""

@@ -251,9 +251,10 @@ class SqlSessionStore(ABC, Generic[ConnectionT]):
         """Add one priced model call to the spending ledger."""
         self._write(lambda conn: insert_spend(conn, self.dialect, entry))
 
-    def spend_totals(self, day: str, agent_alias: str) -> SpendTotals:
-        """What was spent on ``day`` (UTC ``YYYY-MM-DD``), in its month, and by the agent."""
-        return self._read(lambda conn: read_totals(conn, self.dialect, day, agent_alias))
+    def spend_totals(self, day: str, agent_alias: str, principal: str | None = None) -> SpendTotals:
+        """What was spent on ``day`` (UTC ``YYYY-MM-DD``), in its month, by the agent and by
+        ``principal`` (when given)."""
+        return self._read(lambda conn: read_totals(conn, self.dialect, day, agent_alias, principal))
 
     def spend_summary(self, since_day: str) -> list[SpendRow]:
         """Spend per UTC day and agent from ``since_day`` on, newest first."""
