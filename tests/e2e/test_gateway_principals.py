@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import json
 import subprocess
+import tomllib
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
+from websockets.exceptions import InvalidStatus
 
+from acp_core.gateway_contract import PRINCIPAL_HEADER
+from acp_server.gateway.auth import hash_token
 from tests.e2e.fake_llm import serve_fake_llm
 from tests.e2e.gateway_harness import WsRpc, run_gateway, ws_connect
 from tests.e2e.helpers import JsonDict, child_env, console_script, spawn_acp, spawn_zeroclaw
@@ -250,3 +254,60 @@ async def test_a_principals_daily_cap_trips_for_that_principal_only(
         report = json.loads(shown.stdout)
         assert {row["principal"] for row in report["days"]} == {"alice", "bob"}
         assert report["principalsTodayUsd"] == {"alice": 0.03, "bob": 0.06}
+
+
+async def test_config_tokens_become_principals_and_a_name_in_use_is_refused(
+    tmp_path: Path,
+) -> None:
+    old_token = "zc_" + "cd" * 32
+    old_digest = hash_token(old_token)
+    config_dir = write_config(
+        tmp_path / "cfg", {**echo_config(), "gateway": {"paired_tokens": [old_digest]}}
+    )
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    with trio.fail_after(TIMEOUT):
+        async with run_gateway(config_dir) as gateway:
+            # A bridge paired before tokens had names keeps working, as token-<prefix>.
+            async with ws_connect(gateway.ws_url(), token=old_token) as ws:
+                await _new_session(WsRpc(ws), workspace)
+            listing = await zeroclaw_cli(
+                config_dir, "gateway", "tokens", "--json", "--port", str(gateway.port)
+            )
+            [named] = json.loads(listing.stdout)
+            assert named["name"] == f"token-{old_digest[:12]}"
+            assert named["source"] == "config.toml"
+
+            code = (await zeroclaw_cli(
+                config_dir, "gateway", "get-paircode", "--new", "--port", str(gateway.port)
+            )).stdout.strip()  # fmt: skip
+            taken = await gateway.http(
+                "POST", "/pair", headers={"X-Pairing-Code": code, PRINCIPAL_HEADER: named["name"]}
+            )
+            assert taken.status_code == 409, taken.text
+            assert "already has a live token" in taken.json()["error"]
+            bad = await gateway.http(
+                "POST", "/pair", headers={"X-Pairing-Code": code, PRINCIPAL_HEADER: "no spaces"}
+            )
+            assert bad.status_code == 400, bad.text
+            # The refused name did not use the code up.
+            paired = await gateway.http(
+                "POST", "/pair", headers={"X-Pairing-Code": code, PRINCIPAL_HEADER: "dana"}
+            )
+            assert paired.status_code == 200, paired.text
+            assert paired.json()["principal"] == "dana"
+        # The operator removes the old digest from config.toml by hand: revoked at start.
+        document = tomllib.loads((config_dir / "config.toml").read_text())
+        kept = [d for d in document["gateway"]["paired_tokens"] if d != old_digest]
+        assert len(kept) == 1
+        write_config(config_dir, {**echo_config(), "gateway": {"paired_tokens": kept}})
+        async with run_gateway(config_dir) as gateway:
+            listing = await zeroclaw_cli(
+                config_dir, "gateway", "tokens", "--json", "--port", str(gateway.port)
+            )
+            by_name = {t["name"]: t for t in json.loads(listing.stdout)}
+            assert by_name["dana"]["revoked"] is None
+            assert by_name[f"token-{old_digest[:12]}"]["revoked"] is not None
+            with pytest.raises(InvalidStatus):
+                async with ws_connect(gateway.ws_url(), token=old_token):
+                    pass
