@@ -5,7 +5,6 @@ sessions, and the gateway's tokens carry their principal, pairing and last-use t
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -15,21 +14,12 @@ from acp_server.storage import PrincipalTaken, SessionBackend, imported_principa
 from acp_server.storage.postgres import PostgresSessionStore
 from acp_server.storage.postgres.schema import PG_SCHEMA_VERSION
 from acp_server.storage.sqlite import SCHEMA_VERSION, SessionStore
-from tests.server.store_backends import Backend, backend
+from tests.server.store_backends import Backend, backend, store
 
-__all__ = ["backend"]  # the fixture, parametrized over both backends
+__all__ = ["backend", "store"]  # the fixtures, parametrized over both backends
 
 DIGEST_A = "a" * 64
 DIGEST_B = "b" * 64
-
-
-@pytest.fixture
-def store(backend: Backend) -> Iterator[SessionBackend]:
-    opened = backend.open()
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 def undo_principals_step(conn: sqlite3.Connection) -> None:

@@ -162,6 +162,15 @@ def budget_message(spent: float, limit: float, cap: str, resets: date) -> str:
     )
 
 
+def check_daily_cents(
+    spent_usd: float, cents: int | None, cap: Callable[[int], str], today: date
+) -> None:
+    """Raise ``BudgetExceeded`` when ``spent_usd`` today reached a cap of ``cents`` (None: no
+    cap); ``cap`` names it, worded only when it is reached."""
+    if cents is not None and spent_usd >= cents / 100:
+        raise BudgetExceeded(budget_message(spent_usd, cents / 100, cap(cents), next_day(today)))
+
+
 @dataclass
 class CostMeter:
     """One session's view of the caps (``check``) and of what its calls cost (``record``)."""
@@ -215,26 +224,24 @@ class CostMeter:
                     budget_message(totals.month_usd, cost.monthly_limit_usd,
                                    "monthly limit ([cost] monthly_limit_usd)", next_month(today))
                 )  # fmt: skip
-        cents = self.agent_cap_cents
-        if cents is not None and totals.agent_day_usd >= cents / 100:
-            cap = (
+        check_daily_cents(
+            totals.agent_day_usd,
+            self.agent_cap_cents,
+            lambda cents: (
                 f"daily limit of agent `{self.agent_alias}` ([runtime_profiles."
                 f"{self.runtime_profile}] max_cost_per_day_cents = {cents})"
-            )
-            raise BudgetExceeded(
-                budget_message(totals.agent_day_usd, cents / 100, cap, next_day(today))
-            )
-        principal_cents = self.principal_cap_cents
-        if principal_cents is not None and totals.principal_day_usd >= principal_cents / 100:
-            cap = (
-                f"daily limit of principal `{self.principal}` ([cost] per_principal_daily_cents"
-                f" or [cost.principals.{self.principal}]: {principal_cents} cents)"
-            )
-            raise BudgetExceeded(
-                budget_message(
-                    totals.principal_day_usd, principal_cents / 100, cap, next_day(today)
-                )
-            )
+            ),
+            today,
+        )
+        check_daily_cents(
+            totals.principal_day_usd,
+            self.principal_cap_cents,
+            lambda cents: (
+                f"daily limit of principal `{self.principal}` ([cost] "
+                f"per_principal_daily_cents or [cost.principals.{self.principal}]: {cents} cents)"
+            ),
+            today,
+        )
 
     def price(self, usage: Usage, reported_usd: float | None) -> float:
         """What a call with ``usage`` cost, in USD (see the module docstring)."""
