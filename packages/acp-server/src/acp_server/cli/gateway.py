@@ -314,7 +314,7 @@ def token_create_command(
     """Create a token for a principal (a CI runner, a bot) without a pairing code.
 
     The token goes to stdout, once; it is stored only as its digest. Give it to the client
-    as ZEROCLAW_ACP_TOKEN or in its bridge's token file.
+    as ZEROCLAW_ACP_BRIDGE_TOKEN, or in its bridge's token file (acp-bridge-token, mode 0600).
     """
     state = ctx.find_object(CliState) or CliState(config_dir_flag=None)
     body = _admin_call(
