@@ -172,7 +172,12 @@ async def test_a_failed_store_insert_frees_its_session_slot(
         fail_create = True
 
         async def create_session(
-            self, session_id: str, agent_alias: str, workspace_dir: str
+            self,
+            session_id: str,
+            agent_alias: str,
+            workspace_dir: str,
+            *,
+            principal: str | None = None,
         ) -> None:
             await trio.lowlevel.checkpoint()
             if self.fail_create:

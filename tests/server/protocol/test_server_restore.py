@@ -51,7 +51,14 @@ class FakeStore(AsyncSessionStore):
         self.sessions[session_id] = StoredSession(info, tuple(messages), plan)
         self.epochs[session_id] = CREATOR_EPOCH
 
-    async def create_session(self, session_id: str, agent_alias: str, workspace_dir: str) -> None:
+    async def create_session(
+        self,
+        session_id: str,
+        agent_alias: str,
+        workspace_dir: str,
+        *,
+        principal: str | None = None,
+    ) -> None:
         self.add(session_id, Path(workspace_dir), [], agent=agent_alias)
         await trio.lowlevel.checkpoint()
 
@@ -91,8 +98,10 @@ class FakeStore(AsyncSessionStore):
     async def record_spend(self, entry: SpendEntry) -> None:
         await self.spend.record_spend(entry)
 
-    async def spend_totals(self, day: str, agent_alias: str) -> SpendTotals:
-        return await self.spend.spend_totals(day, agent_alias)
+    async def spend_totals(
+        self, day: str, agent_alias: str, principal: str | None = None
+    ) -> SpendTotals:
+        return await self.spend.spend_totals(day, agent_alias, principal)
 
     async def set_additional_dirs(self, session_id: str, directories: Sequence[str]) -> bool:
         await trio.lowlevel.checkpoint()

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
 COST_KEYS: Final = frozenset(
     {"enabled", "daily_limit_usd", "monthly_limit_usd", "rates"}
+    | {"per_principal_daily_cents", "principals"}
     # ZeroClaw's warning and enforcement knobs: accepted, they change nothing here
     # (a cap reached always fails the turn).
     | {"warn_at_percent", "allow_override", "track_per_agent", "enforcement"}
@@ -50,7 +51,41 @@ def parse_cost(parser: ConfigParser, doc: Mapping[str, Any]) -> CostConfig:
             _not_negative,
         ),
         rates=_parse_rates(parser, t),
+        per_principal_daily_cents=(
+            parser.get(
+                t,
+                "per_principal_daily_cents",
+                "cost.per_principal_daily_cents",
+                int,
+                0,
+                _not_negative,
+            )
+            if "per_principal_daily_cents" in t
+            else None
+        ),
+        principal_daily_cents=_parse_principal_caps(parser, t),
     )
+
+
+def _parse_principal_caps(parser: ConfigParser, cost: Mapping[str, Any]) -> dict[str, int]:
+    """``[cost.principals.<name>] max_cost_per_day_cents``: each gateway principal's own
+    daily cap, over ``per_principal_daily_cents``."""
+    principals = parser.table(cost, "principals", "cost.principals")
+    caps: dict[str, int] = {}
+    for name in principals:
+        dotted = f"cost.principals.{name}"
+        body = parser.table(principals, name, dotted)
+        parser.warn_unknown(body, frozenset({"max_cost_per_day_cents"}), dotted)
+        if "max_cost_per_day_cents" in body:
+            caps[name] = parser.get(
+                body,
+                "max_cost_per_day_cents",
+                f"{dotted}.max_cost_per_day_cents",
+                int,
+                0,
+                _not_negative,
+            )
+    return caps
 
 
 def _parse_rates(

@@ -288,6 +288,17 @@ class CostConfig(msgspec.Struct, frozen=True):
     monthly_limit_usd: float = 100.0
     rates: Mapping[tuple[str, str], ModelPrice] = msgspec.field(default_factory=dict)
     """Prices by (provider type, model id)."""
+    per_principal_daily_cents: int | None = None
+    """``per_principal_daily_cents``: what each gateway principal may spend per UTC day
+    (None: no cap of its own); the local operator is never held to it."""
+    principal_daily_cents: Mapping[str, int] = msgspec.field(default_factory=dict)
+    """``[cost.principals.<name>] max_cost_per_day_cents``: one principal's own cap."""
+
+    def principal_cap_cents(self, principal: str | None) -> int | None:
+        """The daily cap of ``principal`` in cents (None: none; the operator has none)."""
+        if principal is None:
+            return None
+        return self.principal_daily_cents.get(principal, self.per_principal_daily_cents)
 
 
 class WebConfig(msgspec.Struct, frozen=True):

@@ -48,6 +48,11 @@ from acp_server.gateway.handlers import build_routes, screen_request
 from acp_server.gateway.http import BadRequest, HttpRequest, read_request, send_response
 from acp_server.gateway.pairing import PairingGuard
 from acp_server.gateway.pending import DEFAULT_MAX_PENDING_PER_PEER, pending_cap_for_file_limit
+from acp_server.gateway.principals import (
+    DEFAULT_TOKEN_USE_FLUSH_SECS,
+    adopt_local_tokens,
+    keep_token_uses,
+)
 from acp_server.gateway.routes import Exchange, RouteTable
 from acp_server.gateway.state import RESTART_REASON, GatewayState, LiveConnection
 from acp_server.gateway.upgrade import serve_websocket
@@ -165,6 +170,7 @@ class Gateway:
         )
         self.drain_timeout_secs = drain_timeout_secs
         self.handshake_timeout_secs = handshake_timeout_secs
+        self.token_use_flush_secs = DEFAULT_TOKEN_USE_FLUSH_SECS
         self._announce = announce or (lambda line: logger.warning("%s", line))
         self._drain_requested = trio.Event()
         self.bound_port: int | None = None
@@ -270,6 +276,7 @@ class Gateway:
                         outer.start_soon(self._watch_signals, signals, outer.cancel_scope)
                     if self.state.shared_tokens is not None:
                         await outer.start(self.state.shared_tokens.watch)
+                    outer.start_soon(keep_token_uses, self.state, self.token_use_flush_secs)
                     task_status.started(self.bound_port)
                     await self._serve_until_drained(listeners)
                     outer.cancel_scope.cancel()
@@ -282,6 +289,7 @@ class Gateway:
         imported first) the one every replica shows, else a fresh one while unpaired."""
         shared = self.state.shared_tokens
         if shared is None:
+            await adopt_local_tokens(self.state)
             return self.pairing.issue_code() if self.state.unpaired else None
         try:
             imported = await shared.import_digests(self.settings.paired_tokens)

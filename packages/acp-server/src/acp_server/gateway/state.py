@@ -8,6 +8,7 @@ task of its own.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
@@ -21,6 +22,7 @@ from acp_server.gateway.admin import AdminSecret
 from acp_server.gateway.auth import TokenRegistry, is_loopback_host
 from acp_server.gateway.pairing import PairingGuard
 from acp_server.gateway.pending import PendingConnections
+from acp_server.gateway.principals import TokenUses
 from acp_server.gateway.websocket import WebSocketTransport
 from acp_server.protocol.connection import AcpConnection
 from acp_server.protocol.services.context import AcpApp
@@ -40,6 +42,8 @@ class LiveConnection:
     acp: AcpConnection
     token_digest: str | None
     peer: str
+    principal: str | None = None
+    """The token's principal; None when pairing is off (every client is the operator)."""
     close_code: int = CloseReason.NORMAL_CLOSURE
     close_reason: str = ""
 
@@ -90,6 +94,10 @@ class ConnectionRegistry:
         """The token digests the open connections were admitted with."""
         return {c.token_digest for c in self._connections if c.token_digest is not None}
 
+    def per_token(self) -> Counter[str]:
+        """How many open connections each token digest has."""
+        return Counter(c.token_digest for c in self._connections if c.token_digest is not None)
+
 
 class GatewayState:
     """Settings and the mutable state of one gateway (see the module docstring).
@@ -126,6 +134,7 @@ class GatewayState:
             clock=time.monotonic, rate_limit_per_minute=self.settings.pair_rate_limit_per_minute
         )
         self.connections = ConnectionRegistry()
+        self.token_uses = TokenUses()
         self.shared_tokens: SharedTokens | None = None
         """Set when tokens and pairing live in a PostgreSQL store (gateway/shared_tokens.py);
         ``tokens`` and ``pairing`` are then unused."""

@@ -41,9 +41,11 @@ WEBSOCKET_VERSION: Final = "13"
 
 @dataclass(frozen=True, slots=True)
 class Admission:
-    """An upgrade that passed every check; ``token_digest`` is None when pairing is off."""
+    """An upgrade that passed every check; ``token_digest`` and ``principal`` (the name the
+    token was paired under) are None when pairing is off."""
 
     token_digest: str | None
+    principal: str | None = None
 
 
 async def serve_websocket(state: GatewayState, exchange: Exchange) -> None:
@@ -64,14 +66,23 @@ async def serve_websocket(state: GatewayState, exchange: Exchange) -> None:
         max_message_bytes=state.max_message_bytes,
         ping_interval_secs=float(state.settings.websocket_ping_interval_secs),
     )
-    acp = AcpConnection(state.app, transport, connection_default_agent=agent, remote=True)
-    connection = LiveConnection(transport, acp, admission.token_digest, peer)
+    acp = AcpConnection(
+        state.app,
+        transport,
+        connection_default_agent=agent,
+        remote=True,
+        principal=admission.principal,
+    )
+    connection = LiveConnection(
+        transport, acp, admission.token_digest, peer, principal=admission.principal
+    )
     state.connections.add(connection)
     if state.draining:  # the drain began while the 101 was being written
         connection.shut(CloseReason.SERVICE_RESTART, RESTART_REASON)
     logger.info(
-        "ACP connection from %s%s (%d open)",
+        "ACP connection from %s%s%s (%d open)",
         peer,
+        f" as {admission.principal}" if admission.principal else "",
         f" with default agent {agent!r}" if agent else "",
         len(state.connections),
     )
@@ -118,11 +129,11 @@ async def _admit(
     if not (request.header("sec-websocket-key") or "").strip():
         await send_response(stream, 400, "Bad request - missing Sec-WebSocket-Key\n")
         return None
-    token_digest: str | None = None
+    paired: tuple[str, str] | None = None
     if state.settings.require_pairing:
         presented = presented_token(request.headers, request.query)
         try:
-            token_digest = await _paired_digest(state, presented.token) if presented else None
+            paired = await paired_principal(state, presented.token) if presented else None
         except StoreError as exc:
             logger.warning("refused /acp upgrade from %s: %s", peer, exc)
             await send_response(
@@ -130,7 +141,7 @@ async def _admit(
                 headers=[("Retry-After", "1")],
             )  # fmt: skip
             return None
-        if token_digest is None:
+        if paired is None:
             why = "no token" if presented is None else f"unknown token ({presented.source})"
             logger.warning("refused /acp upgrade from %s: %s", peer, why)
             await send_response(
@@ -151,16 +162,26 @@ async def _admit(
             headers=[("Retry-After", "5")],
         )
         return None
-    return Admission(token_digest)
+    if paired is None:
+        return Admission(None)
+    digest, principal = paired
+    state.token_uses.note(digest)
+    return Admission(digest, principal)
 
 
-async def _paired_digest(state: GatewayState, token: str) -> str | None:
-    """The digest of ``token`` when it is paired: in the shared store when there is one
-    (gateway/shared_tokens.py, raising ``StoreError`` when it does not answer), else in
-    config.toml's ``[gateway] paired_tokens``."""
+async def paired_principal(state: GatewayState, token: str) -> tuple[str, str] | None:
+    """(digest, principal) of ``token`` when it is paired: in the shared store when there
+    is one (gateway/shared_tokens.py, raising ``StoreError`` when it does not answer), else
+    in config.toml's ``[gateway] paired_tokens`` with the names gateway/principals.py gave
+    them. Every transport's authentication asks this, so each connection learns its
+    principal in the same step that admits it."""
     if state.shared_tokens is not None:
         return await state.shared_tokens.verify(token)
-    return state.tokens.verify(token)
+    digest = state.tokens.verify(token)
+    if digest is None:
+        return None
+    principal = state.tokens.principal_of(digest)
+    return None if principal is None else (digest, principal)
 
 
 async def _send_switching_protocols(stream: trio.abc.Stream, request: HttpRequest) -> None:

@@ -114,8 +114,12 @@ class AcpConnection:
         max_outbox_bytes: int = DEFAULT_MAX_OUTBOX_BYTES,
         max_in_flight_request_bytes: int = DEFAULT_MAX_IN_FLIGHT_REQUEST_BYTES,
         remote: bool = False,
+        principal: str | None = None,
     ) -> None:
         self.app = app
+        # Who the peer is: a gateway token's principal, whose sessions alone it sees; None
+        # for the local operator (stdio), who sees every session (protocol/visibility.py).
+        self.principal = principal
         # A gateway peer (``remote``) may run on another machine: its files are not ours
         # unless its initialize says so (protocol/client_calls.py).
         self.remote = remote

@@ -26,7 +26,7 @@ from acp_server.agent.tools.mcp_servers import select_mcp_servers
 from acp_server.errors import OperationFailed
 from acp_server.model import ChatMessage, CompletedTurn, PlanStep
 from acp_server.protocol import config_options as options
-from acp_server.protocol import ownership
+from acp_server.protocol import ownership, visibility
 from acp_server.protocol.followups import ReplyThen, with_commands
 from acp_server.protocol.roots import (
     agent_risk_profile,
@@ -100,6 +100,8 @@ async def fork_session(handlers: AcpHandlers, params: schema.ForkParams) -> Repl
         raise SessionNotFoundError(source_id)
     table, config = handlers.table, handlers.config
     table.check_capacity()
+    # Another principal's session forks exactly as a missing one (protocol/visibility.py).
+    await visibility.require_visible(store, handlers.connection.principal, source_id)
     stored = await ownership.read_to_fork(table, store, source_id)
     choices = await options.stored_choices(store, source_id)
     alias = resolve_restore_alias(
@@ -135,7 +137,7 @@ async def fork_session(handlers: AcpHandlers, params: schema.ForkParams) -> Repl
         session.title = fork_title(stored.info.title)
         options.apply_stored_choices(handlers.app, session, choices)
         try:
-            await _store_fork(store, session, turns, extra_roots)
+            await _store_fork(store, session, turns, extra_roots, handlers.connection.principal)
         except BaseException:
             session.close()
             raise
@@ -158,13 +160,16 @@ async def _store_fork(
     session: Session,
     turns: Sequence[CompletedTurn],
     extra_roots: Sequence[Path],
+    principal: str | None,
 ) -> None:
-    """Write the fork whole: the session, its copied history (one transaction), title,
+    """Write the fork whole (owned by ``principal``, the forking connection's): the session, its copied history (one transaction), title,
     extra roots and choices. A failure part way removes what was written, so no
     half-copied fork is ever listed."""
     fork_id = session.session_id
     try:
-        await store.create_session(fork_id, session.agent.alias, str(session.workspace))
+        await store.create_session(
+            fork_id, session.agent.alias, str(session.workspace), principal=principal
+        )
     except Exception as exc:
         raise OperationFailed("Failed to persist the fork") from exc
     try:

@@ -36,7 +36,7 @@ from acp_server.config import AnyMcpServerConfig, RiskProfileConfig, RuntimeProf
 from acp_server.errors import AgentUnavailable, OperationFailed, SessionFenced
 from acp_server.model import ChatMessage, CompletedTurn, PlanStep
 from acp_server.protocol import config_options as options
-from acp_server.protocol import ownership
+from acp_server.protocol import ownership, visibility
 from acp_server.protocol.auth_methods import auth_methods
 from acp_server.protocol.client_profile import client_profile
 from acp_server.protocol.followups import with_commands
@@ -251,6 +251,7 @@ class AcpHandlers:
         store = self.app.store
         if store is None:
             raise SessionNotFoundError(session_id)
+        await visibility.require_visible(store, self.connection.principal, session_id)
         await self.table.wait_closed(session_id)  # a closing copy's last turn is saved first
         try:
             deleted = await store.delete_session(session_id)
@@ -306,7 +307,8 @@ class AcpHandlers:
         (storage/session_list.py); without a store there is nothing to list."""
         from acp_server.protocol.listing import list_stored_sessions
 
-        return await list_stored_sessions(self.app.store, params)
+        principal = visibility.listed_principal(self.connection.principal)
+        return await list_stored_sessions(self.app.store, params, principal=principal)
 
     def _agent_table(self) -> dict[str, bool]:
         return {alias: agent.dispatchable for alias, agent in self.config.agents.items()}
@@ -336,7 +338,9 @@ class AcpHandlers:
                 store = self.app.store
                 if store is not None:
                     try:
-                        await store.create_session(session_id, alias, str(workspace))
+                        await store.create_session(
+                            session_id, alias, str(workspace), principal=self.connection.principal
+                        )
                     except Exception as exc:
                         raise OperationFailed("Failed to persist session") from exc
                     if extra_roots:
@@ -397,7 +401,9 @@ class AcpHandlers:
             risk_level=risk.level,
             context_window=provider_config.context_window or 0,
         )
-        session.cost = self.app.cost_meter(session_id, agent, provider_config, provider.model)
+        session.cost = self.app.cost_meter(
+            session_id, agent, provider_config, provider.model, self.connection.principal
+        )
         if mcp_servers:
             # Started in the connection's nursery: they outlive this request and stop
             # when the session leaves memory or the connection ends.
@@ -534,6 +540,7 @@ class AcpHandlers:
         params: schema.RestoreParams,
     ) -> Payload:
         try:
+            await visibility.require_visible(store, self.connection.principal, session_id)
             return await self._restore_and_replay(session_id, store, replay=replay, params=params)
         finally:
             self.table.end_opening(session_id, opening)

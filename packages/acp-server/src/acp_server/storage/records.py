@@ -58,6 +58,8 @@ class StoredSessionInfo(msgspec.Struct, frozen=True):
     token_count: int = 0
     turn_count: int = 0
     title: str | None = None
+    principal: str | None = None
+    """Who the session belongs to: a gateway principal's name, None for the local operator."""
 
 
 class StoredSession(msgspec.Struct, frozen=True):
