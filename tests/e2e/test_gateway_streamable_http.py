@@ -20,12 +20,11 @@ import acp
 import httpx
 import pytest
 import trio
-from acp import schema as acp_schema
-from acp.http import create_http_stream
 from acp.ws import create_websocket_stream
 
 from acp_server.gateway.auth import hash_token
 from tests.acp_ts_sdk import install_ts_sdk, run_ts_client
+from tests.e2e.acp_sdk_http import FIRST_PROMPT, FIRST_TEXT, RecordingClient, run_python_sdk_flow
 from tests.e2e.gateway_harness import run_gateway
 from tests.e2e.streamable_http_client import HttpAcpClient
 from tests.helpers import echo_config, session_dir, write_config
@@ -36,8 +35,6 @@ pytestmark = pytest.mark.e2e
 TIMEOUT = 90
 TOKEN_A = "zc_" + "a" * 64
 TOKEN_B = "zc_" + "b" * 64
-FIRST_PROMPT = 'Streaming over HTTP\n/tool shell {"command": "ls"}'
-FIRST_TEXT = "Streaming over HTTP\n\nshell returned: (no output)"
 
 
 def _config(tmp_path: Path, *, chunk_delay_ms: int = 20, **gateway: object) -> Path:
@@ -50,115 +47,13 @@ def _config(tmp_path: Path, *, chunk_delay_ms: int = 20, **gateway: object) -> P
     return write_config(tmp_path / "cfg", document)
 
 
-# ---------------------------------------------------------------- the Python SDK (asyncio)
-
-
-class RecordingClient:
-    """An ``acp`` SDK client: records updates, allows each permission once."""
-
-    def __init__(self) -> None:
-        self.updates: list[Any] = []
-        self.permissions: list[str] = []
-        self.changed = asyncio.Event()
-
-    async def request_permission(
-        self, options: list[Any], session_id: str, tool_call: Any, **kwargs: Any
-    ) -> Any:
-        self.permissions.append(tool_call.title or "")
-        allow = next(option for option in options if option.kind == "allow_once")
-        return acp_schema.RequestPermissionResponse(
-            outcome=acp_schema.AllowedOutcome(outcome="selected", option_id=allow.option_id)
-        )
-
-    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
-        self.updates.append(update)
-        self.changed.set()
-
-    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        return {}
-
-    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
-        return None
-
-    def on_connect(self, conn: Any) -> None:
-        return None
-
-    def text(self) -> str:
-        return "".join(
-            update.content.text
-            for update in self.updates
-            if type(update).__name__ == "AgentMessageChunk"
-        )
-
-    async def wait_for(self, condition: Any) -> None:
-        while not condition():
-            self.changed.clear()
-            await self.changed.wait()
-
-
-async def _sdk_connection(client: RecordingClient, url: str, token: str) -> tuple[Any, Any]:
-    transport = create_http_stream(
-        url,
-        client=httpx.AsyncClient(timeout=httpx.Timeout(None), trust_env=False),
-        headers={"Authorization": f"Bearer {token}"},
-    )
-    connection = acp.connect_to_agent(cast(Any, client), transport)
-    init = await connection.initialize(
-        protocol_version=1,
-        client_capabilities=acp_schema.ClientCapabilities(),
-        client_info=acp_schema.Implementation(name="sdk-http-test", version="1"),
-    )
-    return connection, init
-
-
-async def _python_sdk_flow(url: str, token: str, cwd: str) -> dict[str, Any]:
-    first = RecordingClient()
-    connection, init = await _sdk_connection(first, url, token)
-    session = await connection.new_session(cwd=cwd, mcp_servers=[])
-    answered = await connection.prompt(
-        session_id=session.session_id, prompt=[acp.text_block(FIRST_PROMPT)]
-    )
-    first_text, streamed = first.text(), len(first.updates)
-    slow = asyncio.ensure_future(
-        connection.prompt(session_id=session.session_id, prompt=[acp.text_block("slow " * 300)])
-    )
-    await first.wait_for(lambda: len(first.updates) > streamed)
-    await connection.cancel(session_id=session.session_id)
-    cancelled = await slow
-    await connection.close()
-
-    second = RecordingClient()
-    reconnected, _ = await _sdk_connection(second, url, token)
-    await reconnected.load_session(cwd=cwd, session_id=session.session_id, mcp_servers=[])
-    # The load's answer and the history come on two streams: wait for the history's end.
-    await asyncio.wait_for(second.wait_for(lambda: second.text() == first_text), 10)
-    await reconnected.close()
-    return {
-        "init": init,
-        "stop_reason": answered.stop_reason,
-        "first_text": first_text,
-        "permissions": first.permissions,
-        "tool_statuses": [
-            update.status for update in first.updates if type(update).__name__ == "ToolCallProgress"
-        ],
-        "cancelled": cancelled.stop_reason,
-        "replayed_prompt": [
-            update.content.text
-            for update in second.updates
-            if type(update).__name__ == "UserMessageChunk"
-        ],
-    }
-
-
 async def test_official_python_sdk_http_client_runs_a_whole_session(tmp_path: Path) -> None:
     config_dir = _config(tmp_path)
     cwd = str(session_dir(tmp_path))
     with trio.fail_after(TIMEOUT):
         async with run_gateway(config_dir) as gateway:
             url = gateway.base_url + "/acp"
-            seen = await trio.to_thread.run_sync(
-                lambda: asyncio.run(asyncio.wait_for(_python_sdk_flow(url, TOKEN_A, cwd), 60))
-            )
+            seen = await trio.to_thread.run_sync(run_python_sdk_flow, url, TOKEN_A, cwd)
             await gateway.wait_for_connections(0)
     assert seen["init"].protocol_version == 1
     assert seen["init"].agent_capabilities.load_session is True
@@ -168,7 +63,7 @@ async def test_official_python_sdk_http_client_runs_a_whole_session(tmp_path: Pa
     assert seen["tool_statuses"] == ["in_progress", "completed"]
     assert seen["cancelled"] == "cancelled"
     assert seen["replayed_prompt"] == [FIRST_PROMPT]
-    assert "over Streamable HTTP" in gateway.stderr()
+    assert gateway.stderr().count("over Streamable HTTP") == 2
 
 
 @pytest.mark.parametrize("transport", ["http", "ws"])

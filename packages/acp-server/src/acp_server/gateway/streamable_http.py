@@ -434,6 +434,11 @@ class StreamableHttp:
                 with trio.move_on_after(DEFAULT_FLUSH_TIMEOUT_SECS):
                     while transport.streams.pending_bytes and transport.streams.readers:
                         await transport.streams.wait_emptied()
+                    transport.close()
+                    # Readers end their responses properly (a drain cancels every socket
+                    # task once the last connection is gone from the registry).
+                    while transport.streams.readers:
+                        await transport.wait_activity()
                 transport.close()
                 nursery.cancel_scope.cancel()
         finally:
