@@ -12,6 +12,7 @@ separately (tests/e2e/test_gateway_streamable_http.py).
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -102,6 +103,7 @@ class SseReader:
         self._stream = stream
         self._connection = connection
         self._buffer = b""
+        self._lines: deque[str] = deque()
         self._ended = False
         self.status = 0
         self.body = b""
@@ -124,16 +126,16 @@ class SseReader:
                     self.body += event.data
 
     async def _line(self) -> str:
-        while b"\n" not in self._buffer:
+        while not self._lines:
             if self._ended:
                 raise StopAsyncIteration
             event = await self._event()
             if isinstance(event, h11.Data):
-                self._buffer += event.data
+                *complete, self._buffer = (self._buffer + event.data).split(b"\n")
+                self._lines.extend(line.decode("utf-8").removesuffix("\r") for line in complete)
             else:
                 self._ended = True
-        line, _, self._buffer = self._buffer.partition(b"\n")
-        return line.decode("utf-8").removesuffix("\r")
+        return self._lines.popleft()
 
     async def next(self, within: float = RECEIVE_TIMEOUT) -> tuple[int | None, JsonDict]:
         """The next event or comment; ``StopAsyncIteration`` at the end of the stream."""

@@ -3,7 +3,8 @@
 * SIGTERM while a turn waits for the client's permission answer: the answer, POSTed on a
   new TCP connection during the drain, still gets through and the turn finishes; a new
   request on the connection is refused on its stream ("restarting"); a new connection is
-  refused 503; the streams end saying "gateway restarting, retry"; the exit is 0.
+  refused 503, and so is ``/health`` (out of a balancer's rotation); the streams end saying
+  "gateway restarting, retry"; the exit is 0.
 * Two replicas on one store behind HAProxy (PROXY protocol, a sticky cookie): the official
   Python SDK's HTTP client runs a whole session through it, every request of a connection
   reaching the replica that holds it, and a second connection sent to the other replica
@@ -59,6 +60,9 @@ async def test_sigterm_drains_a_streamable_http_connection(tmp_path: Path) -> No
 
                     gateway.signal(signal.SIGTERM)
                     await gateway.log.wait_for("still accepting for 1 Streamable HTTP")
+                    # Still listening, but out of a load balancer's rotation.
+                    health = await gateway.http("GET", "/health")
+                    assert (health.status_code, health.json()["status"]) == (503, "draining")
                     # New work on the connection is refused on its stream, with a reason...
                     late = client.request("session/new", {"cwd": str(session_dir(tmp_path))})
                     assert (await client.post(late)).status_code == 202

@@ -71,7 +71,7 @@ class UnknownEventId(Exception):
 class EventStream:
     """One stream (``scope``: None for the connection's, else a session id)."""
 
-    __slots__ = ("_changed", "evicted_through", "pending", "reader", "scope", "sent")
+    __slots__ = ("_changed", "_waiting", "evicted_through", "pending", "reader", "scope", "sent")
 
     def __init__(self, scope: str | None) -> None:
         self.scope = scope
@@ -83,6 +83,7 @@ class EventStream:
         """The highest number of this stream's events dropped from ``sent``."""
         self.reader: object | None = None
         self._changed = trio.Event()
+        self._waiting = False
 
     @property
     def idle(self) -> bool:
@@ -91,11 +92,18 @@ class EventStream:
 
     async def wait_changed(self) -> None:
         """Until an event is routed here, the reader changes or the streams close."""
-        await self._changed.wait()
+        self._waiting = True
+        try:
+            await self._changed.wait()
+        finally:
+            self._waiting = False
 
     def notify(self) -> None:
-        self._changed.set()
-        self._changed = trio.Event()
+        # Only a waiting reader needs waking (one that is writing takes what is queued
+        # next): a busy stream costs no event per message.
+        if self._waiting:
+            self._changed.set()
+            self._changed = trio.Event()
 
 
 class EventStreams:

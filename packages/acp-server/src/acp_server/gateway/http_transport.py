@@ -66,11 +66,12 @@ class _SessionRef(msgspec.Struct, rename="camel"):
 
 
 class _Outbound(msgspec.Struct):
-    """What routing needs of an outbound JSON-RPC message; absent fields stay empty."""
+    """What routing needs of an outbound JSON-RPC message, in one pass (params are always
+    an object in ACP; the rest of them is skipped); absent fields stay empty."""
 
     method: str | None = None
     id: msgspec.Raw = msgspec.Raw(b"")
-    params: msgspec.Raw = msgspec.Raw(b"")
+    params: _SessionRef | None = None
     result: msgspec.Raw = msgspec.Raw(b"")
 
 
@@ -213,7 +214,7 @@ class HttpTransport:
         except msgspec.DecodeError:  # not ours to judge: the connection stream carries it
             return streams.connection
         if message.method is not None:
-            return streams.route(session_of(message.params))
+            return streams.route(None if message.params is None else message.params.session_id)
         key = id_key(message.id)
         if isinstance(key, NoId):
             return streams.connection

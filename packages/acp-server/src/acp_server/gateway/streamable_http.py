@@ -642,6 +642,10 @@ async def _read_body(
     declared = request.header("content-length")
     if declared is not None and declared.strip().isdigit() and int(declared) > limit:
         raise _Refused(413, f"message larger than the {limit}-byte limit")
+    if stream.they_are_waiting_for_100_continue:
+        # curl, for one, waits a second for this before it sends a larger body.
+        continue_ = h11.InformationalResponse(status_code=100, reason=b"Continue", headers=[])
+        await exchange.stream.send_all(stream.send(continue_) or b"")
     chunks: list[bytes] = []
     size = 0
     try:
