@@ -24,10 +24,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,14 +36,11 @@ from pathlib import Path
 from typing import Any, Final, Protocol
 
 import psutil
-import tomli_w
 import trio
+from bench.gateway_load import ZEROCLAW, _config, _drain_stderr, _percentile, _start_gateway
+from tests.e2e.streamable_http_client import HttpAcpClient, SseReader
 from websockets.trio.client import ClientConnection, connect
 
-from tests.e2e.streamable_http_client import HttpAcpClient, SseReader
-
-ZEROCLAW: Final = Path(sys.executable).parent / "zeroclaw"
-LISTENING: Final = re.compile(r"gateway listening on http://[^ ]+:(\d+)")
 MAX_CONCURRENT_OPENINGS: Final = 32
 """Below the gateway's 64 unauthenticated sockets per peer address."""
 SINGLE_TURN_WORDS: Final = 5
@@ -233,56 +228,6 @@ async def _turns(peer: Peer, session_id: str, args: argparse.Namespace, tally: T
         await turn(peer, session_id, number, args.words, tally)
 
 
-def _percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
-
-
-def _config(config_dir: Path) -> None:
-    document: dict[str, Any] = {
-        "schema_version": 3,
-        "providers": {"models": {"echo": {"default": {"model": "echo"}}}},
-        "agents": {
-            "echo": {
-                "model_provider": "echo.default",
-                "risk_profile": "default",
-                "runtime_profile": "default",
-            }
-        },
-        "risk_profiles": {"default": {"level": "supervised"}},
-        "runtime_profiles": {"default": {}},
-        "acp": {"max_sessions": 1000},
-        "gateway": {"require_pairing": False},
-    }
-    config_dir.mkdir(parents=True, exist_ok=True)
-    (config_dir / "config.toml").write_text(tomli_w.dumps(document))
-
-
-async def _start_gateway(config_dir: Path) -> tuple[trio.Process, int]:
-    process = await trio.lowlevel.open_process(
-        [str(ZEROCLAW), "gateway", "--port", "0"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env={"ZEROCLAW_CONFIG_DIR": str(config_dir), "ZEROCLAW_LOG": "warning", "PATH": ""},
-    )
-    assert process.stderr is not None
-    buffer = b""
-    with trio.fail_after(30):
-        while (match := LISTENING.search(buffer.decode(errors="replace"))) is None:
-            chunk = await process.stderr.receive_some(4096)
-            if not chunk:
-                raise SystemExit("gateway did not start:\n" + buffer.decode(errors="replace"))
-            buffer += chunk
-    return process, int(match.group(1))
-
-
-async def _drain_stderr(process: trio.Process) -> None:
-    assert process.stderr is not None
-    while await process.stderr.receive_some(65536):
-        pass
-
-
 def _report(args: argparse.Namespace, results: dict[str, list[Round]]) -> None:
     labels = list(results)
 
@@ -315,7 +260,7 @@ async def run(args: argparse.Namespace) -> int:
         config_dir, workspace = Path(temp) / "cfg", Path(temp) / "work"
         workspace.mkdir()
         _config(config_dir)
-        process, port = await _start_gateway(config_dir)
+        process, port = await _start_gateway(ZEROCLAW, config_dir)
         gateway = psutil.Process(process.pid)
         base_url = f"http://127.0.0.1:{port}"
         try:

@@ -21,8 +21,17 @@ FIRST_PROMPT: Final = 'Streaming over HTTP\n/tool shell {"command": "ls"}'
 FIRST_TEXT: Final = "Streaming over HTTP\n\nshell returned: (no output)"
 
 
+def allow_once(options: list[Any]) -> Any:
+    """The answer a user gives by choosing the "allow once" option."""
+    allow = next(option for option in options if option.kind == "allow_once")
+    return acp_schema.RequestPermissionResponse(
+        outcome=acp_schema.AllowedOutcome(outcome="selected", option_id=allow.option_id)
+    )
+
+
 class RecordingClient:
-    """An ``acp`` SDK client: records updates, allows each permission once."""
+    """An ``acp`` SDK client: records updates (and says when one arrives), allows each
+    permission once."""
 
     def __init__(self) -> None:
         self.updates: list[Any] = []
@@ -33,10 +42,7 @@ class RecordingClient:
         self, options: list[Any], session_id: str, tool_call: Any, **kwargs: Any
     ) -> Any:
         self.permissions.append(tool_call.title or "")
-        allow = next(option for option in options if option.kind == "allow_once")
-        return acp_schema.RequestPermissionResponse(
-            outcome=acp_schema.AllowedOutcome(outcome="selected", option_id=allow.option_id)
-        )
+        return allow_once(options)
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         self.updates.append(update)
