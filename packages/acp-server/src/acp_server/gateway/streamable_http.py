@@ -20,7 +20,8 @@ both transports on one endpoint. A GET with ``Upgrade: websocket`` stays the Web
 * ``DELETE`` with ``Acp-Connection-Id``: the connection ends (its running turns are
   cancelled), 202.
 
-Every request passes the gateway's checks before anything of it is read: the Host/Origin
+How a request is read and checked lives in gateway/http_requests.py. Every request passes
+the gateway's checks before anything of it is read: the Host/Origin
 screen and proxy rules (gateway/handlers.py, gateway/client_address.py), then the bearer
 token (``admit_token``, 401), exactly as a WebSocket upgrade. A connection is bound to the
 token that opened it. One ``AcpConnection`` per connection id runs the same protocol code
@@ -42,7 +43,6 @@ from dataclasses import dataclass
 from typing import Final
 
 import h11
-import msgspec
 import trio
 from wsproto.frame_protocol import CloseReason
 
@@ -59,56 +59,39 @@ from acp_server.gateway.event_streams import (
 )
 from acp_server.gateway.http import (
     DEFAULT_MAX_REQUEST_BODY_BYTES,
-    BadRequest,
     HttpRequest,
     is_websocket_upgrade,
-    json_body,
-    next_event,
     send_response,
+)
+from acp_server.gateway.http_requests import (
+    CONNECTION_ID_HEADER,
+    EVENT_STREAM,
+    LAST_EVENT_ID_HEADER,
+    SESSION_ID_HEADER,
+    STREAMABLE_HTTP_METHODS,
+    Envelope,
+    Refused,
+    checked_session_id,
+    read_body,
+    read_envelope,
+    response_route,
 )
 from acp_server.gateway.http_transport import (
     HttpTransport,
-    IdKey,
     NoId,
-    ResponseRoute,
-    id_key,
-    session_of,
 )
 from acp_server.gateway.routes import Exchange
 from acp_server.gateway.state import GatewayState, LiveConnection
 from acp_server.gateway.upgrade import Admission, admit_token, refused_new_connection
 from acp_server.protocol.connection import AcpConnection
-from acp_server.protocol.limits import ByteBudget
 from acp_server.protocol.transport import TransportClosed
 
 logger = logging.getLogger(__name__)
-
-CONNECTION_ID_HEADER: Final = "Acp-Connection-Id"
-SESSION_ID_HEADER: Final = "Acp-Session-Id"
-LAST_EVENT_ID_HEADER: Final = "Last-Event-ID"
-EVENT_STREAM: Final = "text/event-stream"
-STREAMABLE_HTTP_METHODS: Final = frozenset({"GET", "POST", "DELETE"})
-
-SESSION_HEADER_METHODS: Final = frozenset(
-    {
-        methods.SESSION_PROMPT,
-        methods.SESSION_CANCEL,
-        methods.SESSION_CLOSE,
-        methods.SESSION_SET_CONFIG_OPTION,
-    }
-)
-"""Methods whose POST must carry ``Acp-Session-Id``: the ones both official SDKs send it
-with (the TypeScript SDK sends it with every method naming a session)."""
-ESTABLISHING_METHODS: Final = frozenset(
-    {methods.SESSION_NEW, methods.SESSION_LOAD, methods.SESSION_RESUME}
-)
 
 DEFAULT_IDLE_TIMEOUT_SECS: Final = 120.0
 """A connection with no stream open and no POST being served for this long is closed."""
 DEFAULT_INITIALIZE_TIMEOUT_SECS: Final = 30.0
 """How long the ``initialize`` POST waits for its answer (504 after)."""
-DEFAULT_BODY_IDLE_TIMEOUT_SECS: Final = 10.0
-"""A POST body that stops arriving for this long is refused (408)."""
 DEFAULT_KEEPALIVE_SECS: Final = 15.0
 """A quiet stream gets an SSE comment this often (the SDKs' servers use 15 s): proxies keep
 it open, and a client that has gone is found out by the write."""
@@ -119,7 +102,6 @@ DEFAULT_FLUSH_TIMEOUT_SECS: Final = 2.0
 """At the end: how long open streams get to write the events still waiting."""
 DEFAULT_MAX_CONCURRENT_POSTS: Final = 16
 """POSTs served at once per connection; beyond, 429 (the SDKs send them one by one)."""
-MAX_SESSION_ID_CHARS: Final = 256
 MAX_COALESCED_WRITE_BYTES: Final = 256 * 1024
 MAX_STRAY_GET_BYTES: Final = 64 * 1024
 """Bytes a client may send on a stream's socket after its GET before it counts as gone."""
@@ -136,82 +118,6 @@ def wants_streamable_http(request: HttpRequest) -> bool:
         return False
     accept = (request.header("accept") or "").lower()
     return EVENT_STREAM in accept or request.header(CONNECTION_ID_HEADER) is not None
-
-
-class _Refused(Exception):
-    """A request answered with an HTTP error; the body is a JSON-RPC error response."""
-
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        *,
-        code: int = -32600,
-        request_id: IdKey = None,
-        headers: tuple[tuple[str, str], ...] = (),
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.request_id = request_id
-        self.headers = headers
-
-    async def send(self, stream: trio.abc.Stream) -> None:
-        error = {"code": self.code, "message": str(self)}
-        body = {"jsonrpc": "2.0", "id": self.request_id, "error": error}
-        await send_response(
-            stream,
-            self.status,
-            json_body(body),
-            content_type="application/json",
-            headers=list(self.headers),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class Envelope:
-    """What a POST body is, as far as the transport needs to know."""
-
-    text: str
-    method: str | None
-    key: IdKey | NoId
-    """The request id (``NO_ID`` for a notification)."""
-    session_id: str | None
-    """``params.sessionId``, when the params name a session."""
-
-
-class _Inbound(msgspec.Struct):
-    method: str | None = None
-    id: msgspec.Raw = msgspec.Raw(b"")
-    params: msgspec.Raw = msgspec.Raw(b"")
-
-
-_decode_inbound = msgspec.json.Decoder(_Inbound).decode
-
-
-def read_envelope(body: bytes) -> Envelope:
-    """The message in a POST body.
-
-    Raises:
-        _Refused: not UTF-8 or not JSON (400, -32700), a batch (501: the draft has none),
-            or not a JSON object (400, -32600).
-    """
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise _Refused(
-            400, f"Parse error: the body is not UTF-8 ({exc.reason})", code=-32700
-        ) from None
-    try:
-        inbound = _decode_inbound(body)
-    except msgspec.ValidationError:
-        if text.lstrip().startswith("["):
-            raise _Refused(501, "Batch requests are not supported: POST one message") from None
-        raise _Refused(400, "Invalid Request: the body is not a JSON-RPC message") from None
-    except msgspec.DecodeError as exc:
-        raise _Refused(400, f"Parse error: {exc}", code=-32700) from None
-    session_id = session_of(inbound.params) if inbound.method is not None else None
-    return Envelope(text, inbound.method, id_key(inbound.id), session_id)
 
 
 @dataclass(eq=False, slots=True)
@@ -279,7 +185,7 @@ class StreamableHttp:
                 connection.live.shut(CloseReason.NORMAL_CLOSURE, "closed by the client")
                 logger.info("ACP connection %s: closed by DELETE", connection.label)
                 await send_response(stream, 202)
-        except _Refused as refused:
+        except Refused as refused:
             await refused.send(stream)
 
     # ------------------------------------------------------------------ lookups
@@ -287,7 +193,7 @@ class StreamableHttp:
     def _connection(self, request: HttpRequest, admission: Admission) -> HttpConnection:
         connection_id = request.header(CONNECTION_ID_HEADER)
         if connection_id is None:
-            raise _Refused(
+            raise Refused(
                 400, f"{CONNECTION_ID_HEADER} is required (POST initialize first to get one)"
             )
         connection = self._connections.get(connection_id.strip())
@@ -300,14 +206,14 @@ class StreamableHttp:
             raise self._gone()
         return connection
 
-    def _gone(self) -> _Refused:
+    def _gone(self) -> Refused:
         """The refusal for a connection that is not (or no longer) there."""
         if self.state.draining:
-            return _Refused(
+            return Refused(
                 503, "Gateway restarting: reconnect and retry", code=-32603,
                 headers=(("Retry-After", "1"),),
             )  # fmt: skip
-        return _Refused(
+        return Refused(
             404, f"unknown {CONNECTION_ID_HEADER}: the connection ended or never existed; "
             "initialize a new one",
         )  # fmt: skip
@@ -318,16 +224,16 @@ class StreamableHttp:
         request = exchange.request
         content_type = (request.header("content-type") or "").split(";")[0].strip().lower()
         if content_type != "application/json":
-            raise _Refused(415, "Content-Type must be application/json")
+            raise Refused(415, "Content-Type must be application/json")
         if request.header(CONNECTION_ID_HEADER) is None:
-            body, _ = await _read_body(exchange, DEFAULT_MAX_REQUEST_BODY_BYTES, None)
+            body, _ = await read_body(exchange, DEFAULT_MAX_REQUEST_BODY_BYTES, None)
             envelope = read_envelope(body)
             await self._initialize(exchange, admission, peer, envelope)
             return
         connection = self._connection(request, admission)
         transport = connection.transport
         if transport.posts_in_flight >= DEFAULT_MAX_CONCURRENT_POSTS:
-            raise _Refused(
+            raise Refused(
                 429, f"more than {DEFAULT_MAX_CONCURRENT_POSTS} POSTs at once on this connection",
                 headers=(("Retry-After", "1"),),
             )  # fmt: skip
@@ -341,12 +247,12 @@ class StreamableHttp:
 
     async def _post_message(self, exchange: Exchange, connection: HttpConnection) -> None:
         request, transport = exchange.request, connection.transport
-        body, held = await _read_body(
+        body, held = await read_body(
             exchange, self.state.max_message_bytes, transport.inbound_bytes
         )
         try:
             envelope = read_envelope(body)
-            route = _response_route(request, envelope)
+            route = response_route(request, envelope)
         except BaseException:
             if held:
                 transport.inbound_bytes.give_back(held)
@@ -362,7 +268,7 @@ class StreamableHttp:
     ) -> None:
         key = envelope.key
         if envelope.method != methods.INITIALIZE or isinstance(key, NoId):
-            raise _Refused(
+            raise Refused(
                 400, f"{CONNECTION_ID_HEADER} is required: a connection starts with an "
                 "initialize request, answered with its id",
                 request_id=None if isinstance(key, NoId) else key,
@@ -382,11 +288,11 @@ class StreamableHttp:
             closed_first = capture.done.is_set()
             transport.close()
             if closed_first:
-                raise _Refused(
+                raise Refused(
                     503, "the connection closed before initialize was answered; retry",
                     code=-32603, request_id=key, headers=(("Retry-After", "1"),),
                 )  # fmt: skip
-            raise _Refused(504, "initialize was not answered in time", code=-32603, request_id=key)
+            raise Refused(504, "initialize was not answered in time", code=-32603, request_id=key)
         await send_response(
             exchange.stream,
             200,
@@ -480,16 +386,16 @@ class StreamableHttp:
         request = exchange.request
         accept = (request.header("accept") or "").lower()
         if EVENT_STREAM not in accept:
-            raise _Refused(406, f"Accept must include {EVENT_STREAM}")
+            raise Refused(406, f"Accept must include {EVENT_STREAM}")
         connection = self._connection(request, admission)
         streams = connection.transport.streams
         session_id = request.header(SESSION_ID_HEADER)
         stream: EventStream | None = streams.connection
         if session_id is not None:
-            session_id = _checked_session_id(session_id)
+            session_id = checked_session_id(session_id)
             stream = streams.register(session_id)
             if stream is None:
-                raise _Refused(
+                raise Refused(
                     429, f"{streams.max_session_streams} session streams are open on this "
                     "connection", headers=(("Retry-After", "1"),),
                 )  # fmt: skip
@@ -586,13 +492,6 @@ async def _watch_for_hangup(socket: trio.abc.Stream, scope: trio.CancelScope) ->
     scope.cancel()
 
 
-def _checked_session_id(value: str) -> str:
-    session_id = value.strip()
-    if not session_id or len(session_id) > MAX_SESSION_ID_CHARS or not session_id.isprintable():
-        raise _Refused(400, f"{SESSION_ID_HEADER} is not a session id")
-    return session_id
-
-
 def _replay(connection: HttpConnection, stream: EventStream, header: str | None) -> list[SseEvent]:
     """The events a resuming GET (``Last-Event-ID``) gets again first."""
     if header is None:
@@ -601,77 +500,9 @@ def _replay(connection: HttpConnection, stream: EventStream, header: str | None)
         last_event_id = int(header.strip())
         return connection.transport.streams.replay(stream, last_event_id)
     except (ValueError, UnknownEventId) as exc:
-        raise _Refused(400, f"{LAST_EVENT_ID_HEADER}: {exc}") from None
+        raise Refused(400, f"{LAST_EVENT_ID_HEADER}: {exc}") from None
     except ResumeGap as exc:
         # 409, as the TypeScript SDK reads it on a session stream: reload the session.
-        raise _Refused(
+        raise Refused(
             409, f"cannot resume: {exc}; open the stream afresh and session/load to recover"
         ) from None
-
-
-def _response_route(request: HttpRequest, envelope: Envelope) -> ResponseRoute | None:
-    """Where the answer to a POSTed request goes; checks ``Acp-Session-Id``."""
-    header = request.header(SESSION_ID_HEADER)
-    header_session = None if header is None else _checked_session_id(header)
-    method, key = envelope.method, envelope.key
-    request_id = None if isinstance(key, NoId) else key
-    if method in SESSION_HEADER_METHODS and header_session is None:
-        raise _Refused(400, f"{SESSION_ID_HEADER} is required for {method}", request_id=request_id)
-    if header_session is not None and envelope.session_id not in (None, header_session):
-        raise _Refused(
-            400, f"{SESSION_ID_HEADER} names another session than params.sessionId",
-            request_id=request_id,
-        )  # fmt: skip
-    if method is None or isinstance(key, NoId):
-        return None  # a response or a notification: nothing comes back
-    if method in ESTABLISHING_METHODS:
-        return ResponseRoute(envelope.session_id, establishes=True)
-    session_id = header_session or envelope.session_id
-    return None if session_id is None else ResponseRoute(session_id, establishes=False)
-
-
-async def _read_body(
-    exchange: Exchange, limit: int, budget: ByteBudget | None
-) -> tuple[bytes, int]:
-    """The POST body and the bytes of ``budget`` it holds (taken as it arrives).
-
-    Raises:
-        _Refused: 413 past ``limit``, 408 when it stops arriving, 400 when malformed.
-    """
-    request, stream = exchange.request, exchange.request.connection
-    declared = request.header("content-length")
-    if declared is not None and declared.strip().isdigit() and int(declared) > limit:
-        raise _Refused(413, f"message larger than the {limit}-byte limit")
-    if stream.they_are_waiting_for_100_continue:
-        # curl, for one, waits a second for this before it sends a larger body.
-        continue_ = h11.InformationalResponse(status_code=100, reason=b"Continue", headers=[])
-        await exchange.stream.send_all(stream.send(continue_) or b"")
-    chunks: list[bytes] = []
-    size = 0
-    try:
-        while True:
-            event: object = None
-            with trio.move_on_after(DEFAULT_BODY_IDLE_TIMEOUT_SECS):
-                try:
-                    event = await next_event(exchange.stream, stream)
-                except BadRequest as exc:
-                    raise _Refused(exc.status, f"bad request body: {exc}") from None
-            if event is None:
-                raise _Refused(408, "the request body stopped arriving")
-            if isinstance(event, h11.Data):
-                size += len(event.data)
-                if size > limit:
-                    raise _Refused(413, f"message larger than the {limit}-byte limit")
-                if budget is not None:
-                    await budget.take(len(event.data))
-                chunks.append(bytes(event.data))
-            elif isinstance(event, h11.EndOfMessage | h11.ConnectionClosed):
-                return b"".join(chunks), size if budget is not None else 0
-            else:
-                raise _Refused(400, f"unexpected {type(event).__name__} in the request body")
-    except BaseException:
-        if budget is not None:
-            held = sum(len(chunk) for chunk in chunks)
-            if held:
-                budget.give_back(held)
-        raise
