@@ -290,9 +290,18 @@ async def test_a_broken_stream_resumes_with_last_event_id(tmp_path: Path) -> Non
                 while len(_chunk_words(received)) < 5:
                     last_id, message = await stream.message()
                     received.append(message)
-            # The stream broke mid-turn; events go on meanwhile and are held.
-            async with client.events(session_id, last_event_id=last_id) as resumed:
-                received += await resumed.until(lambda message: message.get("id") == prompt["id"])
+                # The client thinks the stream broke mid-turn and opens it again; events go
+                # on meanwhile and are held. The old GET is told it was replaced, and ends.
+                async with client.events(session_id, last_event_id=last_id) as resumed:
+                    event_id, message = await stream.next()
+                    while event_id is not None or message == {"comment": "keepalive"}:
+                        event_id, message = await stream.next()  # written before the takeover
+                    assert message == {"comment": "another GET took this stream over"}
+                    with pytest.raises(StopAsyncIteration):
+                        await stream.next()
+                    received += await resumed.until(
+                        lambda message: message.get("id") == prompt["id"]
+                    )
             assert received[-1]["result"]["stopReason"] == "end_turn"
             assert " ".join(_chunk_words(received)).split() == words  # no gap, no repeat
             # A resume from an event never sent is refused, saying why.

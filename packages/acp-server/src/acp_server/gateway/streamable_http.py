@@ -103,6 +103,7 @@ DEFAULT_FLUSH_TIMEOUT_SECS: Final = 2.0
 DEFAULT_MAX_CONCURRENT_POSTS: Final = 16
 """POSTs served at once per connection; beyond, 429 (the SDKs send them one by one)."""
 MAX_COALESCED_WRITE_BYTES: Final = 256 * 1024
+TAKEN_OVER: Final = "another GET took this stream over"
 MAX_STRAY_GET_BYTES: Final = 64 * 1024
 """Bytes a client may send on a stream's socket after its GET before it counts as gone."""
 
@@ -432,7 +433,8 @@ class StreamableHttp:
             ended = False  # stays so when the client hangs up first
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_watch_for_hangup, socket, nursery.cancel_scope)
-                ended = await self._pump(transport, stream, token, writer)
+                await self._pump(transport, stream, token, writer)
+                ended = True
                 nursery.cancel_scope.cancel()
             if ended:
                 await writer.end()
@@ -443,20 +445,21 @@ class StreamableHttp:
 
     async def _pump(
         self, transport: HttpTransport, stream: EventStream, token: object, writer: _ChunkWriter
-    ) -> bool:
-        """Write the stream's events until it ends (True) or another reader takes it over
-        (False)."""
+    ) -> None:
+        """Write the stream's events until the connection ends or another GET takes the
+        stream over; the last thing written says which (an SSE comment)."""
         streams = transport.streams
         while True:
             if stream.reader is not token:
-                return False
+                await writer.write(encode_comment(TAKEN_OVER))
+                return
             events = streams.take(stream, MAX_COALESCED_WRITE_BYTES)
             if events:
                 await writer.write(encode_events(events))
                 continue
             if streams.closed:
                 await writer.write(encode_comment(transport.close_reason or "connection closed"))
-                return True
+                return
             with trio.move_on_after(self.keepalive_secs) as quiet:
                 await stream.wait_changed()
             if quiet.cancelled_caught:
