@@ -243,6 +243,21 @@ async def test_requests_are_checked_as_the_draft_says(tmp_path: Path) -> None:
             bare = await client.client.get(client.url)
             assert bare.status_code == 426
             assert "Streamable HTTP" in bare.text
+            # A web page on an allowed origin may use the transport (CORS), another may not.
+            page = {"Origin": "http://localhost:5173"}
+            preflight = await client.client.options(client.url, headers=page)
+            assert preflight.status_code == 204
+            assert preflight.headers["Access-Control-Allow-Origin"] == page["Origin"]
+            assert "Acp-Session-Id" in preflight.headers["Access-Control-Allow-Headers"]
+            listed = await client.client.post(
+                client.url,
+                content=json.dumps(client.request("session/list", {})),
+                headers={**client.headers(), **page},
+            )
+            assert listed.status_code == 202
+            assert listed.headers["Access-Control-Expose-Headers"] == "Acp-Connection-Id"
+            foreign = {"Origin": "https://evil.example"}
+            assert (await client.client.options(client.url, headers=foreign)).status_code == 403
             # DELETE ends the connection; what it named is then unknown.
             delete = await client.client.delete(client.url, headers=client.headers())
             assert delete.status_code == 202

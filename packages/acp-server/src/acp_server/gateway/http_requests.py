@@ -28,6 +28,7 @@ SESSION_ID_HEADER: Final = "Acp-Session-Id"
 LAST_EVENT_ID_HEADER: Final = "Last-Event-ID"
 EVENT_STREAM: Final = "text/event-stream"
 STREAMABLE_HTTP_METHODS: Final = frozenset({"GET", "POST", "DELETE"})
+PREFLIGHT_ALLOWED_HEADERS: Final = f"Authorization, Content-Type, {CONNECTION_ID_HEADER}, {SESSION_ID_HEADER}, {LAST_EVENT_ID_HEADER}"
 
 SESSION_HEADER_METHODS: Final = frozenset(
     {
@@ -66,7 +67,7 @@ class Refused(Exception):
         self.request_id = request_id
         self.headers = headers
 
-    async def send(self, stream: trio.abc.Stream) -> None:
+    async def send(self, stream: trio.abc.Stream, request: HttpRequest) -> None:
         error = {"code": self.code, "message": str(self)}
         body = {"jsonrpc": "2.0", "id": self.request_id, "error": error}
         await send_response(
@@ -74,8 +75,34 @@ class Refused(Exception):
             self.status,
             json_body(body),
             content_type="application/json",
-            headers=list(self.headers),
+            headers=[*self.headers, *cors_headers(request)],
         )
+
+
+def cors_headers(request: HttpRequest) -> list[tuple[str, str]]:
+    """What lets a web page read the answer (Fetch standard, CORS): only a request whose
+    ``Origin`` the gateway's screen let through (an allowed origin) gets here, so that
+    origin is named; ``Acp-Connection-Id`` is exposed, the page needs it."""
+    origin = request.header("origin")
+    if origin is None:
+        return []
+    return [
+        ("Access-Control-Allow-Origin", origin),
+        ("Access-Control-Expose-Headers", CONNECTION_ID_HEADER),
+        ("Vary", "Origin"),
+    ]
+
+
+def preflight_headers(request: HttpRequest) -> list[tuple[str, str]]:
+    """The answer to a browser's CORS preflight (``OPTIONS``): the methods and request
+    headers Streamable HTTP uses. A preflight carries no credentials; it grants nothing
+    (the request that follows is checked as any other)."""
+    return [
+        *cors_headers(request),
+        ("Access-Control-Allow-Methods", "GET, POST, DELETE"),
+        ("Access-Control-Allow-Headers", PREFLIGHT_ALLOWED_HEADERS),
+        ("Access-Control-Max-Age", "600"),
+    ]
 
 
 @dataclass(frozen=True, slots=True)

@@ -72,6 +72,8 @@ from acp_server.gateway.http_requests import (
     Envelope,
     Refused,
     checked_session_id,
+    cors_headers,
+    preflight_headers,
     read_body,
     read_envelope,
     response_route,
@@ -166,6 +168,9 @@ class StreamableHttp:
     async def serve(self, exchange: Exchange) -> None:
         """Answer one Streamable HTTP request at ``/acp``."""
         stream, request = exchange.stream, exchange.request
+        if request.method == "OPTIONS" and request.header("origin") is not None:
+            await send_response(stream, 204, headers=preflight_headers(request))
+            return
         if request.method not in STREAMABLE_HTTP_METHODS:
             await send_response(
                 stream, 405, "Method not allowed\n", headers=[("Allow", "DELETE, GET, POST")]
@@ -185,9 +190,9 @@ class StreamableHttp:
                 connection = self._connection(request, admission)
                 connection.live.shut(CloseReason.NORMAL_CLOSURE, "closed by the client")
                 logger.info("ACP connection %s: closed by DELETE", connection.label)
-                await send_response(stream, 202)
+                await send_response(stream, 202, headers=cors_headers(request))
         except Refused as refused:
-            await refused.send(stream)
+            await refused.send(stream, request)
 
     # ------------------------------------------------------------------ lookups
 
@@ -262,7 +267,7 @@ class StreamableHttp:
             await transport.deliver(envelope.text, held, envelope.key, route)
         except TransportClosed:
             raise self._gone() from None
-        await send_response(exchange.stream, 202)
+        await send_response(exchange.stream, 202, headers=cors_headers(request))
 
     async def _initialize(
         self, exchange: Exchange, admission: Admission, peer: str, envelope: Envelope
@@ -299,7 +304,10 @@ class StreamableHttp:
             200,
             capture.payload,
             content_type="application/json",
-            headers=[(CONNECTION_ID_HEADER, connection.connection_id)],
+            headers=[
+                (CONNECTION_ID_HEADER, connection.connection_id),
+                *cors_headers(exchange.request),
+            ],
         )
 
     def _open(self, exchange: Exchange, admission: Admission, peer: str) -> HttpConnection:
@@ -424,6 +432,10 @@ class StreamableHttp:
                     (b"X-Content-Type-Options", b"nosniff"),
                     (b"X-Accel-Buffering", b"no"),  # nginx: pass events on, do not buffer
                     (b"Connection", b"close"),
+                    *[
+                        (name.encode("latin-1"), value.encode("latin-1"))
+                        for name, value in cors_headers(exchange.request)
+                    ],
                 ],
             )
             await socket.send_all(h11_connection.send(head) or b"")
