@@ -102,6 +102,9 @@ DEFAULT_CLOSE_TIMEOUT_SECS: Final = 12.0
 cancelled (it allows 10 s) before the connection is closed regardless."""
 DEFAULT_FLUSH_TIMEOUT_SECS: Final = 2.0
 """At the end: how long open streams get to write the events still waiting."""
+DEFAULT_STREAM_WRITE_TIMEOUT_SECS: Final = 60.0
+"""A stream whose client has not taken a write for this long is closed (its events stay
+resumable)."""
 DEFAULT_MAX_CONCURRENT_POSTS: Final = 16
 """POSTs served at once per connection; beyond, 429 (the SDKs send them one by one)."""
 MAX_COALESCED_WRITE_BYTES: Final = 256 * 1024
@@ -452,6 +455,14 @@ class StreamableHttp:
                 await writer.end()
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass  # the client went away; what was taken stays resumable
+        except trio.TooSlowError:
+            # A reader that stopped reading would hold the connection's events (and so its
+            # turns) forever: its stream ends; the idle timeout takes it from there.
+            logger.warning(
+                "ACP connection %s: a stream was not read for %.0f s; closing it",
+                connection.label,
+                DEFAULT_STREAM_WRITE_TIMEOUT_SECS,
+            )
         finally:
             transport.detach(stream, token)
 
@@ -487,7 +498,10 @@ class _ChunkWriter:
         self._connection = connection
 
     async def write(self, data: bytes) -> None:
-        await self._socket.send_all(self._connection.send(h11.Data(data=data)) or b"")
+        """Raises ``trio.TooSlowError`` when the client has not read for
+        ``DEFAULT_STREAM_WRITE_TIMEOUT_SECS``."""
+        with trio.fail_after(DEFAULT_STREAM_WRITE_TIMEOUT_SECS):
+            await self._socket.send_all(self._connection.send(h11.Data(data=data)) or b"")
 
     async def end(self) -> None:
         await self._socket.send_all(self._connection.send(h11.EndOfMessage()) or b"")
