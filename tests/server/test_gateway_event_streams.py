@@ -1,8 +1,10 @@
 """The SSE streams of one Streamable HTTP connection (gateway/event_streams.py): numbering,
-resuming with Last-Event-ID, the byte limits, the session stream cap, one reader each."""
+resuming with Last-Event-ID, the byte limits, the session stream cap, one reader each; and
+the write timeout of a stream whose client stopped reading (gateway/streamable_http.py)."""
 
 from __future__ import annotations
 
+import h11
 import pytest
 import trio
 import trio.testing
@@ -15,6 +17,7 @@ from acp_server.gateway.event_streams import (
     encode_comment,
     encode_events,
 )
+from acp_server.gateway.streamable_http import DEFAULT_STREAM_WRITE_TIMEOUT_SECS, _ChunkWriter
 from acp_server.protocol.transport import TransportClosed
 
 
@@ -128,3 +131,20 @@ async def test_a_new_reader_takes_the_stream_over() -> None:
     assert (stream.reader, streams.readers) == (new, 1)
     streams.detach(stream, new)
     assert (stream.reader, streams.readers) == (None, 0)
+
+
+async def test_a_stream_whose_client_stops_reading_times_out(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # lockstep: a write completes only when the other side reads it, as over a TCP
+    # connection whose client has stopped reading and whose buffers are full.
+    sender, _receiver = trio.testing.lockstep_stream_pair()
+    connection = h11.Connection(h11.SERVER)
+    connection.receive_data(b"GET /acp HTTP/1.1\r\nHost: x\r\n\r\n")
+    connection.next_event()
+    connection.send(h11.Response(status_code=200, headers=[]))
+    writer = _ChunkWriter(sender, connection)
+    started = trio.current_time()
+    with pytest.raises(trio.TooSlowError):
+        await writer.write(b"data: {}\n\n")
+    assert trio.current_time() - started == DEFAULT_STREAM_WRITE_TIMEOUT_SECS
