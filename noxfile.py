@@ -31,10 +31,11 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python="3.11")
 def lint(session: nox.Session) -> None:
-    """ruff format --check and ruff check."""
+    """ruff format --check, ruff check and the import contract (lint-imports)."""
     _sync(session)
     session.run("ruff", "format", "--check", ".")
     session.run("ruff", "check", ".")
+    session.run("lint-imports", "--no-cache")
 
 
 @nox.session(python="3.11")

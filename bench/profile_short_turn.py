@@ -48,10 +48,11 @@ from bench.support.fake_provider import FakeProvider
 
 from acp_core.framing import encode_line
 from acp_server.agent.http_clients import http_clients
-from acp_server.app import AcpApp, open_session_store
+from acp_server.app import open_session_store
 from acp_server.config import Config, default_config, load_config
 from acp_server.protocol import ownership
 from acp_server.protocol.connection import serve_connection
+from acp_server.protocol.services.context import AcpApp
 from acp_server.protocol.stdio import StdioTransport
 from acp_server.storage import open_store
 

@@ -50,10 +50,11 @@ from typing import IO, Any, Final
 
 import trio
 
+from acp_server.config.storage import STORAGE_URL_ENV
+
 # Module paths that exist in this checkout and in checkouts from before storage/__init__.py
 # became the store's facade, so a --baseline child imports the same names from its code.
-from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanStep, ToolCall, Usage
-from acp_server.config.storage import STORAGE_URL_ENV
+from acp_server.model import ChatMessage, CompletedTurn, PlanStep, ToolCall, Usage
 from acp_server.storage.async_store import AsyncSessionStore
 from acp_server.storage.contract import SessionBackend
 

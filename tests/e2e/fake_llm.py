@@ -24,8 +24,8 @@ from typing import Any, Final, Literal
 import h11
 import trio
 
-from acp_server.agent.conversation import ChatMessage
 from acp_server.agent.providers.base import ModelRequest, Provider, ProviderError, ProviderEvent
+from acp_server.model import ChatMessage
 
 DEFAULT_MAX_REQUEST_BYTES: Final = 16 * 1024 * 1024
 RECEIVE_CHUNK_BYTES: Final = 64 * 1024

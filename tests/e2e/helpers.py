@@ -79,26 +79,6 @@ def unprivileged_prefix() -> list[str]:
     return [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--"]
 
 
-def modules_loaded_by(import_statement: str, top_level: Sequence[str]) -> list[str]:
-    """The modules under the ``top_level`` packages that ``import_statement`` loads in a fresh
-    interpreter (``-I``, isolated mode: no site customisation or PYTHONSTARTUP can pre-load,
-    or hide, modules), sorted."""
-    import subprocess
-
-    probe = (
-        "import json, sys\n"
-        "before = set(sys.modules)\n"
-        f"{import_statement}\n"
-        "loaded = set(sys.modules) - before\n"
-        f"print(json.dumps(sorted(n for n in loaded if n.split('.')[0] in {tuple(top_level)!r})))\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-I", "-c", probe], capture_output=True, text=True, check=True, timeout=60
-    )
-    loaded: list[str] = json.loads(result.stdout)
-    return loaded
-
-
 def child_env(config_dir: Path | None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if key not in SCRUBBED_ENV}
     if config_dir is not None:

@@ -6,7 +6,7 @@ while the echo provider's ``/tool`` directive calls file_read, deliver_file,
 content_search and glob_search on paths below it, many times. The jail's check may see the
 real directory and the open the link: no call may ever return, list or deliver what is
 outside. (glob_search's window is the narrowest, a listing between two checks:
-tests/server/test_tools_swap_race.py races it many more times in process.)
+tests/server/agent/test_tools_swap_race.py races it many more times in process.)
 """
 
 from __future__ import annotations

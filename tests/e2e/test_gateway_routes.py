@@ -16,9 +16,9 @@ from websockets.trio.client import connect
 from wsproto.connection import Connection, ConnectionType
 from wsproto.events import TextMessage
 
-from acp_server.app import AcpApp
 from acp_server.config import load_config
 from acp_server.gateway.service import Gateway, GatewayError
+from acp_server.protocol.services.context import AcpApp
 from tests.helpers import echo_config, write_config
 
 pytestmark = pytest.mark.e2e  # binds 127.0.0.1

@@ -27,7 +27,7 @@ from acp_server.agent.providers.base import Provider, ProviderError, TextDelta
 from acp_server.agent.providers.http import Endpoint
 from acp_server.agent.providers.sse import transport_error
 from acp_server.agent.tools.web import WebFetchTool
-from acp_server.config.model import WebConfig
+from acp_server.config.values import WebConfig
 from tests.e2e.fake_llm import (
     HELLO,
     Reply,

@@ -14,7 +14,6 @@ import trio
 
 from acp_core import schema
 from acp_core.tools import tool_kind
-from acp_server.agent.conversation import PlanStep
 from acp_server.agent.tools.base import ToolContext, ToolOutput
 from acp_server.agent.tools.mcp import (
     MAX_TOOL_NAME_CHARS,
@@ -26,6 +25,7 @@ from acp_server.agent.tools.mcp import (
     start_mcp_tools,
 )
 from acp_server.config import AgentConfig, McpServerConfig, RiskProfileConfig
+from acp_server.model import PlanStep
 from acp_server.security import Approval, SecurityPolicy
 
 pytestmark = pytest.mark.e2e  # spawns MCP server processes

@@ -8,7 +8,6 @@ import pytest
 import trio
 import trio.testing
 
-from acp_server.agent.conversation import ChatMessage, ToolCall, Usage
 from acp_server.agent.providers.anthropic import PROVIDER_TYPES, AnthropicProvider
 from acp_server.agent.providers.base import (
     ModelRequest,
@@ -20,6 +19,7 @@ from acp_server.agent.providers.base import (
     UsageReported,
 )
 from acp_server.config import ProviderConfig
+from acp_server.model import ChatMessage, ToolCall, Usage
 from tests.e2e.fake_llm import (
     HELLO,
     Reply,

@@ -9,7 +9,6 @@ import pytest
 import trio
 import trio.testing
 
-from acp_server.agent.conversation import ChatMessage, ToolCall, Usage
 from acp_server.agent.providers.base import (
     ModelRequest,
     StreamEnd,
@@ -21,6 +20,7 @@ from acp_server.agent.providers.base import (
 )
 from acp_server.agent.providers.openai import PROVIDER_TYPES, create_chat_provider
 from acp_server.config import ProviderConfig
+from acp_server.model import ChatMessage, ToolCall, Usage
 from tests.e2e.fake_llm import (
     HELLO,
     Reply,

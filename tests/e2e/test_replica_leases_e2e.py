@@ -18,7 +18,7 @@ from tests.e2e.test_one_live_copy_e2e import _until_first_chunk as until_first_c
 from tests.helpers import echo_config, poll_until, write_config
 from tests.jsonrpc_peer import JsonDict
 from tests.postgres_harness import advisory_lock_holders
-from tests.server.test_replica_leases import stored_users
+from tests.server.protocol.test_replica_leases import stored_users
 
 pytestmark = pytest.mark.e2e
 

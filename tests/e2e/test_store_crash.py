@@ -27,7 +27,7 @@ KILLS = 10
 _WRITER = """
 import sys
 from pathlib import Path
-from acp_server.agent.conversation import ChatMessage, CompletedTurn, ToolCall
+from acp_server.model import ChatMessage, CompletedTurn, ToolCall
 from acp_server.storage import DuplicateSession
 from acp_server.storage.sqlite import SessionStore
 

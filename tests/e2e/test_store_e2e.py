@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import trio
 
-from acp_server.agent.conversation import ChatMessage, CompletedTurn
+from acp_server.model import ChatMessage, CompletedTurn
 from acp_server.storage import DEFAULT_MAX_RESTORED_MESSAGES
 from acp_server.storage.sqlite import SessionStore
 from tests.e2e.helpers import (
@@ -31,7 +31,7 @@ from tests.e2e.helpers import (
     unprivileged_prefix,
 )
 from tests.helpers import echo_config, session_dir, write_config
-from tests.server.test_store import damage_pages
+from tests.server.storage.test_store import damage_pages
 
 pytestmark = pytest.mark.e2e
 

@@ -16,7 +16,6 @@ from typing import Any
 
 import trio
 
-from acp_server.agent.conversation import ToolCall
 from acp_server.agent.providers import ProviderFactory, create_provider
 from acp_server.agent.providers.base import (
     ModelRequest,
@@ -27,9 +26,10 @@ from acp_server.agent.providers.base import (
     ToolCallRequested,
 )
 from acp_server.agent.tools.base import Tool, ToolContext, ToolOutput
-from acp_server.app import AcpApp
 from acp_server.config import Config
+from acp_server.model import ToolCall
 from acp_server.protocol.connection import serve_connection
+from acp_server.protocol.services.context import AcpApp
 from acp_server.storage import AsyncSessionStore
 from tests.helpers import session_dir
 from tests.jsonrpc_peer import JsonDict, JsonRpcPeer, RequestHandler

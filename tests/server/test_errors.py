@@ -12,8 +12,8 @@ from acp_core.errors import ErrorCode, SessionNotFoundError
 from acp_server.agent.turn import TurnFailed
 from acp_server.errors import AgentUnavailable, OperationFailed, rpc_error_for
 from tests.helpers import make_config, session_dir
+from tests.server.protocol.test_server_restore import FakeStore
 from tests.server.server_harness import open_server
-from tests.server.test_server_restore import FakeStore
 
 SECRET = "/home/alice/.zeroclaw/data/sessions/acp-sessions.db: SELECT * FROM messages"
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import psutil
 
-from acp_server.agent.conversation import PlanStep
 from acp_server.agent.tools.base import ToolContext
 from acp_server.config import RiskProfileConfig
+from acp_server.model import PlanStep
 from acp_server.security import SecurityPolicy
 
 

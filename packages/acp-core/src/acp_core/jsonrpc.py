@@ -14,7 +14,6 @@ the same string, a float with the same float.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Final, Literal, TypeAlias, TypeVar
 
 import msgspec
@@ -245,26 +244,22 @@ def parse_frame(data: bytes | str) -> Frame:
     return frame
 
 
-# A number token with a three-digit exponent or 300 digits in a row: the only spellings
-# of a number no double holds (1.8e308 is the largest). Anything else skips the full read.
-_MAYBE_HUGE_NUMBER: Final = re.compile(r"[0-9.][eE][+-]?[0-9]{3}|[0-9]{300}")
-_MAYBE_HUGE_NUMBER_BYTES: Final = re.compile(_MAYBE_HUGE_NUMBER.pattern.encode())
-
-
 def _refuse_huge_numbers(data: bytes | str, frame: Frame) -> None:
     """A call holding a number beyond the double range anywhere (``-2.5E+310`` in a
     ``_meta`` a typed decoder would skip) is refused, a request with -32602 and its id, as
-    such a number in its params is: never read as infinity, never silently dropped."""
-    if isinstance(data, str):
-        maybe = _MAYBE_HUGE_NUMBER.search(data) is not None
-    else:
-        maybe = _MAYBE_HUGE_NUMBER_BYTES.search(data) is not None
-    if not maybe:
-        return
+    such a number in its params is: never read as infinity, never silently dropped.
+
+    The whole message is read once more, untyped: msgspec refuses such a number while
+    reading. That costs less than any pattern search for number-like text measured in
+    bench/core_codec.py (a 240-byte update: 2.7 µs read vs 15 µs searched; a 1 MiB base64
+    image: 0.65 ms vs 6 ms, where digits and ``e`` abound)."""
     try:
         _decoder.decode(data)
     except msgspec.DecodeError as exc:
         raise _unreadable_payload(frame, exc) from None
+    except RecursionError:
+        # Nesting is bounded where the params are read (decode_inbound), as before.
+        return
 
 
 def _unreadable_payload(frame: Frame, exc: msgspec.DecodeError) -> RemoteProtocolError:

@@ -1,6 +1,6 @@
 """ACP method names and what travels with each.
 
-Every method string lives here (tests/core/test_method_literals.py finds any other).
+Every method string lives here (tests/meta/test_method_literals.py finds any other).
 ``METHODS`` maps a method to its ``MethodSpec``: who sends it, whether it is a request or a
 notification, the acp-core types of its params and result, and how a server orders it
 against the requests around it, so a dispatcher is nothing but this table plus handlers.

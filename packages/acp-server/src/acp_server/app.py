@@ -3,104 +3,31 @@
 ``open_app`` opens the session store (or decides to run without one), pairs it with the
 configuration and the factories every connection builds its sessions from, and closes the
 store when the process is done. Both front ends call it once and then serve connections
-over the ``AcpApp`` it yields (``acp_server.protocol.stdio.serve_stdio``,
-``acp_server.gateway.service.Gateway``); tests build an ``AcpApp`` directly with their
-own factories.
+over the ``AcpApp`` it yields (acp_server/protocol/services/context.py; served by
+``acp_server.protocol.stdio.serve_stdio`` and ``acp_server.gateway.service.Gateway``);
+tests build an ``AcpApp`` directly with their own factories. With a shared PostgreSQL
+store it also holds the process's replica leases (protocol/replica_leases.py) for as long
+as it serves.
+
+Nothing below imports this module: it is the one place that composes the parts, and the
+command line (acp_server/cli/) is the only thing above it.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
-from datetime import datetime
-from pathlib import Path
-from typing import Final, TypeAlias
+from typing import Final
 
 import trio
 
-from acp_server.agent.cost import CachedLedger, CostMeter, MemoryLedger, SpendLedger, utc_now
 from acp_server.agent.http_clients import http_clients
-from acp_server.agent.providers import ProviderFactory, create_provider
-from acp_server.agent.tools.base import Tool
-from acp_server.config import (
-    AgentConfig,
-    Config,
-    ProviderConfig,
-    RiskProfileConfig,
-    RuntimeProfileConfig,
-)
-from acp_server.protocol.ownership import LiveSessions
-from acp_server.security import SecurityPolicy
+from acp_server.config import Config
+from acp_server.protocol.services.context import AcpApp
 from acp_server.storage import AsyncSessionStore, open_store
 
 logger = logging.getLogger(__name__)
-
-ToolsFactory: TypeAlias = Callable[[AgentConfig, Path, Config], Mapping[str, Tool]]
-PolicyFactory: TypeAlias = Callable[[RiskProfileConfig, Path], SecurityPolicy]
-
-
-def default_tools_factory(
-    agent: AgentConfig, workspace: Path, config: Config
-) -> Mapping[str, Tool]:
-    """The built-in tools (memory tools are never part of ACP sessions; seed, "Memory").
-
-    Tools are stateless: the session's workspace and policy reach them through
-    ``ToolContext`` on every call.
-    """
-    from acp_server.agent.tools.registry import build_tools
-
-    return build_tools(web=config.web)
-
-
-@dataclass
-class AcpApp:
-    """Process-wide state: the configuration and the (optional) session store.
-
-    The factories are seams for tests and for the gateway; production uses the defaults.
-    """
-
-    config: Config
-    store: AsyncSessionStore | None
-    provider_factory: ProviderFactory = create_provider
-    tools_factory: ToolsFactory = default_tools_factory
-    policy_factory: PolicyFactory = SecurityPolicy
-    launch_dir: Path = field(default_factory=Path.cwd)
-    utc_clock: Callable[[], datetime] = utc_now
-    """The time the spending caps' UTC days are read from."""
-    memory_ledger: MemoryLedger = field(default_factory=MemoryLedger)
-    """The spending ledger when there is no session store."""
-    _store_ledger: CachedLedger | None = field(default=None, init=False, repr=False)
-
-    @property
-    def spend_ledger(self) -> SpendLedger:
-        """The store's ledger (its totals kept in memory between reads), else memory's."""
-        if self.store is None:
-            return self.memory_ledger
-        if self._store_ledger is None or self._store_ledger.ledger is not self.store:
-            self._store_ledger = CachedLedger(self.store, trio.current_time)
-        return self._store_ledger
-
-    def cost_meter(
-        self, session_id: str, agent: AgentConfig, provider: ProviderConfig, model: str
-    ) -> CostMeter:
-        """The spending caps a session of ``agent`` is held to (agent/cost.py)."""
-        runtime = self.config.runtime_profiles.get(agent.runtime_profile, RuntimeProfileConfig())
-        return CostMeter(
-            cost=self.config.cost,
-            ledger=self.spend_ledger,
-            session_id=session_id,
-            agent_alias=agent.alias,
-            runtime_profile=agent.runtime_profile,
-            agent_cap_cents=runtime.max_cost_per_day_cents,
-            provider_type=provider.type,
-            model=model,
-            now=self.utc_clock,
-        )
-
-    live_sessions: LiveSessions = field(default_factory=LiveSessions)
-    """Which connection holds each live session (protocol/ownership.py)."""
 
 
 async def open_session_store(config: Config) -> AsyncSessionStore | None:
@@ -160,7 +87,7 @@ async def open_app(config: Config) -> AsyncIterator[AcpApp]:
                 # One live copy per session across replicas (protocol/replica_leases.py).
                 from acp_server.protocol.replica_leases import open_replica_leases
 
-                async with open_replica_leases(app):
+                async with open_replica_leases(app.live_sessions, store):
                     yield app
     finally:
         if store is not None:

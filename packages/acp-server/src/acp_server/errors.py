@@ -20,7 +20,7 @@
         |                                     log (ref <id>)"
         |   these never reach a client as such: the layer that calls them turns them
         |   into one of the above, a tool result, or an exit status
-        +-- ConfigError                       config.toml unusable: exit 2 (config/model.py)
+        +-- ConfigError                       config.toml unusable: exit 2 (config/values.py)
         +-- ProviderError                     a model call failed (agent/providers/base.py)
         +-- ToolError                         a tool refused its arguments: a tool result
         +-- PolicyViolation                   the security policy refused: a tool result

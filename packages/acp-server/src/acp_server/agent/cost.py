@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Final, Protocol
 
-from acp_server.agent.conversation import Usage
-from acp_server.config.model import ECHO_PROVIDER_TYPE, CostConfig
+from acp_server.config.values import ECHO_PROVIDER_TYPE, CostConfig
 from acp_server.errors import BudgetExceeded
+from acp_server.model import Usage
 from acp_server.storage import SpendEntry, SpendTotals, StoreError
 
 logger = logging.getLogger(__name__)

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from acp_core import schema
-from acp_server.agent.conversation import CallView
 from acp_server.agent.tool_updates import card_locations, diff_content
 from acp_server.agent.tools._text import encodable
 from acp_server.agent.tools.base import ClientSide, ToolDefinition
+from acp_server.model import CallView
 
 DEFAULT_MAX_SUMMARY_CHARS: Final = 2000
 """An approval prompt of a tool without a command argument shows at most this much of its

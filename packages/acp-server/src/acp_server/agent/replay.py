@@ -38,7 +38,6 @@ from collections.abc import Callable, Sequence
 from typing import Final, TypeAlias
 
 from acp_core import schema
-from acp_server.agent.conversation import ChatMessage, ToolCall, ToolRecord
 from acp_server.agent.tool_updates import (
     completed_diff,
     plan_update,
@@ -49,6 +48,7 @@ from acp_server.agent.tool_updates import (
 from acp_server.agent.tools.base import ToolDefinition
 from acp_server.agent.tools.deliver import delivery_summary
 from acp_server.agent.tools.registry import definition_for
+from acp_server.model import ChatMessage, ToolCall, ToolRecord
 
 __all__ = ["DEFAULT_MAX_REPLAY_EMBED_BYTES", "EmbedDelivery", "history_updates", "plan_update"]
 

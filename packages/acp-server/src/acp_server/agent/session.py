@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 import trio
 
 from acp_server.agent.budget import ActionBudget
-from acp_server.agent.conversation import ChatMessage, PlanStep
 from acp_server.agent.cost import CostMeter
 from acp_server.agent.identity import seed_persona_files
 from acp_server.agent.providers.base import Provider, ToolSpec
@@ -36,6 +35,7 @@ from acp_server.agent.tools.base import Tool
 from acp_server.agent.tools.shell import _shell_program
 from acp_server.agent.uploads import uploads_dir
 from acp_server.config import AgentConfig, RuntimeProfileConfig
+from acp_server.model import ChatMessage, PlanStep
 from acp_server.security import CommandRisk, SecurityPolicy
 from acp_server.security.sandbox import discard_session_temp_dir
 

@@ -13,14 +13,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from acp_core import schema
-from acp_server.agent.conversation import (
+from acp_server.agent.tools.base import ToolDefinition
+from acp_server.model import (
     CallView,
     FileLocation,
     PlanStep,
     StreamedPlan,
     StreamedText,
 )
-from acp_server.agent.tools.base import ToolDefinition
 
 
 def tool_call_started(

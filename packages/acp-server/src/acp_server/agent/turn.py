@@ -24,18 +24,6 @@ import trio
 
 from acp_core import schema
 from acp_server.agent.budget import RATE_LIMIT_ERROR, counts_as_action
-from acp_server.agent.conversation import (
-    CallView,
-    ChainedMessages,
-    ChatMessage,
-    DeliveredRecord,
-    PlanStep,
-    StreamedPlan,
-    StreamedText,
-    ToolCall,
-    ToolRecord,
-    Usage,
-)
 from acp_server.agent.delivered import embed_delivered
 from acp_server.agent.permissions import (
     DENIED_BY_USER,
@@ -76,6 +64,18 @@ from acp_server.agent.tools.base import (
 from acp_server.agent.tools.mcp import MCP_TOOL_PREFIX
 from acp_server.agent.tools.registry import definition_of
 from acp_server.errors import ClientFacingError
+from acp_server.model import (
+    CallView,
+    ChainedMessages,
+    ChatMessage,
+    DeliveredRecord,
+    PlanStep,
+    StreamedPlan,
+    StreamedText,
+    ToolCall,
+    ToolRecord,
+    Usage,
+)
 from acp_server.security import (
     Approval,
     PolicyDecision,

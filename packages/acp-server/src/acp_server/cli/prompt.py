@@ -250,7 +250,7 @@ def session_system_prompt(config: Config, alias: str | None, cwd: Path) -> str:
     """
     from acp_core.aliases import resolve_session_alias
     from acp_server.agent.session import Session
-    from acp_server.app import default_tools_factory
+    from acp_server.protocol.services.context import default_tools_factory
     from acp_server.security import SecurityPolicy
 
     chosen = resolve_session_alias(

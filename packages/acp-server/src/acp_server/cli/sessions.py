@@ -18,10 +18,10 @@ from typing import Any, Final
 
 import click
 
-from acp_server.agent.conversation import ChatMessage
 from acp_server.cli.main import EXIT_CONFIG_ERROR, fail
 from acp_server.cli.render import terminal_safe
 from acp_server.config import ConfigError, load_config, resolve_config_dir
+from acp_server.model import ChatMessage
 from acp_server.storage import (
     SessionBackend,
     StoredSession,

@@ -21,7 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from acp_core import gateway_contract
-from acp_server.config.model import (
+from acp_server.config.parse import ConfigParser
+from acp_server.config.skills import skill_sources
+from acp_server.config.storage import StorageConfig, default_storage
+from acp_server.config.values import (
     CONFIG_DIR_ENV,
     CONFIG_FILE_NAME,
     CURRENT_SCHEMA_VERSION,
@@ -60,9 +63,6 @@ from acp_server.config.model import (
     SkillsConfig,
     SkillsMode,
 )
-from acp_server.config.parse import ConfigParser
-from acp_server.config.skills import skill_sources
-from acp_server.config.storage import StorageConfig, default_storage
 
 logger = logging.getLogger(__name__)
 

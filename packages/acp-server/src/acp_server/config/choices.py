@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from acp_server.config.model import AgentConfig, ProviderConfig
+from acp_server.config.values import AgentConfig, ProviderConfig
 
 if TYPE_CHECKING:
     from acp_server.config.parse import ConfigParser

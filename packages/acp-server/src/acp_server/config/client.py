@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
-from acp_server.config.model import AcpConfig, ProviderConfig
+from acp_server.config.values import AcpConfig, ProviderConfig
 
 if TYPE_CHECKING:
     from acp_server.config.parse import ConfigParser

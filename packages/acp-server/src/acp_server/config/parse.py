@@ -14,12 +14,15 @@ from acp_core.gateway_contract import (
     path_prefix_problem,
 )
 from acp_server.config import checks
-from acp_server.config.budget import parse_cost, with_runtime_budget
+from acp_server.config.agent_files import agent_files
 from acp_server.config.checks import ERROR_CODE_STYLES
 from acp_server.config.choices import agent_model_choices
 from acp_server.config.client import parse_client_offers, parse_vision
-from acp_server.config.identity import agent_files
-from acp_server.config.model import (
+from acp_server.config.limits import parse_cost, with_runtime_budget
+from acp_server.config.proxies import with_proxy_settings
+from acp_server.config.skills import agent_skills, agent_table_keys, parse_skills_table
+from acp_server.config.storage import parse_storage
+from acp_server.config.values import (
     CURRENT_SCHEMA_VERSION,
     DEFAULT_AUTO_APPROVE,
     DEFAULT_MAX_SESSIONS,
@@ -46,9 +49,6 @@ from acp_server.config.model import (
     RiskProfileConfig,
     RuntimeProfileConfig,
 )
-from acp_server.config.proxies import with_proxy_settings
-from acp_server.config.skills import agent_skills, agent_table_keys, parse_skills_table
-from acp_server.config.storage import parse_storage
 from acp_server.config.web import parse_web
 
 logger = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from dataclasses import replace
 from ipaddress import IPv4Network, IPv6Network
 from typing import TYPE_CHECKING, Any
 
-from acp_server.config.model import GatewayConfig
+from acp_server.config.values import GatewayConfig
 
 if TYPE_CHECKING:
     from acp_server.config.parse import ConfigParser

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from acp_server.config.model import (
+from acp_server.config.values import (
     DEFAULT_MAX_FULL_SKILLS_CHARS,
     AgentConfig,
     SkillsConfig,

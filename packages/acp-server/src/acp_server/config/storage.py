@@ -69,7 +69,7 @@ def default_storage(env: Mapping[str, str]) -> StorageConfig:
     Raises:
         ConfigError: the variable holds something other than a PostgreSQL URL.
     """
-    from acp_server.config.model import ConfigError
+    from acp_server.config.values import ConfigError
 
     from_env = storage_from_env(env)
     if from_env is None:

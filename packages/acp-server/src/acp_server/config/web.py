@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from acp_server.config.model import WebConfig
+from acp_server.config.values import WebConfig
 
 if TYPE_CHECKING:
     from acp_server.config.parse import ConfigParser

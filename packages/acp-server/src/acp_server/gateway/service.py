@@ -37,7 +37,6 @@ import trio
 from wsproto.frame_protocol import CloseReason
 
 from acp_core.gateway_contract import ACP_PATH, PAIR_PATH, PAIRING_CODE_HEADER
-from acp_server.app import AcpApp
 from acp_server.config import GatewayConfig
 from acp_server.errors import ZeroclawError
 from acp_server.gateway.admin import ADMIN_SECRET_FILE, AdminSecret
@@ -58,6 +57,7 @@ from acp_server.gateway.state import RESTART_REASON, GatewayState, LiveConnectio
 from acp_server.gateway.streamable_http import StreamableHttp, wants_streamable_http
 from acp_server.gateway.upgrade import serve_websocket
 from acp_server.gateway.websocket import DEFAULT_MAX_MESSAGE_BYTES
+from acp_server.protocol.services.context import AcpApp
 from acp_server.storage import StoreError, StoreUnavailable
 
 logger = logging.getLogger(__name__)

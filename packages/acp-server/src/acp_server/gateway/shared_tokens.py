@@ -36,8 +36,8 @@ from acp_server.storage.postgres.tokens import (
 )
 
 if TYPE_CHECKING:
-    from acp_server.app import AcpApp
     from acp_server.gateway.state import ConnectionRegistry
+    from acp_server.protocol.services.context import AcpApp
 
 logger = logging.getLogger(__name__)
 

@@ -16,13 +16,13 @@ import trio
 from wsproto.frame_protocol import CloseReason
 
 from acp_core.gateway_contract import GatewayAddress, normalize_host, normalize_path_prefix
-from acp_server.app import AcpApp
 from acp_server.config import GatewayConfig
 from acp_server.gateway.admin import AdminSecret
 from acp_server.gateway.auth import TokenRegistry, is_loopback_host
 from acp_server.gateway.pairing import PairingGuard
 from acp_server.gateway.pending import PendingConnections
 from acp_server.protocol.connection import AcpConnection
+from acp_server.protocol.services.context import AcpApp
 
 if TYPE_CHECKING:
     from acp_server.gateway.shared_tokens import SharedTokens

@@ -30,8 +30,8 @@ from acp_server.protocol.limits import shortened
 
 if TYPE_CHECKING:
     from acp_core.jsonrpc import Payload
-    from acp_server.app import AcpApp
     from acp_server.protocol.handlers import AcpHandlers, Job
+    from acp_server.protocol.services.context import AcpApp
     from acp_server.storage import AsyncSessionStore
 
 logger = logging.getLogger(__name__)

@@ -1,8 +1,8 @@
 """One ACP connection over any ``MessageTransport``: reading, dispatch, the outbox.
 
 `zeroclaw acp` (stdio) and `zeroclaw gateway` (WebSocket) both call ``serve_connection``
-once per peer over the process's ``AcpApp`` (acp_server/app.py); every line of protocol
-logic lives behind it:
+once per peer over the process's ``AcpApp`` (acp_server/protocol/services/context.py);
+every line of protocol logic lives behind it:
 
 * one nursery per connection; the read loop never awaits a handler: each call runs in the
   shape its method's ``ordering`` gives (acp_core/methods.py): ``inline`` in the reader,
@@ -33,12 +33,12 @@ from acp_core import methods, schema
 from acp_core.connection import CallReceived, ResponseReceived, RpcConnection
 from acp_core.errors import InternalError, MethodNotFoundError, RemoteProtocolError, RpcError
 from acp_core.jsonrpc import ErrorResponse, Frame, Payload, RequestId, Response, serialize_message
-from acp_server.app import AcpApp
 from acp_server.errors import rpc_error_for
 from acp_server.protocol.client_profile import BEFORE_INITIALIZE
 from acp_server.protocol.followups import ReplyThen
 from acp_server.protocol.handlers import AcpHandlers, Job, Route
 from acp_server.protocol.limits import ByteBudget, shortened
+from acp_server.protocol.services.context import AcpApp
 from acp_server.protocol.transport import MessageTransport, TransportClosed
 
 if TYPE_CHECKING:

@@ -27,7 +27,6 @@ from acp_core.errors import SessionBusyError, SessionNotFoundError
 from acp_core.jsonrpc import Payload
 from acp_core.methods import METHODS, MethodSpec
 from acp_server import __version__
-from acp_server.agent.conversation import ChatMessage, CompletedTurn, PlanStep
 from acp_server.agent.providers.base import ProviderError
 from acp_server.agent.providers.images import agent_sees_images
 from acp_server.agent.session import Session, Turn
@@ -39,6 +38,7 @@ from acp_server.agent.tools.mcp import (
 from acp_server.agent.uploads import write_blobs
 from acp_server.config import McpServerConfig, RiskProfileConfig, RuntimeProfileConfig
 from acp_server.errors import AgentUnavailable, OperationFailed, SessionFenced
+from acp_server.model import ChatMessage, CompletedTurn, PlanStep
 from acp_server.protocol import config_options as options
 from acp_server.protocol import ownership
 from acp_server.protocol.client_profile import client_profile

@@ -1,7 +1,7 @@
 """One live copy across replicas: the trio side of ``SessionLeases``
 (storage/postgres/leases.py).
 
-``open_replica_leases(app)`` runs while a process serves over a PostgreSQL store. Every
+``open_replica_leases(live, store)`` runs while a process serves over a PostgreSQL store. Every
 session id the process's ``LiveSessions`` holds (protocol/ownership.py) gets its lock:
 
 * a restore (``session/load``, ``session/resume``) claims the session through
@@ -28,10 +28,9 @@ from typing import Final
 
 import trio
 
-from acp_server.app import AcpApp
 from acp_server.errors import StoreError
 from acp_server.protocol.ownership import LiveSessions
-from acp_server.storage import StoreUnavailable, UnknownSession
+from acp_server.storage import AsyncSessionStore, StoreUnavailable, UnknownSession
 from acp_server.storage.postgres import PostgresSessionStore
 from acp_server.storage.postgres.leases import SessionLeases
 
@@ -152,22 +151,23 @@ class ReplicaLeases:
 
 
 @asynccontextmanager
-async def open_replica_leases(app: AcpApp) -> AsyncIterator[ReplicaLeases]:
-    """Lock the app's live sessions in its PostgreSQL store while the body runs; the
+async def open_replica_leases(
+    live: LiveSessions, store: AsyncSessionStore | None
+) -> AsyncIterator[ReplicaLeases]:
+    """Lock the process's live sessions in its PostgreSQL store while the body runs; the
     locks are freed on the way out (even when cancelled)."""
-    store = app.store
     if store is None or not isinstance(store.sync, PostgresSessionStore):
         raise TypeError("session locks need a PostgreSQL session store")
-    keeper = ReplicaLeases(app.live_sessions)
+    keeper = ReplicaLeases(live)
     try:
         await keeper.connect(store.sync)
         async with trio.open_nursery() as nursery:
             await nursery.start(keeper.run)
-            app.live_sessions.locks = keeper
+            live.locks = keeper
             try:
                 yield keeper
             finally:
-                app.live_sessions.locks = None
+                live.locks = None
                 nursery.cancel_scope.cancel()
     finally:
         await keeper.close()

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 import trio
 
 from acp_core import methods, schema
-from acp_server.agent.conversation import ChatMessage
 from acp_server.agent.delivered import embed_delivered_file
 from acp_server.agent.replay import history_updates
 from acp_server.agent.session import Session
 from acp_server.agent.tools.registry import definition_of
+from acp_server.model import ChatMessage
 from acp_server.protocol.sessions import SessionTable
 from acp_server.storage import StoredSession
 

@@ -27,7 +27,7 @@ from acp_core.framing import DEFAULT_MAX_LINE_BYTES, LineDecoder, encode_line
 from acp_server.protocol.transport import TransportClosed
 
 if TYPE_CHECKING:
-    from acp_server.app import AcpApp
+    from acp_server.protocol.services.context import AcpApp
 
 logger = logging.getLogger(__name__)
 

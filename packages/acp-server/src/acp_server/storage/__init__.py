@@ -18,9 +18,10 @@ the store hands out. Layout:
 * ``sqlite/`` and ``postgres/``: the two backends, each with its own schema and
   transactions (PostgreSQL also: replica leases, shared gateway tokens, the SQLite import).
 
-Below the store: the conversation model (agent/conversation.py, the only module of the
-agent it imports), ``errors``, ``procfs`` and the pairing rules (security/pairing.py); it
-never imports the protocol, the gateway or the CLI (tests/server/test_storage_layout.py).
+Below the store: the conversation model it keeps (acp_server/model.py), ``errors``,
+``procfs`` and the pairing rules (security/pairing.py); it never imports the agent, the
+protocol, the gateway or the CLI (tests/meta/test_storage_layout.py and the import contract
+in pyproject.toml).
 """
 
 from acp_server.storage.async_store import (

@@ -16,7 +16,7 @@ from typing import Any, Final, TypeVar
 
 import trio
 
-from acp_server.agent.conversation import CompletedTurn
+from acp_server.model import CompletedTurn
 from acp_server.storage.contract import HealthCheckedBackend, SessionBackend
 from acp_server.storage.records import (
     DEFAULT_MAX_RESTORED_MESSAGES,

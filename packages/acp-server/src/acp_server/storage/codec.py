@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from acp_server.agent.conversation import (
+from acp_server.model import (
     CallView,
     ChatMessage,
     DeliveredRecord,

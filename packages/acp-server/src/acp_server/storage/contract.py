@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
-from acp_server.agent.conversation import CompletedTurn
+from acp_server.model import CompletedTurn
 from acp_server.storage.records import StoredSession, StoredSessionInfo
 from acp_server.storage.session_list import SessionPage
 from acp_server.storage.spend import SpendEntry, SpendRow, SpendTotals

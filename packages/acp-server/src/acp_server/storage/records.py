@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
-from acp_server.agent.conversation import ChatMessage, PlanStep
 from acp_server.errors import SessionFenced as SessionFenced
 from acp_server.errors import StoreError as StoreError
+from acp_server.model import ChatMessage, PlanStep
 
 CREATOR_EPOCH: Final = 1
 """The fencing epoch a new session's row starts at, and its creator holds."""

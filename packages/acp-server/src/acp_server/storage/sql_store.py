@@ -23,7 +23,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import ClassVar, Generic, TypeVar
 
-from acp_server.agent.conversation import CompletedTurn
+from acp_server.model import CompletedTurn
 from acp_server.storage import history, settings
 from acp_server.storage.codec import EncodedMessage, encode_message, now_text, plan_to_json
 from acp_server.storage.dialect import Connection, Dialect

@@ -27,7 +27,6 @@ from typing import Any, Final
 
 import trio
 
-from acp_server.agent.conversation import ChatMessage, ToolCall, Usage
 from acp_server.agent.providers.base import (
     ModelRequest,
     Provider,
@@ -53,6 +52,7 @@ from acp_server.agent.providers.http import (
 )
 from acp_server.agent.providers.images import anthropic_blocks
 from acp_server.config import ProviderConfig
+from acp_server.model import ChatMessage, ToolCall, Usage
 
 ANTHROPIC_DEFAULT_BASE_URL: Final = "https://api.anthropic.com"
 ANTHROPIC_API_VERSION: Final = "2023-06-01"

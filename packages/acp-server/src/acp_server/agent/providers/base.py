@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from acp_server.agent.conversation import ChatMessage, ToolCall, Usage
 from acp_server.errors import ZeroclawError
+from acp_server.model import ChatMessage, ToolCall, Usage
 
 
 @dataclass(frozen=True, slots=True)

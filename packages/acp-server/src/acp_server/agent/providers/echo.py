@@ -17,7 +17,6 @@ from typing import Final
 
 import trio
 
-from acp_server.agent.conversation import ChatMessage, ToolCall, Usage
 from acp_server.agent.providers.base import (
     ModelRequest,
     ProviderError,
@@ -29,6 +28,7 @@ from acp_server.agent.providers.base import (
     UsageReported,
 )
 from acp_server.config import ProviderConfig
+from acp_server.model import ChatMessage, ToolCall, Usage
 
 TOOL_DIRECTIVE: Final = "/tool"
 THINK_DIRECTIVE: Final = "/think"

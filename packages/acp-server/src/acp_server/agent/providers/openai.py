@@ -39,7 +39,6 @@ from typing import Any, Final
 
 import trio
 
-from acp_server.agent.conversation import ChatMessage, ToolCall, Usage
 from acp_server.agent.providers.base import (
     ModelRequest,
     Provider,
@@ -66,6 +65,7 @@ from acp_server.agent.providers.http import (
 )
 from acp_server.agent.providers.images import openai_content
 from acp_server.config import ProviderConfig
+from acp_server.model import ChatMessage, ToolCall, Usage
 
 CHAT_COMPLETIONS_PATH: Final = "/chat/completions"
 DONE_SENTINEL: Final = "[DONE]"

@@ -23,10 +23,10 @@ import msgspec
 
 from acp_core import schema
 from acp_core.tools import ApprovalKind, ToolKindName, tool_kind
-from acp_server.agent.conversation import CallView, FileLocation, PlanStep, ToolRecord
 from acp_server.agent.tools._text import encodable, shown_name
 from acp_server.agent.tools._titles import TitleOf, command_title
 from acp_server.errors import ZeroclawError
+from acp_server.model import CallView, FileLocation, PlanStep, ToolRecord
 from acp_server.security import NO_RULES, PolicyViolation, SecurityPolicy, ToolRules
 from acp_server.security.sandbox.spawn import ResourceLimits
 

@@ -26,7 +26,6 @@ import trio
 from msgspec import Meta
 
 from acp_core import schema
-from acp_server.agent.conversation import CallView, FileDiff, FileLocation
 from acp_server.agent.tools._replace import replace_contents, write_error
 from acp_server.agent.tools._text import encodable, shown_name
 from acp_server.agent.tools._titles import target_title
@@ -42,6 +41,7 @@ from acp_server.agent.tools.base import (
     ToolPresentation,
     located_argument,
 )
+from acp_server.model import CallView, FileDiff, FileLocation
 from acp_server.security import PathArgument, PolicyViolation, SecurityPolicy, ToolRules
 from acp_server.security.beneath import READ_FLAGS, open_beneath, opened_directory
 

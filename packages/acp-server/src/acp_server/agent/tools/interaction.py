@@ -23,7 +23,6 @@ import msgspec
 from msgspec import Meta, field
 
 from acp_core import schema
-from acp_server.agent.conversation import PlanStep, StreamedPlan, StreamedText, ToolRecord
 from acp_server.agent.tools._titles import prose_title
 from acp_server.agent.tools.arguments import (
     SchemaOf,
@@ -40,6 +39,7 @@ from acp_server.agent.tools.base import (
     ToolError,
     ToolOutput,
 )
+from acp_server.model import PlanStep, StreamedPlan, StreamedText, ToolRecord
 from acp_server.security import ToolRules
 
 DEFAULT_MAX_CHOICES: Final = 20

@@ -18,7 +18,7 @@ from acp_server.agent.tools.interaction import AskUserTool, EscalateToHumanTool,
 from acp_server.agent.tools.search import ContentSearchTool, GlobSearchTool
 from acp_server.agent.tools.shell import ShellTool
 from acp_server.agent.tools.web import HttpRequestTool, WebFetchTool
-from acp_server.config.model import WebConfig
+from acp_server.config.values import WebConfig
 
 logger = logging.getLogger(__name__)
 

@@ -30,7 +30,6 @@ from typing import Annotated, Any, Final, TypeVar
 import trio
 from msgspec import Meta
 
-from acp_server.agent.conversation import FileLocation
 from acp_server.agent.tools._matching import GlobPattern, LinePattern, has_wildcards
 from acp_server.agent.tools._text import shown_name
 from acp_server.agent.tools._titles import target_title
@@ -46,6 +45,7 @@ from acp_server.agent.tools.base import (
     absolute_name,
 )
 from acp_server.agent.tools.files import BINARY_SNIFF_BYTES, looks_binary, relative_path, resolve
+from acp_server.model import FileLocation
 from acp_server.security import (
     PathArgument,
     PolicyViolation,

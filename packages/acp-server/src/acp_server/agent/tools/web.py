@@ -33,7 +33,7 @@ from acp_server.agent.tools.base import (
     ToolError,
     ToolOutput,
 )
-from acp_server.config.model import WebConfig
+from acp_server.config.values import WebConfig
 
 if TYPE_CHECKING:
     import httpx

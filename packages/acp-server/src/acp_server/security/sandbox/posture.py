@@ -19,7 +19,7 @@ from functools import cache, partial
 from typing import Final, Literal
 
 from acp_core.jsonrpc import JsonValue
-from acp_server.config.model import (
+from acp_server.config.values import (
     DEFAULT_AGENT_ALIAS,
     DEFAULT_PROFILE_ALIAS,
     Config,

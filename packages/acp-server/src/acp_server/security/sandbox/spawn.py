@@ -29,7 +29,7 @@ from functools import cache, partial
 from pathlib import Path
 from typing import Final
 
-from acp_server.config.model import (
+from acp_server.config.values import (
     DEFAULT_SHELL_ADDRESS_SPACE_LIMIT_BYTES,
     DEFAULT_SHELL_CPU_LIMIT_SECS,
     DEFAULT_SHELL_FILE_SIZE_LIMIT_BYTES,

@@ -1,0 +1,103 @@
+"""Spending and action budgets: the ``[cost]`` table and the runtime profile's
+``max_actions_per_hour`` / ``max_cost_per_day_cents`` (``docs/agents.md``, "Budgets")."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Final
+
+from acp_server.config.values import CostConfig, ModelPrice, RuntimeProfileConfig
+
+if TYPE_CHECKING:
+    from acp_server.config.parse import ConfigParser
+
+COST_KEYS: Final = frozenset(
+    {"enabled", "daily_limit_usd", "monthly_limit_usd", "rates"}
+    # The reference's warning and enforcement knobs: accepted, they change nothing here
+    # (a cap reached always fails the turn).
+    | {"warn_at_percent", "allow_override", "track_per_agent", "enforcement"}
+)
+PRICE_KEYS: Final = frozenset({"input_per_mtok", "output_per_mtok", "cached_input_per_mtok"})
+
+
+def _not_negative(value: float) -> str | None:
+    return None if value >= 0 else f"must not be negative, got {value}"
+
+
+def parse_cost(parser: ConfigParser, doc: Mapping[str, Any]) -> CostConfig:
+    """The ``[cost]`` table (the reference's keys and defaults)."""
+    t = parser.table(doc, "cost", "cost")
+    parser.warn_unknown(t, COST_KEYS, "cost")
+    default = CostConfig()
+    return CostConfig(
+        enabled=parser.get(t, "enabled", "cost.enabled", bool, default.enabled),
+        daily_limit_usd=parser.get(
+            t,
+            "daily_limit_usd",
+            "cost.daily_limit_usd",
+            float,
+            default.daily_limit_usd,
+            _not_negative,
+        ),
+        monthly_limit_usd=parser.get(
+            t,
+            "monthly_limit_usd",
+            "cost.monthly_limit_usd",
+            float,
+            default.monthly_limit_usd,
+            _not_negative,
+        ),
+        rates=_parse_rates(parser, t),
+    )
+
+
+def _parse_rates(
+    parser: ConfigParser, cost: Mapping[str, Any]
+) -> dict[tuple[str, str], ModelPrice]:
+    """``[cost.rates.providers.models.<type>."<model>"]`` tables."""
+    rates = parser.table(cost, "rates", "cost.rates")
+    parser.warn_unknown(rates, frozenset({"providers"}), "cost.rates")
+    providers = parser.table(rates, "providers", "cost.rates.providers")
+    parser.warn_unknown(providers, frozenset({"models"}), "cost.rates.providers")
+    models = parser.table(providers, "models", "cost.rates.providers.models")
+    prices: dict[tuple[str, str], ModelPrice] = {}
+    for provider_type in models:
+        type_key = f"cost.rates.providers.models.{provider_type}"
+        by_model = parser.table(models, provider_type, type_key)
+        for model in by_model:
+            key = f'{type_key}."{model}"'
+            body = parser.table(by_model, model, key)
+            parser.warn_unknown(body, PRICE_KEYS, key)
+            prices[(provider_type, model)] = ModelPrice(
+                input_per_mtok=parser.get(
+                    body, "input_per_mtok", f"{key}.input_per_mtok", float, 0.0, _not_negative
+                ),
+                output_per_mtok=parser.get(
+                    body, "output_per_mtok", f"{key}.output_per_mtok", float, 0.0, _not_negative
+                ),
+            )
+            # Cached input is billed at the input rate: providers report no cached count.
+            parser.get(
+                body, "cached_input_per_mtok", f"{key}.cached_input_per_mtok", float, 0.0,
+                _not_negative,
+            )  # fmt: skip
+    return prices
+
+
+def with_runtime_budget(
+    parser: ConfigParser, body: Mapping[str, Any], prefix: str, profile: RuntimeProfileConfig
+) -> RuntimeProfileConfig:
+    """``profile`` with the runtime profile's ``max_actions_per_hour`` and
+    ``max_cost_per_day_cents`` (both unset: no limit)."""
+    actions = parser.get(
+        body, "max_actions_per_hour", f"{prefix}.max_actions_per_hour", int, 0, _not_negative
+    )
+    cents = parser.get(
+        body, "max_cost_per_day_cents", f"{prefix}.max_cost_per_day_cents", int, -1, _not_negative
+    )
+    return replace(
+        profile,
+        max_actions_per_hour=actions if "max_actions_per_hour" in body else None,
+        max_cost_per_day_cents=cents if "max_cost_per_day_cents" in body else None,
+    )

@@ -1,0 +1,99 @@
+"""``AcpApp``: the process-wide state every connection of one `zeroclaw acp` or `zeroclaw
+gateway` process shares.
+
+The composition root (acp_server/app.py, ``open_app``) builds it once per process; stdio
+and the gateway serve every connection over it. Tests build one directly with their own
+factories.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TypeAlias
+
+import trio
+
+from acp_server.agent.cost import CachedLedger, CostMeter, MemoryLedger, SpendLedger, utc_now
+from acp_server.agent.providers import ProviderFactory, create_provider
+from acp_server.agent.tools.base import Tool
+from acp_server.config import (
+    AgentConfig,
+    Config,
+    ProviderConfig,
+    RiskProfileConfig,
+    RuntimeProfileConfig,
+)
+from acp_server.protocol.ownership import LiveSessions
+from acp_server.security import SecurityPolicy
+from acp_server.storage import AsyncSessionStore
+
+ToolsFactory: TypeAlias = Callable[[AgentConfig, Path, Config], Mapping[str, Tool]]
+PolicyFactory: TypeAlias = Callable[[RiskProfileConfig, Path], SecurityPolicy]
+
+
+def default_tools_factory(
+    agent: AgentConfig, workspace: Path, config: Config
+) -> Mapping[str, Tool]:
+    """The built-in tools (memory tools are never part of ACP sessions: the ZeroClaw ACP
+    documentation, "Memory").
+
+    Tools are stateless: the session's workspace and policy reach them through
+    ``ToolContext`` on every call.
+    """
+    # Imported on first use: the tools' modules (and httpx for the web tools) are not
+    # loaded before a session needs them (tests/e2e/test_startup_imports.py).
+    from acp_server.agent.tools.registry import build_tools
+
+    return build_tools(web=config.web)
+
+
+@dataclass
+class AcpApp:
+    """Process-wide state: the configuration and the (optional) session store.
+
+    The factories are seams for tests and for the gateway; production uses the defaults.
+    """
+
+    config: Config
+    store: AsyncSessionStore | None
+    provider_factory: ProviderFactory = create_provider
+    tools_factory: ToolsFactory = default_tools_factory
+    policy_factory: PolicyFactory = SecurityPolicy
+    launch_dir: Path = field(default_factory=Path.cwd)
+    utc_clock: Callable[[], datetime] = utc_now
+    """The time the spending caps' UTC days are read from."""
+    memory_ledger: MemoryLedger = field(default_factory=MemoryLedger)
+    """The spending ledger when there is no session store."""
+    _store_ledger: CachedLedger | None = field(default=None, init=False, repr=False)
+
+    @property
+    def spend_ledger(self) -> SpendLedger:
+        """The store's ledger (its totals kept in memory between reads), else memory's."""
+        if self.store is None:
+            return self.memory_ledger
+        if self._store_ledger is None or self._store_ledger.ledger is not self.store:
+            self._store_ledger = CachedLedger(self.store, trio.current_time)
+        return self._store_ledger
+
+    def cost_meter(
+        self, session_id: str, agent: AgentConfig, provider: ProviderConfig, model: str
+    ) -> CostMeter:
+        """The spending caps a session of ``agent`` is held to (agent/cost.py)."""
+        runtime = self.config.runtime_profiles.get(agent.runtime_profile, RuntimeProfileConfig())
+        return CostMeter(
+            cost=self.config.cost,
+            ledger=self.spend_ledger,
+            session_id=session_id,
+            agent_alias=agent.alias,
+            runtime_profile=agent.runtime_profile,
+            agent_cap_cents=runtime.max_cost_per_day_cents,
+            provider_type=provider.type,
+            model=model,
+            now=self.utc_clock,
+        )
+
+    live_sessions: LiveSessions = field(default_factory=LiveSessions)
+    """Which connection holds each live session (protocol/ownership.py)."""
