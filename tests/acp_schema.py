@@ -89,9 +89,9 @@ def _cache_dir() -> Path:
     return Path.home() / ".cache" / "zeroclaw-tests" / f"acp-sdk-{SDK_VERSION}"
 
 
-def _unavailable(reason: str) -> None:
+def _unavailable(reason: str, what: str = "ACP schema") -> None:
     """Skip (or, under ``ZEROCLAW_REQUIRE_SCHEMA_TESTS=1``, fail) with ``reason``."""
-    message = f"ACP schema unavailable: {reason}"
+    message = f"{what} unavailable: {reason}"
     if os.environ.get(REQUIRE_ENV) == "1":
         pytest.fail(f"{message} ({REQUIRE_ENV}=1)")
     pytest.skip(message)
@@ -115,21 +115,27 @@ def install_schema() -> Path:
     """The path of ``schema/v1/schema.json`` of the SDK, installing the package into the
     cache directory with npm when it is not there yet."""
     cache = _cache_dir()
-    schema_path = cache / SCHEMA_IN_PACKAGE
-    if schema_path.is_file():
-        return schema_path
+    npm_install(cache, [f"{SDK_PACKAGE}@{SDK_VERSION}"], cache / SCHEMA_IN_PACKAGE, "ACP schema")
+    return cache / SCHEMA_IN_PACKAGE
+
+
+def npm_install(cache: Path, specs: list[str], installed: Path, what: str) -> None:
+    """``npm install`` ``specs`` into ``cache`` (never the repository) unless ``installed``
+    is there already; skips or fails (see ``_unavailable``) when npm cannot. The install
+    goes into a scratch directory renamed into place, under a file lock, so parallel
+    pytest-xdist workers wait for one install and an interrupted one leaves nothing half
+    written."""
+    if installed.exists():
+        return
     npm = shutil.which("npm")
     if npm is None:
-        _unavailable("npm is not on PATH (it installs the official ACP schema)")
+        _unavailable(f"npm is not on PATH (it installs {' '.join(specs)})", what)
     with _install_lock(cache):
-        if not schema_path.is_file():  # another worker may have installed it meanwhile
-            _npm_install(str(npm), cache)
-    return schema_path
+        if not installed.exists():  # another worker may have installed it meanwhile
+            _npm_install(str(npm), cache, specs, installed.relative_to(cache), what)
 
 
-def _npm_install(npm: str, cache: Path) -> None:
-    """Install the package into a scratch directory beside ``cache`` and rename it into
-    place, so that an interrupted install never leaves a half-written cache behind."""
+def _npm_install(npm: str, cache: Path, specs: list[str], installed: Path, what: str) -> None:
     scratch = Path(tempfile.mkdtemp(prefix=f"{cache.name}.partial-", dir=cache.parent))
     command = [
         npm,
@@ -141,24 +147,23 @@ def _npm_install(npm: str, cache: Path) -> None:
         "--ignore-scripts",
         "--no-audit",
         "--no-fund",
-        f"{SDK_PACKAGE}@{SDK_VERSION}",
+        *specs,
     ]
+    wanted = " ".join(specs)
     try:
         try:
             done = subprocess.run(
                 command, capture_output=True, text=True, timeout=NPM_TIMEOUT_SECS, check=False
             )
         except subprocess.TimeoutExpired:
-            _unavailable(
-                f"`npm install {SDK_PACKAGE}@{SDK_VERSION}` took over {NPM_TIMEOUT_SECS} s"
-            )
-        if done.returncode != 0 or not (scratch / SCHEMA_IN_PACKAGE).is_file():
+            _unavailable(f"`npm install {wanted}` took over {NPM_TIMEOUT_SECS} s", what)
+        if done.returncode != 0 or not (scratch / installed).exists():
             tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
             _unavailable(
-                f"`npm install {SDK_PACKAGE}@{SDK_VERSION}` failed (exit {done.returncode}): "
-                + " | ".join(tail)
+                f"`npm install {wanted}` failed (exit {done.returncode}): " + " | ".join(tail),
+                what,
             )
-        if cache.exists():  # an earlier, interrupted layout without the schema
+        if cache.exists():  # an earlier, interrupted layout without the package
             shutil.rmtree(cache)
         scratch.rename(cache)
     finally:

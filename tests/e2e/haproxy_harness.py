@@ -51,11 +51,15 @@ def haproxy_config(
     admin_port: int,
     servers: Sequence[tuple[str, int]],
     source: str | None = None,
+    sticky_cookie: str | None = None,
 ) -> str:
     """WebSocket-safe HAProxy settings: the tunnel timeout (1 h) is far above the gateway's
     ping interval, health checks on ``/health``, PROXY v2 to every replica. With ``source``
     HAProxy connects to the replicas (checks included) from that address, so the replicas
-    can trust it alone and still serve local admin commands from 127.0.0.1."""
+    can trust it alone and still serve local admin commands from 127.0.0.1. With
+    ``sticky_cookie`` HAProxy sets that cookie to the replica it chose, and sends the
+    requests that carry it there: every request of one Streamable HTTP connection must
+    reach the replica that holds it (the ACP draft requires clients to return cookies)."""
     lines = [
         "global",
         f"    stats socket ipv4@127.0.0.1:{admin_port} level admin",
@@ -80,7 +84,12 @@ def haproxy_config(
     ]
     if source is not None:
         lines.append(f"    source {source}")
-    lines += [f"    server {name} 127.0.0.1:{port}" for name, port in servers]
+    if sticky_cookie is not None:
+        lines.append(f"    cookie {sticky_cookie} insert indirect nocache httponly")
+    lines += [
+        f"    server {name} 127.0.0.1:{port}" + (f" cookie {name}" if sticky_cookie else "")
+        for name, port in servers
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -127,7 +136,11 @@ BIND_ATTEMPTS: Final = 5
 
 
 async def _start_haproxy(
-    binary: str, directory: Path, servers: Sequence[tuple[str, int]], source: str | None
+    binary: str,
+    directory: Path,
+    servers: Sequence[tuple[str, int]],
+    source: str | None,
+    sticky_cookie: str | None,
 ) -> RunningHaproxy:
     """HAProxy answering on its runtime API, on ports tests/ports.py gave; started again on
     other ports should another program have bound one of them first."""
@@ -137,7 +150,11 @@ async def _start_haproxy(
         port, admin_port = unused_port(), unused_port()
         config.write_text(
             haproxy_config(
-                frontend_port=port, admin_port=admin_port, servers=servers, source=source
+                frontend_port=port,
+                admin_port=admin_port,
+                servers=servers,
+                source=source,
+                sticky_cookie=sticky_cookie,
             )
         )
         check = await trio.run_process([binary, "-c", "-f", str(config)], capture_stdout=True, capture_stderr=True, check=False)  # fmt: skip
@@ -176,10 +193,11 @@ async def run_haproxy(
     servers: Sequence[tuple[str, int]],
     *,
     source: str | None = None,
+    sticky_cookie: str | None = None,
 ) -> AsyncIterator[RunningHaproxy]:
     """HAProxy in the foreground (``-db``) until the block ends; every server must be UP first.
     Its stderr goes to ``directory/haproxy.stderr`` and, at the end, to the test's stderr."""
-    haproxy = await _start_haproxy(binary, directory, servers, source)
+    haproxy = await _start_haproxy(binary, directory, servers, source, sticky_cookie)
     process = haproxy.process
     try:
         for name, _ in servers:

@@ -156,7 +156,9 @@ def build_routes(state: GatewayState, *, upgrade: Handler) -> RouteTable:
 
 async def _health(state: GatewayState, exchange: Exchange) -> None:
     # A shared store that stops answering makes the replica not ready (503), so a load
-    # balancer's health check sends new connections elsewhere until it is back.
+    # balancer's health check sends new connections elsewhere until it is back. So does a
+    # drain: the gateway still listens while Streamable HTTP connections finish (their
+    # POSTs need new TCP connections), and new clients belong elsewhere.
     store = state.app.store
     store_ready = store is None or await store.ready()
     status = "draining" if state.draining else "ok" if store_ready else "store_unavailable"
@@ -166,7 +168,7 @@ async def _health(state: GatewayState, exchange: Exchange) -> None:
         paired = False
     await send_json(
         exchange.stream,
-        200 if store_ready else 503,
+        200 if store_ready and not state.draining else 503,
         {
             "status": status,
             "connections": len(state.connections),

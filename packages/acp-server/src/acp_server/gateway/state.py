@@ -11,7 +11,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 import trio
 from wsproto.frame_protocol import CloseReason
@@ -23,7 +23,6 @@ from acp_server.gateway.auth import TokenRegistry, is_loopback_host
 from acp_server.gateway.pairing import PairingGuard
 from acp_server.gateway.pending import PendingConnections
 from acp_server.gateway.principals import TokenUses
-from acp_server.gateway.websocket import WebSocketTransport
 from acp_server.protocol.connection import AcpConnection
 from acp_server.protocol.services.context import AcpApp
 
@@ -34,11 +33,18 @@ RESTART_REASON: Final = "gateway restarting, retry"
 REVOKED_REASON: Final = "token revoked"
 
 
+class InputEnds(Protocol):
+    """What the gateway needs of a connection's transport, whichever ACP transport it is
+    (gateway/websocket.py, gateway/http_transport.py): a way to end its input."""
+
+    def end_input(self) -> None: ...
+
+
 @dataclass(eq=False, slots=True)
 class LiveConnection:
-    """One upgraded WebSocket and the ACP connection served over it."""
+    """One ACP connection (over a WebSocket or Streamable HTTP) and its transport."""
 
-    transport: WebSocketTransport
+    transport: InputEnds
     acp: AcpConnection
     token_digest: str | None
     peer: str
@@ -48,13 +54,14 @@ class LiveConnection:
     close_reason: str = ""
 
     def shut(self, code: int, reason: str) -> None:
-        """End input; the upgrade handler then closes the socket with ``code``."""
+        """End input; the transport's runner then closes the connection (a WebSocket with
+        ``code``)."""
         self.close_code, self.close_reason = code, reason
         self.transport.end_input()
 
 
 class ConnectionRegistry:
-    """The open WebSocket connections, and an event for "none left"."""
+    """The open ACP connections of both transports, and an event for "none left"."""
 
     def __init__(self) -> None:
         self._connections: set[LiveConnection] = set()

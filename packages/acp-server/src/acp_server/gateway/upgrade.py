@@ -114,7 +114,9 @@ async def _admit(
         await send_response(
             stream,
             426,
-            f"Upgrade required - {state.prefix}{ACP_PATH} speaks ACP over WebSocket; connect to {acp_url}\n",
+            f"Upgrade required - {state.prefix}{ACP_PATH} speaks ACP over WebSocket (connect to "
+            f"{acp_url}) or ACP's Streamable HTTP (POST JSON-RPC; GET with Accept: "
+            "text/event-stream and Acp-Connection-Id)\n",
             headers=[("Upgrade", "websocket"), ("Connection", "Upgrade")],
         )
         return None
@@ -129,31 +131,23 @@ async def _admit(
     if not (request.header("sec-websocket-key") or "").strip():
         await send_response(stream, 400, "Bad request - missing Sec-WebSocket-Key\n")
         return None
-    paired: tuple[str, str] | None = None
-    if state.settings.require_pairing:
-        presented = presented_token(request.headers, request.query)
-        try:
-            paired = await paired_principal(state, presented.token) if presented else None
-        except StoreError as exc:
-            logger.warning("refused /acp upgrade from %s: %s", peer, exc)
-            await send_response(
-                stream, 503, "Service unavailable - the token store does not answer, retry\n",
-                headers=[("Retry-After", "1")],
-            )  # fmt: skip
-            return None
-        if paired is None:
-            why = "no token" if presented is None else f"unknown token ({presented.source})"
-            logger.warning("refused /acp upgrade from %s: %s", peer, why)
-            await send_response(
-                stream, 401, UNAUTHORIZED_BODY + "\n", headers=[("WWW-Authenticate", "Bearer")]
-            )
-            return None
+    admission = await admit_token(state, stream, request, peer)
+    if admission is None:
+        return None
+    if await refused_new_connection(state, stream):
+        return None
+    return admission
+
+
+async def refused_new_connection(state: GatewayState, stream: trio.abc.Stream) -> bool:
+    """Refuse (503 with ``Retry-After``) a new ACP connection, of either transport, while
+    draining or at ``max_connections``; whether it was refused."""
     if state.draining:
         await send_response(
             stream, 503, "Service unavailable - gateway restarting, retry\n",
             headers=[("Retry-After", "1")],
         )  # fmt: skip
-        return None
+        return True
     if len(state.connections) >= state.max_connections:
         await send_response(
             stream,
@@ -161,9 +155,36 @@ async def _admit(
             f"Service unavailable - {state.max_connections} connections are open already\n",
             headers=[("Retry-After", "5")],
         )
+        return True
+    return False
+
+
+async def admit_token(
+    state: GatewayState, stream: trio.abc.Stream, request: HttpRequest, peer: str
+) -> Admission | None:
+    """The paired token the request carries (any token when pairing is off), or None once
+    a refusal has been sent: 401 without a paired token, 503 while a shared token store
+    does not answer. Both ACP transports at ``/acp`` (the WebSocket upgrade and every
+    Streamable HTTP request) pass here before anything else of theirs is read."""
+    if not state.settings.require_pairing:
+        return Admission(None)
+    presented = presented_token(request.headers, request.query)
+    try:
+        paired = await paired_principal(state, presented.token) if presented else None
+    except StoreError as exc:
+        logger.warning("refused %s %s from %s: %s", request.method, request.path, peer, exc)
+        await send_response(
+            stream, 503, "Service unavailable - the token store does not answer, retry\n",
+            headers=[("Retry-After", "1")],
+        )  # fmt: skip
         return None
     if paired is None:
-        return Admission(None)
+        why = "no token" if presented is None else f"unknown token ({presented.source})"
+        logger.warning("refused %s %s from %s: %s", request.method, request.path, peer, why)
+        await send_response(
+            stream, 401, UNAUTHORIZED_BODY + "\n", headers=[("WWW-Authenticate", "Bearer")]
+        )
+        return None
     digest, principal = paired
     state.token_uses.note(digest)
     return Admission(digest, principal)
