@@ -5,7 +5,7 @@ it prints figures and exits 0; the target is acp-core ≥ 3× the SDK on the mix
 
 The mix is one prompt turn as it crosses the wire: one inbound ``session/prompt`` with a
 text part and a 1 MiB PDF blob (base64), ``--chunks`` ``agent_message_chunk`` updates,
-``--tools`` ``tool_call`` / ``tool_call_update`` pairs (with the reference's ``name`` /
+``--tools`` ``tool_call`` / ``tool_call_update`` pairs (with ZeroClaw's ``name`` /
 ``body`` extensions and a text content item), and the prompt result.
 
 Both sides do the work their library does for a line on the wire:
@@ -77,9 +77,9 @@ WORDS: Final = [
 ]
 
 
-def build_mix(chunks: int, tools: int, seed: int = 7) -> list[bytes]:
+def build_mix(chunks: int, tools: int, rng_seed: int = 7) -> list[bytes]:
     """The wire lines of one prompt turn (client and agent messages interleaved)."""
-    rng = random.Random(seed)
+    rng = random.Random(rng_seed)
     blob = base64.b64encode(rng.randbytes(BLOB_BYTES)).decode()
     lines: list[dict[str, Any]] = [
         {

@@ -112,7 +112,7 @@ def _config(root: Path, persist: bool, provider: str | None) -> tuple[Config, Fa
     if provider is None:
         config = default_config(root, environ={})
         if not persist:
-            from dataclasses import replace
+            from msgspec.structs import replace
 
             config = replace(config, acp=replace(config.acp, session_persistence=False))
         return config, None

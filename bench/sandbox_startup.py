@@ -40,12 +40,13 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Final
 
 import trio
+from msgspec.structs import replace
 
 from acp_server.agent.tools.shell import run_shell_command
 from acp_server.config import PrivatePath, RiskProfileConfig

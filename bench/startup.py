@@ -184,6 +184,9 @@ async def main(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="zc-startup-bench-") as tmp:
         config_dir = Path(tmp) / "config"
         write_acp_config(config_dir)
+        # A session's cwd may not contain the server's config directory.
+        workspace = Path(tmp) / "workspace"
+        workspace.mkdir()
         async with run_gateway(config_dir) as gateway:
             token = await gateway.pair()
             url = gateway.ws_url()
@@ -193,9 +196,9 @@ async def main(args: argparse.Namespace) -> None:
                 runs = commands("ours", Path(sys.executable).parent, env, url, token)
                 if args.base is not None:
                     runs += commands("base", venv_bin(args.base), env, url, token)
-                await time_starts(runs, mode, tmp, args)
+                await time_starts(runs, mode, str(workspace), args)
             for command in runs:
-                stderr = (await time_to_session(command, tmp, importtime=True)).stderr
+                stderr = (await time_to_session(command, str(workspace), importtime=True)).stderr
                 by_package, by_module = top_imports(stderr, args.top)
                 total = sum(us for us, _ in top_imports(stderr, 10**6)[0]) / 1000
                 print(f"\n{command.name} ({args.modes[-1]}): -X importtime, {total:.0f} ms in all")

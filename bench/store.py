@@ -14,7 +14,11 @@ afterwards: tests/postgres_harness.py):
    assistant text + call + result, a final answer) into a growing session, timed per call;
    once on the backend directly and once through ``AsyncSessionStore`` (the worker-thread
    hop the server pays).
-2. Load: a session with ``--messages`` stored messages, read back with ``load_session`` in
+2. Codec: the same ``--messages`` messages, their tool results carrying the record a real
+   turn stores (streamed text, a diff), turned into column values (``encode_message``) and
+   back from rows (``decode_messages``) in process, with no database: the JSON work a commit
+   and a load do.
+3. Load: a session with ``--messages`` stored messages, read back with ``load_session`` in
    process, and with ``session/load`` through a real ``zeroclaw acp`` process over pipes
    (time from writing the request to reading its response, every ``session/update`` line
    read in between). On SQLite, the same rows fetched with a plain ``SELECT`` show the floor
@@ -49,13 +53,26 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 import trio
+from msgspec.structs import replace
 
 from acp_server.config.storage import STORAGE_URL_ENV
 
 # Module paths that exist in this checkout and in checkouts from before storage/__init__.py
 # became the store's facade, so a --baseline child imports the same names from its code.
-from acp_server.model import ChatMessage, CompletedTurn, PlanStep, ToolCall, Usage
+from acp_server.model import (
+    CallView,
+    ChatMessage,
+    CompletedTurn,
+    FileDiff,
+    FileLocation,
+    PlanStep,
+    StreamedText,
+    ToolCall,
+    ToolRecord,
+    Usage,
+)
 from acp_server.storage.async_store import AsyncSessionStore
+from acp_server.storage.codec import decode_messages, encode_message
 from acp_server.storage.contract import SessionBackend
 
 REPO: Final = Path(__file__).resolve().parent.parent
@@ -149,6 +166,51 @@ def commit_async_store(
 
     trio.run(run)
     return samples
+
+
+# --------------------------------------------------------------------------- codec
+
+
+def with_records(message: ChatMessage) -> ChatMessage:
+    """A tool result as a live turn stores it: its record (what the card streamed, a diff)."""
+    if message.role != "tool":
+        return message
+    path = f"/w/src/{message.tool_call_id}.py"
+    record = ToolRecord(
+        streamed=(StreamedText(message.content[:200]),),
+        view=CallView(
+            diffs=(FileDiff(path, "x = 1\n" * 20, "x = 2\n" * 20),),
+            locations=(FileLocation(path, 3),),
+        ),
+    )
+    return replace(message, record=record)
+
+
+def codec_round_trip(
+    messages: int, rounds: int, clock: Clock = time.perf_counter
+) -> tuple[list[float], list[float]]:
+    """(encode, decode) seconds of ``messages`` messages, ``rounds`` times each."""
+    history = [
+        with_records(message)
+        for index in range(messages // MESSAGES_PER_TURN)
+        for message in make_turn(index).messages
+    ]
+    encode_samples, decode_samples = [], []
+    for _ in range(rounds):
+        start = clock()
+        encoded = [encode_message(message) for message in history]
+        encode_samples.append(clock() - start)
+        message_rows = [
+            (row_id, item.role, item.content, item.reasoning) for row_id, item in enumerate(encoded)
+        ]
+        tool_rows = [
+            (row_id, *tool) for row_id, item in enumerate(encoded) for tool in item.tool_rows
+        ]
+        start = clock()
+        decoded = decode_messages(message_rows, tool_rows)
+        decode_samples.append(clock() - start)
+        assert len(decoded) == len(history)
+    return encode_samples, decode_samples
 
 
 # --------------------------------------------------------------------------- load
@@ -301,6 +363,10 @@ def measure(backend: str, location: str, work: Path, args: argparse.Namespace) -
         "commit": commit_direct(commit_store, args.turns, clock),
         "commit through AsyncSessionStore": commit_async_store(hopped_store, args.turns, clock),
     }
+    if backend == "sqlite":  # no database involved: measured once
+        encoding, decoding = codec_round_trip(args.messages, args.rounds, clock)
+        figures["codec: encode_message"] = encoding
+        figures["codec: decode_messages"] = decoding
     build_session(load_store, args.messages)
     figures["load_session in process"] = load_in_process(
         load_store, args.messages, args.rounds, clock

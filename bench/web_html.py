@@ -66,9 +66,9 @@ _WORDS: Final = [
 ]
 
 
-def documentation_page(seed: int = 7) -> str:
+def documentation_page(rng_seed: int = 7) -> str:
     """A documentation page of about ``PAGE_BYTES``, the same for every run."""
-    rng = random.Random(seed)
+    rng = random.Random(rng_seed)
 
     def words(count: int) -> str:
         return " ".join(rng.choice(_WORDS) for _ in range(count))

@@ -116,10 +116,13 @@ ZEROCLAW_FIELDS: Final = {
     "InitializeResult": {"_meta": "InitializeMeta | None"},
     # reject-with-edit's replacement text (ZeroClaw ACP documentation: permissions).
     "SelectedOutcome": {"replacementContent": "str | None"},
+    # ACP's unstable sessionCapabilities.fork (schema.unstable.json): session/fork is served.
+    "SessionCapabilities": {"fork": "SessionForkCapabilities | None"},
 }
 """Fields the ZeroClaw ACP documentation adds to ACP types (or types more narrowly); the
-types they name live in schema/zeroclaw.py. ``PromptResult.usage`` is ACP's unstable
-``PromptResponse.usage`` (schema.unstable.json)."""
+types they name live in schema/zeroclaw.py. ``PromptResult.usage`` and
+``SessionCapabilities.fork`` are ACP's unstable ``PromptResponse.usage`` and
+``SessionCapabilities.fork`` (schema.unstable.json)."""
 
 WIRE_ORDER: Final = {
     "ToolCallStart": ("toolCallId", "title", "kind", "status", "rawInput", "name", "content"),

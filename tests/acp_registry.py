@@ -41,6 +41,43 @@ DOWNLOAD_TIMEOUT_SECS: Final = 15
 MAX_SCHEMA_BYTES: Final = 1024 * 1024
 
 
+AUTH_CHECK_INITIALIZE: Final = {
+    "protocolVersion": 1,
+    "clientInfo": {"name": "ACP Registry Validator", "version": "1.0.0"},
+    "clientCapabilities": {
+        "terminal": True,
+        "fs": {"readTextFile": True, "writeTextFile": True},
+        "_meta": {"terminal_output": True, "terminal-auth": True},
+    },
+}
+"""The ``initialize`` params of the registry's auth check (its ``verify_agents.py
+--auth-check``, ``.github/workflows/client.py`` ``run_auth_check``)."""
+ACCEPTED_AUTH_TYPES: Final = frozenset({"agent", "terminal"})
+
+
+def auth_check_failure(initialize_result: dict[str, Any]) -> str | None:
+    """Why the registry's auth check refuses an agent's ``initialize`` result (None: it
+    passes). Its rule (CONTRIBUTING.md, "Authentication validation"; AUTHENTICATION.md):
+    at least one ``authMethods`` entry whose type is ``agent`` or ``terminal``, the type
+    read from ``type``, else from a ``_meta`` key ``terminal-auth`` / ``agent-auth``,
+    else ``agent``."""
+    methods = initialize_result.get("authMethods") or []
+    if not methods:
+        return "No authMethods in response"
+    types = []
+    for method in methods:
+        kind = method.get("type")
+        meta = method.get("_meta")
+        if not kind and isinstance(meta, dict):
+            kind = (
+                "terminal" if "terminal-auth" in meta else "agent" if "agent-auth" in meta else None
+            )
+        types.append(kind or "agent")
+    if not ACCEPTED_AUTH_TYPES & set(types):
+        return f"No auth method with type 'agent' or 'terminal'. Found types: {types}"
+    return None
+
+
 def unavailable(what: str, reason: str) -> NoReturn:
     """Skip (or, under ``ZEROCLAW_REQUIRE_REGISTRY_TESTS=1``, fail) with ``reason``."""
     message = f"{what} unavailable: {reason}"
@@ -108,7 +145,8 @@ def registry_schema() -> dict[str, Any]:
         unavailable("ACP Registry schema", f"{SCHEMA_URL} is larger than {MAX_SCHEMA_BYTES} B")
     schema = _checked(body.decode("utf-8", errors="replace"), SCHEMA_URL)
     cached.parent.mkdir(parents=True, exist_ok=True)
-    partial = cached.with_suffix(".partial")
+    # One scratch name per process: parallel test workers may download it at once.
+    partial = cached.with_suffix(f".partial-{os.getpid()}")
     partial.write_bytes(body)
     partial.replace(cached)
     return schema

@@ -17,17 +17,21 @@ why; with ``ZEROCLAW_REQUIRE_SCHEMA_TESTS=1`` (set by ``.ci/run``) they fail ins
   has: ACP forbids custom fields at the root of its types (they go in ``_meta``);
 * no ``null`` for an optional field (it is omitted), but where ``NULL_MEANS_SOMETHING``.
 
-Methods the schema does not define (``session/stop``, ``_zeroclaw/...``) are only checked
-as JSON-RPC 2.0 envelopes.
+A method only ACP's unstable schema defines (``session/fork``) is checked against that
+schema (``schema.unstable.json`` of the same package) when the checker is given it; methods
+neither defines (``session/stop``, ``_zeroclaw/...``) only as JSON-RPC 2.0 envelopes.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -45,20 +49,26 @@ NPM_TIMEOUT_SECS: Final = 300
 
 ZEROCLAW_EXTRA_FIELDS: Final = frozenset(
     {
-        # session/new result: the session's canonical workspace (seed, "session/new").
+        # session/new result: the session's canonical workspace (the ZeroClaw ACP documentation, "session/new").
         ("NewSessionResponse", "workspaceDir"),
-        # session/prompt result: the session id and the turn's final text (seed).
+        # session/fork result (ACP's unstable schema): the fork is shaped as a new session.
+        ("ForkSessionResponse", "workspaceDir"),
+        # session/prompt result: the session id and the turn's final text (the ZeroClaw ACP documentation).
         ("PromptResponse", "sessionId"),
         ("PromptResponse", "content"),
         # session/prompt result: the turn's token counts, ACP's PromptResponse.usage, which
         # the SDK's schema/v1/schema.unstable.json defines and editors read.
         ("PromptResponse", "usage"),
-        # tool_call_update: the short result text beside rawOutput (seed, deliver_file).
+        # initialize: ACP's sessionCapabilities.fork, of the same unstable schema; the
+        # session/fork it announces is checked against that schema's types.
+        ("SessionCapabilities", "fork"),
+        # tool_call_update: the short result text beside rawOutput (the ZeroClaw ACP documentation, deliver_file).
         ("ToolCallUpdate", "body"),
     }
 )
 """``(schema type, field)`` pairs the ZeroClaw ACP docs add to ACP types, and the one
-field of ACP's unstable schema we send (the prompt result's ``usage``)."""
+fields of ACP's unstable schema we send (the prompt result's ``usage``,
+``sessionCapabilities.fork``)."""
 
 NULL_MEANS_SOMETHING: Final = frozenset(
     {
@@ -79,50 +89,90 @@ def _cache_dir() -> Path:
     return Path.home() / ".cache" / "zeroclaw-tests" / f"acp-sdk-{SDK_VERSION}"
 
 
-def _unavailable(reason: str) -> None:
+def _unavailable(reason: str, what: str = "ACP schema") -> None:
     """Skip (or, under ``ZEROCLAW_REQUIRE_SCHEMA_TESTS=1``, fail) with ``reason``."""
-    message = f"ACP schema unavailable: {reason}"
+    message = f"{what} unavailable: {reason}"
     if os.environ.get(REQUIRE_ENV) == "1":
         pytest.fail(f"{message} ({REQUIRE_ENV}=1)")
     pytest.skip(message)
+
+
+@contextmanager
+def _install_lock(cache: Path) -> Iterator[None]:
+    """Held while one test process installs the package: pytest-xdist workers that need the
+    schema at once wait for the first one's install instead of running npm into one
+    directory together."""
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    with (cache.parent / f"{cache.name}.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def install_schema() -> Path:
     """The path of ``schema/v1/schema.json`` of the SDK, installing the package into the
     cache directory with npm when it is not there yet."""
     cache = _cache_dir()
-    schema_path = cache / SCHEMA_IN_PACKAGE
-    if schema_path.is_file():
-        return schema_path
+    npm_install(cache, [f"{SDK_PACKAGE}@{SDK_VERSION}"], cache / SCHEMA_IN_PACKAGE, "ACP schema")
+    return cache / SCHEMA_IN_PACKAGE
+
+
+def npm_install(cache: Path, specs: list[str], installed: Path, what: str) -> None:
+    """``npm install`` ``specs`` into ``cache`` (never the repository) unless ``installed``
+    is there already; skips or fails (see ``_unavailable``) when npm cannot. The install
+    goes into a scratch directory renamed into place, under a file lock, so parallel
+    pytest-xdist workers wait for one install and an interrupted one leaves nothing half
+    written."""
+    if installed.exists():
+        return
     npm = shutil.which("npm")
     if npm is None:
-        _unavailable("npm is not on PATH (it installs the official ACP schema)")
-    cache.mkdir(parents=True, exist_ok=True)
+        _unavailable(f"npm is not on PATH (it installs {' '.join(specs)})", what)
+    with _install_lock(cache):
+        if not installed.exists():  # another worker may have installed it meanwhile
+            _npm_install(str(npm), cache, specs, installed.relative_to(cache), what)
+
+
+def _npm_install(npm: str, cache: Path, specs: list[str], installed: Path, what: str) -> None:
+    scratch = Path(tempfile.mkdtemp(prefix=f"{cache.name}.partial-", dir=cache.parent))
     command = [
-        str(npm),
+        npm,
         "install",
         "--prefix",
-        str(cache),
+        str(scratch),
         "--no-save",
         "--no-package-lock",
         "--ignore-scripts",
         "--no-audit",
         "--no-fund",
-        f"{SDK_PACKAGE}@{SDK_VERSION}",
+        *specs,
     ]
+    wanted = " ".join(specs)
     try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=NPM_TIMEOUT_SECS, check=False
-        )
-    except subprocess.TimeoutExpired:
-        _unavailable(f"`npm install {SDK_PACKAGE}@{SDK_VERSION}` took over {NPM_TIMEOUT_SECS} s")
-    if done.returncode != 0 or not schema_path.is_file():
-        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-        _unavailable(
-            f"`npm install {SDK_PACKAGE}@{SDK_VERSION}` failed (exit {done.returncode}): "
-            + " | ".join(tail)
-        )
-    return schema_path
+        try:
+            done = subprocess.run(
+                command, capture_output=True, text=True, timeout=NPM_TIMEOUT_SECS, check=False
+            )
+        except subprocess.TimeoutExpired:
+            _unavailable(f"`npm install {wanted}` took over {NPM_TIMEOUT_SECS} s", what)
+        if done.returncode != 0 or not (scratch / installed).exists():
+            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+            _unavailable(
+                f"`npm install {wanted}` failed (exit {done.returncode}): " + " | ".join(tail),
+                what,
+            )
+        if cache.exists():  # an earlier, interrupted layout without the package
+            shutil.rmtree(cache)
+        scratch.rename(cache)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def unstable_schema_path(schema_path: Path) -> Path:
+    """``schema.unstable.json``, beside the ``schema.json`` ``install_schema`` returned."""
+    return schema_path.with_name("schema.unstable.json")
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,8 +317,9 @@ class FrameChecker:
     """Checks every line the agent writes; remembers the client's requests so that a
     response is checked against the type of the method it answers."""
 
-    def __init__(self, schema: AcpSchema) -> None:
+    def __init__(self, schema: AcpSchema, unstable: AcpSchema | None = None) -> None:
         self.schema = schema
+        self.unstable = unstable
         self.client_requests: dict[Any, str] = {}
         self.checked = 0
 
@@ -294,7 +345,10 @@ class FrameChecker:
         answered = self.client_requests.get(frame.get("id"))
         if answered is None:
             return [Violation("$.id", f"answers no request the client sent: {frame.get('id')!r}")]
-        type_name = self.schema.type_for(answered, side="agent", suffixes=("Response",))
-        if type_name is None:
-            return []
-        return self.schema.errors(frame.get("result"), type_name, f"{answered}.result")
+        for schema in (self.schema, self.unstable):
+            if schema is None:
+                continue
+            type_name = schema.type_for(answered, side="agent", suffixes=("Response",))
+            if type_name is not None:
+                return schema.errors(frame.get("result"), type_name, f"{answered}.result")
+        return []

@@ -15,6 +15,10 @@ package ``acpx`` (read at 0.19.1):
   ``approve-reads`` for ``read``/``search`` kinds) sends the first ``allow_once`` option
   (else ``allow_always``), "N" (or ``deny-all``, or no terminal) the first
   ``reject_once`` (else ``reject_always``).
+* ``dist/queue-owner-runtime-*.js`` (the ``current_mode_update`` handler of the session
+  record) and ``dist/cli.js`` (``printTextStatus``): ``acpx <agent> status`` prints
+  ``mode: <id>``, the ``currentModeId`` of the last ``current_mode_update``, else
+  ``mode: -``; ``set-mode`` is ``session/set_mode`` only (no config option fallback).
 """
 
 from __future__ import annotations
@@ -42,12 +46,21 @@ class AcpxOutput(SessionModel):
     lines: list[str] = field(default_factory=list)
     questions: list[str] = field(default_factory=list)
     """The ``[permission] …`` questions asked, in order."""
+    current_mode_id: str | None = None
+    """What ``status`` shows as ``mode:`` (from ``current_mode_update`` only)."""
     _states: dict[str, dict[str, Any]] = field(default_factory=dict)
     _started: set[str] = field(default_factory=set)
 
     def on_update(self, update: Mapping[str, Any]) -> None:
         if update.get("sessionUpdate") in ("tool_call", "tool_call_update"):
             self._tool(update)
+        elif update.get("sessionUpdate") == "current_mode_update":
+            self.current_mode_id = update["currentModeId"]
+
+    @property
+    def status_mode_line(self) -> str:
+        """The ``mode:`` line of ``acpx <agent> status``."""
+        return f"mode: {self.current_mode_id or '-'}"
 
     def on_permission(self, params: Mapping[str, Any]) -> None:
         tool_call = params["toolCall"]

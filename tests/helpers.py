@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
+import pytest
 import tomli_w
 import trio
 
@@ -32,6 +33,11 @@ JsonDict = dict[str, Any]
 POLL_STEP_SECS: Final = 0.02
 """How often ``poll_until`` looks at its condition."""
 DEFAULT_POLL_DEADLINE_SECS: Final = 10.0
+
+TIMING_SENSITIVE: Final = pytest.mark.xdist_group("timing")
+"""For a test that measures a process's memory or holds a real-time deadline of a few
+seconds: under pytest-xdist (``--dist loadgroup``) all of them run one after another on one
+worker, so that none of them is the load that slows another down."""
 
 ECHO_AGENT: Final = "echo"
 """The alias of the agent ``echo_config`` always defines (unless ``agents`` replaces it)."""

@@ -1,10 +1,15 @@
 """A throwaway PostgreSQL server for the tests, and a fresh schema per test.
 
-``ZEROCLAW_TEST_POSTGRES_URL`` names a server to use as it is; otherwise one is started once
-per test session from the machine's binaries (``initdb``/``pg_ctl`` under
-/usr/lib/postgresql/*/bin or on PATH), listening on 127.0.0.1 only, its data in a
-temporary directory under /var/tmp that is removed afterwards. ``initdb`` and ``pg_ctl``
-refuse to run as root, so as root they run as the ``postgres`` user (``runuser``).
+``ZEROCLAW_TEST_POSTGRES_URL`` names a server to use as it is; otherwise one is started per
+test process (per pytest-xdist worker) from the machine's binaries (``initdb`` and
+``postgres`` under /usr/lib/postgresql/*/bin or on PATH), listening on 127.0.0.1 only, its
+data in a temporary directory under /var/tmp that is removed afterwards. As root the server
+runs as the ``postgres`` user (``initdb`` and ``postgres`` refuse root).
+
+``postgres`` runs as a direct child of the test process (no ``pg_ctl``, which detaches it),
+so it is stopped by its pid, and tests/run_guard.py stops it and removes its directory even
+when the run is killed. Its port comes from tests/ports.py; should another program take it
+first anyway, the server says "could not bind" and starts again on another port.
 
 Without either, the tests that need PostgreSQL skip with the reason; with
 ``ZEROCLAW_REQUIRE_POSTGRES_TESTS=1`` (CI) they fail instead.
@@ -16,25 +21,34 @@ import glob
 import os
 import pwd
 import shutil
-import socket
+import signal
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 from urllib.parse import quote, urlencode
 
 import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
+from tests import run_guard
+from tests.ports import unused_port
+
 URL_ENV: Final = "ZEROCLAW_TEST_POSTGRES_URL"
 REQUIRE_ENV: Final = "ZEROCLAW_REQUIRE_POSTGRES_TESTS"
 _SERVER_USER: Final = "postgres"
 _START_TIMEOUT_SECS: Final = 60
+_STOP_TIMEOUT_SECS: Final = 30
+_READY_POLL_SECS: Final = 0.05
+_BIND_ATTEMPTS: Final = 5
+FAST_SETTINGS: Final = ("fsync=off", "synchronous_commit=off", "full_page_writes=off")
+"""A throwaway cluster need not survive a power cut (no test kills PostgreSQL itself)."""
 
 
 @dataclass(frozen=True)
@@ -66,7 +80,7 @@ def unavailable(reason: str) -> None:
 
 
 def find_binaries() -> Path | None:
-    """The directory holding initdb and pg_ctl, newest PostgreSQL first."""
+    """The directory holding initdb and postgres, newest PostgreSQL first."""
     candidates = sorted(
         glob.glob("/usr/lib/postgresql/*/bin"),
         key=lambda path: int(Path(path).parent.name) if Path(path).parent.name.isdigit() else 0,
@@ -77,15 +91,13 @@ def find_binaries() -> Path | None:
         candidates.append(str(Path(on_path).parent))
     for candidate in candidates:
         directory = Path(candidate)
-        if (directory / "initdb").is_file() and (directory / "pg_ctl").is_file():
+        if (directory / "initdb").is_file() and (directory / "postgres").is_file():
             return directory
     return None
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+class _PortTaken(Exception):
+    """The server could not bind its port: another program took it first."""
 
 
 class LocalCluster:
@@ -96,21 +108,17 @@ class LocalCluster:
         self.settings = tuple(settings)
         self.as_root = os.geteuid() == 0
         self.directory = Path(tempfile.mkdtemp(prefix="zeroclaw-pg-", dir="/var/tmp"))
+        run_guard.claim_directory(self.directory)
         self.data = self.directory / "data"
-        self.port = _free_port()
+        self.log = self.directory / "server.log"
+        self.port = 0
+        self.process: subprocess.Popen[bytes] | None = None
 
-    def _run(self, *argv: str) -> subprocess.CompletedProcess[str]:
-        command = [str(self.binaries / argv[0]), *argv[1:]]
-        if self.as_root:
-            command = ["runuser", "-u", _SERVER_USER, "--", *command]
-        return subprocess.run(
-            command,
-            capture_output=True,
-            text=True,
-            timeout=_START_TIMEOUT_SECS,
-            check=False,
-            cwd=self.directory,
-        )
+    def _server_user(self) -> dict[str, Any]:
+        """Popen arguments that run a child as the ``postgres`` user when we are root."""
+        if not self.as_root:
+            return {}
+        return {"user": _SERVER_USER, "group": _SERVER_USER, "extra_groups": []}
 
     def start(self) -> str:
         """Start the cluster; its URL, or raise RuntimeError with what went wrong."""
@@ -122,29 +130,83 @@ class LocalCluster:
                     f"running as root and there is no `{_SERVER_USER}` user"
                 ) from None
             os.chown(self.directory, server_user.pw_uid, server_user.pw_gid)
-        init = self._run(
-            "initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync",
-            "-E", "UTF8", "--locale=C.UTF-8",
+        init = subprocess.run(
+            [str(self.binaries / "initdb"), "-D", str(self.data), "-A", "trust",
+             "-U", "postgres", "--no-sync", "-E", "UTF8", "--locale=C.UTF-8"],
+            capture_output=True, text=True, timeout=_START_TIMEOUT_SECS, check=False,
+            cwd=self.directory, **self._server_user(),
         )  # fmt: skip
         if init.returncode != 0:
             raise RuntimeError(f"initdb failed: {init.stderr.strip() or init.stdout.strip()}")
-        options = " ".join(
-            [f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.data}"]
-            + [f"-c {setting}" for setting in self.settings]
-        )
-        started = self._run(
-            "pg_ctl", "-D", str(self.data), "-w", "-t", str(_START_TIMEOUT_SECS),
-            "-l", str(self.data / "server.log"), "-o", options, "start",
-        )  # fmt: skip
-        if started.returncode != 0:
-            log = self.data / "server.log"
-            tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
-            raise RuntimeError(f"pg_ctl start failed: {started.stderr.strip()} {tail}")
-        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        for _ in range(_BIND_ATTEMPTS):
+            self.port = unused_port()
+            try:
+                self._serve()
+            except _PortTaken:
+                continue
+            return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        raise RuntimeError(f"no free port after {_BIND_ATTEMPTS} attempts: {self._log_tail()}")
+
+    def _serve(self) -> None:
+        """Run ``postgres`` on ``self.port`` until it accepts connections."""
+        argv = [
+            str(self.binaries / "postgres"), "-D", str(self.data), "-p", str(self.port),
+            "-k", str(self.data), "-c", "listen_addresses=127.0.0.1",
+        ]  # fmt: skip
+        for setting in self.settings:
+            argv += ["-c", setting]
+        with self.log.open("ab") as log:
+            # A session of its own: a Ctrl-C meant for pytest must not stop the server
+            # under the tests that are being torn down.
+            self.process = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=self.directory,
+                start_new_session=True, **self._server_user(),
+            )  # fmt: skip
+        url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        deadline = time.monotonic() + _START_TIMEOUT_SECS
+        while True:
+            if self.process.poll() is not None:
+                tail = self._log_tail()
+                if "could not bind" in tail or "Address already in use" in tail:
+                    raise _PortTaken(tail)
+                raise RuntimeError(f"postgres exited with {self.process.returncode}: {tail}")
+            try:
+                with psycopg.connect(url, connect_timeout=2) as conn:
+                    row = conn.execute("SHOW data_directory").fetchone()
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline:
+                    self.stop_server()
+                    raise RuntimeError(
+                        f"postgres did not accept connections within {_START_TIMEOUT_SECS} s:"
+                        f" {self._log_tail()}"
+                    ) from None
+                time.sleep(_READY_POLL_SECS)  # no event announces readiness
+                continue
+            if row is None or Path(row[0]) != self.data:
+                # Another program's server answered on the port before ours failed to bind.
+                self.stop_server()
+                raise _PortTaken(f"another server answers on port {self.port}: {row}")
+            return
+
+    def _log_tail(self) -> str:
+        if not self.log.exists():
+            return ""
+        return self.log.read_text(errors="replace")[-2000:].strip()
+
+    def stop_server(self) -> None:
+        """Immediate shutdown (SIGQUIT): the data is thrown away anyway."""
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGQUIT)
+        try:
+            process.wait(timeout=_STOP_TIMEOUT_SECS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
     def stop(self) -> None:
-        if self.data.exists():
-            self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "stop")
+        self.stop_server()
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
@@ -163,11 +225,11 @@ def postgres_server() -> Iterator[PostgresServer | str]:
     if binaries is None:
         yield (
             "PostgreSQL tests need a server: set "
-            f"{URL_ENV}, or install PostgreSQL (initdb and pg_ctl were not found under "
+            f"{URL_ENV}, or install PostgreSQL (initdb and postgres were not found under "
             "/usr/lib/postgresql/*/bin or on PATH; Debian: apt-get install postgresql-15)"
         )
         return
-    cluster = LocalCluster(binaries, settings=("fsync=off", "full_page_writes=off"))
+    cluster = LocalCluster(binaries, settings=FAST_SETTINGS)
     try:
         try:
             url = cluster.start()

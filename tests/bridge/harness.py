@@ -2,7 +2,7 @@
 
 The fake gateway is built with the ``websockets`` library (not our server), so the bridge is
 also tested against "a gateway built with another WebSocket library". It serves
-``/acp`` (bearer-checked like the reference), ``/pair/code`` and ``/pair``.
+``/acp`` (bearer-checked like ZeroClaw's implementation), ``/pair/code`` and ``/pair``.
 
 Its behaviour is driven by the requests the test sends through the bridge:
 
@@ -14,7 +14,7 @@ Its behaviour is driven by the requests the test sends through the bridge:
 * ``test/close``: closes the connection with ``params.code``/``params.reason``;
 * ``test/abort``: drops the TCP connection without a close frame;
 * ``test/ask``: sends the IDE a ``session/request_permission`` numbered per connection
-  (``zc-out-0``, ``zc-out-1`` ... like the reference) and replies with the IDE's answer;
+  (``zc-out-0``, ``zc-out-1`` ... like ZeroClaw's implementation) and replies with the IDE's answer;
 * ``session/new``: ``{"sessionId": "sess-<n>"}``; ``session/resume`` and ``session/load``: ``{}``;
 * anything else: ``{"result": {"method": <method>, "params": <params>}}``.
 
@@ -122,7 +122,7 @@ class FakeGateway:
                 self.pairing_code
             ):
                 return self._json(connection, 403, {"error": "Invalid pairing code"})
-            self.pairing_code = None  # consumed, like the reference
+            self.pairing_code = None  # consumed, like ZeroClaw's implementation
             self.token = self.issued_token
             return self._json(
                 connection,

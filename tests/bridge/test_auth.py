@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import stat
 from pathlib import Path
 
@@ -37,6 +38,7 @@ class FakePairing:
         self.status = PairingStatus(required, code)
         self.calls: list[tuple[str, ...]] = []
         self.admin_secrets: list[str | None] = []
+        self.principals: list[str | None] = []
         monkeypatch.setattr(auth, "fetch_pairing_code", self.fetch)
         monkeypatch.setattr(auth, "pair", self.pair)
 
@@ -45,8 +47,9 @@ class FakePairing:
         self.admin_secrets.append(admin_secret)
         return self.status
 
-    def pair(self, http_base: str, code: str) -> str:
+    def pair(self, http_base: str, code: str, principal: str | None = None) -> str:
         self.calls.append(("pair", http_base, code))
+        self.principals.append(principal)
         return f"token-for-{code}"
 
 
@@ -134,6 +137,23 @@ class TestPrecedence:
         assert creds.token == "token-for-111"
         assert pairing.calls == [("pair", BASE, "111")]
 
+    async def test_pairing_names_the_principal_by_default_after_the_host(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        pairing = FakePairing(monkeypatch)
+        monkeypatch.setattr(socket, "gethostname", lambda: "dev-box.corp.example")
+        await resolve(tmp_path, pair_code="111")
+        named = await auth.resolve_credentials(
+            require_pairing=True,
+            config_dir=tmp_path / "other",
+            http_base=BASE,
+            pair_code="222",
+            environ={},
+            principal="alice",
+        )
+        assert named.token == "token-for-222"
+        assert pairing.principals == ["dev-box", "alice"]
+
     async def test_env_code_skips_the_code_endpoint(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
@@ -162,7 +182,7 @@ class TestPrecedence:
         assert (await resolve(tmp_path)).source is TokenSource.NOT_REQUIRED
         assert pairing.calls == [("fetch", BASE)]
 
-    async def test_no_code_anywhere_is_the_reference_message(
+    async def test_no_code_anywhere_is_zeroclaw_message(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         FakePairing(monkeypatch, code=None)

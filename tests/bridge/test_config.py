@@ -77,7 +77,7 @@ def test_bad_gateway_settings_are_usage_errors(text: str, says: str) -> None:
     assert "config.toml" in caught.value.message
 
 
-def test_missing_config_is_exit_1_with_the_reference_message(tmp_path: Path) -> None:
+def test_missing_config_is_exit_1_with_zeroclaw_message(tmp_path: Path) -> None:
     with pytest.raises(BridgeExit) as caught:
         load_gateway_target(tmp_path)
     assert caught.value.code is ExitCode.CONNECTION

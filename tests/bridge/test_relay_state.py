@@ -612,3 +612,17 @@ class TestHeldPromptNotices:
         assert "this prompt is kept and will be sent as soon as the gateway is back" in text
         assert "for up to 0 s more" in outage.text(URL, now=500)
         assert "The bridge is reconnecting;" in Outage("lost").text(URL, now=0)
+
+
+def test_a_forked_session_is_resumed_after_a_reconnect_like_a_new_one() -> None:
+    state = _state()
+    _set_up_sessions(state)
+    fork = {"sessionId": "new-1", "cwd": "/f", "mcpServers": []}
+    state.client_message(_request(7, "session/fork", fork))
+    _reply(state, _result(7, {"sessionId": "fork-1"}))
+    assert state.sessions["fork-1"] == {"cwd": "/f", "mcpServers": []}
+    state.connection_lost("closed", reconnecting=True)
+    state.connection_opened()
+    _sent(state.start_replay())
+    resumed = [_sent(state.advance_replay())["params"]["sessionId"] for _ in range(3)]
+    assert resumed == ["new-1", "old-1", "fork-1"]

@@ -209,7 +209,7 @@ def test_storage_name_and_deliver_uri_use_the_full_digest() -> None:
     assert deliver_uri(digest, "") == f"attachment://deliver/{digest}"
 
 
-def test_plan_from_decoded_seed_prompt() -> None:
+def test_plan_from_decoded_documented_prompt() -> None:
     params = decode_params(
         PromptParams,
         {

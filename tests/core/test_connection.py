@@ -22,6 +22,16 @@ def test_outbound_ids_count_up_per_connection() -> None:
     assert first.pending_requests == {"zc-out-0": "a", "zc-out-1": "b"}
 
 
+def test_an_id_allocated_for_a_request_sent_elsewhere_shares_the_count_and_the_match() -> None:
+    conn = RpcConnection(outbound_id_prefix="client-")
+    assert conn.allocate_request_id("initialize") == "client-0"
+    assert conn.send_request("session/new")[0] == "client-1"
+    event = conn.receive('{"jsonrpc":"2.0","id":"client-0","result":{}}')
+    assert isinstance(event, ResponseReceived)
+    assert event.method == "initialize"
+    assert conn.pending_requests == {"client-1": "session/new"}
+
+
 def test_response_matches_by_id_text_and_is_consumed() -> None:
     conn = RpcConnection()
     request_id, data = conn.send_request("session/request_permission", {"x": 1})

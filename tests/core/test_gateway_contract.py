@@ -13,14 +13,17 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from acp_core.gateway_contract import (
+    MAX_PRINCIPAL_CHARS,
     UNAUTHORIZED_BODY,
     GatewayAddress,
     bearer_value,
+    default_principal,
     format_token,
     normalize_host,
     normalize_path_prefix,
     path_prefix_problem,
     port_problem,
+    principal_problem,
     resolve_config_dir,
     token_from_bearer,
     url_host,
@@ -221,3 +224,43 @@ def test_importing_the_contract_loads_no_io_modules() -> None:
         [sys.executable, "-I", "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     assert json.loads(result.stdout) == []
+
+
+# ------------------------------------------------------------------ principals
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        ("alice", None),
+        ("ci-runner.2@corp+x", None),
+        ("A" * MAX_PRINCIPAL_CHARS, None),
+        ("", "cannot be empty"),
+        ("A" * (MAX_PRINCIPAL_CHARS + 1), "at most"),
+        ("-alice", "starts with a letter or a digit"),
+        ("bob smith", "only letters"),
+        ("bob\nINFO forged log line", "only letters"),
+        ("bob/../x", "only letters"),
+        ("élodie", "starts with a letter or a digit"),
+    ],
+)
+def test_principal_names_are_safe_in_headers_logs_and_tables(
+    name: str, problem: str | None
+) -> None:
+    found = principal_problem(name)
+    if problem is None:
+        assert found is None
+    else:
+        assert found is not None
+        assert problem in found
+
+
+@given(st.text(max_size=200))
+def test_any_host_name_gives_a_valid_default_principal(host: str) -> None:
+    assert principal_problem(default_principal(host)) is None
+
+
+def test_the_default_principal_is_the_host_names_first_label() -> None:
+    assert default_principal("dev-box.corp.example") == "dev-box"
+    assert default_principal("  ") == "client"
+    assert default_principal("__") == "client"

@@ -1,10 +1,10 @@
-"""Every example in the seed, parsed into its acp-core type and re-emitted identically.
+"""Every example in the ZeroClaw ACP documentation, parsed into its acp-core type and re-emitted identically.
 
-Fixtures live in ``golden/*.json``; ``reference_*.json`` add shapes the seed leaves out but
-the reference server emits, with ``seed`` saying which. In each, ``wire`` is the seed's example (placeholders such as
+Fixtures live in ``golden/*.json``; ``zeroclaw_*.json`` add shapes the ZeroClaw ACP documentation leaves out but
+ZeroClaw's implementation emits, with ``source`` saying which. In each, ``wire`` is the ZeroClaw ACP documentation's example (placeholders such as
 ``{...}`` filled in), ``canonical`` (only where present) is what we emit after lenient
 intake normalised it, e.g. a plain-string prompt becomes one typed text part. Comparison
-is on parsed JSON *and* key order, which is the seed's.
+is on parsed JSON *and* key order, which is the ZeroClaw ACP documentation's.
 """
 
 from __future__ import annotations
@@ -80,17 +80,19 @@ def reemit(fixture: dict[str, Any]) -> Any:
     return json.loads(out)
 
 
-def test_there_is_a_fixture_for_every_seed_method() -> None:
+def test_there_is_a_fixture_for_every_documented_method() -> None:
     covered = {load(path)["method"] for path in FIXTURES} - {None}
-    not_in_the_seed = {
+    not_in_the_documentation = {
         "session/event",
         "_zeroclaw/history_trimmed",
         "$/cancel_request",
         "session/list",
         "session/delete",
         "session/set_config_option",
+        "session/set_mode",
+        "session/fork",
     }
-    assert covered >= set(METHODS) - not_in_the_seed
+    assert covered >= set(METHODS) - not_in_the_documentation
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=[path.stem for path in FIXTURES])
@@ -104,7 +106,7 @@ def golden_payload(name: str, key: str) -> Any:
     return load(GOLDEN / f"{name}.json")["wire"][key]
 
 
-def test_initialize_builder_reproduces_the_seed() -> None:
+def test_initialize_builder_reproduces_the_documentation() -> None:
     built = schema.initialize_result(
         store_available=True,
         version="0.7.x",
@@ -113,15 +115,15 @@ def test_initialize_builder_reproduces_the_seed() -> None:
         session_timeout_secs=3600,
     )
     expected = golden_payload("initialize_result", "result")
-    # The seed's markers, plus ACP's list and delete (the store serves both) and the extra
-    # roots of additionalDirectories (stored with the session).
+    # The ZeroClaw ACP documentation's markers, plus ACP's list and delete (the store serves both) and the extra
+    # roots of additionalDirectories (stored with the session), and ACP's unstable fork.
     expected["agentCapabilities"]["sessionCapabilities"].update(
-        {"list": {}, "delete": {}, "additionalDirectories": {}}
+        {"list": {}, "delete": {}, "additionalDirectories": {}, "fork": {}}
     )
     assert ordered(schema.to_builtins(built)) == ordered(expected)
 
 
-def test_permission_builders_reproduce_the_seed() -> None:
+def test_permission_builders_reproduce_the_documentation() -> None:
     params = golden_payload("request_permission_request", "params")
     assert schema.to_builtins(schema.permission_options(edit=False)) == params["options"]
     tool_call = schema.PermissionToolCall(
@@ -135,7 +137,7 @@ def test_permission_builders_reproduce_the_seed() -> None:
     assert ordered(schema.to_builtins(tool_call)) == ordered(params["toolCall"])
 
 
-def test_permission_outcomes_of_the_seed() -> None:
+def test_permission_outcomes_of_the_documentation() -> None:
     selected = schema.parse_permission_outcome(
         golden_payload("request_permission_selected", "result")
     )
@@ -155,26 +157,26 @@ def test_deliver_file_resource_is_narrowed_to_a_blob() -> None:
     assert block.content.resource.uri.startswith("attachment://deliver/")
 
 
-def test_reference_builders_match_their_fixtures() -> None:
-    cancelled = golden_payload("reference_update_turn_cancelled", "params")
+def test_zeroclaw_builders_match_their_fixtures() -> None:
+    cancelled = golden_payload("zeroclaw_update_turn_cancelled", "params")
     built = schema.turn_cancelled_update(
         cancelled["sessionId"], "[turn cancelled via client]", marker_id="1"
     )
-    # The reference reuses one id per session; ours adds a suffix so each marker is its own
-    # tool call (ACP: ids are unique within a session). Everything else is the reference's.
+    # ZeroClaw's implementation reuses one id per session; ours adds a suffix so each marker is its own
+    # tool call (ACP: ids are unique within a session). Everything else is ZeroClaw's.
     reference_id = cancelled["update"]["toolCallId"]
     assert built.tool_call_id == f"{reference_id}-1"
     built_wire = schema.to_builtins(built)
     assert isinstance(built_wire, dict)
     assert ordered({**built_wire, "toolCallId": reference_id}) == ordered(cancelled["update"])
-    edit = golden_payload("reference_request_permission_edit", "params")
+    edit = golden_payload("zeroclaw_request_permission_edit", "params")
     # The fixture offers reject-with-edit to every client; we only to one that opts in.
     assert (
         schema.to_builtins(schema.permission_options(edit=True, reject_with_edit=True))
         == edit["options"]
     )
     outcome = schema.parse_permission_outcome(
-        golden_payload("reference_request_permission_reject_with_edit", "result")
+        golden_payload("zeroclaw_request_permission_reject_with_edit", "result")
     )
     assert outcome == schema.SelectedOutcome(
         option_id="reject-with-edit", replacement_content="use baz instead"

@@ -278,7 +278,7 @@ def test_initialize_without_store_omits_session_capabilities_and_default_model()
     }
 
 
-def test_permission_options_match_the_seed_and_reference() -> None:
+def test_permission_options_match_the_documentation_and_zeroclaw() -> None:
     assert wire(permission_options(edit=False)) == [
         {"optionId": "allow-once", "name": "Allow once", "kind": "allow_once"},
         {"optionId": "allow-always", "name": "Always allow", "kind": "allow_always"},

@@ -4,7 +4,7 @@ The SDK (``agent-client-protocol``, a dev dependency) stands in for a spec-follo
 every outbound golden fixture whose shape base ACP defines must pass its pydantic model.
 ZeroClaw's extensions (``name``/``body`` on tool calls, ``_meta``) are extra fields such
 clients ignore. ``reject-with-edit`` is sent with the base kind ``reject_once`` because a strict
-client rejects the reference's ``reject_with_edit`` kind (and with it the whole request).
+client rejects ZeroClaw's ``reject_with_edit`` kind (and with it the whole request).
 """
 
 from __future__ import annotations

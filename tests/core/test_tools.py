@@ -28,7 +28,7 @@ from acp_core.tools import approval_kind, is_file_edit_tool, tool_kind
         ("", "other"),
     ],
 )
-def test_tool_kind_matches_reference_mapping(name: str, kind: str) -> None:
+def test_tool_kind_matches_zeroclaw_mapping(name: str, kind: str) -> None:
     assert tool_kind(name) == kind
 
 

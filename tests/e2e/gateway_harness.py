@@ -34,7 +34,7 @@ from tests.e2e.helpers import child_env, console_script
 from tests.helpers import poll_until
 from tests.jsonrpc_peer import JsonDict, JsonRpcPeer, is_session_info, is_side_notice
 
-STARTUP_TIMEOUT: Final = 20.0
+STARTUP_TIMEOUT: Final = 60.0
 EXIT_TIMEOUT: Final = 20.0
 RECEIVE_TIMEOUT: Final = 20.0
 LISTENING = re.compile(r"gateway listening on (https?)://([^ ]+):(\d+)(\S*)")

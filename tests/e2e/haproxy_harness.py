@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -25,8 +26,8 @@ import pytest
 import trio
 
 from acp_server.gateway.proxy_protocol import ProxyCommand, encode_proxy_v2
-from tests.e2e.helpers import unused_port
 from tests.helpers import poll_until
+from tests.ports import unused_port
 
 REQUIRE_HAPROXY_ENV: Final = "ZEROCLAW_REQUIRE_HAPROXY_TESTS"
 BACKEND: Final = "gateways"
@@ -50,11 +51,15 @@ def haproxy_config(
     admin_port: int,
     servers: Sequence[tuple[str, int]],
     source: str | None = None,
+    sticky_cookie: str | None = None,
 ) -> str:
     """WebSocket-safe HAProxy settings: the tunnel timeout (1 h) is far above the gateway's
     ping interval, health checks on ``/health``, PROXY v2 to every replica. With ``source``
     HAProxy connects to the replicas (checks included) from that address, so the replicas
-    can trust it alone and still serve local admin commands from 127.0.0.1."""
+    can trust it alone and still serve local admin commands from 127.0.0.1. With
+    ``sticky_cookie`` HAProxy sets that cookie to the replica it chose, and sends the
+    requests that carry it there: every request of one Streamable HTTP connection must
+    reach the replica that holds it (the ACP draft requires clients to return cookies)."""
     lines = [
         "global",
         f"    stats socket ipv4@127.0.0.1:{admin_port} level admin",
@@ -79,7 +84,12 @@ def haproxy_config(
     ]
     if source is not None:
         lines.append(f"    source {source}")
-    lines += [f"    server {name} 127.0.0.1:{port}" for name, port in servers]
+    if sticky_cookie is not None:
+        lines.append(f"    cookie {sticky_cookie} insert indirect nocache httponly")
+    lines += [
+        f"    server {name} 127.0.0.1:{port}" + (f" cookie {name}" if sticky_cookie else "")
+        for name, port in servers
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -122,6 +132,60 @@ class RunningHaproxy:
         await poll_until(reached, within=within)
 
 
+BIND_ATTEMPTS: Final = 5
+
+
+async def _start_haproxy(
+    binary: str,
+    directory: Path,
+    servers: Sequence[tuple[str, int]],
+    source: str | None,
+    sticky_cookie: str | None,
+) -> RunningHaproxy:
+    """HAProxy answering on its runtime API, on ports tests/ports.py gave; started again on
+    other ports should another program have bound one of them first."""
+    config = directory / "haproxy.cfg"
+    log = directory / "haproxy.stderr"
+    for _ in range(BIND_ATTEMPTS):
+        port, admin_port = unused_port(), unused_port()
+        config.write_text(
+            haproxy_config(
+                frontend_port=port,
+                admin_port=admin_port,
+                servers=servers,
+                source=source,
+                sticky_cookie=sticky_cookie,
+            )
+        )
+        check = await trio.run_process([binary, "-c", "-f", str(config)], capture_stdout=True, capture_stderr=True, check=False)  # fmt: skip
+        assert check.returncode == 0, check.stderr.decode() + check.stdout.decode()
+        with log.open("ab") as stderr:
+            process = await trio.lowlevel.open_process(
+                [binary, "-db", "-f", str(config)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+            )
+        haproxy = RunningHaproxy(process, port, admin_port)
+
+        async def answering(haproxy: RunningHaproxy = haproxy) -> bool:
+            """Ours is up, or has exited; a listener on the port that is not HAProxy's
+            runtime API (it bound first, and ours is about to exit) is neither."""
+            if haproxy.process.returncode is not None:
+                return True
+            try:
+                return "Name: HAProxy" in await haproxy.runtime("show info")
+            except OSError:
+                return False
+
+        await poll_until(answering, within=10)
+        if process.returncode is None:
+            return haproxy
+        if "cannot bind" not in log.read_text(errors="replace"):
+            raise AssertionError(f"haproxy exited with {process.returncode}:\n{log.read_text()}")
+    raise AssertionError(f"haproxy found no free ports in {BIND_ATTEMPTS} attempts")
+
+
 @asynccontextmanager
 async def run_haproxy(
     binary: str,
@@ -129,29 +193,13 @@ async def run_haproxy(
     servers: Sequence[tuple[str, int]],
     *,
     source: str | None = None,
+    sticky_cookie: str | None = None,
 ) -> AsyncIterator[RunningHaproxy]:
-    """HAProxy in the foreground (``-db``) until the block ends; every server must be UP first."""
-    port, admin_port = unused_port(), unused_port()
-    config = directory / "haproxy.cfg"
-    config.write_text(
-        haproxy_config(frontend_port=port, admin_port=admin_port, servers=servers, source=source)
-    )
-    check = await trio.run_process([binary, "-c", "-f", str(config)], capture_stdout=True, capture_stderr=True, check=False)  # fmt: skip
-    assert check.returncode == 0, check.stderr.decode() + check.stdout.decode()
-    process = await trio.lowlevel.open_process(
-        [binary, "-db", "-f", str(config)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL
-    )
-    haproxy = RunningHaproxy(process, port, admin_port)
+    """HAProxy in the foreground (``-db``) until the block ends; every server must be UP first.
+    Its stderr goes to ``directory/haproxy.stderr`` and, at the end, to the test's stderr."""
+    haproxy = await _start_haproxy(binary, directory, servers, source, sticky_cookie)
+    process = haproxy.process
     try:
-
-        async def answering() -> bool:
-            try:
-                await haproxy.runtime("show info")
-            except OSError:
-                return False
-            return True
-
-        await poll_until(answering, within=10)
         for name, _ in servers:
             await haproxy.wait_status(name, "UP")
         yield haproxy
@@ -164,6 +212,7 @@ async def run_haproxy(
                 if process.returncode is None:
                     process.kill()
                     await process.wait()
+        sys.stderr.write((directory / "haproxy.stderr").read_text(errors="replace"))
 
 
 async def replica_health(port: int) -> dict[str, Any]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -31,6 +30,7 @@ import trio
 from acp_core.framing import LineDecoder
 from tests.jsonrpc_peer import JsonDict as JsonDict
 from tests.jsonrpc_peer import JsonRpcPeer, RequestHandler
+from tests.ports import unused_port as unused_port
 
 DEFAULT_RECEIVE_TIMEOUT: Final = 20.0
 DEFAULT_EXIT_TIMEOUT: Final = 15.0
@@ -41,14 +41,6 @@ SCRUBBED_ENV: Final = ("OPENROUTER_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_API_KE
 def console_script(name: str) -> Path:
     """A console script of this venv (``zeroclaw``, ``zeroclaw-acp-bridge``)."""
     return Path(sys.executable).parent / name
-
-
-def unused_port() -> int:
-    """A 127.0.0.1 TCP port nothing listens on (free when asked; the OS may reuse it later)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
 
 
 def offline_prefix() -> list[str]:

@@ -68,7 +68,7 @@ async def test_every_method_and_its_errors(tmp_path: Path, workspace: Path) -> N
                 "not found": await client.prompt("nope", "x"),
                 "missing id": await client.call("session/stop", {}),
                 "bad cwd": await client.call("session/new", {"cwd": str(workspace / "notes.txt")}),
-                "unknown method": await client.call("session/fork", {}),
+                "unknown method": await client.call("session/set_model", {}),
             }
             second = (await client.call("session/new", {"cwd": str(workspace)}))["result"][
                 "sessionId"
@@ -79,7 +79,7 @@ async def test_every_method_and_its_errors(tmp_path: Path, workspace: Path) -> N
             errors["already active"] = await client.call("session/load", {"sessionId": session_id})
             assert (await client.call("session/close", {"sessionId": session_id}))["result"] == {}
             loaded = await client.call("session/load", {"sessionId": session_id})
-            assert loaded["result"].keys() == {"configOptions"}
+            assert loaded["result"].keys() == {"modes", "configOptions"}
             replayed = client.updates(session_id)[-2:]
             assert [u["sessionUpdate"] for u in replayed] == [
                 "user_message_chunk",
@@ -99,7 +99,7 @@ async def test_every_method_and_its_errors(tmp_path: Path, workspace: Path) -> N
         "already active": -32602,
         "resume unknown": -32000,
     }
-    assert errors["unknown method"]["error"]["message"] == "Method not found: session/fork"
+    assert errors["unknown method"]["error"]["message"] == "Method not found: session/set_model"
     assert "nope" in errors["not found"]["error"]["message"]
     assert client.process.returncode == 0
 
@@ -115,7 +115,7 @@ async def test_a_session_survives_a_restart(tmp_path: Path, workspace: Path) -> 
             await second.call("initialize", {})
             assert (await second.call("session/load", {"sessionId": session_id}))[
                 "result"
-            ].keys() == {"configOptions"}
+            ].keys() == {"modes", "configOptions"}
     assert texts(second.updates(session_id)) == texts(live) == "remember me"
 
 

@@ -7,7 +7,9 @@ workspace's wheels into a temporary directory, and ``uvx --find-links <that dire
 runs the entry's exact package and arguments in a fresh, isolated environment (uv prefers
 the local wheels over an index that might hold a package of the same name; the other
 dependencies come from the package index, no newer than the workspace's lock allows).
-The agent must answer ``initialize``.
+The agent must answer the registry auth check's ``initialize`` with an auth method that
+check accepts, and that method's terminal command (the same command with the method's
+``args``) must set the agent up and exit 0.
 """
 
 from __future__ import annotations
@@ -21,14 +23,21 @@ from pathlib import Path
 import pytest
 import trio
 
-from tests.acp_registry import REPO_ROOT, manifest, unavailable, workspace_exclude_newer
+from tests.acp_registry import (
+    AUTH_CHECK_INITIALIZE,
+    REPO_ROOT,
+    auth_check_failure,
+    manifest,
+    unavailable,
+    workspace_exclude_newer,
+)
 from tests.e2e.helpers import child_env
 
 pytestmark = pytest.mark.e2e
 
 BUILD_TIMEOUT_SECS = 120
 RUN_TIMEOUT_SECS = 120
-INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": AUTH_CHECK_INITIALIZE}
 
 
 def _uv() -> str:
@@ -90,3 +99,20 @@ async def test_the_registry_command_runs_zeroclaw_acp_from_the_built_wheels(
     assert result["protocolVersion"] == 1
     assert result["agentInfo"]["name"] == "zeroclaw-acp"
     assert result["agentInfo"]["version"] == manifest()["version"]
+    assert auth_check_failure(result) is None, result["authMethods"]
+
+    # Terminal auth: the client runs the same command with the method's args instead.
+    [method] = result["authMethods"]
+    config_dir = tmp_path / "config"
+    assert not (config_dir / "config.toml").exists()
+    with trio.fail_after(RUN_TIMEOUT_SECS):
+        setup = await trio.run_process(
+            [*command, uvx["package"], *method["args"]],
+            cwd=cwd,
+            env=env,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    assert setup.returncode == 0, setup.stderr.decode(errors="replace")
+    assert (config_dir / "config.toml").is_file()

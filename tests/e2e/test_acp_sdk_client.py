@@ -16,18 +16,20 @@ import acp
 import pytest
 from acp import schema as acp_schema
 
+from tests.e2e.acp_sdk_http import RecordingClient as SdkRecordingClient
+from tests.e2e.acp_sdk_http import allow_once
 from tests.e2e.helpers import child_env, console_script
 from tests.helpers import echo_config, write_config
 
 pytestmark = pytest.mark.e2e
 
 
-class RecordingClient:
+class RecordingClient(SdkRecordingClient):
     """A minimal SDK client: records updates, allows every permission once, and answers
     a question with the choice named "Python" (as an app showing option names would)."""
 
     def __init__(self) -> None:
-        self.updates: list[Any] = []
+        super().__init__()
         self.permission_requests: list[Any] = []
 
     async def request_permission(
@@ -39,22 +41,7 @@ class RecordingClient:
             return acp_schema.RequestPermissionResponse(
                 outcome=acp_schema.AllowedOutcome(outcome="selected", option_id=picked.option_id)
             )
-        allow = next(option for option in options if option.kind == "allow_once")
-        return acp_schema.RequestPermissionResponse(
-            outcome=acp_schema.AllowedOutcome(outcome="selected", option_id=allow.option_id)
-        )
-
-    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
-        self.updates.append(update)
-
-    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        return {}
-
-    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
-        return None
-
-    def on_connect(self, conn: Any) -> None:
-        return None
+        return allow_once(options)
 
 
 async def drive(config_dir: Path, workspace: Path) -> tuple[RecordingClient, Any, Any]:

@@ -127,7 +127,7 @@ async def test_wrong_pairing_code_exits_3_with_advice(tmp_path: Path) -> None:
     assert not (config_dir / "acp-bridge-token").exists()
 
 
-async def test_no_token_available_prints_the_reference_message(tmp_path: Path) -> None:
+async def test_no_token_available_prints_zeroclaw_message(tmp_path: Path) -> None:
     gateway = FakeGateway(token="x", pairing_code="123456", show_pairing_code=False)
     with trio.fail_after(TIMEOUT):
         async with running_gateway(gateway) as gw:
@@ -228,7 +228,7 @@ async def test_connection_refused_exits_1_naming_the_url(tmp_path: Path) -> None
     assert f"failed to connect to ws://127.0.0.1:{port}/acp" in stderr
 
 
-async def test_missing_config_exits_1_with_the_reference_message(tmp_path: Path) -> None:
+async def test_missing_config_exits_1_with_zeroclaw_message(tmp_path: Path) -> None:
     with trio.fail_after(TIMEOUT):
         code, _, stderr = await run_bridge(
             env=bridge_env(tmp_path, {"ZEROCLAW_CONFIG_DIR": str(tmp_path / "nowhere")})

@@ -93,7 +93,7 @@ async def test_full_session_pairing_permission_cancel_and_load_with_a_second_bri
                 loaded = await ide.call(
                     "session/load", {"sessionId": session_id, "cwd": str(workspace)}
                 )
-                assert loaded["result"].keys() == {"configOptions"}
+                assert loaded["result"].keys() == {"modes", "configOptions"}
                 replayed = ide.updates(session_id)
                 user_text = [
                     u["content"]["text"]

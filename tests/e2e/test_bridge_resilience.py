@@ -12,7 +12,7 @@ import trio
 
 from tests.e2e.gateway_harness import RunningGateway, run_gateway
 from tests.e2e.helpers import RpcPipeClient, open_session, spawn_zeroclaw, unused_port
-from tests.helpers import echo_config, poll_until, session_dir, write_config
+from tests.helpers import TIMING_SENSITIVE, echo_config, poll_until, session_dir, write_config
 
 pytestmark = pytest.mark.e2e
 
@@ -94,7 +94,7 @@ async def test_killed_and_restarted_gateway_under_a_live_bridge(tmp_path: Path) 
             async with _bridge(config_dir, port) as ide:
                 await ide.call("initialize", {"protocolVersion": 1})
                 loaded = await ide.call("session/load", {"sessionId": session_id})
-                assert loaded["result"].keys() == {"configOptions"}
+                assert loaded["result"].keys() == {"modes", "configOptions"}
                 # The turn the kill interrupted was never committed: nothing of it is stored.
                 assert _user_texts(ide.updates(session_id)) == ["alpha beta", "gamma"]
             nursery.cancel_scope.cancel()
@@ -171,6 +171,7 @@ def _chunks(notes: list[dict[str, Any]], session_id: str) -> list[tuple[str, str
     return found
 
 
+@TIMING_SENSITIVE
 async def test_a_prompt_sent_while_the_gateway_is_down_says_so_in_the_chat_then_goes_through(
     tmp_path: Path,
 ) -> None:

@@ -164,7 +164,7 @@ async def test_a_cost_cap_fails_the_turn_with_the_cap_and_zeroclaw_cost_shows_it
     assert "00:00 UTC" in error["message"]
     assert len(llm.requests) == 1  # the refused turn never reached the model
     output = shown.stdout.decode()
-    assert f"  {AGENT}  1      12     5       0.0300" in output
+    assert f"  {AGENT}  (operator)  1      12     5       0.0300" in output
     assert "of $0.02" in output
 
 

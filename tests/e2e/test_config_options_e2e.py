@@ -92,10 +92,15 @@ async def test_pickers_usage_and_a_restart_through_zeroclaw_acp(tmp_path: Path) 
                 "model": "echo.default",
                 "mode": "readonly",
             }
-            announced = client.updates(session_id)[-1]
+            announced, mode_announced = client.updates(session_id)[-2:]
             assert announced == {
                 "sessionUpdate": "config_option_update",
                 "configOptions": lowered["configOptions"],
+            }
+            # ACP's session modes show the same value.
+            assert mode_announced == {
+                "sessionUpdate": "current_mode_update",
+                "currentModeId": "readonly",
             }
             refused = await client.prompt(session_id, write_call("blocked.txt"))
             assert refused["result"]["stopReason"] == "end_turn"
@@ -223,7 +228,10 @@ async def test_list_delete_and_config_options_through_the_gateway_and_bridge(
                 chosen = await choose(ide, session_id, "model", SECOND)
                 assert current(chosen["configOptions"])["model"] == SECOND
                 lowered = await choose(ide, session_id, "mode", "readonly")
-                assert ide.updates(session_id)[-1]["sessionUpdate"] == "config_option_update"
+                assert [u["sessionUpdate"] for u in ide.updates(session_id)[-2:]] == [
+                    "config_option_update",
+                    "current_mode_update",
+                ]
                 reply = await ide.prompt(session_id, "name this session")
                 assert reply["result"]["usage"]["totalTokens"] == 6
                 assert usage_updates(ide, session_id)[-1]["size"] == WINDOW

@@ -167,7 +167,7 @@ async def test_title_is_announced_stored_listed_by_the_cli_and_replayed_by_load(
             replayed = again.titles(session_id)
             await prompt(again, session_id, "after the restart")
             after = again.titles(session_id)
-    assert loaded["result"].keys() == {"configOptions"}
+    assert loaded["result"].keys() == {"modes", "configOptions"}
     assert replayed == titles  # load sends the stored title
     assert after == titles  # a later prompt does not rename the session
 
@@ -195,7 +195,7 @@ async def test_a_store_written_before_titles_opens_and_names_its_session_on_the_
             before = await list_all(client)
             assert (await client.call("session/resume", {"sessionId": "old-one"}))[
                 "result"
-            ].keys() == {"configOptions"}
+            ].keys() == {"modes", "configOptions"}
             await prompt(client, "old-one", "Named at last")
             after = await list_all(client)
     assert before == [
@@ -257,7 +257,7 @@ async def test_resume_sends_no_session_update_before_answering(
             await again.call("initialize", {"protocolVersion": 1})
             resumed = await again.call("session/resume", {"sessionId": session_id})
             before_answer = again.updates(session_id) + again.titles(session_id)
-    assert resumed["result"].keys() == {"configOptions"}
+    assert resumed["result"].keys() == {"modes", "configOptions"}
     assert before_answer == []
 
 

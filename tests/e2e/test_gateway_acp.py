@@ -13,7 +13,7 @@ from acp_server.gateway.websocket import DEFAULT_MAX_MESSAGE_BYTES
 from acp_server.storage.sqlite import SessionStore
 from tests.e2e.gateway_harness import RawWsClient, RunningGateway, WsRpc, run_gateway, ws_connect
 from tests.e2e.helpers import spawn_acp
-from tests.helpers import echo_config, session_dir, write_config
+from tests.helpers import TIMING_SENSITIVE, echo_config, session_dir, write_config
 
 pytestmark = pytest.mark.e2e
 
@@ -57,7 +57,7 @@ async def _session_new(gateway: RunningGateway, query: str, **params: object) ->
         return await rpc.call("session/new", {"cwd": str(cwd), **params})
 
 
-async def test_agent_query_parameter_follows_the_seed_precedence(tmp_path: Path) -> None:
+async def test_agent_query_parameter_follows_the_documented_precedence(tmp_path: Path) -> None:
     config_dir = _agents_config(tmp_path)
     with trio.fail_after(60):
         async with run_gateway(config_dir) as gateway:
@@ -106,7 +106,7 @@ async def test_session_created_over_websocket_loads_over_websocket_and_stdio(
                 rpc = WsRpc(ws)
                 await rpc.call("initialize", {})
                 loaded = await rpc.call("session/load", {"sessionId": session_id})
-                assert loaded["result"].keys() == {"configOptions"}
+                assert loaded["result"].keys() == {"modes", "configOptions"}
                 kinds = [n["params"]["update"]["sessionUpdate"] for n in rpc.notifications]
                 assert kinds == ["user_message_chunk", "agent_message_chunk"]
 
@@ -114,7 +114,7 @@ async def test_session_created_over_websocket_loads_over_websocket_and_stdio(
             async with spawn_acp(config_dir) as client:
                 await client.call("initialize", {"protocolVersion": 1})
                 loaded = await client.call("session/load", {"sessionId": session_id})
-                assert loaded["result"].keys() == {"configOptions"}
+                assert loaded["result"].keys() == {"modes", "configOptions"}
                 replayed = client.updates(session_id)
                 assert replayed[-1]["content"]["text"] == "remember the tide"
                 assert "remember the tide" in replayed[0]["content"]["text"]
@@ -209,11 +209,12 @@ async def test_vanishing_clients_cancel_their_turns_and_others_keep_working(
                 assert reply["result"]["content"] == "still here"
                 # The cancelled turn was not persisted: its session replays nothing.
                 loaded = await rpc.call("session/load", {"sessionId": session_id})
-                assert loaded["result"].keys() == {"configOptions"}
+                assert loaded["result"].keys() == {"modes", "configOptions"}
                 assert not [n for n in rpc.notifications if n["params"]["sessionId"] == session_id]
             assert not (workspace / "marker.txt").exists()
 
 
+@TIMING_SENSITIVE
 async def test_keepalive_drops_a_silent_peer_and_keeps_a_live_one(tmp_path: Path) -> None:
     config_dir = _agents_config(tmp_path, websocket_ping_interval_secs=1)
     with trio.fail_after(30):

@@ -15,9 +15,9 @@ import trio
 from wsproto.events import Pong
 
 from tests.e2e.gateway_harness import RawWsClient, RunningGateway, WsRpc, run_gateway, ws_connect
-from tests.helpers import echo_config, write_config
+from tests.helpers import TIMING_SENSITIVE, echo_config, write_config
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, TIMING_SENSITIVE]
 
 MIB: Final = 1024 * 1024
 TINY_FRAGMENTS: Final = 300_000

@@ -224,7 +224,7 @@ async def test_kill_9_mid_turn_answers_once_and_the_bridge_resumes_on_the_other_
                 loaded = await rpc.call(
                     "session/load", {"sessionId": session_id, "cwd": str(d.workspace)}
                 )
-                assert loaded["result"].keys() == {"configOptions"}, loaded
+                assert loaded["result"].keys() == {"modes", "configOptions"}, loaded
                 replay = [n["params"]["update"] for n in rpc.notifications]
                 user = [
                     u["content"]["text"]

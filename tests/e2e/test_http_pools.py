@@ -36,8 +36,8 @@ from tests.e2e.fake_llm import (
     openai_text_reply,
     serve_fake_llm,
 )
-from tests.e2e.test_provider_contract import PROVIDERS, HttpProvider
 from tests.helpers import poll_until
+from tests.server.agent.test_provider_contract import PROVIDERS, HttpProvider
 from tests.server.tool_context import make_context
 
 pytestmark = pytest.mark.e2e  # binds 127.0.0.1

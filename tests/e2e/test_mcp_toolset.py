@@ -20,10 +20,9 @@ from acp_server.agent.tools.mcp import (
     McpToolset,
     mcp_tool_name,
     open_mcp_tools,
-    select_mcp_servers,
-    skipped_mcp_servers,
     start_mcp_tools,
 )
+from acp_server.agent.tools.mcp_servers import select_mcp_servers
 from acp_server.config import AgentConfig, McpServerConfig, RiskProfileConfig
 from acp_server.model import PlanStep
 from acp_server.security import Approval, SecurityPolicy
@@ -86,6 +85,8 @@ async def test_remote_tools_are_prefixed_approved_like_builtins_and_callable(
                 "mcp__fixture__pid",
                 "mcp__fixture__environment",
                 "mcp__fixture__getenv",
+                "mcp__fixture__header",
+                "mcp__fixture__wait_for_cancel",
             }
             echo = toolset.tools["mcp__fixture__echo"]
             assert echo.description == "[MCP server fixture] Repeat the text back."
@@ -254,18 +255,6 @@ def test_mcp_is_off_unless_the_agent_enables_it() -> None:
         configured,
         McpServerConfig(name="client", command="client-mcp", args=("--stdio",), env={}),
     )
-
-
-def test_http_mcp_servers_are_skipped_and_named() -> None:
-    enabled = AgentConfig(alias="a", acp_enable_mcp=True)
-    remote = schema.McpServerHttp(type="http", name="remote", url="http://127.0.0.1:9/mcp")
-    local = schema.McpServerStdio(name="local", command="local-mcp")
-    assert select_mcp_servers(enabled, [remote, local]) == (
-        McpServerConfig(name="local", command="local-mcp", args=(), env={}),
-    )
-    assert skipped_mcp_servers(enabled, [remote, local]) == ["remote"]
-    assert skipped_mcp_servers(enabled, [local]) is None
-    assert skipped_mcp_servers(AgentConfig(alias="b"), [remote]) is None
 
 
 def test_connection_closed_code_matches_the_sdk() -> None:

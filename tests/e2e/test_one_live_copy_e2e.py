@@ -15,7 +15,7 @@ import trio
 
 from tests.e2e.gateway_harness import WsRpc, run_gateway, ws_connect
 from tests.e2e.helpers import child_env, console_script, open_session, spawn_acp
-from tests.helpers import echo_config, write_config
+from tests.helpers import TIMING_SENSITIVE, echo_config, write_config
 from tests.jsonrpc_peer import JsonDict, JsonRpcPeer
 
 pytestmark = pytest.mark.e2e
@@ -90,7 +90,7 @@ async def test_two_connections_to_one_gateway_never_hold_one_session_twice(
             assert (await first.prompt(session_id, "one"))["result"]["stopReason"] == "end_turn"
             await second.call("initialize", {"protocolVersion": 1})
             loaded = await second.call("session/load", {"sessionId": session_id})
-            assert loaded["result"].keys() == {"configOptions"}, loaded
+            assert loaded["result"].keys() == {"modes", "configOptions"}, loaded
             assert _replayed(second, session_id) == ["one"]
             _assert_taken_over(await first.prompt(session_id, "refused"))
             assert (await second.prompt(session_id, "two"))["result"]["stopReason"] == "end_turn"
@@ -100,7 +100,7 @@ async def test_two_connections_to_one_gateway_never_hold_one_session_twice(
             running = await second.prompt_request(session_id, SLOW_PROMPT)
             await _until_first_chunk(second)
             resumed = await first.call("session/resume", {"sessionId": session_id})
-            assert resumed["result"].keys() == {"configOptions"}, resumed
+            assert resumed["result"].keys() == {"modes", "configOptions"}, resumed
             cancelled = await second.wait_response(running)
             assert cancelled["result"]["stopReason"] == "cancelled", cancelled
             _assert_taken_over(await second.call("session/close", {"sessionId": session_id}))
@@ -121,7 +121,7 @@ async def test_two_acp_processes_on_one_store_hand_a_session_back_and_forth(
             await second.call("initialize", {"protocolVersion": 1})
             assert (await second.call("session/load", {"sessionId": session_id}))[
                 "result"
-            ].keys() == {"configOptions"}
+            ].keys() == {"modes", "configOptions"}
             assert _replayed(second, session_id) == ["one"]
 
             # The first process learns it at its next prompt, before any model call.
@@ -133,7 +133,7 @@ async def test_two_acp_processes_on_one_store_hand_a_session_back_and_forth(
             first.notifications.clear()
             assert (await first.call("session/load", {"sessionId": session_id}))[
                 "result"
-            ].keys() == {"configOptions"}
+            ].keys() == {"modes", "configOptions"}
             assert _replayed(first, session_id) == ["one", "two"]
             _assert_taken_over(await second.prompt(session_id, "refused too"))
             assert (await first.prompt(session_id, "three"))["result"]["stopReason"] == "end_turn"
@@ -157,7 +157,7 @@ async def test_a_turn_fenced_off_by_another_process_says_it_was_not_saved(
             await second.call("initialize", {"protocolVersion": 1})
             assert (await second.call("session/load", {"sessionId": session_id}))[
                 "result"
-            ].keys() == {"configOptions"}
+            ].keys() == {"modes", "configOptions"}
             answer = await first.wait_response(running)
             assert answer["error"]["code"] == SESSION_NOT_FOUND, answer
             assert "The turn was not saved" in answer["error"]["message"], answer
@@ -187,16 +187,18 @@ async def _kill_holder_then_load(tmp_path: Path, *, mid_turn: bool) -> None:
             started = time.monotonic()
             loaded = await taker.call("session/load", {"sessionId": session_id})
             took = time.monotonic() - started
-            assert loaded["result"].keys() == {"configOptions"}, loaded
+            assert loaded["result"].keys() == {"modes", "configOptions"}, loaded
             assert took < 2.0, f"the load waited {took:.2f}s for a dead holder"
             assert _replayed(taker, session_id) == ["kept"]
             assert (await taker.prompt(session_id, "after"))["result"]["stopReason"] == "end_turn"
     assert await _stored_users(config_dir, session_id) == ["kept", "after"]
 
 
+@TIMING_SENSITIVE
 async def test_a_process_killed_while_idle_with_a_session_leaves_it_free(tmp_path: Path) -> None:
     await _kill_holder_then_load(tmp_path, mid_turn=False)
 
 
+@TIMING_SENSITIVE
 async def test_a_process_killed_mid_turn_leaves_the_session_free(tmp_path: Path) -> None:
     await _kill_holder_then_load(tmp_path, mid_turn=True)

@@ -16,6 +16,9 @@ test see what a replica holds in the database.
   is gone (its database connections closed, the session's fencing epoch moved on and the new
   holder commits).
 * A SIGTERM drain (runtime API first) moves a bridge mid-turn with no error.
+* A token created on one replica (``zeroclaw gateway token create --name``) works on all,
+  and its principal's session is, on every replica and through HAProxy, invisible to another
+  principal: not listed, and its ``session/load`` answered as for a missing session.
 * ``session/load`` from a fresh client shows every answered turn and no partial one.
 """
 
@@ -175,6 +178,24 @@ async def start_long_turn(ide: RpcPipeClient, session_id: str) -> Any:
     return prompt_id
 
 
+async def new_session_over(rpc: WsRpc, workspace: Path) -> str:
+    assert "result" in await rpc.call("initialize", {"protocolVersion": 1})
+    new = await rpc.call("session/new", {"cwd": str(workspace), "mcpServers": []})
+    session_id: str = new["result"]["sessionId"]
+    return session_id
+
+
+async def listed_over(rpc: WsRpc) -> set[str]:
+    """initialize, then session/list: the ids listed."""
+    assert "result" in await rpc.call("initialize", {"protocolVersion": 1})
+    reply = await rpc.call("session/list", {})
+    return {session["sessionId"] for session in reply["result"]["sessions"]}
+
+
+def load_params(session_id: str, workspace: Path) -> dict[str, Any]:
+    return {"sessionId": session_id, "cwd": str(workspace), "mcpServers": []}
+
+
 async def holder(
     replicas: dict[str, RunningGateway], among: Callable[[str], bool], previous: set[str]
 ) -> str:
@@ -242,6 +263,28 @@ async def test_three_replicas_on_postgres_behind_haproxy(
                     assert await closed_with(ws, REVOCATION_DEADLINE_SECS) == 1008
             for url in [haproxy.ws_url] * len(REPLICAS) + urls:
                 assert await refused_status(url, doomed) == 401, url
+
+            # --- Principals: a token created on one replica works on all, and its session
+            # is invisible to another principal on every replica, as a missing one is.
+            created = await gateway_cli(replicas["c"], "token", "create", "--name", "carol")
+            assert created.returncode == 0, created.stderr
+            carol = created.stdout.strip()
+            async with ws_connect(replicas["a"].ws_url(), token=carol) as ws:
+                carol_session = await new_session_over(WsRpc(ws), workspace)
+            missing = "00000000-0000-4000-8000-000000000000"
+            for url in [gateway.ws_url() for gateway in replicas.values()] + [haproxy.ws_url]:
+                async with ws_connect(url, token=carol) as ws:
+                    assert carol_session in await listed_over(WsRpc(ws)), url
+                async with ws_connect(url, token=token) as ws:
+                    other = WsRpc(ws)
+                    assert carol_session not in await listed_over(other), url
+                    foreign = await other.call(
+                        "session/load", load_params(carol_session, workspace)
+                    )
+                    absent = await other.call("session/load", load_params(missing, workspace))
+                    assert json.dumps(foreign["error"]).replace(carol_session, "<id>") == (
+                        json.dumps(absent["error"]).replace(missing, "<id>")
+                    ), url
 
             async def all_idle() -> bool:
                 return sum([await connections(g) for g in replicas.values()]) == 0
@@ -311,7 +354,7 @@ async def test_three_replicas_on_postgres_behind_haproxy(
                 loaded = await rpc.call(
                     "session/load", {"sessionId": session_id, "cwd": str(workspace)}
                 )
-                assert loaded["result"].keys() == {"configOptions"}, loaded
+                assert loaded["result"].keys() == {"modes", "configOptions"}, loaded
                 replay = [n["params"]["update"] for n in rpc.notifications]
             said = [u["content"]["text"] for u in replay if u["sessionUpdate"] == "user_message_chunk"]  # fmt: skip
             assert said == ["turn 0", "turn 1", "turn 2", "turn 3"]

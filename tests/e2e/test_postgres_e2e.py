@@ -40,7 +40,7 @@ async def test_turns_survive_a_restart_on_postgres(tmp_path: Path, postgres_url:
         async with spawn_acp(config_dir) as second:
             await second.call("initialize", {"protocolVersion": 1})
             loaded = await second.call("session/load", {"sessionId": session_id})
-            assert loaded["result"].keys() == {"configOptions"}
+            assert loaded["result"].keys() == {"modes", "configOptions"}
             assert second.updates(session_id) == expected
             await prompt_turn(second, session_id, "one more after the restart")
             listed = await second.call("session/list", {})
@@ -63,7 +63,7 @@ async def test_the_environment_variable_selects_the_same_store(
         async with spawn_acp(plain_dir, env=env) as reader:
             await reader.call("initialize", {"protocolVersion": 1})
             loaded = await reader.call("session/load", {"sessionId": session_id})
-            assert loaded["result"].keys() == {"configOptions"}
+            assert loaded["result"].keys() == {"modes", "configOptions"}
             texts = [
                 update["content"]["text"]
                 for update in reader.updates(session_id)

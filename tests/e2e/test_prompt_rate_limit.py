@@ -1,5 +1,5 @@
 """The runtime profile's ``max_actions_per_hour`` is stated in the system prompt, under
-``### Active Security Policy`` as the reference words it, seen through the real
+``### Active Security Policy`` as ZeroClaw's implementation words it, seen through the real
 ``zeroclaw prompt --show-system-prompt``."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def policy_lines(prompt: str) -> list[str]:
 async def test_the_action_budget_is_stated_in_the_security_policy(tmp_path: Path) -> None:
     lines = policy_lines(await shown_prompt(tmp_path, {"max_actions_per_hour": 7}))
     assert RATE_LIMIT_LINE.format(n=7) in lines
-    # Where the reference puts it: after the command rules, before the sandbox line.
+    # Where ZeroClaw's implementation puts it: after the command rules, before the sandbox line.
     assert lines.index(RATE_LIMIT_LINE.format(n=7)) == len(lines) - 2
     assert lines[-1].startswith("- **OS sandbox**")
 

@@ -1,5 +1,5 @@
-"""``rawOutput`` keeps the ZeroClaw spec's shape: the call's result text, a string (the
-seed's ``session/prompt`` example shows ``"rawOutput": "..."``; ``deliver_file``'s is a
+"""``rawOutput`` keeps the ZeroClaw ACP documentation's shape: the call's result text, a string (the
+documentation's ``session/prompt`` example shows ``"rawOutput": "..."``; ``deliver_file``'s is a
 short human summary), the same text as ``body``, for every tool, completed or failed
 (the editors page under docs/ says what that means in Toad, which wants an object)."""
 

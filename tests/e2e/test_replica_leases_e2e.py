@@ -72,7 +72,7 @@ async def test_a_load_in_another_process_cancels_the_holders_turn_at_once(
 
             await second.call("initialize", {"protocolVersion": 1})
             loaded = await second.call("session/load", {"sessionId": session_id})
-            assert loaded["result"].keys() == {"configOptions"}, loaded
+            assert loaded["result"].keys() == {"modes", "configOptions"}, loaded
             started = time.monotonic()
             answer = await first.wait_response(running)
             assert time.monotonic() - started < DETACHED_WITHIN_SECS
@@ -109,7 +109,7 @@ async def test_a_holder_killed_mid_turn_leaves_the_session_free_at_once(
             started = time.monotonic()
             loaded = await taker.call("session/load", {"sessionId": session_id})
             took = time.monotonic() - started
-            assert loaded["result"].keys() == {"configOptions"}, loaded
+            assert loaded["result"].keys() == {"modes", "configOptions"}, loaded
             assert took < 2.0, f"the load waited {took:.2f}s for a dead holder"
             assert _user_texts(taker, session_id) == ["kept"]
             await _one_lock_other_than(postgres_url, dead_lock)

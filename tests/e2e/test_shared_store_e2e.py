@@ -90,11 +90,11 @@ async def test_gateway_and_stdio_write_one_store_at_once_and_sessions_cli_reads_
                 # While both still hold the store open, each loads the other's session.
                 rpc.notifications.clear()
                 loaded = await rpc.call("session/load", {"sessionId": stdio_session})
-                assert loaded["result"].keys() == {"configOptions"}, loaded
+                assert loaded["result"].keys() == {"modes", "configOptions"}, loaded
                 replay = [n["params"]["update"] for n in rpc.notifications]
                 assert _user_texts(replay) == expected_stdio
                 loaded = await stdio.call("session/load", {"sessionId": ws_session})
-                assert loaded["result"].keys() == {"configOptions"}, loaded
+                assert loaded["result"].keys() == {"modes", "configOptions"}, loaded
                 assert _user_texts(stdio.updates(ws_session)) == expected_ws
 
             # The administrator's view, from a third process, with both servers running.
@@ -131,7 +131,7 @@ async def test_gateway_and_stdio_write_one_store_at_once_and_sessions_cli_reads_
                 gone = await rpc.call("session/load", {"sessionId": stdio_session})
                 assert gone["error"]["code"] == SESSION_NOT_FOUND, gone
                 resumed = await rpc.call("session/resume", {"sessionId": ws_session})
-                assert resumed["result"].keys() == {"configOptions"}, resumed
+                assert resumed["result"].keys() == {"modes", "configOptions"}, resumed
 
     code, out, _ = await _sessions_cli(config_dir, "list")
     assert code == 0

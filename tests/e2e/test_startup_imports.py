@@ -49,6 +49,8 @@ HEAVY_BEFORE_THE_FIRST_PROMPT: Final = (
     "acp_server.gateway",
     "websockets",
     "trio_websocket",
+    # the click group: a plain `zeroclaw acp` is read without it (acp_server/cli/launch.py)
+    "click",
 )
 """Loaded on first use only (the agent's first model call, tool call, or another command)."""
 

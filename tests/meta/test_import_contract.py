@@ -117,6 +117,18 @@ PLANTS = {
         SERVER_LAYERS,
         "acp_server.config._planted -> acp_server.model",
     ),
+    "the protocol imports the test kit": Plant(
+        "acp_server/protocol/_planted.py",
+        "from acp_server.testing import StubTool\n",
+        SERVER_LAYERS,
+        "acp_server.protocol._planted -> acp_server.testing",
+    ),
+    "the CLI imports the test kit beside it": Plant(
+        "acp_server/cli/_planted.py",
+        "from acp_server import testing\n",
+        SERVER_LAYERS,
+        "acp_server.cli._planted -> acp_server.testing",
+    ),
     "a top-level module in no layer": Plant(
         "acp_server/_planted.py",
         "",

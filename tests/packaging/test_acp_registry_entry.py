@@ -9,12 +9,21 @@ uvx package is pinned to exactly that version (never "latest"), and the icon is 
 
 from __future__ import annotations
 
+import json
 import re
 from importlib.metadata import version
+from typing import Any
 
 from jsonschema import Draft7Validator
 
-from tests.acp_registry import ENTRY_DIR, ICON, manifest, registry_schema, server_project
+from tests.acp_registry import (
+    ENTRY_DIR,
+    ICON,
+    auth_check_failure,
+    manifest,
+    registry_schema,
+    server_project,
+)
 
 SEMVER = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
 ALLOWED_PAINTS = {"currentcolor", "none", "inherit"}
@@ -71,3 +80,19 @@ def test_the_icon_is_a_16px_square_drawn_in_current_color() -> None:
     assert paints
     assert {paint.strip().lower() for paint in paints} <= ALLOWED_PAINTS
     assert "currentColor" in svg
+
+
+def test_the_agent_offers_an_auth_method_the_registry_check_accepts() -> None:
+    """The registry lists only agents whose ``initialize`` offers an ``agent`` or
+    ``terminal`` auth method to its check (which enables terminal auth); ours is the
+    terminal setup, whose args name a command the entry's executable has."""
+    from acp_server.cli.main import cli
+    from acp_server.protocol.auth_methods import auth_methods
+
+    offered: list[dict[str, Any]] = json.loads(json.dumps(auth_methods(terminal_auth=True)))
+    assert auth_check_failure({"authMethods": offered}) is None
+    [method] = offered
+    assert method["type"] == "terminal"
+    assert method["args"][0] in cli.commands
+    # ACP: a terminal method only for a client that can run one; the check alone fails then.
+    assert auth_check_failure({"authMethods": auth_methods(terminal_auth=False)}) is not None

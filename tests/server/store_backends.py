@@ -102,3 +102,13 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
         yield sqlite_backend(tmp_path / "data" / "sessions" / "acp-sessions.db")
     else:
         yield postgres_backend(request.getfixturevalue("postgres_url"))
+
+
+@pytest.fixture
+def store(backend: Backend) -> Iterator[SessionBackend]:
+    """A store on ``backend``'s database, closed after the test."""
+    opened = backend.open()
+    try:
+        yield opened
+    finally:
+        opened.close()

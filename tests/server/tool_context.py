@@ -1,59 +1,17 @@
-"""A ToolContext for tool tests, recording what tools send back to the client, and
-probes for processes a tool started (shared with tests/e2e/test_tools_e2e.py)."""
+"""A ToolContext for tool tests (``acp_server.testing.tool_context``), recording what tools
+send back to the client, and probes for processes a tool started (shared with
+tests/e2e/test_tools_e2e.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 
-from acp_server.agent.tools.base import ToolContext
-from acp_server.config import RiskProfileConfig
-from acp_server.model import PlanStep
-from acp_server.security import SecurityPolicy
+from acp_server.testing import Recorder
+from acp_server.testing import tool_context as make_context
 
-
-@dataclass
-class Recorder:
-    """What a tool asked of the client: questions, streamed text, plans."""
-
-    answer: int | None = 0
-    questions: list[tuple[str, list[str]]] = field(default_factory=list)
-    texts: list[str] = field(default_factory=list)
-    plans: list[list[PlanStep]] = field(default_factory=list)
-
-    async def ask_choice(self, question: str, choices: Sequence[str]) -> int | None:
-        self.questions.append((question, list(choices)))
-        return self.answer
-
-    async def send_text(self, text: str) -> None:
-        self.texts.append(text)
-
-    async def set_plan(self, entries: Sequence[PlanStep]) -> None:
-        self.plans.append(list(entries))
-
-
-def make_context(
-    workspace: Path,
-    profile: RiskProfileConfig | None = None,
-    *,
-    shell_timeout_secs: float = 30.0,
-    recorder: Recorder | None = None,
-) -> tuple[ToolContext, Recorder]:
-    recorder = recorder or Recorder()
-    policy = SecurityPolicy(profile or RiskProfileConfig(), workspace)
-    ctx = ToolContext(
-        session_id="s-test",
-        workspace=policy.workspace,
-        policy=policy,
-        shell_timeout_secs=shell_timeout_secs,
-        ask_choice=recorder.ask_choice,
-        send_text=recorder.send_text,
-        set_plan=recorder.set_plan,
-    )
-    return ctx, recorder
+__all__ = ["Recorder", "make_context", "pids_in", "process_gone"]
 
 
 def process_gone(pid: int) -> bool:

@@ -1,4 +1,4 @@
-"""AIEOS identity documents: both shapes the reference accepts, and broken ones."""
+"""AIEOS identity documents: both shapes ZeroClaw's implementation accepts, and broken ones."""
 
 from __future__ import annotations
 

@@ -116,6 +116,41 @@ async def test_monthly_cap_and_the_agents_own_cap() -> None:
     await other_agent.check()
 
 
+async def test_a_principals_cap_holds_that_principal_only() -> None:
+    ledger = MemoryLedger()
+    clock = Clock(datetime(2026, 3, 1, tzinfo=UTC))
+    capped = CostConfig(
+        enabled=False,
+        rates=PRICED.rates,
+        per_principal_daily_cents=50,
+        principal_daily_cents={"ci-runner": 200},
+    )
+    alice = meter(ledger, clock, cost=capped, principal="alice")
+    await alice.record(Usage(input_tokens=250_000), None)  # $0.50
+    with pytest.raises(BudgetExceeded) as caught:
+        await alice.check()
+    assert "daily limit of principal `alice`" in str(caught.value)
+    assert [entry.principal for entry in ledger.entries] == ["alice"]
+    await meter(ledger, clock, cost=capped, principal="bob").check()
+    runner = meter(ledger, clock, cost=capped, principal="ci-runner")
+    await runner.record(Usage(input_tokens=500_000), None)  # $1.00 of its own $2.00
+    await runner.check()
+    await meter(ledger, clock, cost=capped).check()  # the local operator has no such cap
+
+
+def test_principal_caps_are_read_from_the_cost_table(tmp_path: Path) -> None:
+    document = echo_config()
+    document["cost"] = {
+        "per_principal_daily_cents": 300,
+        "principals": {"ci-runner": {"max_cost_per_day_cents": 1000}},
+    }
+    config = load_config(write_config(tmp_path / "cfg", document))
+    assert config.cost.principal_cap_cents("alice") == 300
+    assert config.cost.principal_cap_cents("ci-runner") == 1000
+    assert config.cost.principal_cap_cents(None) is None
+    assert CostConfig().principal_cap_cents("alice") is None
+
+
 async def test_nothing_is_checked_or_recorded_when_tracking_is_off() -> None:
     ledger = MemoryLedger()
     off = meter(ledger, Clock(datetime(2026, 1, 1, tzinfo=UTC)), cost=CostConfig(enabled=False))
@@ -193,7 +228,7 @@ def test_cost_command_shows_spend_per_day_and_agent(tmp_path: Path) -> None:
     runner = CliRunner()
     shown = runner.invoke(cli, ["--config-dir", str(config_dir), "cost"])
     assert shown.exit_code == 0, shown.output
-    assert f"{today}  coder  1      100    10      0.1250" in shown.output
+    assert f"{today}  coder  (operator)  1      100    10      0.1250" in shown.output
     assert f"Today ({today} UTC): $0.1250 of $10.00; this month: $0.1250 of $100.00" in (
         shown.output
     )
@@ -213,9 +248,9 @@ class CountingLedger(MemoryLedger):
         super().__init__()
         self.reads = 0
 
-    async def spend_totals(self, day: str, agent_alias: str) -> Any:
+    async def spend_totals(self, day: str, agent_alias: str, principal: str | None = None) -> Any:
         self.reads += 1
-        return await super().spend_totals(day, agent_alias)
+        return await super().spend_totals(day, agent_alias, principal)
 
 
 def spend(day: str, agent: str, usd: float) -> SpendEntry:
@@ -246,8 +281,10 @@ async def test_cached_totals_follow_own_spends_and_see_other_processes_after_the
 
 async def test_a_read_that_overlaps_a_spend_is_not_kept() -> None:
     class SlowLedger(CountingLedger):
-        async def spend_totals(self, day: str, agent_alias: str) -> Any:
-            totals = await super().spend_totals(day, agent_alias)
+        async def spend_totals(
+            self, day: str, agent_alias: str, principal: str | None = None
+        ) -> Any:
+            totals = await super().spend_totals(day, agent_alias, principal)
             await cached.record_spend(spend(day, agent_alias, 1.0))  # lands mid-read
             return totals
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
+from msgspec.structs import replace
 from trio.testing import MockClock
 
 from acp_server.agent.tools.base import DeliveredFile, ToolContext, ToolOutput

@@ -23,12 +23,12 @@ def test_each_builtin_tool_carries_its_own_definition(name: str) -> None:
     assert definition.name == name
     [tool_class] = [cls for cls in BUILTIN_TOOL_CLASSES if cls.name == name]
     assert tool_class.definition is definition
-    # The reference's name tables agree with what the tools declare.
+    # ZeroClaw's name tables agree with what the tools declare.
     assert definition.kind == tool_kind(name)
     assert definition.presentation.approval_kind == approval_kind(name)
 
 
-def test_tools_without_a_definition_get_the_reference_kind() -> None:
+def test_tools_without_a_definition_get_zeroclaw_kind() -> None:
     assert definition_for("mcp__weather__get") == ToolDefinition("mcp__weather__get", "other")
     assert definition_for("cron_remove").kind == "delete"
 

@@ -133,10 +133,10 @@ async def test_content_search_skips_forbidden_directories_inside_workspace(
 async def test_a_catastrophic_regex_costs_one_pass_over_each_line(workspace: Path) -> None:
     (workspace / "long.txt").write_text(("a" * 4000 + "\n") * 50)
     ctx, _ = make_context(workspace)
-    started = time.monotonic()
-    result = await ContentSearchTool().run({"pattern": "(.*.*)*ZZZ"}, ctx)
+    # A backtracking engine would not finish this search in any useful time; RE2 is linear.
+    with trio.fail_after(60):
+        result = await ContentSearchTool().run({"pattern": "(.*.*)*ZZZ"}, ctx)
     assert result.text == "No matches for '(.*.*)*ZZZ'"
-    assert time.monotonic() - started < 5.0
 
 
 async def test_patterns_needing_backtracking_are_refused_with_the_reason(workspace: Path) -> None:
@@ -150,14 +150,13 @@ async def test_repeated_recursive_globs_stay_bounded(tmp_path: Path) -> None:
     deep = tmp_path / "deep"
     (deep / "/".join(["d"] * 30)).mkdir(parents=True)
     ctx, _ = make_context(deep)
-    started = time.monotonic()
-    with trio.fail_after(30):
+    # Without the walk's bound these patterns would expand exponentially and not finish.
+    with trio.fail_after(60):
         result = await GlobSearchTool().run({"pattern": "/".join(["**"] * 8) + "/zz"}, ctx)
         spread = await GlobSearchTool().run({"pattern": "**/d/**/d/**/d/**/d/**/zz"}, ctx)
     assert result.text == "No files match " + "/".join(["**"] * 8) + "/zz"
     assert spread.text.startswith("No files match")
     assert "[search stopped after" in spread.text
-    assert time.monotonic() - started < 10.0
 
 
 async def test_non_utf8_file_names_are_shown_escaped(workspace: Path) -> None:

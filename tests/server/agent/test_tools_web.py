@@ -31,6 +31,7 @@ from acp_server.config import RiskProfileConfig
 from acp_server.config.values import WebConfig
 from acp_server.security import Approval, SecurityPolicy
 from tests.e2e.fake_llm import Reply, serve_fake_llm
+from tests.helpers import poll_until
 from tests.server.tool_context import make_context
 
 pytestmark = pytest.mark.e2e  # binds 127.0.0.1
@@ -162,6 +163,10 @@ def test_only_plain_http_urls_are_accepted(raw: str) -> None:
         parse_web_url(raw)
 
 
+SILENT_SERVER_DEADLINE_SECS = 20
+"""Ample for a request and its cancellation on a loaded machine; a hang fails here, fast."""
+
+
 async def fetch(url: str, web: WebConfig, tmp_path: Path) -> str:
     ctx, _ = make_context(tmp_path)
     return (await WebFetchTool(web).run({"url": url}, ctx)).text
@@ -245,10 +250,16 @@ async def test_http_request_sends_method_headers_and_body(tmp_path: Path) -> Non
 
 async def test_a_silent_server_is_given_up_on_with_the_turn(tmp_path: Path) -> None:
     async with serve_fake_llm(Reply(ending="silent")) as server:
-        with trio.move_on_after(0.5) as cancelled:
-            await fetch(server.base_url, OPEN, tmp_path)
-        assert cancelled.cancelled_caught
-        await server.wait_client_gone()
+        with trio.fail_after(SILENT_SERVER_DEADLINE_SECS):
+            with trio.CancelScope() as turn:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(fetch, server.base_url, OPEN, tmp_path)
+                    # The turn is cancelled once the request has reached the silent server
+                    # (not after a fixed delay, which a loaded machine may not have reached).
+                    await poll_until(lambda: bool(server.requests))
+                    turn.cancel()
+            assert turn.cancelled_caught  # the fetch neither ended nor failed on its own
+            await server.wait_client_gone()
 
 
 def test_approval_defaults_follow_the_reference(tmp_path: Path) -> None:

@@ -66,12 +66,13 @@ def test_list_table(populated: Path) -> None:
         "LAST",
         "ACTIVITY",
         "MESSAGES",
+        "OWNER",
         "TITLE",
     ]
     assert lines[1].split()[:3] == ["22222222-bbbb", "coder", "/proj/two"]
-    assert lines[1].split()[-1] == "4"
+    assert lines[1].split()[-2:] == ["4", "(operator)"]  # stored by the local operator
     assert lines[2].split()[:3] == ["11111111-aaaa", "default", "/proj/one"]
-    assert lines[2].split()[-1] == "0"
+    assert lines[2].split()[-2:] == ["0", "(operator)"]
 
 
 def test_list_json(populated: Path) -> None:

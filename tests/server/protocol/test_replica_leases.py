@@ -16,7 +16,7 @@ from acp_server.protocol.ownership import LiveSessions
 from acp_server.protocol.replica_leases import ReplicaLeases, open_replica_leases
 from acp_server.storage import AsyncSessionStore
 from acp_server.storage.postgres import PostgresSessionStore
-from tests.helpers import make_config, poll_until, session_dir
+from tests.helpers import TIMING_SENSITIVE, make_config, poll_until, session_dir
 from tests.server.protocol.test_session_takeover import user_texts
 from tests.server.server_harness import (
     ScriptedProvider,
@@ -90,7 +90,8 @@ async def test_a_load_on_another_replica_detaches_the_copy_at_once(
             assert (await a.client.prompt(session_id, "one"))["result"]["stopReason"] == "end_turn"
 
             assert (await b.client.result("session/load", {"sessionId": session_id})).keys() == {
-                "configOptions"
+                "modes",
+                "configOptions",
             }
             assert user_texts(b.client.updates(session_id)) == ["one"]
             # a hears of it from the database alone and lets its copy go.
@@ -111,7 +112,8 @@ async def test_a_load_on_another_replica_detaches_the_copy_at_once(
             assert reply["result"]["stopReason"] == "end_turn", reply
             # a takes it back the same way.
             assert (await a.client.result("session/resume", {"sessionId": session_id})).keys() == {
-                "configOptions"
+                "modes",
+                "configOptions",
             }
             await poll_until(lambda: b.live.holder(session_id) is None, within=DETACHED_WITHIN_SECS)
             await lock_held(a, session_id)
@@ -162,6 +164,7 @@ async def test_a_closed_session_frees_its_lock_and_the_next_load_tells_nobody(
             assert "taken over" not in error["message"], error
 
 
+@TIMING_SENSITIVE
 async def test_a_holder_whose_lock_connection_died_is_taken_over_at_once(
     tmp_path: Path, postgres_url: str
 ) -> None:

@@ -135,7 +135,7 @@ async def test_a_second_load_of_the_same_id_while_the_first_runs_is_refused(
             release.set()
             first = await client.wait_response(first_id)
     assert second == rpc_error(-32602, "Session already active: s-1. Call session/close first.")
-    assert first["result"].keys() == {"configOptions"}
+    assert first["result"].keys() == {"modes", "configOptions"}
     # The refused load replayed nothing: each stored message was sent once.
     assert len(client.updates("s-1")) == 4
 
@@ -162,7 +162,7 @@ async def test_a_load_that_fails_during_replay_leaves_no_active_session(
             retried = await client.call("session/load", {"sessionId": "s-1"})
     assert failed["code"] == -32603
     assert gone["code"] == -32000
-    assert retried["result"].keys() == {"configOptions"}
+    assert retried["result"].keys() == {"modes", "configOptions"}
 
 
 async def test_a_failed_store_insert_frees_its_session_slot(
@@ -172,7 +172,12 @@ async def test_a_failed_store_insert_frees_its_session_slot(
         fail_create = True
 
         async def create_session(
-            self, session_id: str, agent_alias: str, workspace_dir: str
+            self,
+            session_id: str,
+            agent_alias: str,
+            workspace_dir: str,
+            *,
+            principal: str | None = None,
         ) -> None:
             await trio.lowlevel.checkpoint()
             if self.fail_create:
@@ -186,7 +191,7 @@ async def test_a_failed_store_insert_frees_its_session_slot(
             store.fail_create = False
             session_id = await client.new_session(session_dir(tmp_path))
     assert failed["code"] == -32603
-    # The store's own words stay in the log, under the reference the client is given.
+    # The store's own words stay in the log, under the error reference the client is given.
     assert failed["message"].startswith("Failed to persist session: see the server log (ref ")
     assert "database is locked" not in failed["message"]
     ref = failed["message"].rsplit("(ref ", 1)[1].rstrip(")")
@@ -293,7 +298,7 @@ async def test_a_load_pipelined_behind_a_stop_sees_the_turn_the_stop_waited_for(
             prompt = await client.wait_response(prompt_id)
     assert prompt["result"]["stopReason"] == "end_turn"
     assert "error" not in stopped
-    assert loaded["result"].keys() == {"configOptions"}
+    assert loaded["result"].keys() == {"modes", "configOptions"}
     load_at = client.frames.index(loaded)
     replayed = [
         frame["params"]["update"]

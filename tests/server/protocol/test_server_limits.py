@@ -16,7 +16,7 @@ import trio.testing
 from acp_server.protocol.connection import AcpConnection
 from acp_server.protocol.limits import ByteBudget, shortened
 from acp_server.protocol.services.context import AcpApp
-from tests.helpers import make_config, session_dir
+from tests.helpers import TIMING_SENSITIVE, make_config, session_dir
 from tests.server.server_harness import MemoryTransport, open_server
 
 MIB = 1024 * 1024
@@ -108,6 +108,7 @@ async def test_a_client_that_never_reads_holds_bounded_memory_and_it_is_freed(
     assert end - start < 2 * MIB, f"{(end - start) / MIB:.1f} MiB left after the connection"
 
 
+@TIMING_SENSITIVE
 async def test_resident_memory_returns_near_its_start_after_such_a_connection(
     tmp_path: Path,
 ) -> None:

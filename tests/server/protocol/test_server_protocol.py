@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import trio
+from msgspec.structs import replace
 from trio.testing import MockClock
 
 from acp_server.agent.providers.base import ProviderError, StreamEnd, TextDelta, ThoughtDelta
@@ -136,7 +136,7 @@ async def test_prompt_streams_chunks_before_its_result(tmp_path: Path) -> None:
     assert provider.requests[0].messages[-1].content == "hi"
 
 
-async def test_prompt_error_codes_in_reference_order(tmp_path: Path) -> None:
+async def test_prompt_error_codes_in_zeroclaw_order(tmp_path: Path) -> None:
     with trio.fail_after(5):
         async with open_server(make_config(tmp_path)) as client:
             session_id = await client.new_session(session_dir(tmp_path))

@@ -51,7 +51,14 @@ class FakeStore(AsyncSessionStore):
         self.sessions[session_id] = StoredSession(info, tuple(messages), plan)
         self.epochs[session_id] = CREATOR_EPOCH
 
-    async def create_session(self, session_id: str, agent_alias: str, workspace_dir: str) -> None:
+    async def create_session(
+        self,
+        session_id: str,
+        agent_alias: str,
+        workspace_dir: str,
+        *,
+        principal: str | None = None,
+    ) -> None:
         self.add(session_id, Path(workspace_dir), [], agent=agent_alias)
         await trio.lowlevel.checkpoint()
 
@@ -91,8 +98,10 @@ class FakeStore(AsyncSessionStore):
     async def record_spend(self, entry: SpendEntry) -> None:
         await self.spend.record_spend(entry)
 
-    async def spend_totals(self, day: str, agent_alias: str) -> SpendTotals:
-        return await self.spend.spend_totals(day, agent_alias)
+    async def spend_totals(
+        self, day: str, agent_alias: str, principal: str | None = None
+    ) -> SpendTotals:
+        return await self.spend.spend_totals(day, agent_alias, principal)
 
     async def set_additional_dirs(self, session_id: str, directories: Sequence[str]) -> bool:
         await trio.lowlevel.checkpoint()
@@ -126,6 +135,7 @@ async def test_initialize_with_a_store_advertises_persistence(tmp_path: Path) ->
         "list": {},
         "delete": {},
         "additionalDirectories": {},
+        "fork": {},
     }
 
 
@@ -153,7 +163,7 @@ async def test_load_replays_history_then_answers(tmp_path: Path) -> None:
             request_id = await client.request("session/load", {"session_id": "s-1"})
             response = await client.wait_response(request_id)
             await client.result("session/prompt", {"sessionId": "s-1", "prompt": "more"})
-    assert response["result"].keys() == {"configOptions"}
+    assert response["result"].keys() == {"modes", "configOptions"}
     updates = client.updates("s-1")[:5]
     assert [u["sessionUpdate"] for u in updates] == [
         "user_message_chunk",
@@ -176,15 +186,17 @@ async def test_resume_sends_no_update_before_answering(tmp_path: Path) -> None:
     with trio.fail_after(5):
         async with open_server(make_config(tmp_path), store=store) as client:
             assert (await client.result("session/resume", {"sessionId": "s-1"})).keys() == {
-                "configOptions"
+                "modes",
+                "configOptions",
             }
             assert (await client.result("session/resume", {"sessionId": "s-2"})).keys() == {
-                "configOptions"
+                "modes",
+                "configOptions",
             }
     assert client.updates() == []
 
 
-async def test_restore_errors_in_reference_order(tmp_path: Path) -> None:
+async def test_restore_errors_in_zeroclaw_order(tmp_path: Path) -> None:
     store = FakeStore()
     store.add("s-1", session_dir(tmp_path), HISTORY)
     store.add("s-2", session_dir(tmp_path), HISTORY)
@@ -216,7 +228,7 @@ async def test_restore_errors_in_reference_order(tmp_path: Path) -> None:
     assert broken["message"].startswith("Failed to load session")
     assert active == rpc_error(-32602, "Session already active: s-1. Call session/close first.")
     assert limit == rpc_error(-32001, "Maximum session limit reached (2)")
-    assert reloaded["result"].keys() == {"configOptions"}
+    assert reloaded["result"].keys() == {"modes", "configOptions"}
 
 
 async def test_restore_falls_back_when_the_owner_is_disabled(tmp_path: Path) -> None:
@@ -229,7 +241,8 @@ async def test_restore_falls_back_when_the_owner_is_disabled(tmp_path: Path) -> 
     with trio.fail_after(5):
         async with open_server(make_config(tmp_path, agents=agents), store=store) as client:
             assert (await client.result("session/resume", {"sessionId": "s-1"})).keys() == {
-                "configOptions"
+                "modes",
+                "configOptions",
             }
 
 
@@ -253,11 +266,11 @@ async def test_a_close_pipelined_behind_a_load_closes_the_loaded_session(tmp_pat
             stopped, reloaded = await pipelined(
                 client, ("session/stop", "s-1"), ("session/load", "s-1")
             )
-    assert loaded["result"].keys() == {"configOptions"}
+    assert loaded["result"].keys() == {"modes", "configOptions"}
     assert closed["result"] == {}
     assert prompt["code"] == -32000  # closed: no longer live
     assert stopped["error"]["code"] == -32000  # nothing to stop: the load came after it
-    assert reloaded["result"].keys() == {"configOptions"}  # the close freed the id
+    assert reloaded["result"].keys() == {"modes", "configOptions"}  # the close freed the id
 
 
 async def test_a_stop_behind_a_failing_load_is_not_found(tmp_path: Path) -> None:

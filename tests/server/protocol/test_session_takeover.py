@@ -93,7 +93,8 @@ async def test_a_load_on_another_connection_takes_the_session_over(
             session_id = await first.new_session(session_dir(tmp_path))
             assert (await first.prompt(session_id, "one"))["result"]["stopReason"] == "end_turn"
             assert (await second.result("session/load", {"sessionId": session_id})).keys() == {
-                "configOptions"
+                "modes",
+                "configOptions",
             }
             assert user_texts(second.updates(session_id)) == ["one"]
 
@@ -114,7 +115,8 @@ async def test_a_load_on_another_connection_takes_the_session_over(
 
             # The first connection can take it back with a load of its own.
             assert (await first.result("session/resume", {"sessionId": session_id})).keys() == {
-                "configOptions"
+                "modes",
+                "configOptions",
             }
             error = await second.error("session/prompt", {"sessionId": session_id, "prompt": "x"})
             assert "taken over" in error["message"]
@@ -138,7 +140,8 @@ async def test_a_takeover_mid_turn_cancels_that_turn_and_saves_nothing_of_it(
             chunk = await first.receive()
             assert chunk["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
             assert (await second.result("session/load", {"sessionId": session_id})).keys() == {
-                "configOptions"
+                "modes",
+                "configOptions",
             }
             answer = await first.wait_response(running)
             assert answer["result"]["stopReason"] == "cancelled", answer
@@ -180,7 +183,7 @@ async def test_a_takeover_waits_for_the_turn_being_committed_and_shows_it(
             answer = await first.wait_response(answered)
             assert answer["result"]["stopReason"] == "end_turn", answer
             loaded = await second.wait_response(loading)
-            assert loaded["result"].keys() == {"configOptions"}, loaded
+            assert loaded["result"].keys() == {"modes", "configOptions"}, loaded
             assert user_texts(second.updates(session_id)) == ["last words"]
     assert stored_users(db_path, session_id) == ["last words"]
 
@@ -204,7 +207,8 @@ async def test_a_claim_from_another_process_refuses_the_next_prompt_before_the_m
             assert first.updates(session_id)[-1]["sessionUpdate"] != "user_message_chunk"
             # Loading it again here takes it back.
             assert (await first.result("session/resume", {"sessionId": session_id})).keys() == {
-                "configOptions"
+                "modes",
+                "configOptions",
             }
             assert (await first.prompt(session_id, "two"))["result"]["stopReason"] == "end_turn"
     assert stored_users(db_path, session_id) == ["one", "two"]

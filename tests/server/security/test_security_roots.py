@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from msgspec.structs import replace
 
 from acp_server.config import RiskLevel, RiskProfileConfig
 from acp_server.security import CommandRisk, PolicyViolation, SecurityPolicy

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from msgspec.structs import replace
 
 from acp_server.config import RiskProfileConfig
 from acp_server.security import CommandRisk, SecurityPolicy, command_words

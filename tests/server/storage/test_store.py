@@ -31,6 +31,7 @@ from acp_server.storage.sqlite import (
     SCHEMA_VERSION,
     SessionStore,
 )
+from tests.helpers import TIMING_SENSITIVE
 from tests.server.store_backends import Backend, backend
 
 __all__ = ["backend"]  # the fixture, parametrized over both backends
@@ -110,8 +111,8 @@ def test_reopening_keeps_data_and_schema(backend: Backend) -> None:
     assert loaded.messages == tool_turn("t1").messages
 
 
-def _reference_database(path: Path) -> None:
-    """A database as an older reference build left it: user_version 0, no plan_json/killed_at,
+def _older_zeroclaw_database(path: Path) -> None:
+    """A database as an older ZeroClaw build left it: user_version 0, no plan_json/killed_at,
     tool results attached to the assistant message as 'out' rows."""
     path.parent.mkdir(parents=True)
     with sqlite3.connect(path) as conn:
@@ -143,8 +144,8 @@ def _reference_database(path: Path) -> None:
         )
 
 
-def test_reference_database_is_migrated_and_readable(db_path: Path) -> None:
-    _reference_database(db_path)
+def test_older_zeroclaw_database_is_migrated_and_readable(db_path: Path) -> None:
+    _older_zeroclaw_database(db_path)
     store = SessionStore.open(db_path)
     loaded = store.load_session("old")
     assert loaded is not None
@@ -170,7 +171,9 @@ def test_reference_database_is_migrated_and_readable(db_path: Path) -> None:
     assert reloaded.messages[-1] == user("more")
     assert bounded is not None
     assert bounded.messages == (user("more"),)
-    assert bounded.dropped_messages == 3  # stored rows: the reference kept results on its call row
+    assert (
+        bounded.dropped_messages == 3
+    )  # stored rows: ZeroClaw's implementation kept results on its call row
     with sqlite3.connect(db_path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
@@ -574,6 +577,7 @@ async def test_closing_the_async_store_ends_its_worker_thread(db_path: Path) -> 
     assert store._worker._thread is None
 
 
+@TIMING_SENSITIVE
 def test_open_gives_up_on_a_held_lock_within_its_deadline_and_names_the_holder(
     db_path: Path,
 ) -> None:
@@ -592,6 +596,7 @@ def test_open_gives_up_on_a_held_lock_within_its_deadline_and_names_the_holder(
     assert "open in" not in str(raised.value)
 
 
+@TIMING_SENSITIVE
 def test_creating_a_session_waits_a_couple_of_seconds_at_most(db_path: Path) -> None:
     store = SessionStore.open(db_path)  # default busy timeout (5 s) and turn deadline (30 s)
     blocker = sqlite3.connect(db_path, isolation_level=None)

@@ -21,6 +21,7 @@ from acp_server.storage import (
     UnknownSession,
 )
 from acp_server.storage.sqlite import SCHEMA_VERSION, SessionStore
+from tests.server.storage.test_store_principals import undo_principals_step
 
 
 @pytest.fixture
@@ -127,8 +128,9 @@ def test_a_store_from_before_epochs_starts_every_session_at_one(db_path: Path) -
     store.create_session("old", "default", "/w")
     store.close()
     conn = sqlite3.connect(db_path, isolation_level=None)
+    undo_principals_step(conn)
     conn.execute("ALTER TABLE acp_sessions DROP COLUMN owner_epoch")
-    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION - 1}")  # the step before epochs
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION - 2}")  # the step before epochs
     conn.close()
     reopened = SessionStore.open(db_path)
     try:

@@ -3,23 +3,10 @@ option choices and the shared spending ledger (storage/contract.py), read back t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
 from acp_server.storage import SessionBackend, SpendEntry
-from tests.server.store_backends import Backend, backend
+from tests.server.store_backends import Backend, backend, store
 
-__all__ = ["backend"]  # the fixture, parametrized over both backends
-
-
-@pytest.fixture
-def store(backend: Backend) -> Iterator[SessionBackend]:
-    opened = backend.open()
-    try:
-        yield opened
-    finally:
-        opened.close()
+__all__ = ["backend", "store"]  # the fixtures, parametrized over both backends
 
 
 def _spend(day: str, agent: str, cost: float, session_id: str = "s-1") -> SpendEntry:

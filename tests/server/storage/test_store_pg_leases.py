@@ -13,6 +13,7 @@ from acp_server.model import ChatMessage, CompletedTurn
 from acp_server.storage import SessionFenced, StoreError, UnknownSession
 from acp_server.storage.postgres import PostgresSessionStore
 from acp_server.storage.postgres.leases import DEFAULT_TAKEOVER_WAIT_SECS, SessionLeases
+from tests.helpers import TIMING_SENSITIVE
 from tests.postgres_harness import advisory_lock_holders
 
 
@@ -48,6 +49,7 @@ def turn(text: str) -> CompletedTurn:
     return CompletedTurn(messages=(ChatMessage(role="user", content=text),))
 
 
+@TIMING_SENSITIVE
 def test_a_takeover_tells_the_old_holder_at_once_and_fences_its_commits(
     replicas: tuple[Replica, Replica], postgres_url: str
 ) -> None:
@@ -75,6 +77,7 @@ def test_a_takeover_tells_the_old_holder_at_once_and_fences_its_commits(
     assert [m.content for m in loaded.messages] == ["from a", "from b"]
 
 
+@TIMING_SENSITIVE
 def test_a_dead_holders_lock_is_free_at_once(
     replicas: tuple[Replica, Replica], postgres_url: str
 ) -> None:

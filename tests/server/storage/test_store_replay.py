@@ -94,7 +94,7 @@ async def test_plan_escalation_and_delivery_replay_from_the_store_as_seen_live(
             loaded = await second.result("session/load", {"sessionId": session_id})
             replayed = second.updates(session_id)
         await reopened.aclose()
-    assert loaded.keys() == {"configOptions"}
+    assert loaded.keys() == {"modes", "configOptions"}
     assert replayed == as_replayed(PROMPT, live) + titles_of(live)
 
     # Each result was stored with its structured record and outcome.

@@ -27,6 +27,7 @@ import fcntl
 import json
 import logging
 import os
+import socket
 import stat
 import urllib.parse
 from collections.abc import Mapping
@@ -45,7 +46,9 @@ from acp_core.gateway_contract import (
     PAIR_CODE_PATH,
     PAIR_PATH,
     PAIRING_CODE_HEADER,
+    PRINCIPAL_HEADER,
     bearer_value,
+    default_principal,
     is_loopback_host,
 )
 
@@ -207,8 +210,10 @@ async def resolve_credentials(
     http_base: str,
     pair_code: str | None,
     environ: Mapping[str, str],
+    principal: str | None = None,
 ) -> Credentials:
-    """Find the token to send (see the module docstring for the order).
+    """Find the token to send (see the module docstring for the order). A pairing asks for
+    a token of ``principal`` (default: this host's name).
 
     Raises:
         BridgeExit: no token can be had, the cached file is unsafe, or pairing failed.
@@ -237,7 +242,7 @@ async def resolve_credentials(
             logger.info("another bridge paired meanwhile; using the token it cached")
             _warn_unused_pair_code(pair_code, f"{path} (delete it to pair again)")
             return Credentials(TokenSource.FILE, token, token_file=path)
-        return await _pair_now(config_dir, http_base, pair_code, environ)
+        return await _pair_now(config_dir, http_base, pair_code, environ, principal)
     finally:
         if lock is not None:
             os.close(lock)  # releases the flock
@@ -267,7 +272,11 @@ async def _lock_for_pairing(config_dir: Path) -> int | None:
 
 
 async def _pair_now(
-    config_dir: Path, http_base: str, pair_code: str | None, environ: Mapping[str, str]
+    config_dir: Path,
+    http_base: str,
+    pair_code: str | None,
+    environ: Mapping[str, str],
+    principal: str | None,
 ) -> Credentials:
     path = token_file_path(config_dir)
     code: str | None = (pair_code or environ.get(PAIRING_CODE_ENV, "")).strip()
@@ -288,9 +297,10 @@ async def _pair_now(
         code = status.code
     if not code:
         raise BridgeExit(ExitCode.USAGE, NO_TOKEN_MESSAGE)
-    token = await trio.to_thread.run_sync(pair, http_base, code, abandon_on_cancel=True)
+    name = principal or default_principal(socket.gethostname())
+    token = await trio.to_thread.run_sync(pair, http_base, code, name, abandon_on_cancel=True)
     await trio.to_thread.run_sync(write_token_file, path, token)
-    logger.info("paired with %s; token cached in %s", http_base, path)
+    logger.info("paired with %s as %s; token cached in %s", http_base, name, path)
     return Credentials(TokenSource.PAIRING, token, token_file=path)
 
 
@@ -345,15 +355,25 @@ def fetch_pairing_code(http_base: str, admin_secret: str | None = None) -> Pairi
     )
 
 
-def pair(http_base: str, code: str) -> str:
-    """``POST <base>/pair`` with the code; returns the token.
+def pair(http_base: str, code: str, principal: str | None = None) -> str:
+    """``POST <base>/pair`` with the code (and the principal's name, when given); returns
+    the token.
 
     Raises:
         BridgeExit: (auth) the code was refused or rate-limited; (connection) anything else.
     """
     url = f"{http_base}{PAIR_PATH}"
-    status, body = _http_request("POST", url, {PAIRING_CODE_HEADER: code, "Content-Length": "0"})
+    headers = {PAIRING_CODE_HEADER: code, "Content-Length": "0"}
+    if principal:
+        headers[PRINCIPAL_HEADER] = principal
+    status, body = _http_request("POST", url, headers)
     detail = _error_detail(body)
+    if status == 409:
+        raise BridgeExit(
+            ExitCode.AUTH,
+            f"ERROR: failed to pair ACP bridge at {url}: gateway returned 409{detail}. "
+            "Pair under another name with --name NAME (the code is still valid).",
+        )
     if status in (401, 403):
         raise BridgeExit(
             ExitCode.AUTH,

@@ -44,6 +44,7 @@ from acp_bridge.relay import (
     relay,
 )
 from acp_bridge.stdio import open_stdin, open_stdout
+from acp_core.gateway_contract import principal_problem
 
 logger = logging.getLogger("acp_bridge")
 
@@ -96,7 +97,8 @@ Run `{PROG} --check` first to test the address, the token and the agent.
 class _ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         for flag, wording in _MISSING_VALUE_MESSAGES.items():
-            if message.startswith(f"argument {flag}:") and "expected one argument" in message:
+            named = message.startswith((f"argument {flag}:", f"argument {flag}/"))
+            if named and "expected one argument" in message:
                 message = wording
         self.print_usage(sys.stderr)
         self.exit(int(ExitCode.USAGE), f"{self.prog}: error: {message}\n")
@@ -155,9 +157,17 @@ def build_parser() -> argparse.ArgumentParser:
     auth = parser.add_argument_group("authentication")
     auth.add_argument(
         "--pair-code",
+        "--pair",
+        dest="pair_code",
         metavar="CODE",
         help="pair with this one-time code (from `zeroclaw gateway get-paircode --new`) "
         "when no token is available; the token is cached for next time",
+    )
+    auth.add_argument(
+        "--name",
+        metavar="NAME",
+        help="when pairing: the principal the token belongs to (your sessions are that "
+        "name's; default: this host's name)",
     )
     mode = parser.add_argument_group("mode")
     mode.add_argument(
@@ -312,6 +322,11 @@ async def run(args: argparse.Namespace, secrets: set[str]) -> int:
         url = add_agent_query(url, args.agent.strip())
     logger.info("config directory %s; gateway %s", config_dir, url)
 
+    principal = None if args.name is None else args.name.strip()
+    if principal is not None:
+        problem = principal_problem(principal)
+        if problem is not None:
+            raise BridgeExit(ExitCode.USAGE, f"ERROR: --name: {problem}")
     if args.pair_code:
         secrets.add(args.pair_code.strip())
     credentials = await resolve_credentials(
@@ -320,6 +335,7 @@ async def run(args: argparse.Namespace, secrets: set[str]) -> int:
         http_base=http_base_for(url),
         pair_code=args.pair_code,
         environ=environ,
+        principal=principal,
     )
     if credentials.token:
         secrets.add(credentials.token)

@@ -18,9 +18,10 @@ import stat
 import tomllib
 import urllib.parse
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
+
+import msgspec
 
 from acp_bridge.errors import BridgeExit, ExitCode
 from acp_core import gateway_contract
@@ -62,8 +63,7 @@ CONFIG_NOT_FOUND_MESSAGE: Final = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class GatewayTarget:
+class GatewayTarget(msgspec.Struct, frozen=True):
     """The gateway the bridge connects to, as the daemon's ``[gateway]`` table describes it."""
 
     host: str = DEFAULT_GATEWAY_HOST

@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Final
 
+import msgspec
 import trio
 from websockets.exceptions import (
     ConnectionClosed,
@@ -32,8 +32,7 @@ DEFAULT_MAX_MESSAGE_BYTES: Final = DEFAULT_MAX_LINE_BYTES
 """A frame may be as large as a stdio line: the same blobs travel both ways."""
 
 
-@dataclass(frozen=True, slots=True)
-class ConnectOptions:
+class ConnectOptions(msgspec.Struct, frozen=True):
     url: str
     credentials: Credentials
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any, Final
+
+import msgspec
 
 from acp_core.jsonrpc import RequestId
 
@@ -15,8 +16,7 @@ MAX_IN_FLIGHT_REQUESTS: Final = 100_000
 that never reads its replies must not grow the bridge without bound)."""
 
 
-@dataclass(slots=True)
-class Owed:
+class Owed(msgspec.Struct):
     """A request relayed to the gateway and not yet answered."""
 
     method: str

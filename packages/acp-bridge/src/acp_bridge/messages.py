@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import enum
 import json
-from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
 import msgspec
@@ -60,8 +59,7 @@ def _trackable_id(value: Any) -> bool:
     return isinstance(value, int | float | str) and not isinstance(value, bool)
 
 
-@dataclass(frozen=True, slots=True)
-class Forward:
+class Forward(msgspec.Struct, frozen=True):
     """Send ``text`` to the gateway as one text frame.
 
     For a request, ``request_id`` and ``method`` are set (the relay tracks the reply); for a
@@ -74,15 +72,13 @@ class Forward:
     response_to: RequestId = None
 
 
-@dataclass(frozen=True, slots=True)
-class ReplyToClient:
+class ReplyToClient(msgspec.Struct, frozen=True):
     """Write ``line`` (already newline-terminated) to stdout."""
 
     line: bytes
 
 
-@dataclass(frozen=True, slots=True)
-class ReplyToGateway:
+class ReplyToGateway(msgspec.Struct, frozen=True):
     """Send ``text`` to the gateway: an error in place of the client response to request
     ``response_to`` that could not be relayed."""
 
@@ -118,8 +114,7 @@ def agent_message_line(session_id: str, text: str, meta: dict[str, JsonValue]) -
     return _encoder.encode(notification) + b"\n"
 
 
-@dataclass(frozen=True, slots=True)
-class EnvelopeHead:
+class EnvelopeHead(msgspec.Struct, frozen=True):
     """What could be read from the start of a line whose body was refused."""
 
     has_id: bool = False

@@ -13,8 +13,9 @@ No I/O: ``HeldPrompts`` returns the lines, the relay writes them.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
 from typing import Final
+
+import msgspec
 
 from acp_bridge.messages import agent_message_line
 
@@ -25,8 +26,7 @@ RECONNECTED_TEXT: Final = (
 )
 
 
-@dataclass(slots=True)
-class Outage:
+class Outage(msgspec.Struct):
     """A lost connection the bridge is trying to re-establish."""
 
     cause: str

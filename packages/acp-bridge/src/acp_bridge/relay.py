@@ -39,9 +39,9 @@ import logging
 import signal
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
 from typing import Final
 
+import msgspec
 import trio
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
@@ -84,8 +84,7 @@ TRACE_CHARS: Final = 500
 """With --log-level debug, how much of each relayed message is logged."""
 
 
-@dataclass(slots=True)
-class RelayOptions:
+class RelayOptions(msgspec.Struct):
     eof_grace: float = DEFAULT_EOF_GRACE_SECS
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     read_chunk_bytes: int = DEFAULT_READ_CHUNK_BYTES
@@ -106,8 +105,7 @@ class RelayOptions:
     """Add ``_meta.zeroclaw.sharedFilesystem: true`` to the IDE's ``initialize``."""
 
 
-@dataclass(slots=True)
-class _Connection:
+class _Connection(msgspec.Struct):
     socket: GatewayConnection
     generation: int
     opened_at: float

@@ -48,8 +48,9 @@ from __future__ import annotations
 import enum
 import logging
 from collections import OrderedDict, deque
-from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
+
+import msgspec
 
 from acp_bridge.inflight import InFlightTable
 from acp_bridge.messages import (
@@ -84,12 +85,15 @@ BRIDGE_ERROR_CODE: Final = int(ErrorCode.INTERNAL_ERROR)
 INTERNAL_ID_PREFIX: Final = "zeroclaw-acp-bridge:"
 """Ids of the bridge's own requests (replay) and of renamed gateway requests."""
 SESSION_METHODS_WITH_ID: Final = frozenset({methods.SESSION_LOAD, methods.SESSION_RESUME})
+SESSION_OPENING_METHODS: Final = frozenset({methods.SESSION_NEW, methods.SESSION_FORK})
+"""Requests whose result names a new session (a fork is one too)."""
 REPLAY_INPUT_METHODS: Final = frozenset(
-    {methods.INITIALIZE, methods.SESSION_NEW, *SESSION_METHODS_WITH_ID}
+    {methods.INITIALIZE, *SESSION_OPENING_METHODS, *SESSION_METHODS_WITH_ID}
 )
 """Requests whose params the bridge keeps, to replay initialize and resume sessions."""
 RESUMED_SESSION_PARAMS: Final = ("cwd", "mcpServers")
-"""What of a session/new, session/load or session/resume is kept to resume the session."""
+"""What of a session/new, session/fork, session/load or session/resume is kept to resume
+the session."""
 
 
 class SendToGateway(NamedTuple):
@@ -121,8 +125,7 @@ ClientAction = SendToGateway | WriteToClient | None
 ClientMessage = Forward | ReplyToGateway
 
 
-@dataclass(slots=True)
-class ServerRequest:
+class ServerRequest(msgspec.Struct):
     """A gateway → IDE request awaiting the IDE's answer."""
 
     generation: int
@@ -137,8 +140,7 @@ class _ReplayStep(NamedTuple):
     body: dict[str, Any]
 
 
-@dataclass(slots=True)
-class _Replay:
+class _Replay(msgspec.Struct):
     """The replay on the current connection (REPLAYING)."""
 
     steps: deque[_ReplayStep]
@@ -547,7 +549,7 @@ class RelayState:
         if owed is None:
             return
         session_id = owed.session_id
-        if owed.method == methods.SESSION_NEW:
+        if owed.method in SESSION_OPENING_METHODS:
             result = (decode_object(frame) or {}).get("result")
             candidate = result.get("sessionId") if isinstance(result, dict) else None
             session_id = candidate if isinstance(candidate, str) else None

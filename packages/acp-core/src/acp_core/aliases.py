@@ -1,13 +1,13 @@
 """Which configured agent serves a session: pure functions over a config snapshot.
 
-``session/new`` follows the seed's five steps: explicit ``agentAlias`` → the connection's
+``session/new`` follows the ZeroClaw ACP documentation's five steps: explicit ``agentAlias`` → the connection's
 default (gateway ``?agent=``) → ``[acp].default_agent`` → the sole configured agent →
 error. Blank or whitespace-only values are absent at every step, and whichever step picks
 an alias, it must name a configured, dispatchable agent (else -32602 naming the alias).
 
 Restoring (``session/load`` / ``session/resume``) never consults ``?agent=``: the stored
 owner if still dispatchable → ``default_agent`` if dispatchable → the sole dispatchable
-agent. Where the reference falls back to a literal ``"default"`` alias (which then fails
+agent. Where ZeroClaw's implementation falls back to a literal ``"default"`` alias (which then fails
 agent construction with an internal error), we raise -32602 saying why: the operator can
 act on that, and no session is bound to an agent that does not exist.
 """
@@ -80,7 +80,7 @@ def resolve_session_alias(
     config_default: str | None,
     agents: AgentSnapshot,
 ) -> str:
-    """The agent alias for ``session/new`` (seed: the five-step precedence).
+    """The agent alias for ``session/new`` (the ZeroClaw ACP documentation: the five-step precedence).
 
     Raises:
         InvalidParamsError: no alias resolvable, or the chosen alias is unknown or not
@@ -96,13 +96,29 @@ def resolve_session_alias(
     raise no_alias_error()
 
 
+def default_session_alias(
+    *, connection_default: str | None, config_default: str | None, agents: AgentSnapshot
+) -> str | None:
+    """The agent a ``session/new`` without ``agentAlias`` would get, None when it would be
+    refused: the agent ``initialize`` describes (its ``promptCapabilities``)."""
+    try:
+        return resolve_session_alias(
+            explicit=None,
+            connection_default=connection_default,
+            config_default=config_default,
+            agents=agents,
+        )
+    except InvalidParamsError:
+        return None
+
+
 def resolve_restore_alias(
     *,
     stored: str | None,
     config_default: str | None,
     agents: AgentSnapshot,
 ) -> str:
-    """The agent alias that serves a restored session (seed: "reuses the stored owner
+    """The agent alias that serves a restored session (the ZeroClaw ACP documentation: "reuses the stored owner
     alias only if that agent is still dispatchable", then default_agent → sole agent,
     skipping disabled aliases).
 

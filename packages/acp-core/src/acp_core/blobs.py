@@ -1,6 +1,6 @@
 """Prompt materialisation planning: turn prompt parts into agent text plus files to write.
 
-Two phases (seed: "invalid base64 or oversize blobs return INVALID_PARAMS"; the reference
+Two phases (the ZeroClaw ACP documentation: "invalid base64 or oversize blobs return INVALID_PARAMS"; ZeroClaw's implementation
 stages everything first): ``plan_prompt`` base64-decodes and size-checks *every* blob
 before returning anything, so one bad part means nothing is written. The server then
 performs ``PromptPlan.writes`` (content-addressed, so rewriting an identical file is
@@ -30,7 +30,7 @@ from acp_core.schema import (
 )
 
 DEFAULT_MAX_BLOB_BYTES: Final = 10 * 1024 * 1024
-"""Largest decoded blob accepted in a prompt or delivered (seed: "Maximum decoded size is 10 MB")."""
+"""Largest decoded blob accepted in a prompt or delivered (the ZeroClaw ACP documentation: "Maximum decoded size is 10 MB")."""
 MAX_EXTENSION_CHARS: Final = 16
 FALLBACK_FILENAME: Final = "upload.bin"
 FALLBACK_MIME: Final = "application/octet-stream"
@@ -72,7 +72,7 @@ class PromptPlan(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def display_name(uri: str | None) -> str:
-    """A safe display filename from a resource URI (as the reference server names delivered files).
+    """A safe display filename from a resource URI (as ZeroClaw's implementation names delivered files).
 
     The last path segment after stripping ``file://`` / ``attachment://``; separators,
     NUL and control characters become ``_``, as does ``..``; nothing usable → ``upload.bin``.
@@ -134,7 +134,7 @@ def decode_blob(blob: str, *, max_blob_bytes: int = DEFAULT_MAX_BLOB_BYTES) -> b
     """
     try:
         # strict_mode: no stray characters, no data after padding, no missing padding,
-        # matching the reference's standard-alphabet decoder.
+        # matching ZeroClaw's standard-alphabet decoder.
         data = binascii.a2b_base64(blob.strip(), strict_mode=True)
     except (binascii.Error, ValueError) as exc:
         raise InvalidParamsError(f"Invalid base64: {exc}") from None
@@ -151,7 +151,7 @@ def _limit_label(limit: int) -> str:
 
 
 def prompt_marker(mime_type: str, name: str, path: str) -> str:
-    """What the agent sees for an attachment (exact reference markers)."""
+    """What the agent sees for an attachment (ZeroClaw's exact markers)."""
     if mime_type.startswith("image/"):
         return f"[IMAGE:{path}]"
     return f"[Document: {name}] {path}"
@@ -160,7 +160,7 @@ def prompt_marker(mime_type: str, name: str, path: str) -> str:
 def resource_link_line(link: ResourceLink) -> str:
     """A resource_link the client did not inline, as a reference line for the agent.
 
-    The base spec requires agents to accept resource_link; the reference silently dropped
+    The base spec requires agents to accept resource_link; ZeroClaw's implementation silently dropped
     it (ACP spec: content, resource links), so a link-only prompt would fail. We tell the agent where it is.
     A link without a name is shown by its URI.
     """

@@ -4,11 +4,11 @@
 caller moves the bytes. It keeps the one piece of state JSON-RPC needs: which of our
 own requests are still waiting for an answer.
 
-Outbound request ids are strings ``zc-out-0``, ``zc-out-1``, … per connection (seed:
+Outbound request ids are strings ``zc-out-0``, ``zc-out-1``, … per connection (the ZeroClaw ACP documentation:
 "The server-issued id ("zc-out-N") is always a string prefixed zc-out-, disjoint from
 any integer or string ids the client uses"). A response is matched by the text of its id,
 so a peer that echoes ``"zc-out-3"`` or one that mangles it to a number with the same
-text both match, as in the reference. Responses to unknown ids are reported as
+text both match, as in ZeroClaw's implementation. Responses to unknown ids are reported as
 ``UnmatchedResponse`` and otherwise ignored.
 """
 
@@ -142,10 +142,16 @@ class RpcConnection:
 
         ``params`` may be builtins or an acp-core Struct (encoded directly).
         """
+        request_id = self.allocate_request_id(method)
+        return request_id, encode_request(request_id, method, params)
+
+    def allocate_request_id(self, method: str) -> str:
+        """The id of a request the caller serialises itself (a client that sends
+        messages as dicts); it stays pending until answered, as ``send_request``'s."""
         request_id = f"{self._prefix}{self._next_id}"
         self._next_id += 1
         self._pending[request_id] = method
-        return request_id, encode_request(request_id, method, params)
+        return request_id
 
     def forget_request(self, request_id: str) -> bool:
         """Stop waiting for a request (timed out or cancelled). True if it was pending."""

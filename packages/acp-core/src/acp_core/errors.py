@@ -23,14 +23,14 @@ if TYPE_CHECKING:
 
 
 class ErrorCode(IntEnum):
-    """JSON-RPC 2.0 standard codes plus the ZeroClaw seed's server codes."""
+    """JSON-RPC 2.0 standard codes plus the ZeroClaw ACP documentation's server codes."""
 
     PARSE_ERROR = -32700
     INVALID_REQUEST = -32600
     METHOD_NOT_FOUND = -32601
     INVALID_PARAMS = -32602
     INTERNAL_ERROR = -32603
-    # Seed: "SESSION_NOT_FOUND (-32000)"; the reference adds -32001 and -32002.
+    # The ZeroClaw ACP documentation: "SESSION_NOT_FOUND (-32000)"; ZeroClaw's implementation adds -32001 and -32002.
     SESSION_NOT_FOUND = -32000
     SESSION_LIMIT_REACHED = -32001
     SESSION_BUSY = -32002
@@ -113,7 +113,7 @@ class SessionNotFoundError(RpcError):
 
     def with_acp_code(self) -> RpcError:
         """The same error with ACP's code for a missing resource (-32002) instead of the
-        seed's -32000, which ACP clients read as "authentication required"."""
+        ZeroClaw ACP documentation's -32000, which ACP clients read as "authentication required"."""
         return RpcError(self.message, code=ErrorCode.RESOURCE_NOT_FOUND)
 
 

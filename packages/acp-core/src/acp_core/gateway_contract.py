@@ -4,12 +4,12 @@ Pure: nothing here reads a file, the environment or the clock. Callers pass what
 (the environment mapping, the home and working directories, "does this directory exist",
 the platform config directory) and get values or problems back.
 
-Config directory (seed, "Running": the bridge reads the same config as the daemon), first
+Config directory (the ZeroClaw ACP documentation, "Running": the bridge reads the same config as the daemon), first
 match wins:
 
 1. the ``--config-dir`` flag; a blank value means "not given" on both sides;
 2. ``$ZEROCLAW_CONFIG_DIR`` when it is not blank;
-3. ``~/.zeroclaw`` when that directory exists (the reference's layout);
+3. ``~/.zeroclaw`` when that directory exists (ZeroClaw's layout);
 4. the platform's user config directory for ``zeroclaw`` (looked up by the caller).
 
 A leading ``~`` or ``~/`` is the home directory; a relative path is taken from the working
@@ -62,6 +62,12 @@ PAIR_CODE_PATH: Final = "/pair/code"
 ADMIN_PAIRCODE_PATH: Final = "/admin/paircode"
 ADMIN_PAIRCODE_NEW_PATH: Final = "/admin/paircode/new"
 ADMIN_PAIRCODE_ROTATE_PATH: Final = "/admin/paircode/rotate"
+ADMIN_TOKENS_PATH: Final = "/admin/tokens"
+ADMIN_TOKENS_CREATE_PATH: Final = "/admin/tokens/create"
+PRINCIPAL_HEADER: Final = "X-ZeroClaw-Principal"
+"""Sent with ``POST /pair``: the name of the principal the new token belongs to (the
+bridge's ``--name``, by default the client's host name)."""
+MAX_PRINCIPAL_CHARS: Final = 64
 
 PAIRING_CODE_HEADER: Final = "X-Pairing-Code"
 ADMIN_HEADER: Final = "X-ZeroClaw-Admin"
@@ -82,7 +88,7 @@ TOKEN_RANDOM_BYTES: Final = 32
 MAX_TOKEN_CHARS: Final = 512
 """A presented token longer than this is refused unhashed (ours are 67 characters)."""
 
-# The reference's exact 401 body: it names the three ways a client can authenticate.
+# ZeroClaw's exact 401 body: it names the three ways a client can authenticate.
 UNAUTHORIZED_BODY: Final = "Unauthorized - provide Authorization header, Sec-WebSocket-Protocol bearer, or ?token= query param"
 
 PortRole = Literal["listen", "connect"]
@@ -251,3 +257,33 @@ def token_from_bearer(value: str) -> str | None:
     scheme, _, credentials = value.strip().partition(" ")
     token = credentials.strip()
     return token if scheme.lower() == BEARER_SCHEME.lower() and token else None
+
+
+# ------------------------------------------------------------------ principals
+
+
+_PRINCIPAL_PUNCTUATION: Final = frozenset("._-@+")
+
+
+def principal_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a principal (None: it can): 1 to ``MAX_PRINCIPAL_CHARS``
+    ASCII letters, digits and ``. _ - @ +``, starting with a letter or digit, so it is safe
+    in a header, a log line, a URL query and a terminal table."""
+    if not name:
+        return "a principal's name cannot be empty"
+    if len(name) > MAX_PRINCIPAL_CHARS:
+        return f"a principal's name has at most {MAX_PRINCIPAL_CHARS} characters"
+    if not (name[0].isascii() and name[0].isalnum()):
+        return "a principal's name starts with a letter or a digit"
+    if any(not (c.isascii() and (c.isalnum() or c in _PRINCIPAL_PUNCTUATION)) for c in name):
+        return "a principal's name holds only letters, digits and . _ - @ +"
+    return None
+
+
+def default_principal(host_name: str) -> str:
+    """The name a client pairs under when none is given: its host name's first label,
+    reduced to the characters ``principal_problem`` accepts ("client" when none is left)."""
+    label = host_name.strip().split(".", 1)[0]
+    kept = "".join(c for c in label if c.isascii() and (c.isalnum() or c in "_-"))
+    kept = kept.lstrip("_-")[:MAX_PRINCIPAL_CHARS]
+    return kept or "client"

@@ -1,7 +1,7 @@
 """JSON-RPC 2.0 envelopes: parse one message, serialise one message.
 
 No I/O here. ``parse_message`` classifies by keys (``method`` → request or notification,
-``result``/``error`` → response), as the reference server and the official SDKs do, and
+``result``/``error`` → response), as ZeroClaw's implementation and the official SDKs do, and
 raises ``RemoteProtocolError`` whose ``reply_hint`` is the error response to send:
 
 * not JSON, or not UTF-8 → -32700 with ``id: null``;
@@ -374,7 +374,7 @@ def _classify(
 ) -> tuple[FrameKind, RequestId, str, ErrorObject | None]:
     """The JSON-RPC rules, shared by the bytes and the builtins paths.
 
-    Classifies by keys as the reference and the official SDKs do: ``method`` → a call,
+    Classifies by keys as ZeroClaw's implementation and the official SDKs do: ``method`` → a call,
     ``result`` / ``error`` → a response. ``params_kind`` is the JSON type of ``params``
     (None when absent or null).
     """

@@ -28,6 +28,9 @@ SESSION_CLOSE: Final = "session/close"
 SESSION_LIST: Final = "session/list"
 SESSION_DELETE: Final = "session/delete"
 SESSION_SET_CONFIG_OPTION: Final = "session/set_config_option"
+SESSION_SET_MODE: Final = "session/set_mode"
+SESSION_FORK: Final = "session/fork"
+"""ACP's unstable ``session/fork`` (``schema.unstable.json``), behind ``sessionCapabilities.fork``."""
 SESSION_REQUEST_PERMISSION: Final = "session/request_permission"
 HISTORY_TRIMMED: Final = "_zeroclaw/history_trimmed"
 CANCEL_REQUEST: Final = "$/cancel_request"
@@ -155,6 +158,23 @@ METHODS: Final[dict[str, MethodSpec]] = {
             result=schema.SetConfigOptionResult,
             # In arrival order: a prompt sent right behind it runs with the new choice.
             ordering="admitted",
+        ),
+        MethodSpec(
+            name=SESSION_SET_MODE,
+            direction="client_to_agent",
+            kind="request",
+            inbound_params=schema.SetModeParams,
+            result=schema.EmptyResult,
+            # The mode config option's other face: ordered like session/set_config_option.
+            ordering="admitted",
+        ),
+        MethodSpec(
+            name=SESSION_FORK,
+            direction="client_to_agent",
+            kind="request",
+            inbound_params=schema.ForkParams,
+            # The fork is a new session: session/new's result shape.
+            result=schema.NewSessionResult,
         ),
         MethodSpec(
             name=CANCEL_REQUEST,

@@ -1,11 +1,11 @@
-"""Tool name → ACP ``ToolKind``, as the reference server maps them.
+"""Tool name → ACP ``ToolKind``, as ZeroClaw's implementation maps them.
 
 The server's built-in tools declare their kind in their own ``ToolDefinition``
 (``acp_server.agent.tools.base``) and agree with this table; it labels every other tool
-(MCP tools, names the reference knows but this server does not implement), so the table
-keeps the reference's names.
+(MCP tools, names ZeroClaw's implementation knows but this server does not implement), so the table
+keeps ZeroClaw's names.
 
-``tool_kind`` labels ``tool_call`` / ``tool_call_update`` notifications (as the reference
+``tool_kind`` labels ``tool_call`` / ``tool_call_update`` notifications (as ZeroClaw's implementation
 server labels them). ZeroClaw deliberately never emits ``read``/``search``/``fetch``: clients
 collapse those kinds' output, and users should see what a read or search returned, so
 file_read, web_fetch and friends are ``other``; so is ask_user, which executes nothing

@@ -9,6 +9,9 @@
 # cli/ is every `zeroclaw` command: argv, exit codes, the terminal. It starts servers
 # through app.py and also runs what is not a server (prompt, sessions, storage migrate).
 #
+# testing/ sits beside cli/ (neither imports the other): the public test kit, a connection
+# served in memory and the doubles that drive it. Nothing in the package imports it.
+#
 # app.py is the one composition root: it opens the session store, builds the process's
 # AcpApp and, over a shared PostgreSQL store, holds the replica leases while it serves.
 # Nothing below imports it.
@@ -19,8 +22,10 @@
 # protocol/ is an ACP connection, the same over stdio and WebSocket: the read loop and
 # the single writer, the method handlers, the session table and its ownership across
 # connections and replicas. protocol/presentation/ renders the agent's domain events
-# (and a stored history, on session/load) as ACP messages. protocol/services/context.py holds AcpApp, the state every
-# connection of the process shares.
+# (and a stored history, on session/load) as ACP messages. protocol/services/context.py
+# holds AcpApp, the state every connection of the process shares; protocol/client.py is
+# the other end, the JSON-RPC peer a client (`zeroclaw prompt`, the test kit) drives a
+# connection with.
 #
 # agent/ is the turn runtime, in rooms of its own order ("agent-rooms"): runtime/ (a
 # session and its turns) > prompt/ (the system prompt and its files) > skills/ > limits/

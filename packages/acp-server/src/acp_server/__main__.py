@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from acp_server.cli.main import main
+from acp_server.cli.launch import main
 
 main()

@@ -148,7 +148,7 @@ def rpc_error_for(exc: BaseException, *, method: str, acp_codes: bool = False) -
     """The JSON-RPC error a client sees for ``exc``, which failed a ``method`` call.
 
     ``acp_codes`` (``[acp] error_codes = "acp"``): an unknown session is ACP's -32002, not
-    the ZeroClaw seed's -32000.
+    the ZeroClaw ACP documentation's -32000.
 
     Logs what the client does not see: the cause and its traceback, under the same
     ``ref`` the error message gives.

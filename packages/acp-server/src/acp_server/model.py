@@ -8,14 +8,14 @@ A session's history is a list of ``ChatMessage``. A model turn that calls tools 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal, overload
+
+import msgspec
 
 Role = Literal["system", "user", "assistant", "tool"]
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCall:
+class ToolCall(msgspec.Struct, frozen=True):
     """A tool invocation requested by the model. ``arguments`` is the decoded JSON object."""
 
     id: str
@@ -23,8 +23,7 @@ class ToolCall:
     arguments: dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class PlanStep:
+class PlanStep(msgspec.Struct, frozen=True):
     """One step of the agent's plan as the session keeps and stores it (todo_write); sent
     to the client as an ACP ``PlanEntry`` (acp_server/protocol/presentation/tool_updates.py)."""
 
@@ -34,22 +33,19 @@ class PlanStep:
     active_form: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class StreamedText:
+class StreamedText(msgspec.Struct, frozen=True):
     """Chat text a tool streamed while it ran (escalate_to_human's message)."""
 
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class StreamedPlan:
+class StreamedPlan(msgspec.Struct, frozen=True):
     """A plan a tool set while it ran (todo_write)."""
 
     entries: tuple[PlanStep, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class DeliveredRecord:
+class DeliveredRecord(msgspec.Struct, frozen=True):
     """A file a tool handed to the client (deliver_file): what its live
     ``tool_call_update`` showed, so ``session/load`` can show it again."""
 
@@ -60,8 +56,7 @@ class DeliveredRecord:
     size: int
 
 
-@dataclass(frozen=True, slots=True)
-class FileLocation:
+class FileLocation(msgspec.Struct, frozen=True):
     """A file a tool call reads or changes: an absolute path and, where known, the 1-based
     line (ACP ``ToolCallLocation``, which editors use to follow the agent)."""
 
@@ -69,8 +64,7 @@ class FileLocation:
     line: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class FileDiff:
+class FileDiff(msgspec.Struct, frozen=True):
     """A change a tool call makes, as its card shows it (ACP ``diff`` content): an absolute
     path, the text before (None for a new file) and after."""
 
@@ -79,8 +73,7 @@ class FileDiff:
     new_text: str
 
 
-@dataclass(frozen=True, slots=True)
-class CallView:
+class CallView(msgspec.Struct, frozen=True):
     """What a call's card shows beyond its arguments, worked out before it runs from the
     files it names (``agent/call_view.py``): its diffs and locations. ``refusal`` is the
     model-facing error of a call that cannot succeed (a file_edit whose old_string does
@@ -91,8 +84,7 @@ class CallView:
     refusal: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class ToolRecord:
+class ToolRecord(msgspec.Struct, frozen=True):
     """What one tool call did besides its result text, in the order the client saw it.
 
     ``streamed`` is what reached the client between the call's ``tool_call`` and its
@@ -108,8 +100,7 @@ class ToolRecord:
     found: tuple[FileLocation, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class ChatMessage:
+class ChatMessage(msgspec.Struct, frozen=True):
     role: Role
     content: str
     reasoning: str | None = None
@@ -124,8 +115,7 @@ class ChatMessage:
     session store kept records (schema < 3), which replay rebuilds from their text."""
 
 
-@dataclass(slots=True)
-class Usage:
+class Usage(msgspec.Struct):
     """Token figures a provider reported. ``reasoning_tokens`` is a breakdown of
     ``output_tokens`` (OpenAI's ``completion_tokens_details``; Anthropic counts thinking in
     ``output_tokens`` too), not an addition to it."""
@@ -144,13 +134,12 @@ class Usage:
         self.reasoning_tokens += other.reasoning_tokens
 
 
-@dataclass(frozen=True, slots=True)
-class CompletedTurn:
+class CompletedTurn(msgspec.Struct, frozen=True):
     """What one successful prompt turn adds to the history (persisted atomically)."""
 
     messages: tuple[ChatMessage, ...]
     plan: tuple[PlanStep, ...] | None = None
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = msgspec.field(default_factory=Usage)
 
 
 class ChainedMessages(Sequence[ChatMessage]):

@@ -6,7 +6,7 @@ Its modules (every name is importable from here):
   scripts/gen_acp_schema.py (do not edit it by hand);
 * ``zeroclaw``: ZeroClaw's own types (``_meta.zeroclaw``, ``session/stop``, the prompt
   result's usage, ``_zeroclaw/history_trimmed``), written by hand;
-* ``inbound``: the params a client sends, read leniently;
+* ``inbound``, ``inbound_session``: the params a client sends, read leniently;
 * ``permission``, ``builders``: the permission options and the messages acp_core builds;
 * ``wire``: the ``WireStruct`` base and the codec helpers.
 
@@ -58,10 +58,10 @@ from acp_core.schema.inbound import (
     PromptParams,
     RestoreParams,
     SessionIdParams,
-    SetConfigOptionParams,
     decode_inbound,
     decode_params,
 )
+from acp_core.schema.inbound_session import ForkParams, SetConfigOptionParams, SetModeParams
 from acp_core.schema.permission import (
     ALLOW_ALWAYS,
     ALLOW_ONCE,
@@ -93,6 +93,7 @@ from acp_core.schema.zeroclaw import (
     InitializeMeta,
     NewSessionMeta,
     PromptUsage,
+    SessionForkCapabilities,
     SessionZeroclawMeta,
     StopResult,
     ZeroclawMeta,
@@ -117,6 +118,7 @@ __all__ = [
     "EmptyResult",
     "EnvVariable",
     "FileSystemCapabilities",
+    "ForkParams",
     "HistoryTrimmedParams",
     "HttpHeader",
     "InboundParams",
@@ -134,9 +136,11 @@ __all__ = [
     "PromptParams",
     "PromptUsage",
     "RestoreParams",
+    "SessionForkCapabilities",
     "SessionIdParams",
     "SessionZeroclawMeta",
     "SetConfigOptionParams",
+    "SetModeParams",
     "StopResult",
     "WireStruct",
     "ZeroclawMeta",

@@ -22,7 +22,7 @@ from acp_core.schema.generated import (
     ToolCallStart,
 )
 from acp_core.schema.wire import AGENT_NAME, AGENT_TITLE, PROTOCOL_VERSION, Json
-from acp_core.schema.zeroclaw import InitializeMeta, ZeroclawMeta
+from acp_core.schema.zeroclaw import InitializeMeta, SessionForkCapabilities, ZeroclawMeta
 
 
 def text_block(text: str) -> TextContent:
@@ -43,23 +43,28 @@ def initialize_result(
     session_timeout_secs: int,
     sandbox: dict[str, Json] | None = None,
     image: bool = False,
+    mcp_over_http: bool = False,
+    auth_methods: list[Json] | None = None,
 ) -> InitializeResult:
     """The ``initialize`` result exactly as the ZeroClaw ACP documentation shows it.
 
     With a session store: ``loadSession: true`` and ``sessionCapabilities {resume, close}``,
     plus ACP's ``list`` and ``delete`` markers (the store serves both) and
-    ``additionalDirectories`` (extra jail roots, stored with the session). ``image``:
-    ``promptCapabilities.image`` (the agent's provider takes images).
+    ``additionalDirectories`` (extra jail roots, stored with the session) and ACP's
+    unstable ``fork`` (``session/fork`` copies a stored session). ``image``:
+    ``promptCapabilities.image`` (the agent's provider takes images). ``mcp_over_http``:
+    ``mcpCapabilities.http`` and ``.sse`` (the agent connects the HTTP MCP servers a client
+    names, over either transport).
     Without one the documentation says "all three are absent or false": ``loadSession:
     false`` and no ``sessionCapabilities``. ``defaultModel`` is omitted when no model is
-    configured.
+    configured. ``auth_methods``: ACP ``authMethods`` (none by default).
     """
     return InitializeResult(
         protocol_version=PROTOCOL_VERSION,
         agent_capabilities=AgentCapabilities(
             load_session=store_available,
             prompt_capabilities=PromptCapabilities(image=image, audio=False, embedded_context=True),
-            mcp_capabilities=McpCapabilities(http=False, sse=False),
+            mcp_capabilities=McpCapabilities(http=mcp_over_http, sse=mcp_over_http),
             session_capabilities=(
                 SessionCapabilities(
                     resume=SessionResumeCapabilities(),
@@ -67,13 +72,14 @@ def initialize_result(
                     list=SessionListCapabilities(),
                     delete=SessionDeleteCapabilities(),
                     additional_directories=SessionAdditionalDirectoriesCapabilities(),
+                    fork=SessionForkCapabilities(),
                 )
                 if store_available
                 else None
             ),
         ),
         agent_info=Implementation(name=AGENT_NAME, title=AGENT_TITLE, version=version),
-        auth_methods=[],
+        auth_methods=list(auth_methods or ()),
         meta=InitializeMeta(
             zeroclaw=ZeroclawMeta(
                 default_model=default_model,

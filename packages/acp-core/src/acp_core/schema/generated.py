@@ -13,7 +13,12 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from acp_core.schema.wire import Json, WireStruct, default_null, narrow
-from acp_core.schema.zeroclaw import InitializeMeta, NewSessionMeta, PromptUsage
+from acp_core.schema.zeroclaw import (
+    InitializeMeta,
+    NewSessionMeta,
+    PromptUsage,
+    SessionForkCapabilities,
+)
 
 __all__ = [
     "AgentAuthCapabilities",
@@ -296,6 +301,7 @@ class SessionCapabilities(WireStruct, kw_only=True):
     list: SessionListCapabilities | None = None
     delete: SessionDeleteCapabilities | None = None
     additional_directories: SessionAdditionalDirectoriesCapabilities | None = None
+    fork: SessionForkCapabilities | None = None  # ZeroClaw
     meta: dict[str, Json] | None = msgspec.field(default=None, name="_meta")
 
 

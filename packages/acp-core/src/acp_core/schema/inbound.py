@@ -1,4 +1,4 @@
-"""Params a client sends, read leniently where the seed says so (aliases, a plain-string
+"""Params a client sends, read leniently where the ZeroClaw ACP documentation says so (aliases, a plain-string
 prompt, untyped text parts), each problem an ``InvalidParamsError`` naming its parameter."""
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def _session_id(params: JsonObject) -> str:
     if value is None:
         value = params.get("session_id")
     if not isinstance(value, str):
-        # The reference answers a missing and a non-string id the same way.
+        # ZeroClaw's implementation answers a missing and a non-string id the same way.
         raise _missing("sessionId")
     return value
 
@@ -116,7 +116,7 @@ class ElicitationCapabilities(WireStruct, kw_only=True):
 
     @property
     def supports_form(self) -> bool:
-        """An empty ``{}`` means form support, as in the reference."""
+        """An empty ``{}`` means form support, as in ZeroClaw's implementation."""
         return self.form is not UNSET or self.url is UNSET
 
     @property
@@ -156,6 +156,13 @@ def _client_capabilities(raw: JsonObject) -> ClientCapabilities:
     )
 
 
+def _offers_terminal_auth(capabilities: JsonObject) -> bool:
+    auth, meta = capabilities.get("auth"), capabilities.get("_meta")
+    return (isinstance(auth, dict) and auth.get("terminal") is True) or (
+        isinstance(meta, dict) and meta.get("terminal-auth") is True
+    )
+
+
 class InitializeParams(InboundParams, kw_only=True):
     """``initialize``: only the client capabilities matter; ``protocolVersion`` is ignored
     (the server always answers 1)."""
@@ -172,6 +179,9 @@ class InitializeParams(InboundParams, kw_only=True):
     cancel_marker_tool_call: bool = False
     """``_meta.zeroclaw.cancelMarkerToolCall: true``: the client draws the styled
     ``turn-cancelled`` tool call of the ZeroClaw ACP docs; without it a cancel sends no such call."""
+    terminal_auth: bool = False
+    """ACP ``clientCapabilities.auth.terminal`` (or its older ``_meta["terminal-auth"]``):
+    the client can run a ``terminal`` auth method, so one may be offered."""
 
     @property
     def client_name(self) -> str | None:
@@ -196,6 +206,7 @@ class InitializeParams(InboundParams, kw_only=True):
             shared_filesystem=flags.get("sharedFilesystem") is True,
             reject_with_edit=flags.get("rejectWithEdit") is True,
             cancel_marker_tool_call=flags.get("cancelMarkerToolCall") is True,
+            terminal_auth=isinstance(raw, dict) and _offers_terminal_auth(raw),
         )
 
     @property
@@ -229,7 +240,8 @@ class McpServerStdio(WireStruct, kw_only=True, omit_defaults=False):
 
 
 class McpServerHttp(WireStruct, kw_only=True, omit_defaults=False):
-    """An http / sse MCP server (we advertise no support; parsed so it can be refused clearly)."""
+    """An MCP server reached over HTTP: ACP's ``McpServerHttp`` (``type: "http"``, MCP's
+    streamable HTTP) or ``McpServerSse`` (``type: "sse"``, the older HTTP+SSE transport)."""
 
     type: Literal["http", "sse"]
     name: str
@@ -301,6 +313,17 @@ def _mcp_server(raw: JsonValue, index: int) -> McpServer:
     )
 
 
+def _mcp_servers(params: JsonObject) -> list[McpServer]:
+    """ACP ``mcpServers`` (``session/new``, ``session/load``, ``session/resume``); absent
+    or null: none."""
+    raw_servers = params.get("mcpServers", params.get("mcp_servers"))
+    if raw_servers is None:
+        return []
+    if not isinstance(raw_servers, list):
+        raise _wrong_type("mcpServers", "an array")
+    return [_mcp_server(raw, index) for index, raw in enumerate(raw_servers)]
+
+
 def _blank_to_none(value: JsonValue, name: str) -> str | None:
     if value is None:
         return None
@@ -321,7 +344,7 @@ def _additional_directories(params: JsonObject) -> list[str] | None:
 
 
 class NewSessionParams(InboundParams, kw_only=True):
-    """``session/new``. ``agent_alias`` is trimmed; blank means absent (seed §session/new)."""
+    """``session/new``. ``agent_alias`` is trimmed; blank means absent (the ZeroClaw ACP documentation, "session/new")."""
 
     agent_alias: str | None = None
     cwd: str | None = None
@@ -348,16 +371,10 @@ class NewSessionParams(InboundParams, kw_only=True):
             if not isinstance(value, str):
                 raise _wrong_type(name, "a string path")
             cwd = value
-        raw_servers = params.get("mcpServers", params.get("mcp_servers"))
-        if raw_servers is None:
-            raw_servers = []
-        if not isinstance(raw_servers, list):
-            raise _wrong_type("mcpServers", "an array")
-        servers = [_mcp_server(raw, index) for index, raw in enumerate(raw_servers)]
         return cls(
             agent_alias=alias,
             cwd=cwd,
-            mcp_servers=servers,
+            mcp_servers=_mcp_servers(params),
             additional_directories=_additional_directories(params),
         )
 
@@ -438,7 +455,7 @@ def _prompt_part(raw: JsonValue, index: int) -> ContentPart | None:
         return _convert_part(raw, AudioContent, where)
     text = raw.get("text")
     if isinstance(text, str):
-        # The seed's untyped {"text": …} and base ACP {"type": "text", …} alike.
+        # The ZeroClaw ACP documentation's untyped {"text": …} and base ACP {"type": "text", …} alike.
         return TextContent(text=text)
     return None
 
@@ -483,15 +500,23 @@ class SessionIdParams(InboundParams, kw_only=True):
 
 class RestoreParams(SessionIdParams, kw_only=True):
     """``session/load`` and ``session/resume``: the session id and, when the client sends
-    it, ACP ``additionalDirectories`` (the full list: it replaces the stored one)."""
+    them, ACP ``additionalDirectories`` (the full list: it replaces the stored one) and
+    ``mcpServers`` (the client's MCP servers for the restored session, as at
+    ``session/new``)."""
+
+    # msgspec cannot decode ``McpServer`` (a union of untagged shapes) straight from bytes,
+    # and a restore is rare: the lenient reader reads every one.
+    strict_fast_path: ClassVar[bool] = False
 
     additional_directories: list[str] | None = None
+    mcp_servers: list[McpServer] = msgspec.field(default_factory=list)
 
     @classmethod
     def from_object(cls, params: JsonObject) -> RestoreParams:
         return cls(
             session_id=_session_id(params),
             additional_directories=_additional_directories(params),
+            mcp_servers=_mcp_servers(params),
         )
 
 
@@ -520,7 +545,7 @@ class InboundUpdateParams(InboundParams, kw_only=True):
     """Inbound ``session/update`` / ``session/event`` (ZeroClaw extension, event injection).
 
     The event type is ``params.type``, else ``params.update.sessionUpdate``, else
-    ``"unknown"`` (as the reference server reads it). ``payload`` keeps the params as sent.
+    ``"unknown"`` (as ZeroClaw's implementation reads it). ``payload`` keeps the params as sent.
     """
 
     session_id: str
@@ -556,25 +581,3 @@ class CancelRequestParams(InboundParams, kw_only=True):
     def request_key(self) -> str:
         """The id as the connection keys its requests (``str(id)``)."""
         return str(self.request_id) if self.request_id is not UNSET else ""
-
-
-class SetConfigOptionParams(InboundParams, kw_only=True):
-    """``session/set_config_option``: the option's ``configId`` and the chosen value id.
-
-    ACP also has ``type: "boolean"`` values; no option here is boolean, so a boolean value
-    is refused like any value the option does not offer."""
-
-    session_id: str
-    config_id: str
-    value: str
-
-    @classmethod
-    def from_object(cls, params: JsonObject) -> SetConfigOptionParams:
-        session_id = _session_id(params)
-        config_id = params.get("configId")
-        if not isinstance(config_id, str):
-            raise InvalidParamsError("Missing required parameter: configId")
-        value = params.get("value")
-        if not isinstance(value, str):
-            raise InvalidParamsError("Invalid parameter: value must be a value id (a string)")
-        return cls(session_id=session_id, config_id=config_id, value=value)

@@ -29,7 +29,7 @@ ALLOW_ONCE: Final = PermissionOption(option_id="allow-once", name="Allow once", 
 ALLOW_ALWAYS: Final = PermissionOption(
     option_id="allow-always", name="Always allow", kind="allow_always"
 )
-# The reference sends kind "reject_with_edit", which base ACP does not define: strict clients
+# ZeroClaw's implementation sends kind "reject_with_edit", which base ACP does not define: strict clients
 # (the official SDKs) then reject the whole permission request, so edit tools could never be
 # approved. The optionId alone identifies the choice; the kind says what it means to a UI.
 REJECT_WITH_EDIT: Final = PermissionOption(
@@ -83,7 +83,7 @@ MAX_ONE_PER_KIND_CHOICES: Final = len(ONE_PER_KIND_ORDER)
 def choice_options(choices: Sequence[str], *, one_per_kind: bool = False) -> list[PermissionOption]:
     """ask_user's choices as permission options ``choice-0`` … ``choice-<n-1>``.
 
-    As in the reference, every choice is ``allow_once`` except that the last of two or more
+    As in ZeroClaw's implementation, every choice is ``allow_once`` except that the last of two or more
     is ``reject_once``: for clients that show each option by its name. ``one_per_kind``
     (at most ``MAX_ONE_PER_KIND_CHOICES`` choices) gives each choice a kind of its own, in
     ``ONE_PER_KIND_ORDER``, and numbers the names (``1. Go``), so a client that keys
@@ -129,7 +129,7 @@ def parse_permission_outcome(result: JsonValue) -> PermissionOutcome:
     """Read a ``session/request_permission`` result.
 
     Anything malformed counts as ``CancelledOutcome``: an approval the client did not
-    clearly give is a denial (the reference treats unknown outcomes as "no decision").
+    clearly give is a denial (ZeroClaw's implementation treats unknown outcomes as "no decision").
     """
     try:
         return msgspec.convert(result, RequestPermissionResult).outcome

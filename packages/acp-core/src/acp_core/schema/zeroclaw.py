@@ -2,8 +2,9 @@
 ACP and the official schema cannot say.
 
 * ``_meta.zeroclaw`` of the ``initialize`` and ``session/new`` results;
-* the prompt result's ``usage``: ACP's ``PromptResponse.usage`` is in the schema's
-  unstable part only (``schema.unstable.json``);
+* the prompt result's ``usage`` and ``sessionCapabilities.fork``: ACP's
+  ``PromptResponse.usage`` and ``SessionForkCapabilities`` are in the schema's unstable
+  part only (``schema.unstable.json``);
 * the results of ``session/stop`` and of an inbound ``session/update`` /
   ``session/event``, ``{}`` results, and the ``_zeroclaw/history_trimmed`` notification.
 
@@ -15,6 +16,8 @@ since their place on the wire is among ACP's own fields.
 """
 
 from __future__ import annotations
+
+import msgspec
 
 from acp_core.schema.wire import Json, WireStruct
 
@@ -34,8 +37,6 @@ class InitializeMeta(WireStruct, kw_only=True):
 class SessionZeroclawMeta(WireStruct, kw_only=True):
     sandbox: dict[str, Json] | None = None
     """The session's own OS sandbox for shell commands (from its agent's risk profile)."""
-    skipped_mcp_servers: list[str] | None = None
-    """``mcpServers`` entries not started: http/sse servers (only stdio is supported)."""
 
 
 class NewSessionMeta(WireStruct, kw_only=True):
@@ -49,6 +50,12 @@ class PromptUsage(WireStruct, kw_only=True):
     input_tokens: int
     output_tokens: int
     thought_tokens: int | None = None
+
+
+class SessionForkCapabilities(WireStruct, kw_only=True):
+    """ACP's unstable ``sessionCapabilities.fork``: ``{}`` says ``session/fork`` is served."""
+
+    meta: dict[str, Json] | None = msgspec.field(default=None, name="_meta")
 
 
 class StopResult(WireStruct, omit_defaults=False, kw_only=True):

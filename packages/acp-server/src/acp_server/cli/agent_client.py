@@ -2,7 +2,9 @@
 
 It speaks the same wire as an editor: newline-delimited JSON-RPC on the child's stdin and
 stdout, ``session/update`` notifications passed to ``on_update``, and server → client
-``session/request_permission`` requests answered by ``on_permission``.
+``session/request_permission`` requests answered by ``on_permission``. The JSON-RPC side is
+the shared peer (``acp_server.protocol.client.JsonRpcPeer``, push style); this module adds
+the child's pipes as its transport and the process's lifetime.
 """
 
 from __future__ import annotations
@@ -18,16 +20,10 @@ from typing import Any, Final
 import trio
 
 from acp_core import methods
-from acp_core.connection import (
-    NotificationReceived,
-    RequestReceived,
-    ResponseReceived,
-    RpcConnection,
-)
-from acp_core.errors import MethodNotFoundError, RemoteProtocolError
 from acp_core.framing import LineDecoder, encode_line
-from acp_core.jsonrpc import ErrorResponse, JsonValue
+from acp_core.jsonrpc import Notification, Request
 from acp_server.errors import ZeroclawError
+from acp_server.protocol.client import ErrorReply, JsonRpcPeer, PeerClosed, not_handled
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +56,42 @@ def zeroclaw_acp_command(config_dir: str | None, *extra: str) -> list[str]:
     return [*argv, "acp", *extra]
 
 
+class ChildPipes:
+    """A ``MessageTransport`` over a child's stdin (one line per message) and stdout."""
+
+    def __init__(self, process: trio.Process, on_frame: FrameHandler | None = None) -> None:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        self._stdin = process.stdin
+        self._stdout = process.stdout
+        self._decoder = LineDecoder()
+        self._on_frame = on_frame
+        self._send_lock = trio.Lock()
+
+    async def receive_message(self) -> str | None:
+        """The next line, or None when stdout ends (a line over the limit raises
+        ``RemoteProtocolError`` and is skipped)."""
+        while True:
+            line = self._decoder.next_line()
+            if line is not None:
+                if self._on_frame is not None:
+                    self._on_frame("<-", line)
+                return line
+            if self._decoder.at_eof:
+                return None
+            data = await self._stdout.receive_some(DEFAULT_READ_CHUNK_BYTES)
+            self._decoder.feed(data if isinstance(data, bytes) else bytes(data))
+
+    async def send_message(self, payload: bytes) -> None:
+        if self._on_frame is not None:
+            self._on_frame("->", payload.decode())
+        async with self._send_lock:  # the request task and the answer tasks share stdin
+            await self._stdin.send_all(encode_line(payload))
+
+    async def aclose(self) -> None:
+        await self._stdin.aclose()
+
+
 class AgentConnection:
     """JSON-RPC over a child's pipes; run ``serve`` in a nursery, then call ``request``."""
 
@@ -71,25 +103,11 @@ class AgentConnection:
         on_permission: PermissionHandler,
         on_frame: FrameHandler | None = None,
     ) -> None:
-        assert process.stdin is not None
-        assert process.stdout is not None
         self.process = process
-        self._stdin = process.stdin
-        self._stdout = process.stdout
-        self._rpc = RpcConnection(outbound_id_prefix="cli-")
-        self._waiting: dict[str, trio.MemorySendChannel[Any]] = {}
+        self._pipes = ChildPipes(process, on_frame)
+        self._peer = JsonRpcPeer(self._pipes, id_prefix="cli-")
         self._on_update = on_update
         self._on_permission = on_permission
-        self._on_frame = on_frame
-        self._send_lock = trio.Lock()
-        self._closed = trio.Event()
-        self._nursery: trio.Nursery | None = None
-
-    async def _write(self, payload: bytes) -> None:
-        if self._on_frame is not None:
-            self._on_frame("->", payload.decode())
-        async with self._send_lock:
-            await self._stdin.send_all(encode_line(payload))
 
     async def request(self, method: str, params: Mapping[str, Any]) -> Any:
         """Send a request and wait for its result.
@@ -98,80 +116,35 @@ class AgentConnection:
             AgentError: the agent answered with an error.
             AgentExited: the agent went away first.
         """
-        request_id, payload = self._rpc.send_request(method, dict(params))
-        send, receive = trio.open_memory_channel[Any](1)
-        self._waiting[request_id] = send
         try:
-            await self._write(payload)
-            async with receive:
-                try:
-                    response = await receive.receive()
-                except trio.EndOfChannel:
-                    raise AgentExited("zeroclaw acp exited before answering") from None
-        finally:
-            self._waiting.pop(request_id, None)
-        if isinstance(response, ErrorResponse):
-            raise AgentError(response.error.code, response.error.message)
-        return response.result
+            return await self._peer.request_result(method, dict(params))
+        except ErrorReply as error:
+            raise AgentError(error.code, error.message) from None
+        except PeerClosed:
+            raise AgentExited("zeroclaw acp exited before answering") from None
 
     async def notify(self, method: str, params: Mapping[str, Any]) -> None:
-        await self._write(self._rpc.send_notification(method, dict(params)))
+        await self._peer.notify(method, dict(params))
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Read the agent's stdout until it closes."""
-        decoder = LineDecoder()
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            task_status.started()
-            try:
-                while True:
-                    try:
-                        line = decoder.next_line()
-                    except RemoteProtocolError as exc:
-                        logger.warning("unreadable line from the agent: %s", exc)
-                        continue
-                    if line is None:
-                        if decoder.at_eof:
-                            break
-                        data = await self._stdout.receive_some(DEFAULT_READ_CHUNK_BYTES)
-                        decoder.feed(data if isinstance(data, bytes) else bytes(data))
-                        continue
-                    self._dispatch(line, nursery)
-            finally:
-                self._closed.set()
-                for channel in self._waiting.values():
-                    channel.close()
+        await self._peer.serve(
+            on_notification=self._notified, on_call=self._called, task_status=task_status
+        )
 
-    def _dispatch(self, line: str, nursery: trio.Nursery) -> None:
-        if self._on_frame is not None:
-            self._on_frame("<-", line)
-        try:
-            event = self._rpc.receive(line)
-        except RemoteProtocolError as exc:
-            logger.warning("bad message from the agent: %s", exc)
-            return
-        if isinstance(event, ResponseReceived):
-            channel = self._waiting.get(event.request_id)
-            if channel is not None:
-                channel.send_nowait(event.response)
-        elif isinstance(event, NotificationReceived):
-            note = event.notification
-            if note.method == methods.SESSION_UPDATE and isinstance(note.params, dict):
-                self._on_update(note.params)
-        elif isinstance(event, RequestReceived):
-            nursery.start_soon(
-                self._answer, event.request.id, event.request.method, event.request.params
-            )
+    def _notified(self, note: Notification) -> None:
+        if note.method == methods.SESSION_UPDATE and isinstance(note.params, dict):
+            self._on_update(note.params)
 
-    async def _answer(self, request_id: Any, method: str, params: JsonValue) -> None:
-        if method != methods.SESSION_REQUEST_PERMISSION or not isinstance(params, dict):
-            await self._write(self._rpc.send_error(request_id, MethodNotFoundError(method)))
-            return
-        result = await self._on_permission(params)
-        await self._write(self._rpc.send_result(request_id, result))
+    async def _called(self, request: Request) -> Any:
+        if request.method != methods.SESSION_REQUEST_PERMISSION or not isinstance(
+            request.params, dict
+        ):
+            raise not_handled(request)
+        return await self._on_permission(request.params)
 
     async def close_input(self) -> None:
-        await self._stdin.aclose()
+        await self._pipes.aclose()
 
 
 @asynccontextmanager

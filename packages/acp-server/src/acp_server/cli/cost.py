@@ -1,5 +1,6 @@
-"""``zeroclaw cost``: what the agents spent, per UTC day and agent, from the spending ledger
-of the session store (``acp_spend``, storage/spend.py), against the ``[cost]`` caps."""
+"""``zeroclaw cost``: what the agents spent, per UTC day, agent and principal (the gateway
+principal a call was made for; ``(operator)`` for the local operator), from the spending
+ledger of the session store (``acp_spend``, storage/spend.py), against the ``[cost]`` caps."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from acp_server.cli.sessions import (
     _CONFIG_DIR_OPTION,
     _JSON_OPTION,
     EXIT_STORE_ERROR,
+    OPERATOR_LABEL,
     _open_existing,
     _print_json,
-    _table,
+    plain_table,
 )
 from acp_server.config import Config, ConfigError, load_config, resolve_config_dir
 from acp_server.storage import SpendRow, StoreError
@@ -57,8 +59,8 @@ def _rows(config: Config, since_day: str) -> list[SpendRow]:
 @_CONFIG_DIR_OPTION
 @_JSON_OPTION
 def cost_command(days: int, config_dir: Path | None, as_json: bool) -> None:
-    """Show model spend per UTC day and agent, and today's and this month's totals
-    against the [cost] limits."""
+    """Show model spend per UTC day, agent and principal, and today's and this month's
+    totals against the [cost] limits (each principal's today against its own cap)."""
     config = _config(config_dir)
     today = datetime.now(UTC).date()
     since = (today - timedelta(days=days - 1)).isoformat()
@@ -68,6 +70,12 @@ def cost_command(days: int, config_dir: Path | None, as_json: bool) -> None:
     day_total = sum(row.cost_usd for row in rows if row.day == today.isoformat())
     month_total = sum(row.cost_usd for row in rows if row.day >= month_start)
     cost = config.cost
+    principals_today: dict[str, float] = {}
+    for row in rows:
+        if row.day == today.isoformat() and row.principal is not None:
+            principals_today[row.principal] = (
+                principals_today.get(row.principal, 0.0) + row.cost_usd
+            )
     if as_json:
         _print_json(
             {
@@ -75,6 +83,7 @@ def cost_command(days: int, config_dir: Path | None, as_json: bool) -> None:
                     {
                         "day": row.day,
                         "agent": row.agent_alias,
+                        "principal": row.principal,
                         "calls": row.calls,
                         "inputTokens": row.input_tokens,
                         "outputTokens": row.output_tokens,
@@ -86,15 +95,17 @@ def cost_command(days: int, config_dir: Path | None, as_json: bool) -> None:
                 "monthUsd": month_total,
                 "dailyLimitUsd": cost.daily_limit_usd if cost.enabled else None,
                 "monthlyLimitUsd": cost.monthly_limit_usd if cost.enabled else None,
+                "principalsTodayUsd": principals_today,
             }
         )
         return
     if shown:
-        headers = ("DAY (UTC)", "AGENT", "CALLS", "INPUT", "OUTPUT", "USD")
+        headers = ("DAY (UTC)", "AGENT", "PRINCIPAL", "CALLS", "INPUT", "OUTPUT", "USD")
         cells = [
             (
                 row.day,
                 row.agent_alias,
+                row.principal or OPERATOR_LABEL,
                 str(row.calls),
                 str(row.input_tokens),
                 str(row.output_tokens),
@@ -102,7 +113,7 @@ def cost_command(days: int, config_dir: Path | None, as_json: bool) -> None:
             )
             for row in shown
         ]
-        click.echo(_table(headers, cells))
+        click.echo(plain_table(headers, cells))
     else:
         click.echo(f"No priced model calls in the last {days} days.")
     limits = (
@@ -114,3 +125,7 @@ def cost_command(days: int, config_dir: Path | None, as_json: bool) -> None:
         f"Today ({today.isoformat()} UTC): ${day_total:.4f}{limits[0]}; "
         f"this month: ${month_total:.4f}{limits[1]}"
     )
+    for principal, spent in sorted(principals_today.items()):
+        cents = cost.principal_cap_cents(principal)
+        of = "" if cents is None else f" of ${cents / 100:.2f}"
+        click.echo(f"Today, principal {principal}: ${spent:.4f}{of}")

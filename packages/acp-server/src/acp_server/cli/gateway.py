@@ -1,8 +1,9 @@
-"""`zeroclaw gateway`, `gateway get-paircode` and `gateway revoke-token` (registered by
-acp_server.cli.main)."""
+"""`zeroclaw gateway`, `gateway get-paircode`, `gateway tokens`, `gateway token create` and
+`gateway revoke-token` (registered by acp_server.cli.main)."""
 
 from __future__ import annotations
 
+import json
 import ssl
 import sys
 from typing import Any, Final
@@ -15,16 +16,25 @@ from acp_core.gateway_contract import (
     ADMIN_PAIRCODE_NEW_PATH,
     ADMIN_PAIRCODE_PATH,
     ADMIN_PAIRCODE_ROTATE_PATH,
+    ADMIN_TOKENS_CREATE_PATH,
+    ADMIN_TOKENS_PATH,
     GatewayAddress,
     normalize_host,
     normalize_path_prefix,
 )
 from acp_server.app import open_app, shared_store_message
 from acp_server.cli.main import EXIT_CONFIG_ERROR, CliState, fail
+from acp_server.cli.render import terminal_safe
+from acp_server.cli.sessions import plain_table
 from acp_server.config import Config
 from acp_server.gateway.admin import ADMIN_HEADER, ADMIN_SECRET_FILE, read_admin_secret
 from acp_server.gateway.auth import is_loopback_host
-from acp_server.gateway.revoke import ADMIN_TOKENS_REVOKE_PATH, ALL_PARAMETER, SELECTOR_PARAMETER
+from acp_server.gateway.revoke import (
+    ADMIN_TOKENS_REVOKE_PATH,
+    ALL_PARAMETER,
+    NAME_PARAMETER,
+    SELECTOR_PARAMETER,
+)
 from acp_server.gateway.service import DEFAULT_DRAIN_TIMEOUT_SECS, Gateway, GatewayError
 from acp_server.security.sandbox.posture import log_startup_posture
 from acp_server.storage import StoreUnavailable
@@ -204,31 +214,116 @@ def get_paircode_command(
 
 @gateway_command.command("revoke-token")
 @click.argument("token", required=False, metavar="TOKEN|DIGEST_PREFIX")
+@click.option("--name", "principal", help="Revoke every live token of this principal.")
 @click.option("--all", "revoke_all", is_flag=True, help="Revoke every paired token.")
 @_admin_host_option
 @_admin_port_option
 @click.pass_context
 def revoke_token_command(
-    ctx: click.Context, token: str | None, revoke_all: bool, host: str | None, port: int | None
+    ctx: click.Context,
+    token: str | None,
+    principal: str | None,
+    revoke_all: bool,
+    host: str | None,
+    port: int | None,
 ) -> None:
-    """Revoke one paired token (or --all) through the running gateway on this machine.
+    """Revoke one paired token, a principal's (--name), or --all, through the running
+    gateway on this machine.
 
-    Name the token itself (zc_...) or at least 8 hex digits of its digest as
-    [gateway] paired_tokens lists it. Its clients are disconnected (close code 1008) and
-    must pair again; the pairing code is left as it is. With a shared PostgreSQL store
-    ([storage] url) every replica refuses the token and disconnects its clients.
+    Name the token itself (zc_...), at least 8 hex digits of its digest as
+    `zeroclaw gateway tokens` or [gateway] paired_tokens lists it, or its principal with
+    --name. Its clients are disconnected (close code 1008) and must pair again; the pairing
+    code is left as it is. With a shared PostgreSQL store ([storage] url) every replica
+    refuses the token and disconnects its clients.
     """
-    if (token is None) == (not revoke_all):
-        fail("give one TOKEN or digest prefix, or --all", code=EXIT_CONFIG_ERROR)
+    if sum((token is not None, principal is not None, revoke_all)) != 1:
+        fail("give one TOKEN or digest prefix, --name NAME, or --all", code=EXIT_CONFIG_ERROR)
     state = ctx.find_object(CliState) or CliState(config_dir_flag=None)
     config = state.load()
-    params = {ALL_PARAMETER: "1"} if revoke_all else {SELECTOR_PARAMETER: token or ""}
+    if revoke_all:
+        params = {ALL_PARAMETER: "1"}
+    elif principal is not None:
+        params = {NAME_PARAMETER: principal}
+    else:
+        params = {SELECTOR_PARAMETER: token or ""}
     body = _admin_call(config, host, port, "POST", ADMIN_TOKENS_REVOKE_PATH, params)
     revoked = body.get("revoked") or []
     click.echo(
         f"zeroclaw: revoked {body.get('revoked_tokens', 0)} token(s)"
         + (f" ({', '.join(map(str, revoked))})" if revoked else "")
         + (f"; {body['message']}" if body.get("message") else ""),
+        err=True,
+    )
+
+
+@gateway_command.command("tokens")
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+@_admin_host_option
+@_admin_port_option
+@click.pass_context
+def tokens_command(ctx: click.Context, as_json: bool, host: str | None, port: int | None) -> None:
+    """List the paired tokens of the running gateway on this machine: the principal each
+    belongs to, its digest prefix, when it was paired and last used (written at most once
+    a minute), its open connections (on this replica) and whether it was revoked."""
+    state = ctx.find_object(CliState) or CliState(config_dir_flag=None)
+    body = _admin_call(state.load(), host, port, "GET", ADMIN_TOKENS_PATH)
+    tokens = body.get("tokens") or []
+    if as_json:
+        click.echo(json.dumps(tokens, indent=2))
+        return
+    click.echo(tokens_table(tokens))
+
+
+def tokens_table(tokens: list[dict[str, Any]]) -> str:
+    """``zeroclaw gateway tokens``'s table: one line per token, live ones first."""
+    header = ("NAME", "PREFIX", "CREATED", "LAST USED", "CONNS", "REVOKED")
+    rows = [
+        (
+            str(token.get("name")),
+            str(token.get("prefix")),
+            _short_time(token.get("created")),
+            _short_time(token.get("last_used")),
+            str(token.get("connections", 0)),
+            _short_time(token.get("revoked")) if token.get("revoked") else "no",
+        )
+        for token in tokens
+    ]
+    return terminal_safe(plain_table(header, rows))
+
+
+def _short_time(value: object) -> str:
+    """An ISO 8601 UTC time to the minute (``-`` for none)."""
+    if not isinstance(value, str) or not value:
+        return "-"
+    return value[:16].replace("T", " ")
+
+
+@gateway_command.group("token")
+def token_group() -> None:
+    """Manage the gateway's tokens (see also `tokens` and `revoke-token`)."""
+
+
+@token_group.command("create")
+@click.option("--name", "principal", required=True, help="The principal the token belongs to.")
+@_admin_host_option
+@_admin_port_option
+@click.pass_context
+def token_create_command(
+    ctx: click.Context, principal: str, host: str | None, port: int | None
+) -> None:
+    """Create a token for a principal (a CI runner, a bot) without a pairing code.
+
+    The token goes to stdout, once; it is stored only as its digest. Give it to the client
+    as ZEROCLAW_ACP_BRIDGE_TOKEN, or in its bridge's token file (acp-bridge-token, mode 0600).
+    """
+    state = ctx.find_object(CliState) or CliState(config_dir_flag=None)
+    body = _admin_call(
+        state.load(), host, port, "POST", ADMIN_TOKENS_CREATE_PATH, {NAME_PARAMETER: principal}
+    )
+    click.echo(str(body.get("token")))
+    click.echo(
+        f"zeroclaw: token for {body.get('principal')} (prefix {body.get('prefix')}); "
+        + str(body.get("message", "")),
         err=True,
     )
 

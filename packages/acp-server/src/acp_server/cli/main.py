@@ -1,7 +1,9 @@
 """The `zeroclaw` command line.
 
 ``zeroclaw [--config-dir DIR] COMMAND``. Logging goes to stderr and is configured before
-anything else runs; in `zeroclaw acp` stdout carries protocol frames only.
+anything else runs (``acp_server.cli.launch``, the console script's entry point, which also
+starts a plain `zeroclaw acp` without building this click group); in `zeroclaw acp` stdout
+carries protocol frames only.
 
 Subcommands that live in other modules are listed in ``LAZY_COMMANDS`` as
 ``name → "module:attribute"`` (a ``click.Command``) and imported only when that command
@@ -12,29 +14,19 @@ stack. A module that is not installed is simply absent from the list.
 from __future__ import annotations
 
 import importlib
-import logging
-import os
-import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, NoReturn
+from typing import Final
 
 import click
 
 from acp_server import __version__
-from acp_server.config import (
-    Config,
-    ConfigError,
-    load_config,
-    resolve_config_dir,
-    with_acp_overrides,
-    write_starter_config,
-)
+from acp_server.cli.launch import EXIT_CONFIG_ERROR as EXIT_CONFIG_ERROR
+from acp_server.cli.launch import AcpLaunch, serve_acp
+from acp_server.cli.launch import CliState as CliState
+from acp_server.cli.launch import fail as fail
+from acp_server.cli.launch import main as launch_main
+from acp_server.config import ConfigError, write_starter_config
 
-logger = logging.getLogger("zeroclaw")
-
-LOG_LEVEL_ENV: Final = "ZEROCLAW_LOG"
-EXIT_CONFIG_ERROR: Final = 2
 LAZY_COMMANDS: Final = {
     "cost": "acp_server.cli.cost:cost_command",
     "demo": "acp_server.cli.prompt:demo_command",
@@ -44,47 +36,6 @@ LAZY_COMMANDS: Final = {
     "sessions": "acp_server.cli.sessions:sessions_command",
     "storage": "acp_server.cli.storage:storage_command",
 }
-
-
-def configure_logging() -> None:
-    """stderr only; level from ``$ZEROCLAW_LOG`` (debug, info, warning, error; default info)."""
-    level_name = os.environ.get(LOG_LEVEL_ENV, "info").strip().upper() or "INFO"
-    level = logging.getLevelName(level_name)
-    if not isinstance(level, int):
-        level = logging.INFO
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("zeroclaw: %(levelname)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-    # Third-party chatter stays at warnings unless asked for.
-    for noisy in ("httpx", "httpcore", "mcp"):
-        logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
-
-
-@dataclass
-class CliState:
-    config_dir_flag: Path | None
-
-    @property
-    def config_dir(self) -> Path:
-        return resolve_config_dir(self.config_dir_flag)
-
-    def load(self, *, runs_agents: bool = False) -> Config:
-        """The configuration, or exit 2 with the file, key and problem on stderr.
-
-        ``runs_agents``: this command will run agents, so without a config.toml it says
-        which provider the built-in default chose (an offline echo agent surprises less
-        when announced)."""
-        try:
-            return load_config(self.config_dir, announce_default=runs_agents)
-        except ConfigError as exc:
-            fail(str(exc), code=EXIT_CONFIG_ERROR)
-
-
-def fail(message: str, *, code: int = 1) -> NoReturn:
-    click.echo(f"zeroclaw: error: {message}", err=True)
-    sys.exit(code)
 
 
 class LazyGroup(click.Group):
@@ -172,29 +123,10 @@ def acp_command(
     updates to stdout; logs go to stderr. Exits 0 when stdin closes, after cancelling any
     turn still running.
     """
-    import trio
-
-    from acp_server.app import open_app, shared_store_message
-    from acp_server.protocol.stdio import serve_stdio
-    from acp_server.security.sandbox.posture import log_startup_posture
-    from acp_server.storage import StoreUnavailable
-
-    async def serve(config: Config) -> None:
-        async with open_app(config) as app:
-            await serve_stdio(app, default_agent=agent)
-
-    config = with_acp_overrides(
-        state.load(runs_agents=True),
-        max_sessions=max_sessions,
-        session_timeout_secs=session_timeout,
+    serve_acp(
+        state,
+        AcpLaunch(max_sessions=max_sessions, session_timeout=session_timeout, agent=agent),
     )
-    log_startup_posture(config, agent)
-    try:
-        trio.run(serve, config)
-    except StoreUnavailable as exc:  # only a shared store ([storage] url) stops the start
-        fail(shared_store_message(exc))
-    except KeyboardInterrupt:
-        sys.exit(130)
 
 
 @cli.command("init")
@@ -215,5 +147,5 @@ def init_command(state: CliState, force: bool) -> None:
 
 
 def main() -> None:
-    configure_logging()
-    cli(prog_name="zeroclaw")
+    """The console script (``acp_server.cli.launch.main``), for callers of this name."""
+    launch_main()

@@ -34,6 +34,8 @@ from acp_server.storage import (
 )
 
 EXIT_NOT_FOUND: Final = 1
+OPERATOR_LABEL: Final = "(operator)"
+"""The owner shown for a session of the local operator (stdio, or stored before principals)."""
 EXIT_STORE_ERROR: Final = 1
 
 _CONFIG_DIR_OPTION = click.option(
@@ -86,6 +88,7 @@ def _info_json(info: StoredSessionInfo) -> dict[str, Any]:
         "turnCount": info.turn_count,
         "tokenCount": info.token_count,
         "title": info.title,
+        "principal": info.principal,
     }
 
 
@@ -109,7 +112,7 @@ def _print_json(value: Any) -> None:
     click.echo(json.dumps(value, ensure_ascii=False, indent=2))
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+def plain_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=False)]
     lines = [
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
@@ -155,12 +158,15 @@ def list_command(config_dir: Path | None, as_json: bool) -> None:
             _time(info.created_at),
             _time(info.last_activity),
             str(info.message_count),
+            info.principal or OPERATOR_LABEL,
             info.title or "",
         )
         for info in infos
     ]
-    headers = ("ID", "AGENT", "WORKSPACE", "CREATED", "LAST ACTIVITY", "MESSAGES", "TITLE")
-    click.echo(terminal_safe(_table(headers, rows)))
+    headers = (
+        "ID", "AGENT", "WORKSPACE", "CREATED", "LAST ACTIVITY", "MESSAGES", "OWNER", "TITLE"
+    )  # fmt: skip
+    click.echo(terminal_safe(plain_table(headers, rows)))
 
 
 def _load(path: StoreLocation, session_id: str) -> StoredSession:

@@ -1,6 +1,6 @@
 """Configuration: the typed view of ``<config_dir>/config.toml``.
 
-A faithful subset of the reference's v3 schema (the ZeroClaw configuration docs):
+A faithful subset of ZeroClaw's v3 schema (the ZeroClaw configuration docs):
 ``[acp]``, ``[gateway]``, ``[providers.models.<type>.<alias>]``, ``[agents.<alias>]``,
 ``[risk_profiles.<alias>]``, ``[runtime_profiles.<alias>]``, ``[skills]``, the legacy
 ``[autonomy]`` table (mapped onto the default risk profile) and ``workspace_dir`` (the
@@ -16,9 +16,10 @@ import logging
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+from msgspec.structs import replace
 
 from acp_core import gateway_contract
 from acp_server.config.parse import ConfigParser
@@ -50,10 +51,12 @@ from acp_server.config.values import (
     PROVIDER_KEY_ENV,
     AcpConfig,
     AgentConfig,
+    AnyMcpServerConfig,
     Config,
     ConfigError,
     GatewayConfig,
     GatewayTlsConfig,
+    McpHttpServerConfig,
     McpServerConfig,
     PrivatePath,
     ProviderConfig,
@@ -92,10 +95,12 @@ __all__ = [
     "PROVIDER_KEY_ENV",
     "AcpConfig",
     "AgentConfig",
+    "AnyMcpServerConfig",
     "Config",
     "ConfigError",
     "GatewayConfig",
     "GatewayTlsConfig",
+    "McpHttpServerConfig",
     "McpServerConfig",
     "PrivatePath",
     "ProviderConfig",

@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
+
+from msgspec.structs import replace
 
 from acp_server.config.values import AcpConfig, AgentConfig, Config, IdentityConfig
 

@@ -5,8 +5,9 @@ the providers its ``model`` config option offers besides ``model_provider``
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
+
+from msgspec.structs import replace
 
 from acp_server.config.values import AgentConfig, ProviderConfig
 

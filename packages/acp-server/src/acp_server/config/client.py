@@ -6,8 +6,9 @@ client may send it images (``promptCapabilities.image``)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
+
+from msgspec.structs import replace
 
 from acp_server.config.values import AcpConfig, ProviderConfig
 

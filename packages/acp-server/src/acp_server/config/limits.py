@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
+
+from msgspec.structs import replace
 
 from acp_server.config.values import CostConfig, ModelPrice, RuntimeProfileConfig
 
@@ -14,7 +15,8 @@ if TYPE_CHECKING:
 
 COST_KEYS: Final = frozenset(
     {"enabled", "daily_limit_usd", "monthly_limit_usd", "rates"}
-    # The reference's warning and enforcement knobs: accepted, they change nothing here
+    | {"per_principal_daily_cents", "principals"}
+    # ZeroClaw's warning and enforcement knobs: accepted, they change nothing here
     # (a cap reached always fails the turn).
     | {"warn_at_percent", "allow_override", "track_per_agent", "enforcement"}
 )
@@ -26,7 +28,7 @@ def _not_negative(value: float) -> str | None:
 
 
 def parse_cost(parser: ConfigParser, doc: Mapping[str, Any]) -> CostConfig:
-    """The ``[cost]`` table (the reference's keys and defaults)."""
+    """The ``[cost]`` table (ZeroClaw's keys and defaults)."""
     t = parser.table(doc, "cost", "cost")
     parser.warn_unknown(t, COST_KEYS, "cost")
     default = CostConfig()
@@ -49,7 +51,41 @@ def parse_cost(parser: ConfigParser, doc: Mapping[str, Any]) -> CostConfig:
             _not_negative,
         ),
         rates=_parse_rates(parser, t),
+        per_principal_daily_cents=(
+            parser.get(
+                t,
+                "per_principal_daily_cents",
+                "cost.per_principal_daily_cents",
+                int,
+                0,
+                _not_negative,
+            )
+            if "per_principal_daily_cents" in t
+            else None
+        ),
+        principal_daily_cents=_parse_principal_caps(parser, t),
     )
+
+
+def _parse_principal_caps(parser: ConfigParser, cost: Mapping[str, Any]) -> dict[str, int]:
+    """``[cost.principals.<name>] max_cost_per_day_cents``: each gateway principal's own
+    daily cap, over ``per_principal_daily_cents``."""
+    principals = parser.table(cost, "principals", "cost.principals")
+    caps: dict[str, int] = {}
+    for name in principals:
+        dotted = f"cost.principals.{name}"
+        body = parser.table(principals, name, dotted)
+        parser.warn_unknown(body, frozenset({"max_cost_per_day_cents"}), dotted)
+        if "max_cost_per_day_cents" in body:
+            caps[name] = parser.get(
+                body,
+                "max_cost_per_day_cents",
+                f"{dotted}.max_cost_per_day_cents",
+                int,
+                0,
+                _not_negative,
+            )
+    return caps
 
 
 def _parse_rates(

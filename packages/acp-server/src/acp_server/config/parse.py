@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import fields
 from pathlib import Path
 from typing import Any, Final, TypeVar
+
+from msgspec.structs import fields
 
 from acp_core.gateway_contract import (
     normalize_host,
@@ -19,6 +20,7 @@ from acp_server.config.checks import ERROR_CODE_STYLES
 from acp_server.config.choices import agent_model_choices
 from acp_server.config.client import parse_client_offers, parse_vision
 from acp_server.config.limits import parse_cost, with_runtime_budget
+from acp_server.config.mcp import parse_mcp_servers
 from acp_server.config.proxies import with_proxy_settings
 from acp_server.config.skills import agent_skills, agent_table_keys, parse_skills_table
 from acp_server.config.storage import parse_storage
@@ -44,7 +46,6 @@ from acp_server.config.values import (
     ConfigError,
     GatewayConfig,
     GatewayTlsConfig,
-    McpServerConfig,
     ProviderConfig,
     RiskProfileConfig,
     RuntimeProfileConfig,
@@ -322,7 +323,7 @@ class ConfigParser:
         return result
 
     def env_api_key(self, ptype: str, alias: str) -> str:
-        # The reference's env override form, then the provider's well-known variable.
+        # ZeroClaw's env override form, then the provider's well-known variable.
         specific = self.env.get(f"ZEROCLAW_providers__models__{ptype}__{alias}__api_key", "")
         if specific.strip():
             return specific.strip()
@@ -371,7 +372,7 @@ class ConfigParser:
                 t, "allowed_commands", f"{prefix}.allowed_commands", base.allowed_commands
             ),
             always_ask=self.strings(t, "always_ask", f"{prefix}.always_ask", base.always_ask),
-            # The reference always merges its built-in auto-approve list into the profile's.
+            # ZeroClaw's implementation always merges its built-in auto-approve list into the profile's.
             auto_approve=_merged(
                 DEFAULT_AUTO_APPROVE,
                 self.strings(t, "auto_approve", f"{prefix}.auto_approve", ()),
@@ -408,7 +409,7 @@ class ConfigParser:
         default_base = RiskProfileConfig()
         legacy = self.table(doc, "autonomy", "autonomy")
         if legacy:
-            # Legacy V1 table: the reference migrates it into [risk_profiles.default].
+            # Legacy V1 table: ZeroClaw's implementation migrates it into [risk_profiles.default].
             self.warn_unknown(legacy, known | _AUTONOMY_IGNORED, "autonomy")
             for key in sorted(_AUTONOMY_IGNORED & legacy.keys()):
                 logger.warning("%s: `autonomy.%s` is not supported and is ignored", self.path, key)
@@ -516,7 +517,14 @@ class ConfigParser:
                 acp_enable_mcp=self.get(
                     body, "acp_enable_mcp", f"{prefix}.acp_enable_mcp", bool, False
                 ),
-                mcp_servers=self.parse_mcp_servers(body, prefix),
+                mcp_servers=parse_mcp_servers(self, body, prefix),
+                mcp_allow_private_hosts=self.get(
+                    body,
+                    "mcp_allow_private_hosts",
+                    f"{prefix}.mcp_allow_private_hosts",
+                    bool,
+                    False,
+                ),
             )
             # A blank reference makes the agent non-dispatchable (answered at session/new);
             # a reference to something that does not exist is a mistake in the file.
@@ -533,34 +541,6 @@ class ConfigParser:
                     )
             agents[alias] = agent
         return agents
-
-    def parse_mcp_servers(
-        self, body: Mapping[str, Any], prefix: str
-    ) -> tuple[McpServerConfig, ...]:
-        raw = body.get("mcp_servers", [])
-        key = f"{prefix}.mcp_servers"
-        if not isinstance(raw, list):
-            raise self.error(key, f"expected an array of tables, got {checks.type_name(raw)}")
-        servers: list[McpServerConfig] = []
-        for index, item in enumerate(raw):
-            item_key = f"{key}[{index}]"
-            if not isinstance(item, dict):
-                raise self.error(item_key, f"expected a table, got {checks.type_name(item)}")
-            self.warn_unknown(item, _field_names(McpServerConfig), item_key)
-            env = self.table(item, "env", f"{item_key}.env")
-            if not all(isinstance(v, str) for v in env.values()):
-                raise self.error(f"{item_key}.env", "values must be strings")
-            servers.append(
-                McpServerConfig(
-                    name=self.get(item, "name", f"{item_key}.name", str, "", checks.non_blank),
-                    command=self.get(
-                        item, "command", f"{item_key}.command", str, "", checks.non_blank
-                    ),
-                    args=self.strings(item, "args", f"{item_key}.args", ()),
-                    env=dict(env),
-                )
-            )
-        return tuple(servers)
 
 
 def _field_names(cls: type) -> frozenset[str]:

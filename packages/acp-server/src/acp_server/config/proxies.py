@@ -8,9 +8,10 @@ PROXY protocol header (``proxy_protocol = true``) or ``X-Forwarded-For``.
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import replace
 from ipaddress import IPv4Network, IPv6Network
 from typing import TYPE_CHECKING, Any
+
+from msgspec.structs import replace
 
 from acp_server.config.values import GatewayConfig
 

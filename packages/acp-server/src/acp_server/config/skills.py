@@ -12,9 +12,10 @@ subdirectory.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
+
+from msgspec.structs import replace
 
 from acp_server.config.values import (
     DEFAULT_MAX_FULL_SKILLS_CHARS,

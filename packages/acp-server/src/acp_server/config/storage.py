@@ -11,8 +11,9 @@ share. Without it, sessions go to the SQLite file under ``workspace_dir`` as alw
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
 
 if TYPE_CHECKING:
     from acp_server.config.parse import ConfigParser
@@ -21,8 +22,7 @@ STORAGE_URL_ENV: Final = "ZEROCLAW_STORAGE_URL"
 POSTGRES_SCHEMES: Final = ("postgresql://", "postgres://")
 
 
-@dataclass(frozen=True, slots=True)
-class StorageConfig:
+class StorageConfig(msgspec.Struct, frozen=True):
     url: str | None = None
     """A ``postgresql://`` URL (libpq's form); None: the SQLite file under workspace_dir."""
 

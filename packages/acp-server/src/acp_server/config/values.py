@@ -1,13 +1,14 @@
-"""The configuration's values: one frozen dataclass per table of ``config.toml``, the
+"""The configuration's values: one frozen ``msgspec.Struct`` per table of ``config.toml``, the
 defaults, and ``ConfigError``. Reading and validating a file is ``acp_server.config.parse``."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from ipaddress import IPv4Network, IPv6Network
 from pathlib import Path
 from typing import Final, Literal
+
+import msgspec
 
 # Shared with the bridge (acp_core.gateway_contract), re-exported under their old names.
 from acp_core.gateway_contract import CONFIG_DIR_ENV as CONFIG_DIR_ENV
@@ -32,7 +33,7 @@ DEFAULT_SHELL_CPU_LIMIT_SECS: Final = 600
 DEFAULT_SHELL_FILE_SIZE_LIMIT_BYTES: Final = 1 << 30  # 1 GiB: the largest file a command may write
 DEFAULT_SHELL_ADDRESS_SPACE_LIMIT_BYTES: Final = 16 << 30  # 16 GiB of virtual memory
 
-# Reference defaults (RiskProfileConfig's Default impl).
+# ZeroClaw's defaults (RiskProfileConfig's Default impl).
 DEFAULT_ALLOWED_COMMANDS: Final = (
     "git", "npm", "cargo", "ls", "cat", "grep", "find", "echo", "pwd", "wc", "head", "tail",
     "date", "df", "du", "uname", "uptime", "hostname", "python", "python3", "pip", "node", "free",
@@ -52,12 +53,11 @@ DEFAULT_AUTO_APPROVE: Final = (
 )  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
-class AcpConfig:
+class AcpConfig(msgspec.Struct, frozen=True):
     default_agent: str | None = None
     max_sessions: int = DEFAULT_MAX_SESSIONS
     session_timeout_secs: int = DEFAULT_SESSION_TIMEOUT_SECS
-    """The seed's one timeout: the default of the two below."""
+    """The ZeroClaw ACP documentation's one timeout: the default of the two below."""
     permission_timeout_secs: int | None = None
     """How long a permission request waits for the client (unanswered = denied)."""
     idle_session_timeout_secs: int | None = None
@@ -68,7 +68,7 @@ class AcpConfig:
     project_instructions: tuple[str, ...] = DEFAULT_PROJECT_INSTRUCTIONS
     """File names looked up in the session cwd and its parents (``[]``: none)."""
     error_codes: Literal["zeroclaw", "acp"] = "zeroclaw"
-    """"zeroclaw": an unknown session is -32000 (the ZeroClaw seed); "acp": -32002, the ACP
+    """"zeroclaw": an unknown session is -32000 (the ZeroClaw ACP documentation); "acp": -32002, the ACP
     spec's "resource not found", for clients that read -32000 as "authentication required"."""
     client_fs: Literal["auto", "never"] = "auto"
     """"auto": file tools read and write text files through the client's ``fs/*`` when it
@@ -90,15 +90,13 @@ class AcpConfig:
         return self.session_timeout_secs
 
 
-@dataclass(frozen=True, slots=True)
-class GatewayTlsConfig:
+class GatewayTlsConfig(msgspec.Struct, frozen=True):
     enabled: bool = False
     cert_path: Path | None = None
     key_path: Path | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class GatewayConfig:
+class GatewayConfig(msgspec.Struct, frozen=True):
     """The ``[gateway]`` table. ``host`` and ``path_prefix`` are stored as the rules in
     ``acp_core.gateway_contract`` normalize them (the bridge reads them the same way)."""
 
@@ -111,14 +109,13 @@ class GatewayConfig:
     pair_rate_limit_per_minute: int = 10
     websocket_ping_interval_secs: int = 30
     allowed_origins: tuple[str, ...] = ()
-    tls: GatewayTlsConfig = field(default_factory=GatewayTlsConfig)
+    tls: GatewayTlsConfig = msgspec.field(default_factory=GatewayTlsConfig)
     # Load balancers whose word on the client address is taken (config/proxies.py).
     trusted_proxies: tuple[IPv4Network | IPv6Network, ...] = ()
     proxy_protocol: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class ProviderConfig:
+class ProviderConfig(msgspec.Struct, frozen=True):
     """``[providers.models.<type>.<alias>]``; ``ref`` is ``"<type>.<alias>"``."""
 
     type: str
@@ -140,18 +137,43 @@ class ProviderConfig:
         return f"{self.type}.{self.alias}"
 
 
-@dataclass(frozen=True, slots=True)
-class McpServerConfig:
+class McpServerConfig(msgspec.Struct, frozen=True):
     """A stdio MCP server (base ACP ``McpServer`` shape)."""
 
     name: str
     command: str
     args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = msgspec.field(default_factory=dict)
+    call_timeout_secs: float | None = None
+    """How long one tool call may run (None: the MCP runtime's default)."""
 
 
-@dataclass(frozen=True, slots=True)
-class IdentityConfig:
+McpHttpTransport = Literal["http", "sse"]
+DEFAULT_MCP_CONNECT_TIMEOUT_SECS: Final = 10.0
+"""How long opening a connection to an HTTP MCP server may take (TCP and TLS)."""
+
+
+class McpHttpServerConfig(msgspec.Struct, frozen=True):
+    """An MCP server reached over HTTP (ACP ``McpServerHttp`` / ``McpServerSse``):
+    ``http`` is MCP's streamable HTTP transport, ``sse`` its older HTTP+SSE one."""
+
+    name: str
+    url: str
+    transport: McpHttpTransport = "http"
+    headers: tuple[tuple[str, str], ...] = ()
+    """Sent with every request to the server (an ``Authorization`` token, typically)."""
+    public_only: bool = False
+    """Connect to public addresses only (the web tools' rule, docs/security.md): set for a
+    server a gateway client named, unless the agent sets ``mcp_allow_private_hosts``."""
+    connect_timeout_secs: float = DEFAULT_MCP_CONNECT_TIMEOUT_SECS
+    call_timeout_secs: float | None = None
+    """How long one tool call may run (None: the MCP runtime's default)."""
+
+
+AnyMcpServerConfig = McpServerConfig | McpHttpServerConfig
+
+
+class IdentityConfig(msgspec.Struct, frozen=True):
     """``[agents.<alias>.identity]``: ``openclaw`` (the markdown files only) or ``aieos``
     (an AIEOS JSON document first; ``aieos_path``, relative to the agent workspace, wins
     over ``aieos_inline``)."""
@@ -165,8 +187,7 @@ class IdentityConfig:
         return self.format == "aieos" and (self.aieos_path or self.aieos_inline) is not None
 
 
-@dataclass(frozen=True, slots=True)
-class SkillsConfig:
+class SkillsConfig(msgspec.Struct, frozen=True):
     """An agent's skills (``[skills]`` and ``[agents.<alias>] skill_bundles`` /
     ``skills_mode``; ``docs/agents.md``). ``sources`` are directories holding one skill per
     subdirectory, earlier ones winning name clashes: ``<agent workspace>/skills``, then
@@ -178,8 +199,7 @@ class SkillsConfig:
     max_full_chars: int = DEFAULT_MAX_FULL_SKILLS_CHARS
 
 
-@dataclass(frozen=True, slots=True)
-class AgentConfig:
+class AgentConfig(msgspec.Struct, frozen=True):
     alias: str
     enabled: bool = True
     model_provider: str = ""
@@ -187,28 +207,30 @@ class AgentConfig:
     runtime_profile: str = "default"
     system_prompt: str | None = None
     acp_enable_mcp: bool = False
-    mcp_servers: tuple[McpServerConfig, ...] = ()
+    mcp_servers: tuple[AnyMcpServerConfig, ...] = ()
+    mcp_allow_private_hosts: bool = False
+    """Gateway clients may name HTTP MCP servers on private, loopback or link-local
+    addresses (off: only public ones, as for the web tools)."""
     workspace: Path | None = None
     """The agent workspace holding the personality files (``[agents.<alias>.workspace]
     path``, default ``<workspace_dir>/agents/<alias>/workspace``); None: no personality."""
     project_instructions: tuple[str, ...] = DEFAULT_PROJECT_INSTRUCTIONS
     """``[acp] project_instructions``, copied onto each agent by the parser."""
-    identity: IdentityConfig = field(default_factory=IdentityConfig)
-    skills: SkillsConfig = field(default_factory=SkillsConfig)
+    identity: IdentityConfig = msgspec.field(default_factory=IdentityConfig)
+    skills: SkillsConfig = msgspec.field(default_factory=SkillsConfig)
     model_providers: tuple[str, ...] = ()
     """More ``<type>.<alias>`` provider refs a client may switch the session to (the
     session's ``model`` config option; ``model_provider`` is always one of them)."""
 
     @property
     def dispatchable(self) -> bool:
-        """Reference rule: enabled and all three profile references non-blank."""
+        """ZeroClaw's rule: enabled and all three profile references non-blank."""
         return self.enabled and all(
             ref.strip() for ref in (self.model_provider, self.risk_profile, self.runtime_profile)
         )
 
 
-@dataclass(frozen=True, slots=True)
-class PrivatePath:
+class PrivatePath(msgspec.Struct, frozen=True):
     """One of the server's own paths that no session reaches: ``label`` names it in
     messages (``the config directory``)."""
 
@@ -216,8 +238,7 @@ class PrivatePath:
     path: Path
 
 
-@dataclass(frozen=True, slots=True)
-class RiskProfileConfig:
+class RiskProfileConfig(msgspec.Struct, frozen=True):
     level: RiskLevel = "supervised"
     workspace_only: bool = True
     forbidden_paths: tuple[str, ...] = DEFAULT_FORBIDDEN_PATHS
@@ -238,8 +259,7 @@ class RiskProfileConfig:
     a config.toml key."""
 
 
-@dataclass(frozen=True, slots=True)
-class RuntimeProfileConfig:
+class RuntimeProfileConfig(msgspec.Struct, frozen=True):
     shell_timeout_secs: int = DEFAULT_SHELL_TIMEOUT_SECS
     max_tool_iterations: int = DEFAULT_MAX_TOOL_ITERATIONS
     # setrlimit of every shell command, under any sandbox backend (none included).
@@ -248,52 +268,59 @@ class RuntimeProfileConfig:
     shell_address_space_limit_bytes: int = DEFAULT_SHELL_ADDRESS_SPACE_LIMIT_BYTES
     max_actions_per_hour: int | None = None
     """Counted tool calls a session may make in any sliding hour (agent/limits/actions.py); None:
-    no limit (the reference's quick-start preset is unbounded too)."""
+    no limit (ZeroClaw's quick-start preset is unbounded too)."""
     max_cost_per_day_cents: int | None = None
     """What one agent may spend per UTC day, in US cents (agent/limits/spend.py); None: no cap."""
 
 
-@dataclass(frozen=True, slots=True)
-class ModelPrice:
+class ModelPrice(msgspec.Struct, frozen=True):
     """``[cost.rates.providers.models.<type>."<model>"]``: USD per million tokens."""
 
     input_per_mtok: float = 0.0
     output_per_mtok: float = 0.0
 
 
-@dataclass(frozen=True, slots=True)
-class CostConfig:
+class CostConfig(msgspec.Struct, frozen=True):
     """``[cost]``: spending caps over every agent sharing the session store (UTC days)."""
 
     enabled: bool = True
     daily_limit_usd: float = 10.0
     monthly_limit_usd: float = 100.0
-    rates: Mapping[tuple[str, str], ModelPrice] = field(default_factory=dict)
+    rates: Mapping[tuple[str, str], ModelPrice] = msgspec.field(default_factory=dict)
     """Prices by (provider type, model id)."""
+    per_principal_daily_cents: int | None = None
+    """``per_principal_daily_cents``: what each gateway principal may spend per UTC day
+    (None: no cap of its own); the local operator is never held to it."""
+    principal_daily_cents: Mapping[str, int] = msgspec.field(default_factory=dict)
+    """``[cost.principals.<name>] max_cost_per_day_cents``: one principal's own cap."""
+
+    def principal_cap_cents(self, principal: str | None) -> int | None:
+        """The daily cap of ``principal`` in cents (None: none; the operator has none)."""
+        if principal is None:
+            return None
+        return self.principal_daily_cents.get(principal, self.per_principal_daily_cents)
 
 
-@dataclass(frozen=True, slots=True)
-class WebConfig:
+class WebConfig(msgspec.Struct, frozen=True):
     """``[web]``: the web_fetch and http_request tools (agent/tools/web.py)."""
 
     allow_private_hosts: bool = False
     """Let the web tools reach loopback, private and link-local addresses."""
 
 
-@dataclass(frozen=True, slots=True)
-class Config:
+class Config(msgspec.Struct, frozen=True):
     config_dir: Path
     config_file: Path | None  # None: no config.toml, built-in defaults in use
     workspace_dir: Path  # daemon-level data directory (store lives under it)
-    acp: AcpConfig = field(default_factory=AcpConfig)
-    gateway: GatewayConfig = field(default_factory=GatewayConfig)
-    providers: Mapping[str, ProviderConfig] = field(default_factory=dict)  # by ref
-    agents: Mapping[str, AgentConfig] = field(default_factory=dict)  # by alias
-    risk_profiles: Mapping[str, RiskProfileConfig] = field(default_factory=dict)
-    runtime_profiles: Mapping[str, RuntimeProfileConfig] = field(default_factory=dict)
-    cost: CostConfig = field(default_factory=CostConfig)
-    web: WebConfig = field(default_factory=WebConfig)
-    storage: StorageConfig = field(default_factory=StorageConfig)
+    acp: AcpConfig = msgspec.field(default_factory=AcpConfig)
+    gateway: GatewayConfig = msgspec.field(default_factory=GatewayConfig)
+    providers: Mapping[str, ProviderConfig] = msgspec.field(default_factory=dict)  # by ref
+    agents: Mapping[str, AgentConfig] = msgspec.field(default_factory=dict)  # by alias
+    risk_profiles: Mapping[str, RiskProfileConfig] = msgspec.field(default_factory=dict)
+    runtime_profiles: Mapping[str, RuntimeProfileConfig] = msgspec.field(default_factory=dict)
+    cost: CostConfig = msgspec.field(default_factory=CostConfig)
+    web: WebConfig = msgspec.field(default_factory=WebConfig)
+    storage: StorageConfig = msgspec.field(default_factory=StorageConfig)
 
     @staticmethod
     def default_agent_workspace(workspace_dir: Path, alias: str) -> Path:

@@ -1,7 +1,7 @@
 """Who may talk to the gateway: bearer tokens, subprotocols, origins and hosts.
 
-Pure functions and one small mutable registry; no I/O. The rules follow the seed's "Via the
-daemon gateway" section and the reference server: a token may arrive as
+Pure functions and one small mutable registry; no I/O. The rules follow the ZeroClaw ACP documentation's "Via the
+daemon gateway" section and ZeroClaw's implementation: a token may arrive as
 ``Authorization: Bearer``, as a ``Sec-WebSocket-Protocol`` entry ``bearer.<token>`` (browsers
 cannot set headers on a WebSocket), or as ``?token=``; the first source present is the one
 checked. Only SHA-256 digests of tokens are ever stored or compared.
@@ -27,6 +27,7 @@ from acp_core.gateway_contract import (
 )
 from acp_core.gateway_contract import UNAUTHORIZED_BODY as UNAUTHORIZED_BODY
 from acp_core.gateway_contract import is_loopback_host as is_loopback_host
+from acp_server.storage.tokens import imported_principal
 
 Headers = Sequence[tuple[bytes, bytes]]
 TokenSource = Literal["authorization", "subprotocol", "query"]
@@ -46,31 +47,50 @@ def presented_digest(token: str) -> str | None:
 
 
 class TokenRegistry:
-    """The set of accepted token digests; pairing adds to it, ``--rotate`` empties it."""
+    """The accepted token digests and the principal each belongs to; pairing adds to it,
+    ``--rotate`` empties it. A digest added without a name is listed under its imported
+    name (``token-<digest prefix>``, storage/tokens.py)."""
 
     def __init__(self, digests: Iterable[str] = ()) -> None:
-        self._digests: list[str] = []
+        self._principals: dict[str, str] = {}
         for digest in digests:
             self.add(digest)
 
     @property
     def digests(self) -> tuple[str, ...]:
-        return tuple(self._digests)
+        return tuple(self._principals)
+
+    @property
+    def principals(self) -> dict[str, str]:
+        """digest -> principal, in pairing order."""
+        return dict(self._principals)
 
     def __len__(self) -> int:
-        return len(self._digests)
+        return len(self._principals)
 
-    def add(self, digest: str) -> None:
+    def add(self, digest: str, principal: str | None = None) -> None:
         normalized = digest.strip().lower()
-        if normalized and normalized not in self._digests:
-            self._digests.append(normalized)
+        if normalized:
+            self._principals[normalized] = principal or imported_principal(normalized)
+
+    def name(self, principals: Mapping[str, str]) -> None:
+        """Take the names ``principals`` (digest -> principal) gives the digests it knows."""
+        for digest in self._principals:
+            if digest in principals:
+                self._principals[digest] = principals[digest]
+
+    def has_principal(self, principal: str) -> bool:
+        return principal in self._principals.values()
+
+    def principal_of(self, digest: str) -> str | None:
+        return self._principals.get(digest)
 
     def clear(self) -> None:
-        self._digests.clear()
+        self._principals.clear()
 
     def remove(self, digests: Iterable[str]) -> None:
-        gone = set(digests)
-        self._digests = [digest for digest in self._digests if digest not in gone]
+        for digest in digests:
+            self._principals.pop(digest, None)
 
     def verify(self, token: str) -> str | None:
         """The digest of ``token`` when it is paired, else None.
@@ -82,7 +102,7 @@ class TokenRegistry:
         if presented is None:
             return None
         matched: str | None = None
-        for digest in self._digests:
+        for digest in self._principals:
             if hmac.compare_digest(presented, digest):
                 matched = digest
         return matched

@@ -32,20 +32,26 @@ from acp_core.gateway_contract import (
     ADMIN_PAIRCODE_NEW_PATH,
     ADMIN_PAIRCODE_PATH,
     ADMIN_PAIRCODE_ROTATE_PATH,
+    ADMIN_TOKENS_CREATE_PATH,
+    ADMIN_TOKENS_PATH,
     HEALTH_PATH,
     PAIR_CODE_PATH,
     PAIR_PATH,
     PAIRING_CODE_HEADER,
+    PRINCIPAL_HEADER,
+    principal_problem,
 )
 from acp_server.gateway.admin import ADMIN_HEADER
 from acp_server.gateway.auth import hash_token, host_header_allowed, origin_allowed
 from acp_server.gateway.http import HttpRequest, send_json, send_response
 from acp_server.gateway.pairing import ConfigRewriteError, generate_token, persist_paired_tokens
+from acp_server.gateway.principals import add_local_token
 from acp_server.gateway.revoke import ADMIN_TOKENS_REVOKE_PATH, revoke_tokens
 from acp_server.gateway.routes import Exchange, Handler, RouteTable
 from acp_server.gateway.state import GatewayState
+from acp_server.gateway.token_admin import create_token, show_tokens
 from acp_server.security.pairing import PairAccepted, PairOutcome
-from acp_server.storage import StoreError
+from acp_server.storage import PrincipalTaken, StoreError
 
 logger = logging.getLogger(__name__)
 
@@ -139,12 +145,20 @@ def build_routes(state: GatewayState, *, upgrade: Handler) -> RouteTable:
         lambda exchange: revoke_tokens(state, exchange, persist_tokens),
         {"POST"},
     )
+    routes.add(ADMIN_TOKENS_PATH, lambda exchange: show_tokens(state, exchange), {"GET"})
+    routes.add(
+        ADMIN_TOKENS_CREATE_PATH,
+        lambda exchange: create_token(state, exchange, persist_tokens),
+        {"POST"},
+    )
     return routes
 
 
 async def _health(state: GatewayState, exchange: Exchange) -> None:
     # A shared store that stops answering makes the replica not ready (503), so a load
-    # balancer's health check sends new connections elsewhere until it is back.
+    # balancer's health check sends new connections elsewhere until it is back. So does a
+    # drain: the gateway still listens while Streamable HTTP connections finish (their
+    # POSTs need new TCP connections), and new clients belong elsewhere.
     store = state.app.store
     store_ready = store is None or await store.ready()
     status = "draining" if state.draining else "ok" if store_ready else "store_unavailable"
@@ -154,7 +168,7 @@ async def _health(state: GatewayState, exchange: Exchange) -> None:
         paired = False
     await send_json(
         exchange.stream,
-        200 if store_ready else 503,
+        200 if store_ready and not state.draining else 503,
         {
             "status": status,
             "connections": len(state.connections),
@@ -219,14 +233,30 @@ async def _pair(state: GatewayState, exchange: Exchange) -> None:
         await send_json(stream, 400, {"error": PAIRING_OFF})
         return
     token = generate_token()
+    digest = hash_token(token)
+    principal = _requested_principal(exchange, digest)
+    if principal is None:
+        problem = principal_problem(exchange.request.header(PRINCIPAL_HEADER) or "")
+        await send_json(stream, 400, {"error": f"{PRINCIPAL_HEADER}: {problem}"})
+        return
     presented = exchange.request.header(PAIRING_CODE_HEADER)
     shared = state.shared_tokens
     outcome: PairOutcome
     try:
-        if shared is not None:  # the code, its limits and the new digest: one transaction
-            outcome = await shared.attempt(presented, state.pairing.limits, hash_token(token))
+        if shared is not None:  # the code, its limits and the new token: one transaction
+            outcome = await shared.attempt(presented, state.pairing.limits, digest, principal)
         else:
+            before = state.pairing.snapshot()
             outcome = state.pairing.attempt(presented)
+            if isinstance(outcome, PairAccepted):
+                try:
+                    await add_local_token(state, digest, principal, "pair")
+                except (PrincipalTaken, StoreError):
+                    state.pairing.restore(before)  # the code stays usable
+                    raise
+    except PrincipalTaken as exc:
+        await send_json(stream, 409, {"error": _name_in_use(exc, principal)})
+        return
     except StoreError as exc:
         await _store_unavailable(exchange, exc)
         return
@@ -242,11 +272,36 @@ async def _pair(state: GatewayState, exchange: Exchange) -> None:
     if shared is not None:
         persisted, message = True, f"token digest saved in the shared store {shared.location}"
     else:
-        state.tokens.add(hash_token(token))
         persisted, message = await persist_tokens(state)
-    logger.warning("paired a new client from %s (%s)", peer, message)
+    logger.warning("paired a new client from %s as %s (%s)", peer, principal, message)
     await send_json(
-        stream, 200, {"paired": True, "persisted": persisted, "token": token, "message": message}
+        stream,
+        200,
+        {
+            "paired": True,
+            "persisted": persisted,
+            "token": token,
+            "principal": principal,
+            "message": message,
+        },
+    )
+
+
+def _requested_principal(exchange: Exchange, digest: str) -> str | None:
+    """The name ``POST /pair`` asks for (``X-ZeroClaw-Principal``), else one made from the
+    new token's digest; None when the name given is not a valid one."""
+    requested = (exchange.request.header(PRINCIPAL_HEADER) or "").strip()
+    if not requested:
+        return f"client-{digest[:8]}"
+    return None if principal_problem(requested) else requested
+
+
+def _name_in_use(exc: PrincipalTaken, principal: str) -> str:
+    logger.warning("refused to pair a second token as %s: %s", principal, exc)
+    return (
+        f"the name {principal!r} already has a live token: pair under another name "
+        "(zeroclaw-acp-bridge --name ...), or ask the operator to revoke it "
+        f"(zeroclaw gateway revoke-token --name {principal})"
     )
 
 
@@ -266,6 +321,18 @@ async def persist_tokens(state: GatewayState) -> tuple[bool, str]:
             logger.error("could not save paired tokens: %s", exc)
             return False, f"paired for this run only: {exc}"
     return True, f"token digest saved in {config.config_file}"
+
+
+async def _revoke_stored(state: GatewayState, digests: tuple[str, ...]) -> None:
+    """Mark ``digests`` revoked in the store that keeps their names (config.toml, rewritten
+    next, is what decides: a failure here is only logged)."""
+    store = state.app.store
+    if store is None or not digests:
+        return
+    try:
+        await store.revoke_tokens(digests)
+    except StoreError as exc:
+        logger.warning("could not mark the revoked tokens in the store: %s", exc)
 
 
 async def _admin_allowed(state: GatewayState, exchange: Exchange) -> bool:
@@ -326,6 +393,7 @@ async def _new_paircode(state: GatewayState, exchange: Exchange, *, rotate: bool
         message = f"for every replica of the shared store {shared.location}"
     else:
         if rotate:
+            await _revoke_stored(state, state.tokens.digests)
             revoked = state.revoke_all_tokens()
             persisted, message = await persist_tokens(state)
         code = state.pairing.issue_code(discoverable=False)

@@ -62,7 +62,7 @@ def split_target(target: str) -> tuple[str, dict[str, str]]:
     return path or "/", {key: values[0] for key, values in params.items() if values}
 
 
-async def _next_event(stream: trio.abc.Stream, connection: h11.Connection) -> object:
+async def next_event(stream: trio.abc.Stream, connection: h11.Connection) -> object:
     """The next h11 event, reading from the stream as needed (never NEED_DATA)."""
     while True:
         try:
@@ -86,7 +86,7 @@ async def read_request(stream: trio.abc.Stream) -> HttpRequest | None:
         h11.SERVER, max_incomplete_event_size=DEFAULT_MAX_REQUEST_HEAD_BYTES
     )
     while True:
-        event = await _next_event(stream, connection)
+        event = await next_event(stream, connection)
         if isinstance(event, h11.ConnectionClosed):
             return None
         if isinstance(event, h11.Request):
@@ -112,7 +112,7 @@ async def read_body(stream: trio.abc.Stream, request: HttpRequest) -> bytes:
     chunks: list[bytes] = []
     size = 0
     while True:
-        event = await _next_event(stream, connection)
+        event = await next_event(stream, connection)
         if isinstance(event, h11.Data):
             size += len(event.data)
             if size > DEFAULT_MAX_REQUEST_BODY_BYTES:

@@ -93,6 +93,14 @@ class PairingGuard:
         assert self._state.code is not None
         return self._state.code
 
+    def snapshot(self) -> PairingState:
+        """The state now, for ``restore`` (a pairing undone after its code was accepted)."""
+        return self._state
+
+    def restore(self, state: PairingState) -> None:
+        """Put back the code ``state`` held (the attempts since stay counted)."""
+        self._state = replace(self._state, code=state.code, discoverable=state.discoverable)
+
     def withdraw_code(self) -> None:
         self._state = replace(self._state, code=None, discoverable=False)
 

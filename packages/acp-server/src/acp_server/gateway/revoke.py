@@ -3,7 +3,8 @@
 ``zeroclaw gateway revoke-token`` calls it (admin secret, loopback, no ``Origin``: the
 admin guard in gateway/handlers.py). The query names what to revoke: ``?token=<selector>``
 with a whole token (``zc_…``, hashed here) or at least ``MIN_DIGEST_PREFIX`` hex digits of a
-digest as ``[gateway] paired_tokens`` lists it, matching exactly one paired token; or
+digest as ``[gateway] paired_tokens`` lists it, matching exactly one paired token;
+``?name=<principal>``, every live token of that principal (gateway/principals.py); or
 ``?all=1``. The connections that used a revoked token are closed with 1008 "token
 revoked": on this gateway at once, and with a shared PostgreSQL store on every replica
 (gateway/shared_tokens.py). The answer names the revoked digests by their first
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import string
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Final
 
 from acp_core.gateway_contract import TOKEN_PREFIX
@@ -29,6 +30,7 @@ logger = logging.getLogger(__name__)
 
 ADMIN_TOKENS_REVOKE_PATH: Final = "/admin/tokens/revoke"
 SELECTOR_PARAMETER: Final = "token"
+NAME_PARAMETER: Final = "name"
 ALL_PARAMETER: Final = "all"
 MIN_DIGEST_PREFIX: Final = 8
 SHOWN_DIGEST_CHARS: Final = 12
@@ -42,6 +44,18 @@ class RevokeRefused(ZeroclawError):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+def digests_of_principal(paired: Mapping[str, str], name: str) -> list[str]:
+    """The live digests of principal ``name`` (``paired``: digest -> principal).
+
+    Raises:
+        RevokeRefused: no live token belongs to that name.
+    """
+    matches = [digest for digest, principal in paired.items() if principal == name]
+    if not matches:
+        raise RevokeRefused(404, f"no live token belongs to {name!r} (zeroclaw gateway tokens)")
+    return matches
 
 
 def digests_to_revoke(paired: Sequence[str], selector: str) -> list[str]:
@@ -76,20 +90,31 @@ async def revoke_tokens(state: GatewayState, exchange: Exchange, persist: Persis
     query = exchange.request.query
     everything = query.get(ALL_PARAMETER, "") == "1"
     selector = query.get(SELECTOR_PARAMETER, "").strip()
+    name = query.get(NAME_PARAMETER, "").strip()
 
-    def choose(paired: Sequence[str]) -> list[str]:
-        return list(paired) if everything else digests_to_revoke(paired, selector)
+    def choose(paired: Mapping[str, str]) -> list[str]:
+        if everything:
+            return list(paired)
+        if name:
+            return digests_of_principal(paired, name)
+        return digests_to_revoke(list(paired), selector)
 
     try:
         if not state.settings.require_pairing:
             raise RevokeRefused(409, "Pairing is off ([gateway] require_pairing = false)")
-        if not everything and not selector:
-            raise RevokeRefused(400, f"name a token (?{SELECTOR_PARAMETER}=) or ?all=1")
+        if not everything and not selector and not name:
+            raise RevokeRefused(
+                400,
+                f"name a token (?{SELECTOR_PARAMETER}=), a principal (?{NAME_PARAMETER}=)"
+                f" or ?{ALL_PARAMETER}=1",
+            )
         if state.shared_tokens is not None:
             revoked = await state.shared_tokens.revoke(choose)
             persisted, message = True, f"revoked in the shared store {state.shared_tokens.location}"
         else:
-            revoked = choose(state.tokens.digests)
+            revoked = choose(state.tokens.principals)
+            if state.app.store is not None:
+                await state.app.store.revoke_tokens(revoked)
             state.tokens.remove(revoked)
             state.connections.shut_revoked(set(revoked).__contains__)
             persisted, message = await persist(state)

@@ -1,9 +1,11 @@
-"""The gateway daemon: one port, plain HTTP routes and ACP over WebSocket at ``/acp``.
+"""The gateway daemon: one port, plain HTTP routes and ACP at ``/acp`` (WebSocket and
+ACP's Streamable HTTP).
 
 This module is the lifecycle: bind (with TLS if configured), accept, hand each connection
 to the route table, and drain on shutdown. The parts live beside it: gateway/state.py (what
 is shared), gateway/routes.py (the route table), gateway/handlers.py (health, pairing,
-admin), gateway/upgrade.py (the WebSocket upgrade), gateway/websocket.py (the transport).
+admin), gateway/upgrade.py (the WebSocket upgrade), gateway/websocket.py (its transport),
+gateway/streamable_http.py (Streamable HTTP) and gateway/http_transport.py (its transport).
 
 Why an h11 front and a wsproto connection rather than trio-websocket: the same port must
 answer plain HTTP (``/health``, ``/pair``) and send the 401 before any upgrade, and on the
@@ -11,11 +13,13 @@ upgraded socket trio-websocket counts a message's size in characters and keeps o
 fragment, and writes each frame on its own. Measured in docs/decisions.md ("gateway: the
 WebSocket on wsproto").
 
-Shutdown (SIGINT/SIGTERM): stop accepting; every connection's ACP layer refuses new
-requests and the gateway waits until the ones already running are answered or the drain
-deadline passes; then its input ends, so the ACP layer cancels what is still running and
-answers it; then it is closed with 1012 "restarting" (bridges reconnect on 1012 and stop
-on 1008). A second signal cancels everything at once.
+Shutdown (SIGINT/SIGTERM): stop accepting (unless Streamable HTTP connections are open:
+their clients' POSTs need new TCP connections, so the listeners stay open for them and
+everything new is refused); every connection's ACP layer refuses new requests and the
+gateway waits until the ones already running are answered or the drain deadline passes;
+then its input ends, so the ACP layer cancels what is still running and answers it; then
+it is closed (a WebSocket with 1012 "restarting": bridges reconnect on 1012 and stop on
+1008). A second signal cancels everything at once.
 """
 
 from __future__ import annotations
@@ -48,8 +52,14 @@ from acp_server.gateway.handlers import build_routes, screen_request
 from acp_server.gateway.http import BadRequest, HttpRequest, read_request, send_response
 from acp_server.gateway.pairing import PairingGuard
 from acp_server.gateway.pending import DEFAULT_MAX_PENDING_PER_PEER, pending_cap_for_file_limit
+from acp_server.gateway.principals import (
+    DEFAULT_TOKEN_USE_FLUSH_SECS,
+    adopt_local_tokens,
+    keep_token_uses,
+)
 from acp_server.gateway.routes import Exchange, RouteTable
 from acp_server.gateway.state import RESTART_REASON, GatewayState, LiveConnection
+from acp_server.gateway.streamable_http import StreamableHttp, wants_streamable_http
 from acp_server.gateway.upgrade import serve_websocket
 from acp_server.gateway.websocket import DEFAULT_MAX_MESSAGE_BYTES
 from acp_server.protocol.services.context import AcpApp
@@ -66,7 +76,7 @@ DEFAULT_HANDSHAKE_TIMEOUT_SECS: Final = 5.0
 """A client must send its whole request head within this (slow-loris guard); the socket is
 closed otherwise. Unauthenticated sockets are also capped (gateway/pending.py)."""
 DEFAULT_MAX_CONNECTIONS: Final = 1000
-"""Concurrent WebSocket connections; beyond it an upgrade gets 503."""
+"""Concurrent ACP connections (WebSocket and Streamable HTTP); beyond it a new one gets 503."""
 DRAIN_REFUSAL: Final = "Gateway restarting: request not started; reconnect and retry"
 ACCEPT_CAPACITY_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
 """Accept failures that mean "out of resources for now": retried after a pause, as
@@ -165,16 +175,22 @@ class Gateway:
         )
         self.drain_timeout_secs = drain_timeout_secs
         self.handshake_timeout_secs = handshake_timeout_secs
+        self.token_use_flush_secs = DEFAULT_TOKEN_USE_FLUSH_SECS
         self._announce = announce or (lambda line: logger.warning("%s", line))
         self._drain_requested = trio.Event()
         self.bound_port: int | None = None
         self._tls: ssl.SSLContext | None = None
         self.trusted_proxies = TrustedProxies(self.settings.trusted_proxies)
 
-        async def upgrade(exchange: Exchange) -> None:
-            await serve_websocket(self.state, exchange)
+        self.http = StreamableHttp(self.state)
 
-        self.routes: RouteTable = build_routes(self.state, upgrade=upgrade)
+        async def acp_endpoint(exchange: Exchange) -> None:
+            if wants_streamable_http(exchange.request):
+                await self.http.serve(exchange)
+            else:
+                await serve_websocket(self.state, exchange)
+
+        self.routes: RouteTable = build_routes(self.state, upgrade=acp_endpoint)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -270,6 +286,8 @@ class Gateway:
                         outer.start_soon(self._watch_signals, signals, outer.cancel_scope)
                     if self.state.shared_tokens is not None:
                         await outer.start(self.state.shared_tokens.watch)
+                    outer.start_soon(keep_token_uses, self.state, self.token_use_flush_secs)
+                    await outer.start(self.http.run)
                     task_status.started(self.bound_port)
                     await self._serve_until_drained(listeners)
                     outer.cancel_scope.cancel()
@@ -282,6 +300,7 @@ class Gateway:
         imported first) the one every replica shows, else a fresh one while unpaired."""
         shared = self.state.shared_tokens
         if shared is None:
+            await adopt_local_tokens(self.state)
             return self.pairing.issue_code() if self.state.unpaired else None
         try:
             imported = await shared.import_digests(self.settings.paired_tokens)
@@ -318,7 +337,8 @@ class Gateway:
         # Last, so a supervisor that waits for this line has seen the pairing code already.
         self._announce(
             f"gateway listening on {self.url('')} "
-            f"(ACP WebSocket: {self.url(ACP_PATH, websocket=True)})"
+            f"(ACP WebSocket: {self.url(ACP_PATH, websocket=True)}, "
+            f"Streamable HTTP: {self.url(ACP_PATH)})"
         )
 
     async def _watch_signals(
@@ -342,15 +362,25 @@ class Gateway:
         self, listeners: list[trio.abc.Listener[trio.abc.Stream]]
     ) -> None:
         async with trio.open_nursery() as connections:
-            async with trio.open_nursery() as accepting:
-                for listener in listeners:
-                    accepting.start_soon(self._accept_loop, listener, connections)
-                await self._drain_requested.wait()
-                accepting.cancel_scope.cancel()
+            accepting = trio.CancelScope()
+            connections.start_soon(self._accept_all, listeners, connections, accepting)
+            await self._drain_requested.wait()
             self.state.draining = True
             connections_open = self.state.connections
             count = len(connections_open)
-            logger.info("stopped accepting; draining %d connection(s)", count)
+            if len(self.http):
+                # Every POST of a Streamable HTTP client (a permission answer, a cancel)
+                # comes on a new TCP connection: the listeners stay open until those
+                # connections end, and anything new is refused "restarting" meanwhile.
+                logger.info(
+                    "draining %d connection(s); still accepting for %d Streamable HTTP "
+                    "connection(s)",
+                    count,
+                    len(self.http),
+                )
+            else:
+                accepting.cancel()
+                logger.info("stopped accepting; draining %d connection(s)", count)
             deadline = trio.current_time() + self.drain_timeout_secs
             async with trio.open_nursery() as waiters:
                 for connection in connections_open:
@@ -361,8 +391,21 @@ class Gateway:
                 logger.warning(
                     "%d connection(s) did not close in time; cancelling", len(connections_open)
                 )
+            accepting.cancel()
             connections.cancel_scope.cancel()
         logger.info("gateway stopped")
+
+    async def _accept_all(
+        self,
+        listeners: list[trio.abc.Listener[trio.abc.Stream]],
+        connections: trio.Nursery,
+        scope: trio.CancelScope,
+    ) -> None:
+        """Accept on every listener until ``scope`` is cancelled, then close them."""
+        with scope:
+            async with trio.open_nursery() as accepting:
+                for listener in listeners:
+                    accepting.start_soon(self._accept_loop, listener, connections)
 
     async def _drain_connection(self, connection: LiveConnection, deadline: float) -> None:
         connection.acp.refuse_new_requests(DRAIN_REFUSAL)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
 import trio
@@ -66,8 +66,8 @@ class SharedTokens:
 
     # -- what the routes ask (each call one transaction on a worker thread)
 
-    async def verify(self, token: str) -> str | None:
-        """The digest of ``token`` when it is paired and not revoked, else None.
+    async def verify(self, token: str) -> tuple[str, str] | None:
+        """(digest, principal) of ``token`` when it is paired and not revoked, else None.
 
         Raises:
             StoreError: the database does not answer.
@@ -75,8 +75,13 @@ class SharedTokens:
         digest = presented_digest(token)
         if digest is None:
             return None
-        paired = await trio.to_thread.run_sync(self.backend.is_paired, digest)
-        return digest if paired else None
+        principal = await trio.to_thread.run_sync(self.backend.principal_of, digest)
+        return None if principal is None else (digest, principal)
+
+    async def add(self, digest: str, principal: str, source: str) -> None:
+        """Pair ``digest`` as ``principal`` for every replica (``PrincipalTaken`` when the
+        name has a live token)."""
+        await trio.to_thread.run_sync(self.backend.store.add_token, digest, principal, source)
 
     async def import_digests(self, digests: Sequence[str]) -> int:
         return await trio.to_thread.run_sync(self.backend.import_digests, digests)
@@ -92,11 +97,14 @@ class SharedTokens:
         return await trio.to_thread.run_sync(lambda: self.backend.issue_code(discoverable=False))
 
     async def attempt(
-        self, presented: str | None, limits: PairingLimits, new_digest: str
+        self, presented: str | None, limits: PairingLimits, new_digest: str, principal: str
     ) -> PairOutcome:
-        return await trio.to_thread.run_sync(self.backend.attempt, presented, limits, new_digest)
+        """Raises ``PrincipalTaken`` (the code not consumed) when the name is in use."""
+        return await trio.to_thread.run_sync(
+            self.backend.attempt, presented, limits, new_digest, principal
+        )
 
-    async def revoke(self, matches: Callable[[Sequence[str]], list[str]]) -> list[str]:
+    async def revoke(self, matches: Callable[[Mapping[str, str]], list[str]]) -> list[str]:
         """Revoke what ``matches`` picks; this replica's connections close at once, the
         others' when the notification reaches them."""
         revoked = await trio.to_thread.run_sync(self.backend.revoke_matching, matches)

@@ -8,9 +8,10 @@ task of its own.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 import trio
 from wsproto.frame_protocol import CloseReason
@@ -21,7 +22,7 @@ from acp_server.gateway.admin import AdminSecret
 from acp_server.gateway.auth import TokenRegistry, is_loopback_host
 from acp_server.gateway.pairing import PairingGuard
 from acp_server.gateway.pending import PendingConnections
-from acp_server.gateway.websocket import WebSocketTransport
+from acp_server.gateway.principals import TokenUses
 from acp_server.protocol.connection import AcpConnection
 from acp_server.protocol.services.context import AcpApp
 
@@ -32,25 +33,35 @@ RESTART_REASON: Final = "gateway restarting, retry"
 REVOKED_REASON: Final = "token revoked"
 
 
+class InputEnds(Protocol):
+    """What the gateway needs of a connection's transport, whichever ACP transport it is
+    (gateway/websocket.py, gateway/http_transport.py): a way to end its input."""
+
+    def end_input(self) -> None: ...
+
+
 @dataclass(eq=False, slots=True)
 class LiveConnection:
-    """One upgraded WebSocket and the ACP connection served over it."""
+    """One ACP connection (over a WebSocket or Streamable HTTP) and its transport."""
 
-    transport: WebSocketTransport
+    transport: InputEnds
     acp: AcpConnection
     token_digest: str | None
     peer: str
+    principal: str | None = None
+    """The token's principal; None when pairing is off (every client is the operator)."""
     close_code: int = CloseReason.NORMAL_CLOSURE
     close_reason: str = ""
 
     def shut(self, code: int, reason: str) -> None:
-        """End input; the upgrade handler then closes the socket with ``code``."""
+        """End input; the transport's runner then closes the connection (a WebSocket with
+        ``code``)."""
         self.close_code, self.close_reason = code, reason
         self.transport.end_input()
 
 
 class ConnectionRegistry:
-    """The open WebSocket connections, and an event for "none left"."""
+    """The open ACP connections of both transports, and an event for "none left"."""
 
     def __init__(self) -> None:
         self._connections: set[LiveConnection] = set()
@@ -90,6 +101,10 @@ class ConnectionRegistry:
         """The token digests the open connections were admitted with."""
         return {c.token_digest for c in self._connections if c.token_digest is not None}
 
+    def per_token(self) -> Counter[str]:
+        """How many open connections each token digest has."""
+        return Counter(c.token_digest for c in self._connections if c.token_digest is not None)
+
 
 class GatewayState:
     """Settings and the mutable state of one gateway (see the module docstring).
@@ -126,6 +141,7 @@ class GatewayState:
             clock=time.monotonic, rate_limit_per_minute=self.settings.pair_rate_limit_per_minute
         )
         self.connections = ConnectionRegistry()
+        self.token_uses = TokenUses()
         self.shared_tokens: SharedTokens | None = None
         """Set when tokens and pairing live in a PostgreSQL store (gateway/shared_tokens.py);
         ``tokens`` and ``pairing`` are then unused."""

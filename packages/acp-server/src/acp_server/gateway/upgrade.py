@@ -2,7 +2,7 @@
 
 The checks, in order: a WebSocket upgrade request (else 426), version 13 (else 426), a
 ``Sec-WebSocket-Key`` (else 400), a paired token when pairing is required (else 401 with the
-reference's text; 503 while a shared token store does not answer), not draining and under
+ZeroClaw's text; 503 while a shared token store does not answer), not draining and under
 ``max_connections`` (else 503 with ``Retry-After``). Then the 101 (written by the h11
 connection that read the request), and one ``AcpConnection`` per WebSocket over the
 process-wide ``AcpApp`` (one store), so a session created over one connection can be
@@ -41,9 +41,11 @@ WEBSOCKET_VERSION: Final = "13"
 
 @dataclass(frozen=True, slots=True)
 class Admission:
-    """An upgrade that passed every check; ``token_digest`` is None when pairing is off."""
+    """An upgrade that passed every check; ``token_digest`` and ``principal`` (the name the
+    token was paired under) are None when pairing is off."""
 
     token_digest: str | None
+    principal: str | None = None
 
 
 async def serve_websocket(state: GatewayState, exchange: Exchange) -> None:
@@ -64,14 +66,23 @@ async def serve_websocket(state: GatewayState, exchange: Exchange) -> None:
         max_message_bytes=state.max_message_bytes,
         ping_interval_secs=float(state.settings.websocket_ping_interval_secs),
     )
-    acp = AcpConnection(state.app, transport, connection_default_agent=agent, remote=True)
-    connection = LiveConnection(transport, acp, admission.token_digest, peer)
+    acp = AcpConnection(
+        state.app,
+        transport,
+        connection_default_agent=agent,
+        remote=True,
+        principal=admission.principal,
+    )
+    connection = LiveConnection(
+        transport, acp, admission.token_digest, peer, principal=admission.principal
+    )
     state.connections.add(connection)
     if state.draining:  # the drain began while the 101 was being written
         connection.shut(CloseReason.SERVICE_RESTART, RESTART_REASON)
     logger.info(
-        "ACP connection from %s%s (%d open)",
+        "ACP connection from %s%s%s (%d open)",
         peer,
+        f" as {admission.principal}" if admission.principal else "",
         f" with default agent {agent!r}" if agent else "",
         len(state.connections),
     )
@@ -103,7 +114,9 @@ async def _admit(
         await send_response(
             stream,
             426,
-            f"Upgrade required - {state.prefix}{ACP_PATH} speaks ACP over WebSocket; connect to {acp_url}\n",
+            f"Upgrade required - {state.prefix}{ACP_PATH} speaks ACP over WebSocket (connect to "
+            f"{acp_url}) or ACP's Streamable HTTP (POST JSON-RPC; GET with Accept: "
+            "text/event-stream and Acp-Connection-Id)\n",
             headers=[("Upgrade", "websocket"), ("Connection", "Upgrade")],
         )
         return None
@@ -118,31 +131,23 @@ async def _admit(
     if not (request.header("sec-websocket-key") or "").strip():
         await send_response(stream, 400, "Bad request - missing Sec-WebSocket-Key\n")
         return None
-    token_digest: str | None = None
-    if state.settings.require_pairing:
-        presented = presented_token(request.headers, request.query)
-        try:
-            token_digest = await _paired_digest(state, presented.token) if presented else None
-        except StoreError as exc:
-            logger.warning("refused /acp upgrade from %s: %s", peer, exc)
-            await send_response(
-                stream, 503, "Service unavailable - the token store does not answer, retry\n",
-                headers=[("Retry-After", "1")],
-            )  # fmt: skip
-            return None
-        if token_digest is None:
-            why = "no token" if presented is None else f"unknown token ({presented.source})"
-            logger.warning("refused /acp upgrade from %s: %s", peer, why)
-            await send_response(
-                stream, 401, UNAUTHORIZED_BODY + "\n", headers=[("WWW-Authenticate", "Bearer")]
-            )
-            return None
+    admission = await admit_token(state, stream, request, peer)
+    if admission is None:
+        return None
+    if await refused_new_connection(state, stream):
+        return None
+    return admission
+
+
+async def refused_new_connection(state: GatewayState, stream: trio.abc.Stream) -> bool:
+    """Refuse (503 with ``Retry-After``) a new ACP connection, of either transport, while
+    draining or at ``max_connections``; whether it was refused."""
     if state.draining:
         await send_response(
             stream, 503, "Service unavailable - gateway restarting, retry\n",
             headers=[("Retry-After", "1")],
         )  # fmt: skip
-        return None
+        return True
     if len(state.connections) >= state.max_connections:
         await send_response(
             stream,
@@ -150,17 +155,54 @@ async def _admit(
             f"Service unavailable - {state.max_connections} connections are open already\n",
             headers=[("Retry-After", "5")],
         )
+        return True
+    return False
+
+
+async def admit_token(
+    state: GatewayState, stream: trio.abc.Stream, request: HttpRequest, peer: str
+) -> Admission | None:
+    """The paired token the request carries (any token when pairing is off), or None once
+    a refusal has been sent: 401 without a paired token, 503 while a shared token store
+    does not answer. Both ACP transports at ``/acp`` (the WebSocket upgrade and every
+    Streamable HTTP request) pass here before anything else of theirs is read."""
+    if not state.settings.require_pairing:
+        return Admission(None)
+    presented = presented_token(request.headers, request.query)
+    try:
+        paired = await paired_principal(state, presented.token) if presented else None
+    except StoreError as exc:
+        logger.warning("refused %s %s from %s: %s", request.method, request.path, peer, exc)
+        await send_response(
+            stream, 503, "Service unavailable - the token store does not answer, retry\n",
+            headers=[("Retry-After", "1")],
+        )  # fmt: skip
         return None
-    return Admission(token_digest)
+    if paired is None:
+        why = "no token" if presented is None else f"unknown token ({presented.source})"
+        logger.warning("refused %s %s from %s: %s", request.method, request.path, peer, why)
+        await send_response(
+            stream, 401, UNAUTHORIZED_BODY + "\n", headers=[("WWW-Authenticate", "Bearer")]
+        )
+        return None
+    digest, principal = paired
+    state.token_uses.note(digest)
+    return Admission(digest, principal)
 
 
-async def _paired_digest(state: GatewayState, token: str) -> str | None:
-    """The digest of ``token`` when it is paired: in the shared store when there is one
-    (gateway/shared_tokens.py, raising ``StoreError`` when it does not answer), else in
-    config.toml's ``[gateway] paired_tokens``."""
+async def paired_principal(state: GatewayState, token: str) -> tuple[str, str] | None:
+    """(digest, principal) of ``token`` when it is paired: in the shared store when there
+    is one (gateway/shared_tokens.py, raising ``StoreError`` when it does not answer), else
+    in config.toml's ``[gateway] paired_tokens`` with the names gateway/principals.py gave
+    them. Every transport's authentication asks this, so each connection learns its
+    principal in the same step that admits it."""
     if state.shared_tokens is not None:
         return await state.shared_tokens.verify(token)
-    return state.tokens.verify(token)
+    digest = state.tokens.verify(token)
+    if digest is None:
+        return None
+    principal = state.tokens.principal_of(digest)
+    return None if principal is None else (digest, principal)
 
 
 async def _send_switching_protocols(stream: trio.abc.Stream, request: HttpRequest) -> None:

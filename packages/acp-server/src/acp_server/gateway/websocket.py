@@ -1,7 +1,7 @@
 """One WebSocket connection as a ``MessageTransport`` (wsproto state machine, trio I/O).
 
 Frames: one text frame carries one JSON-RPC message. Binary frames are decoded as UTF-8
-like the reference does (some generic clients, e.g. websocat in binary mode, send JSON that
+like ZeroClaw's implementation does (some generic clients, e.g. websocat in binary mode, send JSON that
 way); one that is not UTF-8 is answered with the same -32700 parse error the stdio server
 gives an invalid line, and the connection keeps serving. A message larger than
 ``max_message_bytes`` (default: the stdio line limit, 24 MiB, room for a 10 MiB blob in

@@ -29,8 +29,9 @@ every client (acp_server/protocol/presentation/permissions.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Final
+
+import msgspec
 
 from acp_core import schema
 from acp_server.agent.tools.base import ChoiceQuestions
@@ -41,8 +42,7 @@ KIND_ANSWERING_CLIENTS: Final = frozenset({"codecompanion.nvim", "acpx"})
 """``clientInfo.name`` (lowercased) of clients that answer permission requests by kind."""
 
 
-@dataclass(frozen=True, slots=True)
-class ClientProfile:
+class ClientProfile(msgspec.Struct, frozen=True):
     """How to ask one client: ask_user's choices, the approval options' ids, and the
     opt-in extras of the ZeroClaw ACP docs it asked for in ``initialize``."""
 

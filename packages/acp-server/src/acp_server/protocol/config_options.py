@@ -12,12 +12,18 @@
 
 Choices are kept with the session in the store and applied again when it is restored; a
 stored choice the configuration no longer offers is dropped (the default applies).
+
+The ``mode`` option is also offered as ACP's session modes (``modes`` in the results of
+``session/new``, ``session/load``, ``session/resume`` and ``session/fork``;
+``session/set_mode``, protocol/modes.py): one value, the session's ``risk_level``, seen
+both ways, so a change made either way is announced both ways (``config_option_update``
+and ``current_mode_update``).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Final, cast
 
 from acp_core import schema
@@ -62,7 +68,7 @@ def level_choices(profile_level: str) -> list[str]:
     return list(RISK_LEVELS[: RISK_LEVELS.index(profile_level) + 1])
 
 
-def _shown(text: str) -> str:
+def shown(text: str) -> str:
     """A client's value as an error message quotes it: escaped and bounded."""
     return shortened(repr(text), MAX_SHOWN_VALUE_CHARS)
 
@@ -84,12 +90,8 @@ def config_options(config: Config, session: Session) -> list[schema.ConfigOption
             )
         )
     levels = [
-        schema.ConfigOptionValue(
-            value=level,
-            name=LEVEL_NAMES.get(level, level),
-            description=LEVEL_DESCRIPTIONS.get(level),
-        )
-        for level in level_choices(_profile(config, session).level)
+        schema.ConfigOptionValue(value=mode.id, name=mode.name, description=mode.description)
+        for mode in _modes(config, session)
     ]
     return [
         schema.ConfigOption(
@@ -113,6 +115,24 @@ def config_options(config: Config, session: Session) -> list[schema.ConfigOption
     ]
 
 
+def _modes(config: Config, session: Session) -> list[schema.SessionMode]:
+    """The levels ``session`` may run at, named: the ``mode`` option's values and ACP's
+    ``availableModes`` alike."""
+    return [
+        schema.SessionMode(
+            id=level, name=LEVEL_NAMES.get(level, level), description=LEVEL_DESCRIPTIONS.get(level)
+        )
+        for level in level_choices(_profile(config, session).level)
+    ]
+
+
+def session_modes(config: Config, session: Session) -> schema.SessionModeState:
+    """ACP ``modes``: the ``mode`` option's values and current value, as session modes."""
+    return schema.SessionModeState(
+        current_mode_id=session.risk_level, available_modes=_modes(config, session)
+    )
+
+
 def choose(app: AcpApp, session: Session, config_id: str, value: str) -> None:
     """Apply one choice to ``session``.
 
@@ -124,7 +144,7 @@ def choose(app: AcpApp, session: Session, config_id: str, value: str) -> None:
     if config_id == MODEL_OPTION:
         agent = session.agent
         if value not in provider_choices(agent.model_provider, agent.model_providers):
-            raise InvalidParamsError(f"Invalid value for config option `model`: {_shown(value)}")
+            raise InvalidParamsError(f"Invalid value for config option `model`: {shown(value)}")
         if value == session.provider_ref:
             return
         provider_config = config.providers.get(value)
@@ -139,7 +159,7 @@ def choose(app: AcpApp, session: Session, config_id: str, value: str) -> None:
     elif config_id == MODE_OPTION:
         profile = _profile(config, session)
         if value not in level_choices(profile.level):
-            raise InvalidParamsError(f"Invalid value for config option `mode`: {_shown(value)}")
+            raise InvalidParamsError(f"Invalid value for config option `mode`: {shown(value)}")
         if value == session.risk_level:
             return
         try:
@@ -150,7 +170,7 @@ def choose(app: AcpApp, session: Session, config_id: str, value: str) -> None:
             raise OperationFailed("Failed to apply the session mode") from exc
         session.risk_level = value
     else:
-        raise InvalidParamsError(f"Unknown config option: {_shown(config_id)}")
+        raise InvalidParamsError(f"Unknown config option: {shown(config_id)}")
 
 
 def session_choices(session: Session) -> dict[str, str]:
@@ -185,7 +205,9 @@ async def stored_choices(store: AsyncSessionStore, session_id: str) -> dict[str,
 
 def restored_result(config: Config, session: Session) -> schema.RestoredSessionResult:
     """What ``session/load`` and ``session/resume`` answer: the session's options."""
-    return schema.RestoredSessionResult(config_options=config_options(config, session))
+    return schema.RestoredSessionResult(
+        modes=session_modes(config, session), config_options=config_options(config, session)
+    )
 
 
 def admit_choice(
@@ -193,13 +215,31 @@ def admit_choice(
 ) -> Job:
     """ACP ``session/set_config_option``, applied in arrival order (a prompt sent right
     behind it runs with the new choice); the job stores the choices, sends
-    ``config_option_update`` and answers with the full set."""
+    ``config_option_update`` (and ``current_mode_update`` for the mode) and answers with
+    the full set."""
     session = handlers.table.live(params.session_id)
     choose(handlers.app, session, params.config_id, params.value)
+    announce = store_and_announce(handlers, session, mode_changed=params.config_id == MODE_OPTION)
+
+    async def answer() -> Payload:
+        options = await announce()
+        return schema.SetConfigOptionResult(config_options=options)
+
+    return answer
+
+
+def store_and_announce(
+    handlers: AcpHandlers, session: Session, *, mode_changed: bool
+) -> Callable[[], Awaitable[list[schema.ConfigOption]]]:
+    """The job behind a choice, with the session's options and choices as they are now:
+    store the choices (best effort: the choice applies to the live session anyway), send
+    ``config_option_update`` and, when the mode was set, ``current_mode_update`` (ACP:
+    session modes and config options stay in step). Returns the options sent."""
     options = config_options(handlers.config, session)
     choices = session_choices(session)
+    current_mode = session.risk_level
 
-    async def store_and_announce() -> Payload:
+    async def announce() -> list[schema.ConfigOption]:
         store = handlers.app.store
         if store is not None:
             try:
@@ -208,8 +248,13 @@ def admit_choice(
                 logger.warning(
                     "could not store the config choices of %s: %s", session.session_id, exc
                 )
-        update = schema.ConfigOptionUpdate(config_options=options)
-        await handlers.connection.send_update(session.session_id, update)
-        return schema.SetConfigOptionResult(config_options=options)
+        connection = handlers.connection
+        await connection.send_update(
+            session.session_id, schema.ConfigOptionUpdate(config_options=options)
+        )
+        if mode_changed:
+            update = schema.CurrentModeUpdate(current_mode_id=current_mode)
+            await connection.send_update(session.session_id, update)
+        return options
 
-    return store_and_announce
+    return announce

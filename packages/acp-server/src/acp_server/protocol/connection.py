@@ -87,7 +87,7 @@ async def serve_connection(
     Args:
         connection_default_agent: the gateway's ``?agent=`` (step 2 of the alias precedence).
         reap_idle_sessions: drop sessions idle longer than ``[acp]
-            idle_session_timeout_secs`` (the reference does this in stdio mode only).
+            idle_session_timeout_secs`` (ZeroClaw's implementation does this in stdio mode only).
     """
     connection = AcpConnection(app, transport, connection_default_agent=connection_default_agent)
     await connection.run(reap_idle_sessions=reap_idle_sessions)
@@ -114,8 +114,12 @@ class AcpConnection:
         max_outbox_bytes: int = DEFAULT_MAX_OUTBOX_BYTES,
         max_in_flight_request_bytes: int = DEFAULT_MAX_IN_FLIGHT_REQUEST_BYTES,
         remote: bool = False,
+        principal: str | None = None,
     ) -> None:
         self.app = app
+        # Who the peer is: a gateway token's principal, whose sessions alone it sees; None
+        # for the local operator (stdio), who sees every session (protocol/visibility.py).
+        self.principal = principal
         # A gateway peer (``remote``) may run on another machine: its files are not ours
         # unless its initialize says so (protocol/presentation/client_calls.py).
         self.remote = remote

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
@@ -31,18 +30,18 @@ from acp_server.agent.io.uploads import write_blobs
 from acp_server.agent.providers.base import ProviderError
 from acp_server.agent.providers.images import agent_sees_images
 from acp_server.agent.runtime.session import Session, Turn
-from acp_server.agent.tools.mcp import (
-    select_mcp_servers,
-    skipped_mcp_servers,
-    start_mcp_tools,
-)
-from acp_server.config import McpServerConfig, RiskProfileConfig, RuntimeProfileConfig
+from acp_server.agent.tools.mcp import start_mcp_tools
+from acp_server.agent.tools.mcp_servers import offers_mcp_over_http, select_mcp_servers
+from acp_server.config import AnyMcpServerConfig, RiskProfileConfig, RuntimeProfileConfig
 from acp_server.errors import AgentUnavailable, OperationFailed, SessionFenced
 from acp_server.model import ChatMessage, CompletedTurn, PlanStep
 from acp_server.protocol import config_options as options
-from acp_server.protocol import ownership
+from acp_server.protocol import ownership, visibility
+from acp_server.protocol.auth_methods import auth_methods
 from acp_server.protocol.client_profile import client_profile
 from acp_server.protocol.followups import with_commands
+from acp_server.protocol.fork import fork_session
+from acp_server.protocol.modes import admit_set_mode
 from acp_server.protocol.roots import (
     agent_risk_profile,
     attach_roots,
@@ -74,8 +73,7 @@ AdmitHandler: TypeAlias = Callable[[Any, str], Job]
 ConcurrentHandler: TypeAlias = Callable[[Any], Awaitable[Payload]]
 
 
-@dataclass(frozen=True, slots=True)
-class Route:
+class Route(msgspec.Struct, frozen=True):
     """One inbound method: its params type and its handler, in the shape ``ordering`` says.
 
     * ``inline``: ``handler(params, request_key) -> result``, run by the reader;
@@ -123,6 +121,8 @@ class AcpHandlers:
             methods.SESSION_LIST: (self.list_sessions, None),
             methods.SESSION_DELETE: (self.admit_delete, None),
             methods.SESSION_SET_CONFIG_OPTION: (partial(options.admit_choice, self), None),
+            methods.SESSION_SET_MODE: (partial(admit_set_mode, self), None),
+            methods.SESSION_FORK: (partial(fork_session, self), None),
             methods.SESSION_UPDATE: (self.inbound_update, None),
             methods.SESSION_EVENT: (self.inbound_update, None),
             methods.CANCEL_REQUEST: (self.cancel_request, None),
@@ -192,7 +192,8 @@ class AcpHandlers:
 
         async def restore_then_prompt() -> Payload:
             await ownership.check_reaped_owner(self.table, store, session_id, opening)
-            await self._restore(session_id, store, opening, replay=False)
+            restore = schema.RestoreParams(session_id=session_id)
+            await self._restore(session_id, store, opening, replay=False, params=restore)
             session = self.table.live(session_id)
             if session.busy:
                 raise SessionBusyError(session_id)
@@ -204,7 +205,7 @@ class AcpHandlers:
         return restore_then_prompt
 
     def _prompt_precedence(self, raw: msgspec.Raw) -> None:
-        """An unknown or busy session outranks a malformed prompt (the reference's order)."""
+        """An unknown or busy session outranks a malformed prompt (ZeroClaw's order)."""
         session_id = schema.decode_inbound(schema.SessionIdParams, raw).session_id
         if self.table.live(session_id).busy:
             raise SessionBusyError(session_id)
@@ -250,6 +251,7 @@ class AcpHandlers:
         store = self.app.store
         if store is None:
             raise SessionNotFoundError(session_id)
+        await visibility.require_visible(store, self.connection.principal, session_id)
         await self.table.wait_closed(session_id)  # a closing copy's last turn is saved first
         try:
             deleted = await store.delete_session(session_id)
@@ -294,6 +296,10 @@ class AcpHandlers:
             session_timeout_secs=self.config.acp.session_timeout_secs,
             sandbox=agent_posture(self.config, self.connection.connection_default_agent).meta(),
             image=agent_sees_images(self.config, self.connection.connection_default_agent),
+            mcp_over_http=offers_mcp_over_http(
+                self.config, self.connection.connection_default_agent
+            ),
+            auth_methods=auth_methods(terminal_auth=params.terminal_auth),
         )
 
     async def list_sessions(self, params: schema.ListSessionsParams) -> Payload:
@@ -301,7 +307,8 @@ class AcpHandlers:
         (storage/session_list.py); without a store there is nothing to list."""
         from acp_server.protocol.listing import list_stored_sessions
 
-        return await list_stored_sessions(self.app.store, params)
+        principal = visibility.listed_principal(self.connection.principal)
+        return await list_stored_sessions(self.app.store, params, principal=principal)
 
     def _agent_table(self) -> dict[str, bool]:
         return {alias: agent.dispatchable for alias, agent in self.config.agents.items()}
@@ -319,7 +326,9 @@ class AcpHandlers:
         risk = agent_risk_profile(self.config, alias)
         workspace = canonical_workspace(raw_cwd, self.app.launch_dir, risk)
         extra_roots = canonical_roots(request.additional_directories, workspace, risk)
-        mcp_servers = select_mcp_servers(self.config.agents[alias], request.mcp_servers)
+        mcp_servers = select_mcp_servers(
+            self.config.agents[alias], request.mcp_servers, remote=self.connection.remote
+        )
         self.table.check_capacity()
         session_id = str(uuid.uuid4())
         with self.table.reserving(session_id):
@@ -329,7 +338,9 @@ class AcpHandlers:
                 store = self.app.store
                 if store is not None:
                     try:
-                        await store.create_session(session_id, alias, str(workspace))
+                        await store.create_session(
+                            session_id, alias, str(workspace), principal=self.connection.principal
+                        )
                     except Exception as exc:
                         raise OperationFailed("Failed to persist session") from exc
                     if extra_roots:
@@ -340,13 +351,11 @@ class AcpHandlers:
                 raise
             self.table.add(session)
         logger.info("session %s opened (agent %s, cwd %s)", session_id, alias, workspace)
-        sandbox = schema.SessionZeroclawMeta(
-            sandbox=agent_posture(self.config, alias).meta(),
-            skipped_mcp_servers=skipped_mcp_servers(self.config.agents[alias], request.mcp_servers),
-        )
+        sandbox = schema.SessionZeroclawMeta(sandbox=agent_posture(self.config, alias).meta())
         result = schema.NewSessionResult(
             session_id=session_id,
             workspace_dir=str(workspace),
+            modes=options.session_modes(self.config, session),
             config_options=options.config_options(self.config, session),
             meta=schema.NewSessionMeta(zeroclaw=sandbox),
         )
@@ -360,7 +369,7 @@ class AcpHandlers:
         history: Iterable[ChatMessage] = (),
         plan: tuple[PlanStep, ...] | None = None,
         *,
-        mcp_servers: Sequence[McpServerConfig] = (),
+        mcp_servers: Sequence[AnyMcpServerConfig] = (),
     ) -> Session:
         config = self.config
         agent = config.agents[alias]
@@ -392,7 +401,9 @@ class AcpHandlers:
             risk_level=risk.level,
             context_window=provider_config.context_window or 0,
         )
-        session.cost = self.app.cost_meter(session_id, agent, provider_config, provider.model)
+        session.cost = self.app.cost_meter(
+            session_id, agent, provider_config, provider.model, self.connection.principal
+        )
         if mcp_servers:
             # Started in the connection's nursery: they outlive this request and stop
             # when the session leaves memory or the connection ends.
@@ -508,7 +519,7 @@ class AcpHandlers:
         return schema.InboundUpdateResult(session_id=request.session_id, type=request.event_type)
 
     def admit_restore(self, params: schema.RestoreParams, request_key: str, *, replay: bool) -> Job:
-        """session/load (replay) and session/resume, in the reference's error order. The id
+        """session/load (replay) and session/resume, in ZeroClaw's error order. The id
         is marked as being restored in arrival order, so a close sent right behind it
         waits for the restore and then closes the session."""
         session_id = params.session_id
@@ -518,8 +529,7 @@ class AcpHandlers:
         self.table.check_capacity()
         self.table.check_not_active(session_id)
         opening = self.table.begin_opening(session_id)
-        roots = params.additional_directories
-        return partial(self._restore, session_id, store, opening, replay=replay, roots=roots)
+        return partial(self._restore, session_id, store, opening, replay=replay, params=params)
 
     async def _restore(
         self,
@@ -528,10 +538,11 @@ class AcpHandlers:
         opening: trio.Event,
         *,
         replay: bool,
-        roots: Sequence[str] | None = None,
+        params: schema.RestoreParams,
     ) -> Payload:
         try:
-            return await self._restore_and_replay(session_id, store, replay=replay, roots=roots)
+            await visibility.require_visible(store, self.connection.principal, session_id)
+            return await self._restore_and_replay(session_id, store, replay=replay, params=params)
         finally:
             self.table.end_opening(session_id, opening)
 
@@ -541,7 +552,7 @@ class AcpHandlers:
         store: AsyncSessionStore,
         *,
         replay: bool,
-        roots: Sequence[str] | None,
+        params: schema.RestoreParams,
     ) -> Payload:
         with self.table.reserving(session_id):
             epoch, stored = await ownership.claim_and_load(self.table, store, session_id)
@@ -554,14 +565,19 @@ class AcpHandlers:
             history = [message for message in stored.messages if message.role != "system"]
             workspace = Path(stored.info.workspace_dir)
             risk = agent_risk_profile(self.config, alias)
-            extra_roots = await restored_roots(store, session_id, roots, workspace, risk)
+            extra_roots = await restored_roots(
+                store, session_id, params.additional_directories, workspace, risk
+            )
+            mcp_servers = select_mcp_servers(
+                self.config.agents[alias], params.mcp_servers, remote=self.connection.remote
+            )
             session = self._build_session(
                 session_id,
                 alias,
                 workspace,
                 history,
                 stored.plan,
-                mcp_servers=select_mcp_servers(self.config.agents[alias], ()),
+                mcp_servers=mcp_servers,
             )
             attach_roots(session, extra_roots)
             # None for a session stored before sessions had titles: its next prompt names it.

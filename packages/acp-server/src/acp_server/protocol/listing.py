@@ -1,7 +1,7 @@
 """ACP ``session/list``: the store's sessions, newest first, one page at a time.
 
-Every connection lists the whole store it serves (over the gateway too: a token admits a
-client to the gateway, it does not scope which stored sessions it sees).
+A gateway connection lists its principal's sessions only; the local operator lists every
+session of the store (protocol/visibility.py).
 """
 
 from __future__ import annotations
@@ -15,10 +15,13 @@ from acp_server.storage import AsyncSessionStore, BadCursor, StoredSessionInfo
 
 
 async def list_stored_sessions(
-    store: AsyncSessionStore | None, params: schema.ListSessionsParams
+    store: AsyncSessionStore | None,
+    params: schema.ListSessionsParams,
+    *,
+    principal: str | None = None,
 ) -> schema.ListSessionsResult:
-    """One page (storage/session_list.py), filtered to ``cwd`` when given; without a store
-    there is nothing to list.
+    """One page (storage/session_list.py), filtered to ``cwd`` when given and to
+    ``principal``'s sessions unless None; without a store there is nothing to list.
 
     Raises:
         InvalidParamsError: ``cursor`` is not one a previous page handed out.
@@ -27,7 +30,9 @@ async def list_stored_sessions(
         return schema.ListSessionsResult(sessions=[])
     workspace = None if params.cwd is None else listed_workspace(params.cwd)
     try:
-        page = await store.list_page(workspace_dir=workspace, cursor=params.cursor)
+        page = await store.list_page(
+            workspace_dir=workspace, cursor=params.cursor, principal=principal
+        )
     except BadCursor:
         raise InvalidParamsError("Invalid parameter: cursor is not a session/list cursor") from None
     except Exception as exc:

@@ -126,6 +126,27 @@ async def claim_and_load(
     return epoch, stored
 
 
+async def read_to_fork(
+    table: SessionTable, store: AsyncSessionStore, session_id: str
+) -> StoredSession:
+    """A fork's read of its source, whole: nothing is claimed (the source stays where it is
+    live, its epoch and history untouched); a copy this connection is closing has saved
+    its last turn first. Unknown ids fail exactly as a restore's do.
+
+    Raises:
+        SessionNotFoundError: no such session in the store.
+        OperationFailed: the store could not be read.
+    """
+    await table.wait_closed(session_id)
+    try:
+        stored = await store.load_session(session_id, max_messages=None)
+    except Exception as exc:
+        raise OperationFailed("Failed to load session") from exc
+    if stored is None:
+        raise SessionNotFoundError(session_id)
+    return stored
+
+
 async def check_still_held(
     table: SessionTable, store: AsyncSessionStore | None, session: Session
 ) -> None:

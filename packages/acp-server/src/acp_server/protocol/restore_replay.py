@@ -41,7 +41,7 @@ async def send_restored(
     send_update = connection.send_update
     if stored.dropped_messages:
         # The store kept only the newest whole turns; say so before anything else
-        # (reference: `_zeroclaw/history_trimmed`, on load and on resume).
+        # (as ZeroClaw does: `_zeroclaw/history_trimmed`, on load and on resume).
         notice = schema.HistoryTrimmedParams(
             session_id=session_id,
             dropped_messages=stored.dropped_messages,

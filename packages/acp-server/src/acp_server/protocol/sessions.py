@@ -3,8 +3,8 @@
 A session id is in at most one of three states here:
 
 * ``live``: in ``sessions``, serving prompts;
-* ``reserved``: being created or restored (it counts towards ``max_sessions``, as in the
-  reference, and a second ``session/load`` of it is refused as already active);
+* ``reserved``: being created or restored (it counts towards ``max_sessions``, as in
+  ZeroClaw's implementation, and a second ``session/load`` of it is refused as already active);
 * ``closing``: detached by ``session/close`` or ``session/stop`` while its last turn is
   still ending; a ``session/load`` of it waits for that turn to be saved first.
 

@@ -253,7 +253,7 @@ async def serve_stdio(app: AcpApp, *, default_agent: str | None = None) -> None:
 
     Args:
         default_agent: ``--agent``: the alias session/new uses when the client names none
-            (step 2 of the seed's precedence, as the gateway's ``?agent=``).
+            (step 2 of the ZeroClaw ACP documentation's precedence, as the gateway's ``?agent=``).
     """
     from acp_server.protocol.connection import serve_connection
 

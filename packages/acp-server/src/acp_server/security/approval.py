@@ -6,7 +6,7 @@ adds ``decide``. The agent runtime asks ``decide`` before running a tool call; t
 ``resolve_path`` for every path they touch and the shell tool re-checks its command with
 ``assess_command`` (defence in depth: a decision is never trusted across an approval wait).
 
-Approval decisions (``decide``), by risk level, as the reference server decides them:
+Approval decisions (``decide``), by risk level, as ZeroClaw's implementation decides them:
 
 ======================  ===========  =====================================  ==============
 tool call               readonly     supervised                             full
@@ -44,9 +44,11 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
+
+import msgspec
+from msgspec.structs import replace
 
 from acp_server.config import RiskLevel, RiskProfileConfig
 from acp_server.security.commands import (
@@ -64,8 +66,7 @@ class Approval(enum.Enum):
     DENY = "deny"  # refuse; PolicyDecision.reason says why
 
 
-@dataclass(frozen=True, slots=True)
-class PolicyDecision:
+class PolicyDecision(msgspec.Struct, frozen=True):
     """``command_risk`` is the risk class of the call's shell command (LOW for a tool
     without one): what an ``allow-always`` answer to this call is remembered as."""
 
@@ -89,8 +90,7 @@ def remember_allow_always(
         allowed[tool_name] = decision.command_risk
 
 
-@dataclass(frozen=True, slots=True)
-class PathArgument:
+class PathArgument(msgspec.Struct, frozen=True):
     """The argument of a tool that names a file or directory the tool touches.
 
     ``decide`` checks it against the jail before anyone is asked to approve a call that
@@ -103,8 +103,7 @@ class PathArgument:
     plain: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class ToolRules:
+class ToolRules(msgspec.Struct, frozen=True):
     """What ``decide`` needs to know about a tool beyond its name (its ``ToolDefinition``
     declares them; a tool without a definition, such as an MCP tool, has none).
 

@@ -50,9 +50,10 @@ import os
 import re
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+
+import msgspec
 
 from acp_server.config import RiskProfileConfig
 from acp_server.patterns import LazyPattern
@@ -75,7 +76,7 @@ bigger workspace is refused for such a command rather than half-checked."""
 
 # Environment variables the shell tool passes through to commands. Everything else
 # (API keys above all) is withheld, so `env` or `echo $OPENROUTER_API_KEY` cannot leak
-# secrets into the conversation (the reference clears the environment the same way).
+# secrets into the conversation (ZeroClaw's implementation clears the environment the same way).
 SHELL_ENV_PASSTHROUGH: Final = (
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE",
     "TERM", "TZ", "TMPDIR",
@@ -104,8 +105,7 @@ class CommandRisk(enum.Enum):
 RISK_ORDER: Final = {CommandRisk.LOW: 0, CommandRisk.MEDIUM: 1, CommandRisk.HIGH: 2}
 
 
-@dataclass(frozen=True, slots=True)
-class CommandAssessment:
+class CommandAssessment(msgspec.Struct, frozen=True):
     """What ``assess_command`` found out about a shell command.
 
     ``denial`` is set when the command must be refused whatever the approval;

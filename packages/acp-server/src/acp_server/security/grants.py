@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from acp_server.config import RiskProfileConfig
 
@@ -35,8 +36,7 @@ def is_within(path: Path, root: Path) -> bool:
     return text == prefix or text.startswith(prefix.rstrip("/") + "/")
 
 
-@dataclass(frozen=True, slots=True)
-class ForbiddenEntry:
+class ForbiddenEntry(msgspec.Struct, frozen=True):
     """One path no tool may touch: ``shown`` says why in messages (``forbidden_paths has
     ~/.ssh``, ``the config directory /srv/zeroclaw is the server's own``)."""
 
@@ -69,8 +69,7 @@ def forbidden_entries(profile: RiskProfileConfig, workspace: Path) -> tuple[Forb
     return tuple(ForbiddenEntry(shown, path) for path, shown in expanded.items())
 
 
-@dataclass(frozen=True, slots=True)
-class SessionGrants:
+class SessionGrants(msgspec.Struct, frozen=True):
     """The paths one session's tools may reach (see the module docstring)."""
 
     roots: tuple[Path, ...]

@@ -1,6 +1,6 @@
 """The path jail: every path a file or shell tool touches stays inside the session cwd.
 
-Seed, "Security": the session cwd is the jail. ``PathJail.resolve_path`` canonicalizes a
+The ZeroClaw ACP documentation, "Security": the session cwd is the jail. ``PathJail.resolve_path`` canonicalizes a
 tool's path argument (``~`` expanded, ``..`` collapsed, symbolic links followed) and refuses
 it with ``PolicyViolation`` when it leaves the workspace (while jailed: the ``full`` level
 lifts ``workspace_only``) or touches one of ``forbidden_paths`` or the server's private paths
@@ -29,7 +29,7 @@ class PolicyViolation(ZeroclawError):
 
 def deliver_path_denial(path: str) -> str | None:
     """deliver_file refuses any ``..`` component outright, even one that stays inside
-    (as the reference server does): a delivered path is spelled plainly or not at all."""
+    (as ZeroClaw's implementation does): a delivered path is spelled plainly or not at all."""
     if "\x00" in path:
         return "Path contains a NUL byte"
     if ".." in PurePosixPath(path).parts:

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Final
+
+import msgspec
 
 from acp_server.patterns import LazyPattern
 
@@ -175,14 +176,13 @@ _GIT_CONFIG_WRITES: Final = frozenset(
 _DATE_VALUE_OPTIONS: Final = frozenset({"-d", "--date", "-f", "--file", "-r", "--reference"})
 
 
-@dataclass(slots=True)
-class ProgramFindings:
+class ProgramFindings(msgspec.Struct):
     """``high`` and ``medium`` explain each finding; ``blockable`` lists the HIGH findings
     ``block_high_risk_commands`` refuses."""
 
-    high: list[str] = field(default_factory=list)
-    blockable: list[str] = field(default_factory=list)
-    medium: list[str] = field(default_factory=list)
+    high: list[str] = msgspec.field(default_factory=list)
+    blockable: list[str] = msgspec.field(default_factory=list)
+    medium: list[str] = msgspec.field(default_factory=list)
 
     def add_high(self, finding: str, *, allowlisted: bool = False, blocked_as: str = "") -> None:
         self.high.append(finding)

@@ -51,6 +51,7 @@ from acp_server.storage.records import (
 )
 from acp_server.storage.session_list import BadCursor, SessionPage
 from acp_server.storage.spend import SpendEntry, SpendRow, SpendTotals
+from acp_server.storage.tokens import PairedToken, PrincipalTaken, imported_principal
 
 __all__ = [
     "CREATOR_EPOCH",
@@ -62,6 +63,8 @@ __all__ = [
     "BadCursor",
     "DuplicateSession",
     "HealthCheckedBackend",
+    "PairedToken",
+    "PrincipalTaken",
     "SessionBackend",
     "SessionFenced",
     "SessionPage",
@@ -76,6 +79,7 @@ __all__ = [
     "TurnUnsaved",
     "UnknownSession",
     "describe_location",
+    "imported_principal",
     "open_backend",
     "open_store",
     "plan_entries_json",

@@ -6,7 +6,6 @@ opener (storage/opener.py) picks the backend a configuration names.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import queue
 import threading
@@ -14,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, Final, TypeVar
 
+import msgspec
 import trio
 
 from acp_server.model import CompletedTurn
@@ -29,6 +29,7 @@ from acp_server.storage.records import (
 )
 from acp_server.storage.session_list import SessionPage
 from acp_server.storage.spend import SpendEntry, SpendRow, SpendTotals
+from acp_server.storage.tokens import PairedToken
 
 logger = logging.getLogger(__name__)
 
@@ -209,8 +210,23 @@ class AsyncSessionStore:
         await trio.lowlevel.checkpoint_if_cancelled()
         return result
 
-    async def create_session(self, session_id: str, agent_alias: str, workspace_dir: str) -> None:
-        await self._call(self.sync.create_session, session_id, agent_alias, workspace_dir)
+    async def create_session(
+        self,
+        session_id: str,
+        agent_alias: str,
+        workspace_dir: str,
+        *,
+        principal: str | None = None,
+    ) -> None:
+        await self._call(
+            partial(self.sync.create_session, principal=principal),
+            session_id,
+            agent_alias,
+            workspace_dir,
+        )
+
+    async def session_owned_by(self, session_id: str, principal: str) -> bool:
+        return await self._call(self.sync.session_owned_by, session_id, principal)
 
     async def claim_session(self, session_id: str) -> int | None:
         """The backend's ``claim_session``, after writing the turns this process still keeps
@@ -237,6 +253,11 @@ class AsyncSessionStore:
         could not be written (kept or lost: see ``TurnUnsaved``), or ``SessionFenced``
         when ``epoch`` no longer holds the session (the unsaved turns are dropped too)."""
         await self._call(self._append_in_order, session_id, turn, epoch)
+
+    async def append_history(self, session_id: str, turns: Sequence[CompletedTurn]) -> None:
+        """Write ``turns`` to a session nobody holds yet (a fork's copied history), all in
+        one transaction; a failure writes nothing and is raised as the backend's error."""
+        await self._call(self.sync.append_turns, session_id, turns)
 
     def _append_in_order(self, session_id: str, turn: CompletedTurn, epoch: int | None) -> None:
         waiting = self._unsaved.get(session_id, [])
@@ -307,7 +328,7 @@ class AsyncSessionStore:
             return stored
         messages = tuple(message for turn in waiting for message in turn.messages)
         plans = [turn.plan for turn in waiting if turn.plan is not None]
-        return dataclasses.replace(
+        return msgspec.structs.replace(
             stored,
             messages=stored.messages + messages,
             plan=plans[-1] if plans else stored.plan,
@@ -325,9 +346,16 @@ class AsyncSessionStore:
     async def list_sessions(self) -> list[StoredSessionInfo]:
         return await self._call(self.sync.list_sessions)
 
-    async def list_page(self, *, workspace_dir: str | None, cursor: str | None) -> SessionPage:
+    async def list_page(
+        self, *, workspace_dir: str | None, cursor: str | None, principal: str | None = None
+    ) -> SessionPage:
         return await self._call(
-            partial(self.sync.list_page, workspace_dir=workspace_dir, cursor=cursor)
+            partial(
+                self.sync.list_page,
+                workspace_dir=workspace_dir,
+                cursor=cursor,
+                principal=principal,
+            )
         )
 
     async def set_title(self, session_id: str, title: str) -> bool:
@@ -351,11 +379,31 @@ class AsyncSessionStore:
     async def record_spend(self, entry: SpendEntry) -> None:
         await self._call(self.sync.record_spend, entry)
 
-    async def spend_totals(self, day: str, agent_alias: str) -> SpendTotals:
-        return await self._call(self.sync.spend_totals, day, agent_alias)
+    async def spend_totals(
+        self, day: str, agent_alias: str, principal: str | None = None
+    ) -> SpendTotals:
+        return await self._call(self.sync.spend_totals, day, agent_alias, principal)
 
     async def spend_summary(self, since_day: str) -> list[SpendRow]:
         return await self._call(self.sync.spend_summary, since_day)
+
+    async def import_tokens(self, digests: Sequence[str]) -> int:
+        return await self._call(self.sync.import_tokens, list(digests))
+
+    async def add_token(self, digest: str, principal: str, source: str) -> None:
+        await self._call(self.sync.add_token, digest, principal, source)
+
+    async def live_tokens(self) -> dict[str, str]:
+        return await self._call(self.sync.live_tokens)
+
+    async def list_tokens(self) -> list[PairedToken]:
+        return await self._call(self.sync.list_tokens)
+
+    async def revoke_tokens(self, digests: Sequence[str]) -> None:
+        await self._call(self.sync.revoke_tokens, list(digests))
+
+    async def record_token_use(self, last_used: Mapping[str, str]) -> None:
+        await self._call(self.sync.record_token_use, dict(last_used))
 
     def _delete(self, session_id: str) -> bool:
         self._forget_unsaved(session_id)

@@ -2,6 +2,17 @@
 
 Pure functions; everything that can fail on a message (bad role, arguments that are not
 JSON or too large) fails here, before the store opens a transaction.
+
+JSON columns are written and read with msgspec (``bench/store.py``'s codec lines: a
+``session/load`` decodes every stored call's arguments and record). The standard library
+stays where msgspec would change what is stored or refuse what older rows hold:
+
+- a tool call's arguments are the model's values, and ``json.dumps`` defines which of them
+  are JSON (``NaN`` and ``Infinity`` are kept, where msgspec writes ``null``; a set is
+  refused, where msgspec writes an array);
+- a row msgspec cannot read (``NaN`` / ``Infinity`` written by ``json.dumps``, a lone
+  surrogate kept as its ``\\ud800`` escape) is read by ``json.loads``, as before;
+- text holding a lone surrogate cannot be UTF-8, so it is written with ASCII escapes.
 """
 
 from __future__ import annotations
@@ -10,9 +21,11 @@ import json
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Final
+
+import msgspec
+from msgspec.structs import replace
 
 from acp_server.model import (
     CallView,
@@ -41,6 +54,32 @@ _ROLES: Final[dict[str, Role]] = {
     "assistant": "assistant",
     "tool": "tool",
 }
+
+
+_encode_json = msgspec.json.Encoder().encode
+_decode_json = msgspec.json.Decoder().decode
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON text with non-ASCII characters as they are: what
+    ``json.dumps(value, ensure_ascii=False, separators=(",", ":"))`` writes, for the values
+    this module builds (text, integers, None, lists and objects of them)."""
+    try:
+        return _encode_json(value).decode()
+    except UnicodeEncodeError:
+        # A lone surrogate (tool output read with errors="surrogateescape", a model's
+        # unpaired escape) has no UTF-8 form; its JSON escape does, and loads reads it back.
+        return json.dumps(value, separators=(",", ":"))
+
+
+def loads(raw: str) -> Any:
+    """The value of a stored JSON column; ValueError when it is not JSON."""
+    try:
+        return _decode_json(raw)
+    except ValueError:
+        # msgspec refuses NaN / Infinity (json.dumps wrote them into older rows) and the
+        # escape of a lone surrogate; the standard library reads both.
+        return json.loads(raw)
 
 
 _NUL_ESCAPE: Final = "\x01"
@@ -103,7 +142,7 @@ def plan_entries_json(plan: Sequence[PlanStep]) -> list[dict[str, str]]:
 
 
 def plan_to_json(plan: Sequence[PlanStep]) -> str:
-    return json.dumps(plan_entries_json(plan), ensure_ascii=False, separators=(",", ":"))
+    return dumps(plan_entries_json(plan))
 
 
 def _plan_entries(items: Any) -> tuple[PlanStep, ...]:
@@ -121,7 +160,7 @@ def _plan_entries(items: Any) -> tuple[PlanStep, ...]:
 
 def plan_from_json(raw: str, session_id: str) -> tuple[PlanStep, ...] | None:
     try:
-        return _plan_entries(json.loads(raw))
+        return _plan_entries(loads(raw))
     except (ValueError, TypeError, KeyError, AttributeError):
         # A damaged plan must not make the whole conversation unrecoverable.
         logger.warning("Ignoring an unreadable stored plan for session %s", session_id)
@@ -134,7 +173,8 @@ _LONE_SURROGATE: Final = LazyPattern("[\ud800-\udfff]")
 def _encode_arguments(call: ToolCall) -> str:
     """The arguments as JSON text. A lone surrogate (a model's unpaired ``\\ud800``: the
     call was refused, but it is part of the conversation) is kept as its JSON escape,
-    which no database refuses and ``json.loads`` reads back as it was."""
+    which no database refuses and ``json.loads`` reads back as it was. The standard
+    library writes them: it decides which of the model's values are JSON (see above)."""
     try:
         encoded = json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":"))
         if _LONE_SURROGATE.search(encoded) is not None:
@@ -153,7 +193,7 @@ def _encode_arguments(call: ToolCall) -> str:
 
 def _decode_arguments(payload: str) -> dict[str, Any]:
     try:
-        value = json.loads(payload)
+        value = loads(payload)
     except ValueError:
         return {"arguments": payload}
     return value if isinstance(value, dict) else {"arguments": value}
@@ -197,7 +237,7 @@ def record_to_json(record: ToolRecord) -> str:
         }
     if record.found:
         value["found"] = _locations_json(record.found)
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return dumps(value)
 
 
 def _locations_json(locations: Sequence[FileLocation]) -> list[dict[str, Any]]:
@@ -232,7 +272,7 @@ def _view(value: Any) -> CallView | None:
 def record_from_json(raw: str) -> ToolRecord:
     """The stored record; a damaged one reads as empty (the result itself still loads)."""
     try:
-        value = json.loads(raw)
+        value = loads(raw)
         streamed = tuple(
             StreamedPlan(_plan_entries(item["plan"]))
             if "plan" in item
@@ -264,8 +304,7 @@ ToolRow = tuple[str, str, str, str, int | None, str | None]
 ``ok`` and ``record_json`` are set on 'out' rows written since schema 3, else None."""
 
 
-@dataclass(frozen=True, slots=True)
-class EncodedMessage:
+class EncodedMessage(msgspec.Struct, frozen=True):
     """A message ready for INSERT: everything that can fail is done before BEGIN."""
 
     role: str

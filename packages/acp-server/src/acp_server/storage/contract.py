@@ -19,6 +19,7 @@ from acp_server.model import CompletedTurn
 from acp_server.storage.records import StoredSession, StoredSessionInfo
 from acp_server.storage.session_list import SessionPage
 from acp_server.storage.spend import SpendEntry, SpendRow, SpendTotals
+from acp_server.storage.tokens import PairedToken
 
 
 class SessionBackend(Protocol):
@@ -29,8 +30,19 @@ class SessionBackend(Protocol):
         """Where the store is, for messages (a file's path; a database's URL without its
         password)."""
 
-    def create_session(self, session_id: str, agent_alias: str, workspace_dir: str) -> None:
-        """Store a new, empty session; ``DuplicateSession`` when the id is taken."""
+    def create_session(
+        self,
+        session_id: str,
+        agent_alias: str,
+        workspace_dir: str,
+        *,
+        principal: str | None = ...,
+    ) -> None:
+        """Store a new, empty session of ``principal`` (None: the local operator);
+        ``DuplicateSession`` when the id is taken."""
+
+    def session_owned_by(self, session_id: str, principal: str) -> bool:
+        """Whether the session is stored and belongs to ``principal``."""
 
     def append_turn(
         self, session_id: str, turn: CompletedTurn, *, epoch: int | None = None
@@ -61,8 +73,11 @@ class SessionBackend(Protocol):
     def list_sessions(self) -> list[StoredSessionInfo]:
         """Every stored session, most recently active first."""
 
-    def list_page(self, *, workspace_dir: str | None, cursor: str | None) -> SessionPage:
-        """One ``session/list`` page (storage/session_list.py); raises ``BadCursor``."""
+    def list_page(
+        self, *, workspace_dir: str | None, cursor: str | None, principal: str | None = ...
+    ) -> SessionPage:
+        """One ``session/list`` page (storage/session_list.py), only ``principal``'s
+        sessions when given; raises ``BadCursor``."""
 
     def set_title(self, session_id: str, title: str) -> bool:
         """Name a session that has no title yet; False when it had one or is not stored."""
@@ -85,11 +100,33 @@ class SessionBackend(Protocol):
     def record_spend(self, entry: SpendEntry) -> None:
         """Add one priced model call to the spending ledger (storage/spend.py)."""
 
-    def spend_totals(self, day: str, agent_alias: str) -> SpendTotals:
-        """What was spent on ``day``, in its month, and by ``agent_alias`` on ``day``."""
+    def spend_totals(self, day: str, agent_alias: str, principal: str | None = ...) -> SpendTotals:
+        """What was spent on ``day``, in its month, by ``agent_alias`` on ``day`` and by
+        ``principal`` on ``day`` (when given)."""
 
     def spend_summary(self, since_day: str) -> list[SpendRow]:
         """Spend per day and agent from ``since_day`` on, newest day first."""
+
+    def import_tokens(self, digests: Sequence[str]) -> int:
+        """Add the token digests the store does not know yet (storage/tokens.py); how many."""
+
+    def add_token(self, digest: str, principal: str, source: str) -> None:
+        """Pair ``digest`` as ``principal``; ``PrincipalTaken`` when a live token has it."""
+
+    def token_principal(self, digest: str) -> str | None:
+        """The principal of a live token, else None."""
+
+    def live_tokens(self) -> dict[str, str]:
+        """Every live token: digest -> principal."""
+
+    def list_tokens(self) -> list[PairedToken]:
+        """Every token the store knows (revoked ones too), live ones first."""
+
+    def revoke_tokens(self, digests: Sequence[str]) -> None:
+        """Revoke ``digests`` (announced to every process sharing the store)."""
+
+    def record_token_use(self, last_used: Mapping[str, str]) -> None:
+        """Write the tokens' last-use times (digest -> ISO 8601 UTC), never moving one back."""
 
     def close(self) -> None:
         """Release the backend's connections; idempotent. Later calls raise ``StoreError``."""

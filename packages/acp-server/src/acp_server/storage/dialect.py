@@ -14,8 +14,9 @@ psycopg's connections both have it (``execute`` returns a cursor).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, Final, Protocol
+
+import msgspec
 
 from acp_server.storage.codec import escape_nul, unescape_nul
 
@@ -35,8 +36,7 @@ class Connection(Protocol):
     def execute(self, query: str, params: Sequence[Any], /) -> Cursor: ...
 
 
-@dataclass(frozen=True, slots=True)
-class Dialect:
+class Dialect(msgspec.Struct, frozen=True):
     name: str
     placeholder: str
     """The driver's parameter marker."""

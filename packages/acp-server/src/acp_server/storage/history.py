@@ -47,7 +47,7 @@ SessionNumber = Literal["id", "owner_epoch"]
 
 _SESSION_ROW: Final = (
     "SELECT id, agent_alias, workspace_dir, created_at, last_activity, plan_json,"
-    " token_count, turn_count, title FROM acp_sessions WHERE session_uuid = "
+    " token_count, turn_count, title, principal FROM acp_sessions WHERE session_uuid = "
 )
 
 
@@ -62,15 +62,25 @@ def insert_session(
     agent_alias: str,
     workspace_dir: str,
     now: str,
+    principal: str | None = None,
 ) -> None:
-    """Store a new, empty session, held by its creator at ``CREATOR_EPOCH``;
-    ``DuplicateSession`` (nothing written) when the id is taken."""
+    """Store a new, empty session of ``principal`` (None: the local operator), held by its
+    creator at ``CREATOR_EPOCH``; ``DuplicateSession`` (nothing written) when the id is
+    taken."""
     text = dialect.text
     row = conn.execute(
         "INSERT INTO acp_sessions (session_uuid, agent_alias, workspace_dir, created_at,"
-        f" last_activity, owner_epoch) VALUES ({dialect.params(6)})"
+        f" last_activity, owner_epoch, principal) VALUES ({dialect.params(7)})"
         " ON CONFLICT (session_uuid) DO NOTHING RETURNING id",
-        (text(session_id), text(agent_alias), text(workspace_dir), now, now, CREATOR_EPOCH),
+        (
+            text(session_id),
+            text(agent_alias),
+            text(workspace_dir),
+            now,
+            now,
+            CREATOR_EPOCH,
+            dialect.optional_text(principal),
+        ),
     ).fetchall()  # all: the statement is finished before the transaction commits
     if not row:
         raise DuplicateSession(f"Session {session_id} is already stored")
@@ -93,6 +103,16 @@ def read_column(conn: Connection, dialect: Dialect, column: str, session_id: str
         f"SELECT {column} FROM acp_sessions WHERE session_uuid = {dialect.placeholder}",
         (dialect.text(session_id),),
     ).fetchone()
+
+
+def owned_by(conn: Connection, dialect: Dialect, session_id: str, principal: str) -> bool:
+    """Whether the session is stored and belongs to ``principal``."""
+    p = dialect.placeholder
+    row = conn.execute(
+        f"SELECT 1 FROM acp_sessions WHERE session_uuid = {p} AND principal = {p}",
+        (dialect.text(session_id), dialect.text(principal)),
+    ).fetchone()
+    return row is not None
 
 
 def session_number(
@@ -197,6 +217,7 @@ def load(
         token_count=int(row[6]),
         turn_count=int(row[7]),
         title=dialect.read_optional_text(row[8]),
+        principal=dialect.read_optional_text(row[9]),
     )
     return StoredSession(
         info=info,

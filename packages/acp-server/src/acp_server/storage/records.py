@@ -3,9 +3,10 @@ stored-session records, and the figures every backend applies the same way."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
+
+import msgspec
 
 from acp_server.errors import SessionFenced as SessionFenced
 from acp_server.errors import StoreError as StoreError
@@ -47,8 +48,7 @@ class TurnUnsaved(StoreError):
         self.pending = pending
 
 
-@dataclass(frozen=True, slots=True)
-class StoredSessionInfo:
+class StoredSessionInfo(msgspec.Struct, frozen=True):
     session_id: str
     agent_alias: str
     workspace_dir: str
@@ -58,10 +58,11 @@ class StoredSessionInfo:
     token_count: int = 0
     turn_count: int = 0
     title: str | None = None
+    principal: str | None = None
+    """Who the session belongs to: a gateway principal's name, None for the local operator."""
 
 
-@dataclass(frozen=True, slots=True)
-class StoredSession:
+class StoredSession(msgspec.Struct, frozen=True):
     info: StoredSessionInfo
     messages: tuple[ChatMessage, ...]
     plan: tuple[PlanStep, ...] | None

@@ -12,8 +12,9 @@ import base64
 import binascii
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Final
+
+import msgspec
 
 from acp_server.storage.codec import parse_time
 from acp_server.storage.dialect import Connection, Dialect
@@ -26,7 +27,7 @@ DEFAULT_PAGE_SIZE: Final = 50
 SESSION_INFO_SELECT: Final = (
     "SELECT s.id, s.session_uuid, s.agent_alias, s.workspace_dir, s.created_at,"
     " s.last_activity, s.token_count, s.turn_count, s.title,"
-    " (SELECT count(*) FROM acp_messages AS m WHERE m.session_id = s.id)"
+    " (SELECT count(*) FROM acp_messages AS m WHERE m.session_id = s.id), s.principal"
     " FROM acp_sessions AS s"
 )
 """The columns ``session_info`` reads, for every listing of sessions."""
@@ -46,6 +47,7 @@ def session_info(row: Sequence[Any], dialect: Dialect) -> StoredSessionInfo:
         turn_count=int(row[7]),
         title=dialect.read_optional_text(row[8]),
         message_count=int(row[9]),
+        principal=dialect.read_optional_text(row[10]),
     )
 
 
@@ -53,8 +55,7 @@ class BadCursor(ValueError):
     """The cursor is not one a ``session/list`` page handed out."""
 
 
-@dataclass(frozen=True, slots=True)
-class SessionPage:
+class SessionPage(msgspec.Struct, frozen=True):
     sessions: tuple[StoredSessionInfo, ...]
     next_cursor: str | None
 
@@ -78,13 +79,22 @@ def decode_cursor(cursor: str) -> tuple[str, int]:
 
 
 def page_query(
-    *, workspace_dir: str | None, cursor: str | None, page_size: int, placeholder: str
+    *,
+    workspace_dir: str | None,
+    cursor: str | None,
+    page_size: int,
+    placeholder: str,
+    principal: str | None = None,
 ) -> tuple[str, list[object]]:
-    """The SELECT of one page (filtered to ``workspace_dir`` when given) after ``cursor``,
-    and its parameters; ``placeholder`` is the driver's (SQLite ``?``, psycopg ``%s``).
-    It asks for one row more than a page, which ``page_from_rows`` reads as "more"."""
+    """The SELECT of one page (filtered to ``workspace_dir`` and to ``principal``'s
+    sessions when given) after ``cursor``, and its parameters; ``placeholder`` is the
+    driver's (SQLite ``?``, psycopg ``%s``). It asks for one row more than a page, which
+    ``page_from_rows`` reads as "more"."""
     conditions: list[str] = []
     params: list[object] = []
+    if principal is not None:
+        conditions.append(f"s.principal = {placeholder}")
+        params.append(principal)
     if workspace_dir is not None:
         conditions.append(f"s.workspace_dir = {placeholder}")
         params.append(workspace_dir)
@@ -113,13 +123,15 @@ def read_page(
     workspace_dir: str | None,
     cursor: str | None,
     page_size: int = DEFAULT_PAGE_SIZE,
+    principal: str | None = None,
 ) -> SessionPage:
-    """One page of sessions (filtered to ``workspace_dir`` when given) after ``cursor``;
-    raises ``BadCursor``."""
+    """One page of sessions (filtered to ``workspace_dir``, and to ``principal``'s
+    sessions, when given) after ``cursor``; raises ``BadCursor``."""
     query, params = page_query(
         workspace_dir=None if workspace_dir is None else dialect.text(workspace_dir),
         cursor=cursor,
         page_size=page_size,
         placeholder=dialect.placeholder,
+        principal=dialect.optional_text(principal),
     )
     return page_from_rows(conn.execute(query, params).fetchall(), page_size, dialect)

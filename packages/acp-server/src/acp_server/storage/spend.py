@@ -1,4 +1,5 @@
-"""The spending ledger (``acp_spend``): one row per priced model call, by UTC day and agent.
+"""The spending ledger (``acp_spend``): one row per priced model call, by UTC day, agent and
+principal (the gateway principal it was made for; NULL for the local operator).
 
 Every process sharing a session store shares its ledger, so the ``[cost]`` caps hold over
 all of them (agent/limits/spend.py checks them; ``zeroclaw cost`` shows the rows by day and agent).
@@ -9,13 +10,12 @@ serve both backends (the table: SQLite schema step 5, PostgreSQL step 3).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from acp_server.storage.dialect import Connection, Dialect
 
 
-@dataclass(frozen=True, slots=True)
-class SpendEntry:
+class SpendEntry(msgspec.Struct, frozen=True):
     """One priced model call."""
 
     day: str
@@ -26,19 +26,21 @@ class SpendEntry:
     output_tokens: int
     cost_usd: float
     created_at: str
+    principal: str | None = None
+    """The gateway principal the call was made for (None: the local operator)."""
 
 
-@dataclass(frozen=True, slots=True)
-class SpendTotals:
-    """What was spent on ``day`` (every agent), in its month, and by one agent on ``day``."""
+class SpendTotals(msgspec.Struct, frozen=True):
+    """What was spent on ``day`` (every agent), in its month, by one agent on ``day`` and
+    by one principal on ``day``."""
 
     day_usd: float = 0.0
     month_usd: float = 0.0
     agent_day_usd: float = 0.0
+    principal_day_usd: float = 0.0
 
 
-@dataclass(frozen=True, slots=True)
-class SpendRow:
+class SpendRow(msgspec.Struct, frozen=True):
     """One day's spend of one agent."""
 
     day: str
@@ -47,12 +49,13 @@ class SpendRow:
     input_tokens: int
     output_tokens: int
     cost_usd: float
+    principal: str | None = None
 
 
 def insert_spend(conn: Connection, dialect: Dialect, entry: SpendEntry) -> None:
     conn.execute(
         "INSERT INTO acp_spend (day, agent_alias, session_uuid, model, input_tokens,"
-        f" output_tokens, cost_usd, created_at) VALUES ({dialect.params(8)})",
+        f" output_tokens, cost_usd, created_at, principal) VALUES ({dialect.params(9)})",
         (
             entry.day,
             dialect.text(entry.agent_alias),
@@ -62,30 +65,49 @@ def insert_spend(conn: Connection, dialect: Dialect, entry: SpendEntry) -> None:
             entry.output_tokens,
             entry.cost_usd,
             entry.created_at,
+            dialect.optional_text(entry.principal),
         ),
     )
 
 
-def read_totals(conn: Connection, dialect: Dialect, day: str, agent_alias: str) -> SpendTotals:
-    """Totals for ``day`` (``YYYY-MM-DD``) and its calendar month."""
+def read_totals(
+    conn: Connection, dialect: Dialect, day: str, agent_alias: str, principal: str | None = None
+) -> SpendTotals:
+    """Totals for ``day`` (``YYYY-MM-DD``) and its calendar month (``principal_day_usd``:
+    0 unless ``principal`` is given)."""
     p = dialect.placeholder
     month = day[:7]
     row = conn.execute(
         f"SELECT coalesce(sum(CASE WHEN day = {p} THEN cost_usd END), 0),"
         " coalesce(sum(cost_usd), 0),"
-        f" coalesce(sum(CASE WHEN day = {p} AND agent_alias = {p} THEN cost_usd END), 0)"
+        f" coalesce(sum(CASE WHEN day = {p} AND agent_alias = {p} THEN cost_usd END), 0),"
+        f" coalesce(sum(CASE WHEN day = {p} AND principal = {p} THEN cost_usd END), 0)"
         f" FROM acp_spend WHERE day >= {p} AND day <= {p}",
-        (day, day, dialect.text(agent_alias), f"{month}-01", f"{month}-31"),
+        (
+            day,
+            day,
+            dialect.text(agent_alias),
+            day,
+            dialect.optional_text(principal),
+            f"{month}-01",
+            f"{month}-31",
+        ),
     ).fetchone()
-    return SpendTotals(day_usd=float(row[0]), month_usd=float(row[1]), agent_day_usd=float(row[2]))
+    return SpendTotals(
+        day_usd=float(row[0]),
+        month_usd=float(row[1]),
+        agent_day_usd=float(row[2]),
+        principal_day_usd=float(row[3]),
+    )
 
 
 def read_summary(conn: Connection, dialect: Dialect, since_day: str) -> list[SpendRow]:
-    """Spend per day and agent from ``since_day`` on, newest day first."""
+    """Spend per day, agent and principal from ``since_day`` on, newest day first."""
     rows = conn.execute(
-        "SELECT day, agent_alias, count(*), sum(input_tokens), sum(output_tokens), sum(cost_usd)"
-        f" FROM acp_spend WHERE day >= {dialect.placeholder} GROUP BY day, agent_alias"
-        " ORDER BY day DESC, agent_alias",
+        "SELECT day, agent_alias, count(*), sum(input_tokens), sum(output_tokens),"
+        " sum(cost_usd), principal FROM acp_spend"
+        f" WHERE day >= {dialect.placeholder} GROUP BY day, agent_alias, principal"
+        " ORDER BY day DESC, agent_alias, principal IS NOT NULL, principal",
         (since_day,),
     ).fetchall()
     return [
@@ -96,6 +118,7 @@ def read_summary(conn: Connection, dialect: Dialect, since_day: str) -> list[Spe
             input_tokens=int(tokens_in),
             output_tokens=int(tokens_out),
             cost_usd=float(cost),
+            principal=dialect.read_optional_text(principal),
         )
-        for day, alias, calls, tokens_in, tokens_out, cost in rows
+        for day, alias, calls, tokens_in, tokens_out, cost, principal in rows
     ]

@@ -25,6 +25,7 @@ from typing import ClassVar, Generic, TypeVar
 
 from acp_server.model import CompletedTurn
 from acp_server.storage import history, settings
+from acp_server.storage import tokens as paired_tokens
 from acp_server.storage.codec import EncodedMessage, encode_message, now_text, plan_to_json
 from acp_server.storage.dialect import Connection, Dialect
 from acp_server.storage.records import (
@@ -93,13 +94,27 @@ class SqlSessionStore(ABC, Generic[ConnectionT]):
 
     # -- history (storage/history.py)
 
-    def create_session(self, session_id: str, agent_alias: str, workspace_dir: str) -> None:
-        """Store a new session; its creator holds it at ``CREATOR_EPOCH``."""
+    def create_session(
+        self,
+        session_id: str,
+        agent_alias: str,
+        workspace_dir: str,
+        *,
+        principal: str | None = None,
+    ) -> None:
+        """Store a new session of ``principal`` (None: the local operator); its creator
+        holds it at ``CREATOR_EPOCH``."""
         now = now_text()
         self._write_waited_on(
             lambda conn: history.insert_session(
-                conn, self.dialect, session_id, agent_alias, workspace_dir, now
+                conn, self.dialect, session_id, agent_alias, workspace_dir, now, principal
             )
+        )
+
+    def session_owned_by(self, session_id: str, principal: str) -> bool:
+        """Whether the session is stored and belongs to ``principal``."""
+        return self._read_statement(
+            lambda conn: history.owned_by(conn, self.dialect, session_id, principal)
         )
 
     def claim_session(self, session_id: str) -> int | None:
@@ -184,8 +199,10 @@ class SqlSessionStore(ABC, Generic[ConnectionT]):
         workspace_dir: str | None,
         cursor: str | None,
         page_size: int = DEFAULT_PAGE_SIZE,
+        principal: str | None = None,
     ) -> SessionPage:
-        """One ``session/list`` page (storage/session_list.py); raises ``BadCursor``."""
+        """One ``session/list`` page (storage/session_list.py), only ``principal``'s
+        sessions when given; raises ``BadCursor``."""
         return self._read(
             lambda conn: read_page(
                 conn,
@@ -193,6 +210,7 @@ class SqlSessionStore(ABC, Generic[ConnectionT]):
                 workspace_dir=workspace_dir,
                 cursor=cursor,
                 page_size=page_size,
+                principal=principal,
             )
         )
 
@@ -233,10 +251,62 @@ class SqlSessionStore(ABC, Generic[ConnectionT]):
         """Add one priced model call to the spending ledger."""
         self._write(lambda conn: insert_spend(conn, self.dialect, entry))
 
-    def spend_totals(self, day: str, agent_alias: str) -> SpendTotals:
-        """What was spent on ``day`` (UTC ``YYYY-MM-DD``), in its month, and by the agent."""
-        return self._read(lambda conn: read_totals(conn, self.dialect, day, agent_alias))
+    def spend_totals(self, day: str, agent_alias: str, principal: str | None = None) -> SpendTotals:
+        """What was spent on ``day`` (UTC ``YYYY-MM-DD``), in its month, by the agent and by
+        ``principal`` (when given)."""
+        return self._read(lambda conn: read_totals(conn, self.dialect, day, agent_alias, principal))
 
     def spend_summary(self, since_day: str) -> list[SpendRow]:
         """Spend per UTC day and agent from ``since_day`` on, newest first."""
         return self._read(lambda conn: read_summary(conn, self.dialect, since_day))
+
+    # -- the gateway's paired tokens and their principals (storage/tokens.py)
+
+    def import_tokens(self, digests: Sequence[str]) -> int:
+        """Add config.toml's digests the store does not know yet; how many."""
+        now = now_text()
+        return self._write(
+            lambda conn: paired_tokens.import_digests(conn, self.dialect, digests, now)
+        )
+
+    def add_token(self, digest: str, principal: str, source: str) -> None:
+        """Pair ``digest`` as ``principal``; ``PrincipalTaken`` when the name is in use."""
+        now = now_text()
+        self._write(
+            lambda conn: paired_tokens.insert_token(
+                conn, self.dialect, digest, principal, source, now
+            )
+        )
+
+    def token_principal(self, digest: str) -> str | None:
+        """The principal of a live token, else None."""
+        return self._read_statement(
+            lambda conn: paired_tokens.principal_of(conn, self.dialect, digest)
+        )
+
+    def live_tokens(self) -> dict[str, str]:
+        """Every live token: digest -> principal."""
+        return self._read(lambda conn: paired_tokens.live_tokens(conn, self.dialect))
+
+    def list_tokens(self) -> list[paired_tokens.PairedToken]:
+        """Every token the store knows, live ones first."""
+        return self._read(lambda conn: paired_tokens.list_tokens(conn, self.dialect))
+
+    def revoke_tokens(self, digests: Sequence[str]) -> None:
+        """Revoke ``digests``, announced to every process sharing the store."""
+        now = now_text()
+
+        def write(conn: ConnectionT) -> None:
+            paired_tokens.revoke(conn, self.dialect, digests, now)
+            self._announce_revoked(conn, digests)
+
+        self._write(write)
+
+    def _announce_revoked(self, conn: ConnectionT, digests: Sequence[str]) -> None:
+        """Tell the other processes sharing the store, inside the revoking transaction
+        (nothing to do for a store one process serves)."""
+
+    def record_token_use(self, last_used: Mapping[str, str]) -> None:
+        """Write the tokens' last-use times (digest -> ISO 8601 UTC)."""
+        if last_used:
+            self._write(lambda conn: paired_tokens.record_use(conn, self.dialect, last_used))

@@ -2,9 +2,12 @@
 
 Building an ``httpx.AsyncClient`` with certificate checks loads the CA bundle into a new
 TLS context: 50-250 ms of CPU on a small machine, which a client per model call paid on
-every tool round. Instead every user of HTTP (each model provider, the web tools, and an
-HTTP MCP transport when there is one) names a ``PoolSpec`` and gets that pool's one client
-from ``shared_client``, built on first use; its connections are kept alive between calls.
+every tool round. Instead every user of HTTP (each model provider, the web tools) names a
+``PoolSpec`` and gets that pool's one client from ``shared_client``, built on first use; its
+connections are kept alive between calls. An HTTP MCP server is the exception: the MCP
+SDK's transports take an ``httpx2`` client carrying the server's headers, so each server
+connection keeps one of its own for the session (agent/tools/mcp_http.py), with the TLS
+context below.
 
 - **Bounded.** A pool opens at most ``max_connections`` connections at once and keeps at
   most ``max_idle_connections`` idle ones, for ``idle_secs``; a call that finds every
@@ -20,6 +23,9 @@ from ``shared_client``, built on first use; its connections are kept alive betwe
   what ``acp_server.app.open_app`` does for the server's lifetime. Used outside such a
   block (a test driving a provider directly), the set is made on first use and closed
   when the trio run ends.
+- **One seam for tests.** ``http_clients(transport=...)`` builds every client of the block
+  on that ``httpx`` transport (an ``httpx.MockTransport`` answering like a model API), so
+  provider tests run without sockets; nothing else changes on the way to it.
 - **Cheap to import.** httpx is imported when the first client is built, so the server's
   start-up (which opens the set) does not load the HTTP stack.
 
@@ -34,9 +40,9 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+import msgspec
 import trio
 
 if TYPE_CHECKING:
@@ -60,8 +66,7 @@ DEFAULT_MAX_DRAIN_ITEMS: Final = 64
 """Most items ``release_stream`` reads past the caller's last before giving up on reuse."""
 
 
-@dataclass(frozen=True, slots=True)
-class PoolSpec:
+class PoolSpec(msgspec.Struct, frozen=True):
     """A named connection pool: who uses it and how big it may grow."""
 
     name: str
@@ -106,9 +111,11 @@ def _needs_tls(spec: PoolSpec, scheme: str) -> bool:
 
 
 class HttpClients:
-    """One trio run's clients, by pool name and URL scheme."""
+    """One trio run's clients, by pool name and URL scheme; ``transport``, when given,
+    carries every request instead of the network (tests)."""
 
-    def __init__(self) -> None:
+    def __init__(self, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self._transport = transport
         self._clients: dict[tuple[str, str], httpx.AsyncClient] = {}
         self.built = 0
         """Clients built so far (each one is a pool; tests check none is built per call)."""
@@ -128,6 +135,7 @@ class HttpClients:
                 trust_env=spec.trust_env,
                 follow_redirects=False,
                 limits=spec.limits(),
+                transport=self._transport,
             )
             self._clients[key] = client
             self.built += 1
@@ -146,9 +154,12 @@ _RUN_CLIENTS: trio.lowlevel.RunVar[HttpClients] = trio.lowlevel.RunVar("zeroclaw
 
 
 @asynccontextmanager
-async def http_clients() -> AsyncIterator[HttpClients]:
-    """The current trio run's clients for the block; all are closed when it ends."""
-    clients = HttpClients()
+async def http_clients(
+    *, transport: httpx.AsyncBaseTransport | None = None
+) -> AsyncIterator[HttpClients]:
+    """The current trio run's clients for the block; all are closed when it ends.
+    ``transport``: what carries their requests instead of the network (tests)."""
+    clients = HttpClients(transport)
     token = _RUN_CLIENTS.set(clients)
     try:
         yield clients

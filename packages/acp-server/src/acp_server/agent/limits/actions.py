@@ -21,7 +21,7 @@ from acp_server.agent.tools.mcp import MCP_TOOL_PREFIX
 
 ACTION_WINDOW_SECS: Final = 3600.0
 RATE_LIMIT_ERROR: Final = "Rate limit exceeded: too many actions in the last hour"
-"""The reference's tool result text for a call over the budget (behind ``Error: ``)."""
+"""ZeroClaw's tool result text for a call over the budget (behind ``Error: ``)."""
 
 COUNTED_TOOLS: Final = frozenset(
     {
@@ -38,7 +38,7 @@ COUNTED_TOOLS: Final = frozenset(
         "escalate_to_human",
     }
 )
-"""The built-in tools the reference counts as actions (todo_write is not one)."""
+"""The built-in tools ZeroClaw's implementation counts as actions (todo_write is not one)."""
 
 
 def counts_as_action(tool_name: str) -> bool:

@@ -1,5 +1,7 @@
-"""Spending caps: the global ``[cost]`` daily and monthly limits and the runtime profile's
-``max_cost_per_day_cents`` per agent, over UTC days and months.
+"""Spending caps: the global ``[cost]`` daily and monthly limits, the runtime profile's
+``max_cost_per_day_cents`` per agent and the gateway principal's daily cap
+(``[cost] per_principal_daily_cents``, ``[cost.principals.<name>]``), over UTC days and
+months.
 
 Before every model call the session's ``CostMeter`` reads the ledger's totals (the session
 store's ``acp_spend`` table, shared by every process using that store, through a
@@ -19,6 +21,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Final, Protocol
 
+import msgspec
+
 from acp_server.config.values import ECHO_PROVIDER_TYPE, CostConfig
 from acp_server.errors import BudgetExceeded
 from acp_server.model import Usage
@@ -27,7 +31,7 @@ from acp_server.storage import SpendEntry, SpendTotals, StoreError
 logger = logging.getLogger(__name__)
 
 TOKENS_PER_PRICE_UNIT: Final = 1_000_000
-"""Prices are USD per million tokens (the reference's ``*_per_mtok``)."""
+"""Prices are USD per million tokens (ZeroClaw's ``*_per_mtok``)."""
 _warned_unpriced: set[tuple[str, str]] = set()
 
 
@@ -36,7 +40,9 @@ class SpendLedger(Protocol):
 
     async def record_spend(self, entry: SpendEntry) -> None: ...
 
-    async def spend_totals(self, day: str, agent_alias: str) -> SpendTotals: ...
+    async def spend_totals(
+        self, day: str, agent_alias: str, principal: str | None = None
+    ) -> SpendTotals: ...
 
 
 @dataclass
@@ -48,13 +54,17 @@ class MemoryLedger:
     async def record_spend(self, entry: SpendEntry) -> None:
         self.entries.append(entry)
 
-    async def spend_totals(self, day: str, agent_alias: str) -> SpendTotals:
+    async def spend_totals(
+        self, day: str, agent_alias: str, principal: str | None = None
+    ) -> SpendTotals:
         month = [entry for entry in self.entries if entry.day[:7] == day[:7]]
         today = [entry for entry in month if entry.day == day]
+        by_principal = [e for e in today if principal is not None and e.principal == principal]
         return SpendTotals(
             day_usd=sum(entry.cost_usd for entry in today),
             month_usd=sum(entry.cost_usd for entry in month),
             agent_day_usd=sum(e.cost_usd for e in today if e.agent_alias == agent_alias),
+            principal_day_usd=sum(e.cost_usd for e in by_principal),
         )
 
 
@@ -64,8 +74,7 @@ are added as they are recorded, those of other processes sharing the store are s
 the next read, at most this many seconds later."""
 
 
-@dataclass(slots=True)
-class _CachedTotals:
+class _CachedTotals(msgspec.Struct):
     totals: SpendTotals
     read_at: float
 
@@ -86,7 +95,7 @@ class CachedLedger:
         self.ledger = ledger
         self._clock = clock
         self._refresh_secs = refresh_secs
-        self._cached: dict[tuple[str, str], _CachedTotals] = {}
+        self._cached: dict[tuple[str, str, str | None], _CachedTotals] = {}
         # A read that overlapped a write may or may not hold its spend: it is not kept.
         self._writes_started = 0
         self._writes_running = 0
@@ -99,28 +108,34 @@ class CachedLedger:
         finally:
             self._writes_running -= 1
         usd = entry.cost_usd
-        for (day, agent_alias), cached in self._cached.items():
+        for (day, agent_alias, principal), cached in self._cached.items():
             if day[:7] != entry.day[:7]:
                 continue
             totals = cached.totals
             same_day = day == entry.day
+            same_principal = principal is not None and principal == entry.principal
             cached.totals = SpendTotals(
                 day_usd=totals.day_usd + usd if same_day else totals.day_usd,
                 month_usd=totals.month_usd + usd,
                 agent_day_usd=totals.agent_day_usd + usd
                 if same_day and agent_alias == entry.agent_alias
                 else totals.agent_day_usd,
+                principal_day_usd=totals.principal_day_usd + usd
+                if same_day and same_principal
+                else totals.principal_day_usd,
             )
 
-    async def spend_totals(self, day: str, agent_alias: str) -> SpendTotals:
-        key = (day, agent_alias)
+    async def spend_totals(
+        self, day: str, agent_alias: str, principal: str | None = None
+    ) -> SpendTotals:
+        key = (day, agent_alias, principal)
         now = self._clock()
         cached = self._cached.get(key)
         if cached is not None and now - cached.read_at < self._refresh_secs:
             return cached.totals
         started = self._writes_started
         overlapped = self._writes_running > 0
-        totals = await self.ledger.spend_totals(day, agent_alias)
+        totals = await self.ledger.spend_totals(day, agent_alias, principal)
         if not overlapped and started == self._writes_started:
             if cached is None:  # a new day: the other days' totals are of no more use
                 self._cached = {k: v for k, v in self._cached.items() if k[0] >= day}
@@ -141,11 +156,20 @@ def next_month(day: date) -> date:
 
 
 def budget_message(spent: float, limit: float, cap: str, resets: date) -> str:
-    """The reference's wording, plus which cap it is and when it resets."""
+    """ZeroClaw's wording, plus which cap it is and when it resets."""
     return (
         f"Agent turn failed: Budget exceeded: ${spent:.4f} of ${limit:.2f} {cap}. Cannot make "
         f"further API calls until the budget resets at {resets.isoformat()} 00:00 UTC."
     )
+
+
+def check_daily_cents(
+    spent_usd: float, cents: int | None, cap: Callable[[int], str], today: date
+) -> None:
+    """Raise ``BudgetExceeded`` when ``spent_usd`` today reached a cap of ``cents`` (None: no
+    cap); ``cap`` names it, worded only when it is reached."""
+    if cents is not None and spent_usd >= cents / 100:
+        raise BudgetExceeded(budget_message(spent_usd, cents / 100, cap(cents), next_day(today)))
 
 
 @dataclass
@@ -161,10 +185,20 @@ class CostMeter:
     provider_type: str
     model: str
     now: Callable[[], datetime] = utc_now
+    principal: str | None = None
+    """The gateway principal the session's calls are made for (None: the local operator)."""
+
+    @property
+    def principal_cap_cents(self) -> int | None:
+        return self.cost.principal_cap_cents(self.principal)
 
     @property
     def active(self) -> bool:
-        return self.cost.enabled or self.agent_cap_cents is not None
+        return (
+            self.cost.enabled
+            or self.agent_cap_cents is not None
+            or self.principal_cap_cents is not None
+        )
 
     async def check(self) -> None:
         """Raise ``BudgetExceeded`` when a cap is reached (before a model call)."""
@@ -172,7 +206,9 @@ class CostMeter:
             return
         today = self.now().astimezone(UTC).date()
         try:
-            totals = await self.ledger.spend_totals(today.isoformat(), self.agent_alias)
+            totals = await self.ledger.spend_totals(
+                today.isoformat(), self.agent_alias, self.principal
+            )
         except StoreError as exc:
             logger.warning("session %s: spend not checked: %s", self.session_id, exc)
             return
@@ -189,15 +225,24 @@ class CostMeter:
                     budget_message(totals.month_usd, cost.monthly_limit_usd,
                                    "monthly limit ([cost] monthly_limit_usd)", next_month(today))
                 )  # fmt: skip
-        cents = self.agent_cap_cents
-        if cents is not None and totals.agent_day_usd >= cents / 100:
-            cap = (
+        check_daily_cents(
+            totals.agent_day_usd,
+            self.agent_cap_cents,
+            lambda cents: (
                 f"daily limit of agent `{self.agent_alias}` ([runtime_profiles."
                 f"{self.runtime_profile}] max_cost_per_day_cents = {cents})"
-            )
-            raise BudgetExceeded(
-                budget_message(totals.agent_day_usd, cents / 100, cap, next_day(today))
-            )
+            ),
+            today,
+        )
+        check_daily_cents(
+            totals.principal_day_usd,
+            self.principal_cap_cents,
+            lambda cents: (
+                f"daily limit of principal `{self.principal}` ([cost] "
+                f"per_principal_daily_cents or [cost.principals.{self.principal}]: {cents} cents)"
+            ),
+            today,
+        )
 
     def price(self, usage: Usage, reported_usd: float | None) -> float:
         """What a call with ``usage`` cost, in USD (see the module docstring)."""
@@ -241,6 +286,7 @@ class CostMeter:
             output_tokens=usage.output_tokens,
             cost_usd=usd,
             created_at=moment.isoformat(timespec="seconds"),
+            principal=self.principal,
         )
         try:
             await self.ledger.record_spend(entry)

@@ -1,6 +1,6 @@
 """AIEOS identity documents (``[agents.<alias>.identity] format = "aieos"``) as prompt text.
 
-The reader is lenient, as the ZeroClaw reference's is: the top level must be a JSON
+The reader is lenient, as ZeroClaw's is: the top level must be a JSON
 object, and both the flat shape and the "official generator" shape are accepted (e.g.
 ``psychology.mbti`` or ``psychology.traits.mbti``). Each block (``## Identity``,
 ``## Personality``, ``## Communication Style``, ``## Motivations``, ``## Capabilities``,

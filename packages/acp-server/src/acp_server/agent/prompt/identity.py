@@ -3,7 +3,7 @@
 ``SOUL.md``, ``IDENTITY.md``, ``USER.md``, ``AGENTS.md``, ``TOOLS.md``, ``HEARTBEAT.md`` and
 ``BOOTSTRAP.md`` are read in that order every time a system prompt is built, each trimmed
 (empty after trimming = absent) and cut at ``MAX_PERSONA_FILE_CHARS`` characters with a
-visible notice. ``MEMORY.md`` is never read: ACP sessions have no memory (seed, "Memory").
+visible notice. ``MEMORY.md`` is never read: ACP sessions have no memory (the ZeroClaw ACP documentation, "Memory").
 
 ``seed_persona_files`` writes short default templates for the files that are missing or
 blank; a file with content, edited by an admin or not, is never overwritten.
@@ -13,9 +13,10 @@ blank; a file with content, edited by an admin or not, is never overwritten.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+
+import msgspec
 
 logger = logging.getLogger(__name__)
 
@@ -69,8 +70,7 @@ PERSONA_TEMPLATES: Final = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class PersonaFile:
+class PersonaFile(msgspec.Struct, frozen=True):
     name: str
     text: str
     truncated: bool = False

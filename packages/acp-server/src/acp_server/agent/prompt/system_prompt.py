@@ -1,6 +1,6 @@
 """The system prompt of an ACP session, rebuilt before every turn.
 
-Sections, in the ZeroClaw reference's order (its ``SystemPromptBuilder``), each separated by
+Sections, in ZeroClaw's order (its ``SystemPromptBuilder``), each separated by
 a blank line and skipped when empty:
 
 1. ``## CRITICAL CONTEXT: CURRENT DATE``: local date and UTC offset (no time of day);
@@ -28,10 +28,11 @@ import logging
 import os
 import platform
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Final
+
+import msgspec
 
 from acp_server.agent.prompt.aieos import AieosError, parse_aieos, render_aieos
 from acp_server.agent.prompt.identity import (
@@ -55,14 +56,12 @@ PROJECT_TRUNCATION_NOTICE: Final = (
 _LEVEL_NAMES: Final = {"readonly": "ReadOnly", "supervised": "Supervised", "full": "Full"}
 
 
-@dataclass(frozen=True, slots=True)
-class ProjectFile:
+class ProjectFile(msgspec.Struct, frozen=True):
     path: Path
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class PromptInputs:
+class PromptInputs(msgspec.Struct, frozen=True):
     """Everything the system prompt depends on besides the files it reads."""
 
     agent: AgentConfig
@@ -75,15 +74,14 @@ class PromptInputs:
     """The runtime profile's action budget per session (None: no limit, nothing said)."""
 
 
-@dataclass(frozen=True, slots=True)
-class PromptFiles:
+class PromptFiles(msgspec.Struct, frozen=True):
     """What the files said at one reading."""
 
     persona: list[PersonaFile]
     project: list[ProjectFile]
     project_truncated: bool
     aieos: str = ""
-    skills: LoadedSkills = field(default_factory=LoadedSkills)
+    skills: LoadedSkills = msgspec.field(default_factory=LoadedSkills)
     skills_section: str = ""
     skills_mode: SkillsMode = "full"
     """The mode ``skills_section`` was rendered in (``full`` may have fallen back)."""
@@ -261,7 +259,7 @@ def safety_section(policy: SecurityPolicy, max_actions_per_hour: int | None = No
     if profile.require_approval_for_medium_risk:
         lines.append("- **Medium-risk commands** require user approval before execution.")
     if max_actions_per_hour is not None:
-        # Worded as the reference's SecurityPolicy::prompt_summary; the budget is per
+        # Worded as ZeroClaw's SecurityPolicy::prompt_summary; the budget is per
         # session (agent/limits/actions.py), which is what "per chat" means here.
         lines.append(
             f"- **Rate limit**: max {max_actions_per_hour} actions per hour per chat "

@@ -10,52 +10,46 @@ provider awaits inside ``async with`` blocks of its HTTP client).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+import msgspec
 
 from acp_server.errors import ZeroclawError
 from acp_server.model import ChatMessage, ToolCall, Usage
 
 
-@dataclass(frozen=True, slots=True)
-class ToolSpec:
+class ToolSpec(msgspec.Struct, frozen=True):
     """A tool as the model sees it: name, description and a JSON Schema for arguments."""
 
     name: str
     description: str
-    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
+    parameters: dict[str, Any] = msgspec.field(default_factory=lambda: {"type": "object"})
 
 
-@dataclass(frozen=True, slots=True)
-class ModelRequest:
+class ModelRequest(msgspec.Struct, frozen=True):
     system_prompt: str | None
     messages: Sequence[ChatMessage]
     tools: Sequence[ToolSpec] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class TextDelta:
+class TextDelta(msgspec.Struct, frozen=True):
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class ThoughtDelta:
+class ThoughtDelta(msgspec.Struct, frozen=True):
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCallRequested:
+class ToolCallRequested(msgspec.Struct, frozen=True):
     call: ToolCall
 
 
-@dataclass(frozen=True, slots=True)
-class UsageReported:
+class UsageReported(msgspec.Struct, frozen=True):
     usage: Usage
     cost_usd: float | None = None  # what the call cost, when the provider says (OpenRouter)
 
 
-@dataclass(frozen=True, slots=True)
-class StreamEnd:
+class StreamEnd(msgspec.Struct, frozen=True):
     """The model finished its response. ``stop_reason`` is the provider's own word."""
 
     stop_reason: str = "end_turn"

@@ -20,7 +20,6 @@ import json
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
@@ -61,8 +60,7 @@ _decode_json = msgspec.json.Decoder().decode
 encode_json = msgspec.json.Encoder().encode
 
 
-@dataclass(frozen=True, slots=True)
-class Endpoint:
+class Endpoint(msgspec.Struct, frozen=True):
     """What an error message needs to know about where a call went.
 
     ``label`` names the service for a person ("OpenRouter", "the Ollama server at …");
@@ -196,8 +194,7 @@ def stream_cut_error(endpoint: Endpoint) -> ProviderError:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class SseCall:
+class SseCall(msgspec.Struct, frozen=True):
     """One streaming POST: where, with what, how patiently, and over which pool."""
 
     endpoint: Endpoint

@@ -13,13 +13,15 @@ arbitrary file to the model.
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+import msgspec
+
+from acp_core.aliases import default_session_alias
 from acp_core.blobs import DEFAULT_MAX_BLOB_BYTES, guess_mime
 from acp_server.agent.io.uploads import UPLOADS_DIR_NAME, read_verified
-from acp_server.config import DEFAULT_AGENT_ALIAS, Config
+from acp_server.config import Config
 from acp_server.patterns import LazyPattern
 
 IMAGE_MARKER: Final = LazyPattern(r"\[IMAGE:([^\]\n]+)\]")
@@ -28,16 +30,21 @@ IMAGE_MIME_TYPES: Final = frozenset({"image/png", "image/jpeg", "image/gif", "im
 _UPLOAD_NAME: Final = LazyPattern(r"[0-9a-f]{64}\.[a-z0-9]+")
 
 
-def agent_sees_images(config: Config, alias: str | None) -> bool:
-    """Whether ``alias``'s provider (the configured default agent's when None) is
-    configured with ``vision = true``: what ``promptCapabilities.image`` says."""
-    agent = config.agents.get(alias or config.acp.default_agent or DEFAULT_AGENT_ALIAS)
+def agent_sees_images(config: Config, connection_default: str | None) -> bool:
+    """Whether the agent a ``session/new`` without an alias gets (the connection's default,
+    ``[acp] default_agent``, else the one configured agent: acp_core/aliases.py) has a
+    provider configured with ``vision = true``: what ``promptCapabilities.image`` says."""
+    alias = default_session_alias(
+        connection_default=connection_default,
+        config_default=config.acp.default_agent,
+        agents={name: agent.dispatchable for name, agent in config.agents.items()},
+    )
+    agent = config.agents.get(alias) if alias is not None else None
     provider = config.providers.get(agent.model_provider) if agent is not None else None
     return provider is not None and provider.vision
 
 
-@dataclass(frozen=True, slots=True)
-class InlineImage:
+class InlineImage(msgspec.Struct, frozen=True):
     mime_type: str
     data_base64: str
 

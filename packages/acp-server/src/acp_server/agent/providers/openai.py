@@ -33,10 +33,10 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, Final
 
+import msgspec
 import trio
 
 from acp_server.agent.providers.base import (
@@ -72,8 +72,7 @@ DONE_SENTINEL: Final = "[DONE]"
 OPENROUTER_APP_TITLE: Final = "ZeroClaw"
 
 
-@dataclass(frozen=True, slots=True)
-class Flavor:
+class Flavor(msgspec.Struct, frozen=True):
     """How one provider type differs from the others on the same wire format."""
 
     label: str
@@ -99,7 +98,7 @@ FLAVORS: Final[dict[str, Flavor]] = {
         "https://openrouter.ai/api/v1",
         "OPENROUTER_API_KEY",
         key_required=True,
-        # The seed's default model id is an OpenRouter id.
+        # The ZeroClaw ACP documentation's default model id is an OpenRouter id.
         default_model="anthropic/claude-sonnet-4.6",
     ),
     "openai_compatible": Flavor("OpenAI-compatible server", None, None, key_required=False),
@@ -171,8 +170,7 @@ def build_chat_body(
     return body
 
 
-@dataclass(slots=True)
-class _PendingToolCall:
+class _PendingToolCall(msgspec.Struct):
     id: str
     name: str
     arguments: ArgumentBuffer

@@ -16,7 +16,7 @@ DENIED_BY_USER: Final = "Denied by user."
 
 
 def runtime_denial(tool_name: str) -> str:
-    """Model-facing text when nobody decided (timeout, dismissal, error): reference wording."""
+    """Model-facing text when nobody decided (timeout, dismissal, error): ZeroClaw's wording."""
     return (
         f"Tool call not executed: '{tool_name}' requires approval and no operator decision "
         "was available, so the runtime denied it by policy. This was not a user's decision."

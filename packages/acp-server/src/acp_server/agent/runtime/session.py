@@ -1,7 +1,7 @@
 """One ACP session's live state, and the reservation of its single running turn.
 
 A session belongs to one connection. At most one prompt turn runs at a time (a second
-``session/prompt`` is -32002, seed "session/prompt"); the turn owns a ``trio.CancelScope``
+``session/prompt`` is -32002, the ZeroClaw ACP documentation, "session/prompt"); the turn owns a ``trio.CancelScope``
 that ``session/cancel`` and ``session/close`` cancel synchronously.
 """
 
@@ -49,7 +49,7 @@ class Turn:
     """A running prompt turn.
 
     ``streamed`` collects every text chunk sent to the client, so a cancelled turn can
-    answer with the partial text (seed, "session/cancel").
+    answer with the partial text (the ZeroClaw ACP documentation, "session/cancel").
     """
 
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
@@ -95,8 +95,10 @@ class Session:
     # The store's fencing epoch this copy holds the session at (None: not stored): every
     # turn commit carries it, and one refused for it means the session is open elsewhere.
     epoch: int | None = None
-    # What the model is told about the tools (built once the tool set is complete).
-    tool_specs: list[ToolSpec] = field(default_factory=list)
+    # What the model is told about the tools (``tool_specs``): derived at the first model
+    # call, not at session/new, since the tools' argument schemas cost more to derive than
+    # the rest of opening a session; forgotten when the tool set changes.
+    _tool_specs: list[ToolSpec] | None = field(default=None, init=False, repr=False)
     # MCP servers started for this session (acp_enable_mcp); their tools join at the
     # first turn, once the servers are ready (session/new never waits for them).
     mcp: McpToolset | None = None
@@ -123,9 +125,8 @@ class Session:
         self.action_budget = ActionBudget(
             self.runtime_profile.max_actions_per_hour, trio.current_time
         )
-        self._build_specs()
         self.uploads_path = str(uploads_dir(self.workspace))
-        # Once per session, like the cwd checks of session/new: seed the missing persona
+        # Once per session, like the cwd checks of session/new: write the missing persona
         # templates and take the first reading of a few small capped files.
         if self.agent.workspace is not None:
             seed_persona_files(self.agent.workspace, self.agent.alias)
@@ -149,7 +150,7 @@ class Session:
         tools = self.commands.use(files.skills, self.tools, compact=files.skills_mode == "compact")
         if tools is not None:
             self.tools = tools
-            self._build_specs()
+            self._tool_specs = None
 
     def prompt_inputs(self) -> PromptInputs:
         return PromptInputs(
@@ -184,26 +185,36 @@ class Session:
         self.system_prompt = build_system_prompt(inputs, self._prompt_files, now)
         self._prompt_key = (self._prompt_signature, day, tuple(self.tools), self.provider.model)
 
-    def _build_specs(self) -> None:
-        self.tool_specs = [
-            ToolSpec(name=tool.name, description=tool.description, parameters=tool.parameters)
-            for tool in self.tools.values()
-        ]
+    @property
+    def tool_specs(self) -> list[ToolSpec]:
+        """What the model is told about the tools."""
+        if self._tool_specs is None:
+            self._tool_specs = [
+                ToolSpec(name=tool.name, description=tool.description, parameters=tool.parameters)
+                for tool in self.tools.values()
+            ]
+        return self._tool_specs
 
-    async def prepare_tools(self) -> None:
-        """Before a turn: wait (bounded) for MCP servers, then add their tools once."""
+    async def prepare_tools(self) -> list[str]:
+        """Before a turn: wait (bounded) for MCP servers, then add their tools once.
+
+        Returns one sentence per server that could not be started or reached, the first
+        time only (the turn shows them: the model never hears of tools that did not come).
+        """
         mcp = self.mcp
         if mcp is None or self._mcp_merged:
-            return
+            return []
         await mcp.wait_ready()
         merged: dict[str, Tool] = dict(self.tools)
         for name, tool in mcp.tools.items():
             merged.setdefault(name, tool)  # a built-in is never shadowed
         self.tools = merged
-        self._build_specs()
+        self._tool_specs = None
         self._mcp_merged = True
-        for problem in mcp.problems:
+        problems = mcp.problems
+        for problem in problems:
             logger.warning("session %s: %s", self.session_id, problem)
+        return problems
 
     def close(self) -> None:
         """The session is leaving memory: stop what it started (MCP servers) and remove

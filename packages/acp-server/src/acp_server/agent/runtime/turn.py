@@ -1,6 +1,6 @@
 """The agent runtime: one prompt turn, from the user's text to the model's last word.
 
-Seed, "session/prompt", as the reference server runs it: the provider streams text and reasoning
+The ZeroClaw ACP documentation, "session/prompt", as ZeroClaw's implementation runs it: the provider streams text and reasoning
 (each delta becomes an ``agent_message_chunk`` / ``agent_thought_chunk``), then asks for
 tools; each call is checked by the session's ``SecurityPolicy`` (allow / ask / deny),
 approved through the client when needed, announced with ``tool_call``, executed, and
@@ -105,7 +105,9 @@ async def run_turn(session: Session, user_text: str, io: TurnIO) -> TurnOutcome:
     """
     if not user_text.strip():
         raise TurnFailed(BLANK_PROMPT_MESSAGE)
-    await session.prepare_tools()
+    for problem in await session.prepare_tools():
+        # Said where the person looks (an agent message), not only on stderr.
+        await io.text(f"[{problem}]\n\n")
     await session.refresh_system_prompt()
     commands = session.commands.changed()  # the skills changed since the last list sent
     if commands is not None:
@@ -214,7 +216,7 @@ class _TurnRunner:
                     call = event.call
                     if not call.id:
                         # No provider id: one fresh id for the history, the tool_call and
-                        # its tool_call_update alike (as the reference server does).
+                        # its tool_call_update alike (as ZeroClaw's implementation does).
                         call = ToolCall(
                             id=str(uuid.uuid4()), name=call.name, arguments=call.arguments
                         )
@@ -292,8 +294,8 @@ class _TurnRunner:
         )
         # The call's card comes first: its permission request carries the same toolCallId,
         # so an editor that upserts cards by id shows one card the answer moves on.
-        # rawInput is the model's arguments verbatim, live and on replay alike (as the
-        # reference server does); the approval travels in ToolContext.extra, not there.
+        # rawInput is the model's arguments verbatim, live and on replay alike (as
+        # ZeroClaw's implementation does); the approval travels in ToolContext.extra, not there.
         await self._announce(call_id, definition, arguments, view)
         if unreadable is not None:
             output = ToolOutput(f"Error: {unreadable}", ok=False, ran=False)

@@ -24,9 +24,10 @@ import logging
 import os
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
+
+import msgspec
 
 from acp_server.agent.skills.manifest import (
     Skill,
@@ -60,14 +61,13 @@ def warn_once(message: str) -> None:
     logger.warning("%s", message)
 
 
-@dataclass(frozen=True, slots=True)
-class LoadedSkills:
+class LoadedSkills(msgspec.Struct, frozen=True):
     skills: tuple[Skill, ...] = ()
     watched: tuple[Path, ...] = ()
     """The sources, every directory in them and each skill's manifest file: when none of
     them changed (size, modification time, inode), loading again gives the same skills
     (an edit to another file of a skill, in place, is seen once one of these changes)."""
-    problems: tuple[str, ...] = field(default=())
+    problems: tuple[str, ...] = msgspec.field(default=())
 
     def find(self, name: str) -> Skill | None:
         """The skill called ``name``, compared case-insensitively."""
@@ -96,7 +96,7 @@ def load_skills(config: SkillsConfig) -> LoadedSkills:
             assert skill is not None
             earlier = taken.get(skill.name.casefold())
             if earlier is not None:
-                # Earlier sources win, as in the reference, which drops the later quietly.
+                # Earlier sources win, as in ZeroClaw's implementation, which drops the later quietly.
                 logger.debug("skill %s (%s) shadowed by %s", skill.name, directory, earlier)
                 continue
             taken[skill.name.casefold()] = skill.location

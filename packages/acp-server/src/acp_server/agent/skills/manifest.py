@@ -2,7 +2,7 @@
 
 ``SKILL.md``: when the file (newlines normalised) starts with a ``---`` line and a later
 ``---`` line closes it, the lines between are YAML, read with ``yaml.safe_load``. The
-fields are the ZeroClaw reference's: ``name`` (default: the directory name),
+fields are ZeroClaw's: ``name`` (default: the directory name),
 ``description`` (default: the body's first line that is not a heading, else
 ``No description``), ``version`` (default ``0.1.0``), ``author``, ``tags`` (a list, or a
 comma-separated string) and ``always``; ``argument-hint`` (or ``argument_hint``) is the
@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
+
+import msgspec
 
 from acp_server.errors import ZeroclawError
 
@@ -36,8 +37,7 @@ class SkillManifestError(ZeroclawError):
     """A skill's manifest cannot be used; ``str()`` says where and why."""
 
 
-@dataclass(frozen=True, slots=True)
-class SkillTool:
+class SkillTool(msgspec.Struct, frozen=True):
     name: str
     description: str
     kind: str
@@ -47,8 +47,7 @@ class SkillTool:
     timeout_secs: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Skill:
+class Skill(msgspec.Struct, frozen=True):
     name: str
     description: str
     location: Path

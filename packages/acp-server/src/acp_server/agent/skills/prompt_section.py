@@ -1,4 +1,4 @@
-"""The ``## Available Skills`` section of the system prompt, as the ZeroClaw reference renders it.
+"""The ``## Available Skills`` section of the system prompt, as ZeroClaw renders it.
 
 A short introduction for the mode, then an ``<available_skills>`` block: one ``<skill>``
 per skill with ``<name>``, ``<description>``, ``<location>`` and, in ``full`` mode (or for

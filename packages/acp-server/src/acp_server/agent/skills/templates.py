@@ -24,8 +24,9 @@ import enum
 import re
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Final
+
+import msgspec
 
 from acp_server.patterns import LazyPattern
 
@@ -48,8 +49,7 @@ _OPAQUE_OPENERS: Final = ("`", "${", "$((", "$'", "<<")
 _WORD_BOUNDARY: Final = frozenset(" \t\n;&|()<>")
 
 
-@dataclass(frozen=True, slots=True)
-class Placeholder:
+class Placeholder(msgspec.Struct, frozen=True):
     name: str
     start: int
     end: int

@@ -2,7 +2,7 @@
 
 ``read_skill {name}`` returns a skill's manifest file as written (``SKILL.md`` with its
 front matter, or ``SKILL.toml``); names compare case-insensitively. It reads only the
-agent's own skills, so it has no side effects; like the reference it is not auto-approved.
+agent's own skills, so it has no side effects; like ZeroClaw's implementation it is not auto-approved.
 
 A ``shell`` or ``script`` tool of a skill is registered as ``<skill>__<tool>``. Its
 ``command`` is a shell command line in which ``{{arg}}`` becomes that argument's value and
@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import Annotated, Any, Final
 
 import msgspec
 import trio
 from msgspec import Meta
+from msgspec.structs import replace
 
 from acp_core.tools import tool_kind
 from acp_server.agent.skills.loader import LoadedSkills

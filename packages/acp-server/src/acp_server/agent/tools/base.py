@@ -15,7 +15,6 @@ results carried their ``ToolRecord`` is replayed (``legacy_record``).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, Protocol, TypeAlias
 
@@ -33,9 +32,8 @@ from acp_server.security.sandbox.spawn import ResourceLimits
 DEFAULT_MAX_TOOL_OUTPUT_BYTES: Final = 64 * 1024
 
 
-@dataclass(frozen=True, slots=True)
-class DeliveredFile:
-    """A file handed back to the client by deliver_file (seed, "Delivering files")."""
+class DeliveredFile(msgspec.Struct, frozen=True):
+    """A file handed back to the client by deliver_file (the ZeroClaw ACP documentation, "Delivering files")."""
 
     uri: str  # attachment://deliver/<sha256>.<ext>
     path: Path  # the uploads/<sha256>.<ext> copy
@@ -46,8 +44,7 @@ class DeliveredFile:
     sha256: str
 
 
-@dataclass(frozen=True, slots=True)
-class ToolOutput:
+class ToolOutput(msgspec.Struct, frozen=True):
     """A tool's result. ``text`` is model-facing; ``ok`` alone says whether it failed.
     ``summary``, when given, is what the client's card shows instead of ``text`` (a
     delivery's short human line); ``locations`` are the files the result points at (a
@@ -68,14 +65,13 @@ MAX_CARD_LOCATIONS: Final = 20
 """Locations one tool card carries at most (a search's first matches)."""
 
 
-@dataclass(frozen=True, slots=True)
-class ElicitationAnswer:
+class ElicitationAnswer(msgspec.Struct, frozen=True):
     """The client's answer to an ACP ``elicitation/create``: ``accept`` (with the form's
     ``content``), ``decline``, ``cancel``, or ``error`` (the client failed or never answered;
     ``detail`` says why)."""
 
     action: Literal["accept", "decline", "cancel", "error"]
-    content: Mapping[str, Any] = field(default_factory=dict)
+    content: Mapping[str, Any] = msgspec.field(default_factory=dict)
     detail: str = ""
 
 
@@ -160,8 +156,7 @@ class ClientSide(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class TerminalRun:
+class TerminalRun(msgspec.Struct, frozen=True):
     """How a command run in the client's terminal ended."""
 
     terminal_id: str
@@ -172,8 +167,7 @@ class TerminalRun:
     timed_out: bool
 
 
-@dataclass(slots=True)
-class ToolContext:
+class ToolContext(msgspec.Struct):
     session_id: str
     workspace: Path
     policy: SecurityPolicy
@@ -184,9 +178,9 @@ class ToolContext:
     send_text: Callable[[str], Awaitable[None]]
     # Replace the session plan (todo tool): emits a `plan` update.
     set_plan: Callable[[Sequence[PlanStep]], Awaitable[None]]
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)
     # setrlimit of the shell tool's child (the runtime profile's shell_*_limit_* keys).
-    shell_limits: ResourceLimits = field(default_factory=ResourceLimits)
+    shell_limits: ResourceLimits = msgspec.field(default_factory=ResourceLimits)
     # The ACP client's own offers (elicitation, files, terminals); None when it has none.
     client: ClientSide | None = None
     # The running call's toolCallId (what client requests about the call refer to).
@@ -309,13 +303,12 @@ LegacyRecord: TypeAlias = Callable[[Mapping[str, Any], str], "ToolRecord | None"
 """``(call arguments, result text)`` → the record of a result stored without one."""
 
 
-@dataclass(frozen=True, slots=True)
-class ToolDefinition:
+class ToolDefinition(msgspec.Struct, frozen=True):
     """Everything the runtime, the policy and replay need to know about one tool."""
 
     name: str
     kind: ToolKindName
-    """ACP ``kind`` of its ``tool_call`` / ``tool_call_update`` (as the reference server does)."""
+    """ACP ``kind`` of its ``tool_call`` / ``tool_call_update`` (as ZeroClaw's implementation does)."""
     rules: ToolRules = NO_RULES
     presentation: ToolPresentation = ARGUMENTS_AS_GIVEN
     legacy_record: LegacyRecord | None = None
@@ -346,5 +339,5 @@ class ToolDefinition:
 
     @classmethod
     def fallback(cls, name: str) -> ToolDefinition:
-        """A tool without a definition (MCP, unknown): the reference's kind for its name."""
+        """A tool without a definition (MCP, unknown): ZeroClaw's kind for its name."""
         return cls(name=name, kind=tool_kind(name))

@@ -1,11 +1,11 @@
-"""deliver_file: hand a workspace file back to the client (seed, "Delivering files").
+"""deliver_file: hand a workspace file back to the client (the ZeroClaw ACP documentation, "Delivering files").
 
 The file must pass the same jail as file_read (and is opened the same way: the file the
 jail checked, acp_server/security/beneath.py), be a regular file and be at most 10 MiB
 (read bounded to limit + 1, so a file growing under us is still caught). Its bytes are
 copied to ``uploads/<sha256>.<ext>`` and identified by ``attachment://deliver/<sha256>.<ext>``,
 never by the caller's filename. The model-facing result is a small JSON object carrying the
-``uri`` (seed: "carried structurally on the tool result (JSON field uri)"); the card shows
+``uri`` (the ZeroClaw ACP documentation: "carried structurally on the tool result (JSON field uri)"); the card shows
 one human line (``delivery_summary``), no base64 and no machine trailer: the runtime embeds
 the blob in the ``tool_call_update`` after re-checking the copy with
 ``uploads.read_verified``.
@@ -18,10 +18,10 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Final
 
+import msgspec
 import trio
 from msgspec import Meta, field
 
@@ -55,8 +55,7 @@ _MIME_SHAPE: Final = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class _Stored:
+class _Stored(msgspec.Struct, frozen=True):
     path: Path
     size: int
     sha256: str
@@ -80,7 +79,7 @@ def _copy_to_uploads(
     data = _read_bounded(policy, path, shown, limit)
     digest = hashlib.sha256(data).hexdigest()
     ext = file_extension(path.name)
-    # The on-disk name is the uri's last segment (seed: "the same full digest").
+    # The on-disk name is the uri's last segment (the ZeroClaw ACP documentation: "the same full digest").
     storage_name = deliver_uri(digest, ext).removeprefix(DELIVER_URI_PREFIX)
     try:
         stored = store_upload(uploads_dir, storage_name, data)

@@ -1,7 +1,7 @@
 """Tools that talk to the person rather than the machine: ask_user, escalate_to_human, todo_write.
 
-On ACP, ask_user maps its choices onto ``session/request_permission`` options (seed,
-"session/request_permission") for clients that show each option by its name. A client
+On ACP, ask_user maps its choices onto ``session/request_permission`` options (the ZeroClaw
+ACP documentation, "session/request_permission") for clients that show each option by its name. A client
 that answers permission requests by the option's kind gets one option per kind (at most
 ``MAX_ONE_PER_KIND_CHOICES`` choices), or a form when it offers one; a client that
 cannot send back the person's pick at all is not asked: the call fails fast and the

@@ -1,14 +1,11 @@
-"""Tools from stdio MCP servers, through the official ``mcp`` SDK.
+"""Tools from MCP servers (stdio, streamable HTTP, HTTP+SSE), through the official ``mcp`` SDK.
 
-A session's MCP servers come from two places: the ``mcpServers`` of ``session/new`` (base
-ACP shape) and ``[agents.<alias>] mcp_servers`` in config.toml. Both are used only when
-the agent sets ``acp_enable_mcp`` (off by default, as in the reference): starting a server
-runs an arbitrary command on this host before any approval, which a paired gateway client
-must not be able to do unless the operator opted in. Only stdio servers exist here
-(``initialize`` advertises ``mcpCapabilities {http: false, sse: false}``).
+Which servers a session gets is agent/tools/mcp_servers.py (config.toml and the client's
+``mcpServers``, only with the agent's ``acp_enable_mcp``); how an HTTP server is reached is
+agent/tools/mcp_http.py. Everything after the connection is the same for every transport.
 
 ``start_mcp_tools`` starts every server in a nursery the caller owns (the connection's)
-and returns at once, so ``session/new`` never waits for them (the reference's
+and returns at once, so ``session/new`` never waits for them (ZeroClaw's
 ``…does_not_wait_for_configured_mcp_servers``); ``McpToolset.wait_ready`` waits, bounded
 by the startup timeout, before a turn lists its tools; ``McpToolset.close`` ends them when
 the session ends. ``open_mcp_tools`` is the same as one async context manager. Each remote tool becomes an
@@ -18,46 +15,35 @@ rule. ``kind`` is ``other`` (``acp_core.tools.tool_kind``) and ``side_effects`` 
 True, whatever the server's hints say, so supervised sessions ask unless the name is in
 ``auto_approve``.
 
-Servers run in the session workspace with the SDK's minimal inherited environment
+Stdio servers run in the session workspace with the SDK's minimal inherited environment
 (HOME, PATH, SHELL, TERM, USER, LOGNAME) plus their configured ``env``: our own API keys
-are not handed to them.
+are not handed to them. HTTP servers get their configured ``headers`` and nothing else.
 
-Results: text passes through; embedded base64 blobs (and image/audio data) are written
-under the session's ``uploads/`` with the prompt-blob helpers (``acp_core.blobs`` naming,
-``acp_server.agent.io.uploads.store_upload`` writing) and replaced by the same markers a
-prompt attachment gets. A server that cannot start, exits, or stops answering yields an
-``Error: …`` tool result, never an exception into the session. Stopping a server closes
-its stdin, then the SDK sends SIGTERM and SIGKILL to its process group.
+Results are rendered by agent/tools/mcp_results.py (blobs saved under ``uploads/``). A server that cannot start or be reached, exits, drops its
+connection, or stops answering yields an ``Error: …`` tool result naming it and saying what
+failed, never an exception into the session. A call runs in its turn's cancel scope: a
+cancelled turn abandons it at once and the SDK tells the server (``notifications/cancelled``).
+Stopping a stdio server closes its stdin, then the SDK sends SIGTERM and SIGKILL to its
+process group; ending an HTTP server's session sends streamable HTTP's DELETE (bounded by
+``mcp_http.DEFAULT_MCP_CLOSE_SECS``) and closes its connections.
 """
 
 from __future__ import annotations
 
-import json
 import logging
+import math
 import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, TextIO
 
 import trio
 
-from acp_core import schema
-from acp_core.blobs import (
-    DEFAULT_MAX_BLOB_BYTES,
-    PART_SEPARATOR,
-    decode_blob,
-    display_name,
-    guess_mime,
-    prompt_marker,
-    storage_name,
-)
-from acp_core.errors import InvalidParamsError
-from acp_server.agent.io.uploads import UploadError, store_upload
-from acp_server.agent.tools.base import DEFAULT_MAX_TOOL_OUTPUT_BYTES, ToolContext, ToolOutput
-from acp_server.config import AgentConfig, McpServerConfig
+from acp_server.agent.tools.base import ToolContext, ToolOutput
+from acp_server.agent.tools.mcp_results import render_result
+from acp_server.config import AnyMcpServerConfig, McpHttpServerConfig
 from acp_server.patterns import LazyPattern
 
 if TYPE_CHECKING:
@@ -65,6 +51,9 @@ if TYPE_CHECKING:
     # pay for it (the functions below import it when they run).
     import mcp_types
     from mcp import ClientSession
+    from mcp.client._transport import TransportStreams
+
+    from acp_server.agent.tools.mcp_http import HttpStatusWatch
 
 logger = logging.getLogger(__name__)
 
@@ -78,8 +67,6 @@ DEFAULT_MCP_STARTUP_TIMEOUT_SECS: Final = 30.0
 """How long a server may take to start, initialize and list its tools."""
 DEFAULT_MCP_CALL_TIMEOUT_SECS: Final = 300.0
 """How long one tool call may run before it is reported as unanswered."""
-DEFAULT_MAX_MCP_SERVERS: Final = 16
-"""Servers per session; more is almost certainly a misconfiguration."""
 DEFAULT_MAX_MCP_TOOLS_PER_SERVER: Final = 256
 """Tools taken from one server (the rest are dropped with a warning)."""
 DEFAULT_MAX_TOOL_LIST_PAGES: Final = 32
@@ -88,85 +75,6 @@ DEFAULT_MAX_MCP_DESCRIPTION_CHARS: Final = 2000
 """Longest tool description passed on to the model."""
 
 _UNSAFE_NAME_CHARS: Final = LazyPattern(r"[^A-Za-z0-9_-]+")
-_EXTENSION_BY_MIME: Final = {
-    "image/png": "png",
-    "image/jpeg": "jpg",
-    "image/gif": "gif",
-    "image/webp": "webp",
-    "audio/wav": "wav",
-    "audio/x-wav": "wav",
-    "audio/mpeg": "mp3",
-    "audio/ogg": "ogg",
-    "application/pdf": "pdf",
-    "text/plain": "txt",
-    "application/json": "json",
-}
-
-
-# --- which servers a session gets -------------------------------------------------------------
-
-
-def select_mcp_servers(
-    agent: AgentConfig, requested: Sequence[schema.McpServer]
-) -> tuple[McpServerConfig, ...]:
-    """The servers to start for a new session of ``agent``.
-
-    ``requested`` is ``session/new``'s parsed ``mcpServers``. With ``acp_enable_mcp`` off
-    everything is ignored (logged once per session when the client asked for servers).
-    With it on: the agent's configured servers, then the client's, a client server
-    replacing a configured one of the same name.
-
-    http/sse servers are skipped with a warning (``skipped_mcp_servers`` names them).
-
-    Raises:
-        InvalidParamsError: too many servers, or one with an empty command.
-    """
-    if not agent.acp_enable_mcp:
-        if requested:
-            logger.warning(
-                "Ignoring %d MCP server(s) from session/new: agent %r does not set "
-                "acp_enable_mcp = true in config.toml",
-                len(requested),
-                agent.alias,
-            )
-        return ()
-    chosen: dict[str, McpServerConfig] = {server.name: server for server in agent.mcp_servers}
-    for server in requested:
-        if isinstance(server, schema.McpServerHttp):
-            # Editors send their HTTP context servers unasked (ACP lets a client ignore
-            # mcpCapabilities): skipped, never a failed session/new.
-            logger.warning(
-                "Skipping MCP server %r from session/new: it uses %s, but only stdio MCP "
-                "servers are supported (mcpCapabilities: http false, sse false)",
-                server.name,
-                server.type,
-            )
-            continue
-        chosen[server.name] = McpServerConfig(
-            name=server.name,
-            command=server.command,
-            args=tuple(server.args),
-            env={variable.name: variable.value for variable in server.env},
-        )
-    if len(chosen) > DEFAULT_MAX_MCP_SERVERS:
-        raise InvalidParamsError(
-            f"Too many MCP servers ({len(chosen)}); at most {DEFAULT_MAX_MCP_SERVERS} per session"
-        )
-    for config in chosen.values():
-        if not config.command.strip():
-            raise InvalidParamsError(f"MCP server {config.name!r} has an empty command")
-    return tuple(chosen.values())
-
-
-def skipped_mcp_servers(
-    agent: AgentConfig, requested: Sequence[schema.McpServer]
-) -> list[str] | None:
-    """The names of the requested http/sse servers ``select_mcp_servers`` skips (None when
-    it skips none, or ignores every server because the agent has MCP off)."""
-    if not agent.acp_enable_mcp:
-        return None
-    names = [server.name for server in requested if isinstance(server, schema.McpServerHttp)]
-    return names or None
 
 
 # --- naming -------------------------------------------------------------------------------------
@@ -191,37 +99,86 @@ def mcp_tool_name(server: str, tool: str, taken: set[str]) -> str:
 
 # --- one server ---------------------------------------------------------------------------------
 
-ServerState = Literal["starting", "ready", "failed", "exited", "stopped"]
+ServerState = Literal["starting", "ready", "failed", "exited", "lost", "stopped"]
+"""``lost``: an HTTP server's connection dropped (or the server forgot the MCP session);
+the next call connects again (``McpTool.run``)."""
 
 
 @dataclass(eq=False)
 class _ServerConnection:
-    config: McpServerConfig
+    config: AnyMcpServerConfig
     state: ServerState = "starting"
     problem: str = ""
     session: ClientSession | None = None
     remote_tools: list[mcp_types.Tool] = field(default_factory=list)
-    settled: trio.Event = field(default_factory=trio.Event)  # ready, or failed to start
-    finished: trio.Event = field(default_factory=trio.Event)  # the process is gone
+    settled: trio.Event = field(default_factory=trio.Event)  # ready, or failed to (re)start
+    finished: trio.Event = field(default_factory=trio.Event)  # the process or connection is gone
+    http_watch: HttpStatusWatch | None = None
+    reconnects: int = 0
+    idle: bool = False  # lost, its old connection closed: waiting for a call to reconnect
+    _changed: trio.Event = field(default_factory=trio.Event)
 
     @property
     def label(self) -> str:
         return f"MCP server {self.config.name!r}"
 
+    @property
+    def is_http(self) -> bool:
+        return isinstance(self.config, McpHttpServerConfig)
+
+    def notify(self) -> None:
+        """Wake whoever waits in ``wait_for`` to look at the state again."""
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def wait_for(self, ready: Callable[[], bool]) -> None:
+        while not ready():
+            await self._changed.wait()
+
     def unavailable_reason(self) -> str:
         if self.state == "failed":
+            if isinstance(self.config, McpHttpServerConfig):
+                from acp_server.agent.tools.mcp_http import shown_url
+
+                where = shown_url(self.config.url)
+                return f"{self.label} could not be reached at {where}: {self.problem}"
             return f"{self.label} could not be started: {self.problem}"
         if self.state == "exited":
             return f"{self.label} has exited ({self.problem}); its tools are unavailable for the rest of this session"
+        if self.state == "lost":
+            return f"the connection to {self.label} is lost ({self.problem}); the next call connects again"
         if self.state == "stopped":
             return f"{self.label} was stopped because the session ended"
         return f"{self.label} is still starting"
 
+    def describe(self, error: BaseException) -> str:
+        """A short human reason, looking through anyio's exception groups."""
+        if isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+            return self.describe(error.exceptions[0])
+        if self.http_watch is not None:
+            from acp_server.agent.tools.mcp_http import http_problem
+
+            problem = http_problem(error, self.http_watch)
+            if problem is not None:
+                return problem
+            if _is_connection_closed(error):
+                return "the connection closed"
+        return _describe(error)
+
+    def lose(self, problem: str) -> None:
+        """A call found the connection gone: an HTTP server is connected again on the next
+        call; a stdio server's process has exited for good."""
+        self.state, self.problem = ("lost" if self.is_http else "exited"), problem
+        self.notify()
+
+
+def _is_connection_closed(error: BaseException) -> bool:
+    from mcp.shared.exceptions import MCPError
+
+    return isinstance(error, MCPError) and error.code == CONNECTION_CLOSED
+
 
 def _describe(error: BaseException) -> str:
-    """A short human reason, looking through anyio's exception groups."""
-    if isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-        return _describe(error.exceptions[0])
     if isinstance(error, FileNotFoundError):
         return f"command not found: {error.filename or error}"
     if isinstance(error, PermissionError):
@@ -257,59 +214,134 @@ async def _list_all_tools(session: ClientSession, label: str) -> list[mcp_types.
     return tools[:DEFAULT_MAX_MCP_TOOLS_PER_SERVER]
 
 
-async def _run_server(
-    connection: _ServerConnection,
-    *,
-    cwd: Path,
-    startup_timeout_secs: float,
-    errlog: TextIO,
-    stop: trio.Event,
-) -> None:
-    """Own one server's process and MCP session until ``stop``; never raises."""
-    import mcp_types
-    from mcp import ClientSession, StdioServerParameters, stdio_client
-
+def _open_transport(
+    connection: _ServerConnection, *, cwd: Path, errlog: TextIO, call_timeout_secs: float
+) -> AbstractAsyncContextManager[TransportStreams]:
     config = connection.config
+    if isinstance(config, McpHttpServerConfig):
+        from acp_server.agent.tools.mcp_http import HttpStatusWatch, open_http_transport
+
+        connection.http_watch = connection.http_watch or HttpStatusWatch()
+        return open_http_transport(
+            config, call_timeout_secs=call_timeout_secs, watch=connection.http_watch
+        )
+    from mcp import StdioServerParameters, stdio_client
+
     parameters = StdioServerParameters(
         command=config.command, args=list(config.args), env=dict(config.env) or None, cwd=cwd
     )
-    try:
+    return stdio_client(parameters, errlog=errlog)
+
+
+@dataclass(frozen=True, slots=True)
+class _Launch:
+    """How a session's servers are run: the same for each of them."""
+
+    cwd: Path
+    startup_timeout_secs: float
+    errlog: TextIO
+    stop: trio.Event
+
+
+async def _serve_once(connection: _ServerConnection, launch: _Launch, call_timeout: float) -> None:
+    """Connect (start) the server, initialize, list its tools, and hold the MCP session
+    until ``launch.stop`` or until a call finds the connection lost."""
+    import mcp_types
+    from mcp import ClientSession
+
+    from acp_server.agent.tools.mcp_http import DEFAULT_MCP_CLOSE_SECS
+
+    # An HTTP server's whole start (the SSE transport connects on entry) and its end (a
+    # DELETE) are bounded; a stdio server's end is the SDK's own SIGTERM/SIGKILL sequence,
+    # which must not be cut short, so only its initialize is.
+    startup_timeout_secs, stop = launch.startup_timeout_secs, launch.stop
+    bounds = trio.CancelScope()
+    if connection.is_http:
+        bounds.deadline = trio.current_time() + startup_timeout_secs
+    with bounds:
         async with (
-            stdio_client(parameters, errlog=errlog) as (read_stream, write_stream),
+            _open_transport(
+                connection, cwd=launch.cwd, errlog=launch.errlog, call_timeout_secs=call_timeout
+            ) as (read_stream, write_stream),
             ClientSession(
                 read_stream,
                 write_stream,
                 client_info=mcp_types.Implementation(name="zeroclaw", version="0.1.0"),
             ) as session,
         ):
-            with trio.move_on_after(startup_timeout_secs) as startup:
+            with trio.move_on_after(startup_timeout_secs):
                 await session.initialize()
                 connection.remote_tools = await _list_all_tools(session, connection.label)
-            if startup.cancelled_caught:
-                connection.state = "failed"
-                connection.problem = f"it did not finish starting within {startup_timeout_secs:g} s"
+                bounds.deadline = math.inf
+                connection.session = session
+                connection.state = "ready"
+            if connection.state != "ready":
                 return
-            connection.session = session
-            connection.state = "ready"
             connection.settled.set()
             logger.info("%s ready with %d tool(s)", connection.label, len(connection.remote_tools))
-            await stop.wait()
+            await connection.wait_for(lambda: stop.is_set() or connection.state != "ready")
+            if connection.is_http:
+                bounds.deadline = trio.current_time() + DEFAULT_MCP_CLOSE_SECS
+
+
+async def _run_server(connection: _ServerConnection, launch: _Launch, call_timeout: float) -> None:
+    """Own one server's process or connection and its MCP session until ``launch.stop``;
+    an HTTP server's lost connection is opened again when a call asks. Never raises."""
+    stop = launch.stop
+    try:
+        while True:
+            try:
+                await _serve_once(connection, launch, call_timeout)
+            except Exception as error:  # contained: a broken server must not end the session
+                if connection.state == "ready":
+                    connection.lose(connection.describe(error))
+                elif connection.state == "starting":
+                    connection.state, connection.problem = "failed", connection.describe(error)
+            connection.session = None
+            if connection.state == "starting":
+                connection.state = "failed"
+                connection.problem = (
+                    "it was stopped while starting"
+                    if stop.is_set()
+                    else f"it did not finish starting within {launch.startup_timeout_secs:g} s"
+                )
             if connection.state == "ready":
                 connection.state = "stopped"
-    except Exception as error:  # contained: a broken server must not take the session down
-        if connection.state in ("ready", "exited"):
-            if connection.state == "ready":
-                connection.state, connection.problem = "exited", _describe(error)
-        else:
-            connection.state, connection.problem = "failed", _describe(error)
+            if connection.reconnects and connection.state == "failed":
+                connection.state = "lost"  # a failed reconnect: the next call tries again
+            connection.settled.set()
+            if connection.state != "lost":
+                break
+            logger.warning("%s", connection.unavailable_reason())
+            # Idle: the old connection is closed; a call may now ask for a new one.
+            connection.idle = True
+            connection.notify()
+            await connection.wait_for(lambda: stop.is_set() or connection.state == "starting")
+            connection.idle = False
+            if stop.is_set():
+                connection.state = "stopped"
+                break
     finally:
         connection.session = None
-        if connection.state == "starting":
-            connection.state, connection.problem = "failed", "it was stopped while starting"
         if connection.state in ("failed", "exited"):
             logger.warning("%s", connection.unavailable_reason())
         connection.settled.set()
         connection.finished.set()
+        connection.notify()
+
+
+async def _reconnect(connection: _ServerConnection) -> None:
+    """Ask the server's task to connect again (a call found the connection lost), once it
+    has closed the old connection, and wait until it is ready or has failed again."""
+    await connection.wait_for(
+        lambda: connection.idle or connection.state != "lost" or connection.finished.is_set()
+    )
+    if connection.state == "lost" and connection.idle:
+        connection.state = "starting"
+        connection.reconnects += 1
+        connection.settled = trio.Event()
+        connection.notify()
+    await connection.settled.wait()
 
 
 # --- tools ------------------------------------------------------------------------------------
@@ -335,6 +367,8 @@ class McpTool:
         from mcp.shared.exceptions import MCPError
 
         connection = self._connection
+        if connection.state in ("lost", "starting"):
+            await _reconnect(connection)
         session = connection.session
         if connection.state != "ready" or session is None:
             return _tool_error(connection.unavailable_reason() + ".")
@@ -347,22 +381,41 @@ class McpTool:
                 f"{self._call_timeout_secs:g} s."
             )
         except MCPError as error:
-            if error.code != CONNECTION_CLOSED:
+            if not _connection_gone(connection, error):
                 return _tool_error(
-                    f"{connection.label} refused `{self.remote_name}`: {error.message}"
+                    f"{connection.label} refused `{self.remote_name}`: "
+                    f"{connection.describe(error) if connection.is_http else error.message}"
                 )
-            connection.state, connection.problem = "exited", "it exited during a call"
-            return _tool_error(
-                f"{connection.label} exited while running `{self.remote_name}`; its tools are "
-                "unavailable for the rest of this session."
-            )
+            return self._lost(connection.describe(error))
         except Exception as error:  # a transport failure: the connection is gone
-            connection.state, connection.problem = "exited", _describe(error)
-            return _tool_error(
-                f"{connection.label} failed while running `{self.remote_name}` "
-                f"({_describe(error)}); its tools are unavailable for the rest of this session."
-            )
+            return self._lost(connection.describe(error))
         return await render_result(result, ctx.uploads_dir)
+
+    def _lost(self, problem: str) -> ToolOutput:
+        connection = self._connection
+        if connection.is_http:
+            connection.lose(problem)
+            return _tool_error(
+                f"the connection to {connection.label} was lost while running "
+                f"`{self.remote_name}` ({problem}); the next call connects again."
+            )
+        connection.lose("it exited during a call")
+        return _tool_error(
+            f"{connection.label} exited while running `{self.remote_name}`; its tools are "
+            "unavailable for the rest of this session."
+        )
+
+
+def _connection_gone(connection: _ServerConnection, error: BaseException) -> bool:
+    """The call failed because the connection is gone: the stdio process exited, or an
+    HTTP server closed the connection or no longer knows the MCP session (it restarted)."""
+    from mcp.shared.exceptions import MCPError
+
+    if not isinstance(error, MCPError):
+        return False
+    if error.code == CONNECTION_CLOSED:
+        return True
+    return connection.is_http and error.message == "Session terminated"
 
 
 def _tool_error(message: str) -> ToolOutput:
@@ -382,72 +435,6 @@ def _tool_description(server: str, tool: mcp_types.Tool) -> str:
     return f"[MCP server {server}] {text}"
 
 
-# --- results ------------------------------------------------------------------------------------
-
-
-def _materialize(uploads_dir: Path, data: bytes, filename: str, mime_type: str) -> str:
-    """Write one decoded blob under uploads/ and return its prompt marker (blocking)."""
-    path = store_upload(uploads_dir, storage_name(data, filename), data)
-    return prompt_marker(mime_type, filename, str(path))
-
-
-async def _blob_piece(uploads_dir: Path, blob: str, filename: str, mime_type: str | None) -> str:
-    try:
-        data = decode_blob(blob, max_blob_bytes=DEFAULT_MAX_BLOB_BYTES)
-    except InvalidParamsError as error:
-        return f"[{filename} not saved: {error}]"
-    mime = (mime_type or "").strip() or guess_mime(filename)
-    try:
-        return await trio.to_thread.run_sync(_materialize, uploads_dir, data, filename, mime)
-    except UploadError as error:
-        return f"[{filename} not saved: {error}]"
-
-
-def _media_filename(kind: str, mime_type: str) -> str:
-    extension = _EXTENSION_BY_MIME.get(mime_type.strip().lower(), "bin")
-    return f"{kind}.{extension}"
-
-
-async def render_result(result: mcp_types.CallToolResult, uploads_dir: Path) -> ToolOutput:
-    """A ``tools/call`` result as the model sees it, blobs saved under ``uploads_dir``."""
-    import mcp_types
-
-    pieces: list[str] = []
-    for block in result.content:
-        if isinstance(block, mcp_types.TextContent):
-            pieces.append(block.text)
-        elif isinstance(block, mcp_types.EmbeddedResource):
-            resource = block.resource
-            if isinstance(resource, mcp_types.BlobResourceContents):
-                name = display_name(str(resource.uri))
-                pieces.append(
-                    await _blob_piece(uploads_dir, resource.blob, name, resource.mime_type)
-                )
-            else:
-                pieces.append(resource.text)
-        elif isinstance(block, mcp_types.ImageContent | mcp_types.AudioContent):
-            name = _media_filename(block.type, block.mime_type)
-            pieces.append(await _blob_piece(uploads_dir, block.data, name, block.mime_type))
-        elif isinstance(block, mcp_types.ResourceLink):
-            pieces.append(f"[Resource: {block.name}] {block.uri}")
-    if not pieces and result.structured_content is not None:
-        pieces.append(json.dumps(result.structured_content, ensure_ascii=False))
-    text = _bounded(PART_SEPARATOR.join(pieces))
-    if result.is_error:
-        return ToolOutput(text=f"Error: {text or 'the tool reported a failure'}", ok=False)
-    return ToolOutput(text=text or "(no output)")
-
-
-def _bounded(text: str) -> str:
-    encoded = text.encode()
-    if len(encoded) <= DEFAULT_MAX_TOOL_OUTPUT_BYTES:
-        return text
-    kept = encoded[:DEFAULT_MAX_TOOL_OUTPUT_BYTES].decode(errors="ignore")
-    return (
-        f"{kept}\n[output truncated: {len(encoded)} bytes, limit {DEFAULT_MAX_TOOL_OUTPUT_BYTES}]"
-    )
-
-
 # --- the session-facing API -------------------------------------------------------------------
 
 
@@ -459,6 +446,9 @@ class McpToolset:
         self._call_timeout_secs = call_timeout_secs
         self._tools: dict[str, McpTool] | None = None
         self._stop = trio.Event()
+
+    def call_timeout_of(self, connection: _ServerConnection) -> float:
+        return connection.config.call_timeout_secs or self._call_timeout_secs
 
     async def wait_ready(self) -> None:
         """Return once every server is ready or has failed (bounded by the startup timeout)."""
@@ -489,7 +479,7 @@ class McpToolset:
                     parameters=_tool_parameters(remote),
                     remote_name=remote.name,
                     _connection=connection,
-                    _call_timeout_secs=self._call_timeout_secs,
+                    _call_timeout_secs=self.call_timeout_of(connection),
                 )
         if self.ready:
             self._tools = tools
@@ -497,7 +487,7 @@ class McpToolset:
 
     @property
     def problems(self) -> list[str]:
-        """One sentence per server that could not start or has exited since."""
+        """One sentence per server that could not start (or be reached) or has exited since."""
         return [
             connection.unavailable_reason()
             for connection in self._connections
@@ -513,6 +503,7 @@ class McpToolset:
         for connection in self._connections:
             if connection.state == "ready":
                 connection.state = "stopped"
+            connection.notify()
 
     async def aclose(self) -> None:
         """``close``, then wait until every server process has ended."""
@@ -522,7 +513,7 @@ class McpToolset:
 
 
 def start_mcp_tools(
-    servers: Sequence[McpServerConfig],
+    servers: Sequence[AnyMcpServerConfig],
     *,
     nursery: trio.Nursery,
     cwd: Path,
@@ -538,16 +529,13 @@ def start_mcp_tools(
     """
     connections = [_ServerConnection(config) for config in servers]
     toolset = McpToolset(connections, call_timeout_secs)
+    launch = _Launch(cwd, startup_timeout_secs, errlog or sys.stderr, toolset._stop)
     for connection in connections:
         nursery.start_soon(
-            partial(
-                _run_server,
-                connection,
-                cwd=cwd,
-                startup_timeout_secs=startup_timeout_secs,
-                errlog=errlog or sys.stderr,
-                stop=toolset._stop,
-            ),
+            _run_server,
+            connection,
+            launch,
+            toolset.call_timeout_of(connection),
             name=f"mcp server {connection.config.name}",
         )
     return toolset
@@ -555,7 +543,7 @@ def start_mcp_tools(
 
 @asynccontextmanager
 async def open_mcp_tools(
-    servers: Sequence[McpServerConfig],
+    servers: Sequence[AnyMcpServerConfig],
     *,
     cwd: Path,
     startup_timeout_secs: float = DEFAULT_MCP_STARTUP_TIMEOUT_SECS,

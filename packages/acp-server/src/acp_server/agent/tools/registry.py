@@ -1,6 +1,6 @@
 """The tool set of an ACP session: the built-in tools plus any MCP tools.
 
-ACP sessions carry no memory tools (seed, "Memory"): memory_recall, memory_store,
+ACP sessions carry no memory tools (the ZeroClaw ACP documentation, "Memory"): memory_recall, memory_store,
 memory_forget, memory_export and memory_purge are never registered here.
 """
 

@@ -23,10 +23,10 @@ import stat
 import threading
 import weakref
 from collections.abc import Callable, Generator, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Final, TypeVar
 
+import msgspec
 import trio
 from msgspec import Meta
 
@@ -113,8 +113,7 @@ async def run_stoppable(ctx: ToolContext, work: Callable[[threading.Event], _Res
         stop.set()
 
 
-@dataclass(frozen=True, slots=True)
-class _Directory:
+class _Directory(msgspec.Struct, frozen=True):
     """A directory a walk holds open: its descriptor, its real path (reached from the jail
     root following no link, so its name is where it is) and its depth below the start."""
 
@@ -146,8 +145,7 @@ def _entry_mode(directory: _Directory, name: str) -> int | None:
         return None
 
 
-@dataclass(slots=True)
-class _GlobWalk:
+class _GlobWalk(msgspec.Struct):
     """One glob_search walk: its budget of directory entries and its stop flag."""
 
     policy: SecurityPolicy
@@ -156,7 +154,7 @@ class _GlobWalk:
     entries_left: int = DEFAULT_MAX_GLOB_ENTRIES
     exhausted: bool = False
     # Patterns with several "**" list the same directories again: each is read once.
-    _listings: dict[Path, list[str]] = field(default_factory=dict)
+    _listings: dict[Path, list[str]] = msgspec.field(default_factory=dict)
 
     def visit(self) -> bool:
         """Count one entry looked at; False once the budget is spent."""
@@ -344,8 +342,7 @@ class GlobSearchTool:
         return ToolOutput(text, locations=found)
 
 
-@dataclass(frozen=True, slots=True)
-class _FileEntry:
+class _FileEntry(msgspec.Struct, frozen=True):
     """A file a content search came across: in ``directory_fd`` as ``name`` (None: the
     searched path itself is this file), and whether the entry is a symbolic link."""
 
@@ -450,8 +447,7 @@ def _matches_include(relative: str, includes: Sequence[GlobPattern]) -> bool:
     return any(include.matches(name) or include.matches(relative) for include in includes)
 
 
-@dataclass(frozen=True, slots=True)
-class _Query:
+class _Query(msgspec.Struct, frozen=True):
     policy: SecurityPolicy
     root: Path
     pattern: LinePattern

@@ -31,10 +31,10 @@ import logging
 import os
 import signal
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Final
 
+import msgspec
 import trio
 from msgspec import Meta
 
@@ -77,8 +77,7 @@ DEFAULT_LIVE_OUTPUT_TAIL_BYTES: Final = 8 * 1024
 _FALLBACK_PATH: Final = "/usr/local/bin:/usr/bin:/bin"
 
 
-@dataclass(frozen=True, slots=True)
-class ShellResult:
+class ShellResult(msgspec.Struct, frozen=True):
     output: bytes  # the first ``max_output_bytes`` of stdout+stderr
     dropped_bytes: int  # output beyond the cap, read and discarded
     returncode: int | None  # None when the command timed out

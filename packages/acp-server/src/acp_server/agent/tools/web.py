@@ -4,7 +4,7 @@ Both connect only where ``web_guard`` allows (public addresses unless ``[web]
 allow_private_hosts``), through ``httpx`` as the model providers do (under trio, so a
 cancelled turn aborts the request at once). Proxy variables of the environment are not
 used: the address that was checked is the address connected to. Limits are named
-below; a body over its limit is cut with a notice. Approval follows the reference's
+below; a body over its limit is cut with a notice. Approval follows ZeroClaw's
 defaults: ``web_fetch`` is in the default ``auto_approve`` list, ``http_request`` asks.
 
 Requests go through two long-lived pools (agent/io/http_clients.py): plain http keeps its
@@ -41,13 +41,13 @@ if TYPE_CHECKING:
     from acp_server.agent.tools.web_guard import WebTarget
 
 DEFAULT_WEB_FETCH_MAX_BYTES: Final = 500_000
-"""Most bytes of a page web_fetch reads (the reference's 500 KB)."""
+"""Most bytes of a page web_fetch reads (ZeroClaw's 500 KB)."""
 DEFAULT_HTTP_REQUEST_MAX_BYTES: Final = 1_000_000
-"""Most bytes of a response body http_request reads (the reference's 1 MB)."""
+"""Most bytes of a response body http_request reads (ZeroClaw's 1 MB)."""
 DEFAULT_HTTP_REQUEST_MAX_BODY_BYTES: Final = 1_000_000
 """Largest request body http_request sends."""
 DEFAULT_WEB_TIMEOUT_SECS: Final = 30.0
-"""Longest a web tool call may take, redirects included (the reference's 30 s)."""
+"""Longest a web tool call may take, redirects included (ZeroClaw's 30 s)."""
 DEFAULT_MAX_REDIRECTS: Final = 5
 """Redirects web_fetch follows, each checked like the first URL."""
 HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]

@@ -117,7 +117,7 @@ async def resolve_target(url: httpx.URL, *, allow_private: bool) -> WebTarget:
     """Resolve ``url``'s host and check every address (module docstring)."""
     host = url.raw_host.decode("ascii")
     port = url.port or DEFAULT_PORTS[url.scheme]
-    addresses = await _addresses(host, port)
+    addresses = await resolve_host(host, port)
     if not allow_private:
         for address in addresses:
             problem = address_problem(address)
@@ -141,7 +141,9 @@ def _literal(host: str) -> IPAddress | None:
         return None
 
 
-async def _addresses(host: str, port: int) -> list[IPAddress]:
+async def resolve_host(host: str, port: int) -> list[IPAddress]:
+    """Every address ``host`` (a name or an address literal) resolves to, without
+    duplicates; ``ToolError`` when it resolves to none."""
     literal = _literal(host)
     if literal is not None:
         return [literal]

@@ -18,7 +18,7 @@ logger = logging.getLogger(__name__)
 
 def embed_delivered(delivered: DeliveredFile) -> schema.EmbeddedResource | None:
     """Re-read the uploads copy and re-hash it; embed only if it is still what the tool
-    validated (seed: "a swap between the tool's validation and delivery is detected")."""
+    validated (the ZeroClaw ACP documentation: "a swap between the tool's validation and delivery is detected")."""
     expected = deliver_uri(delivered.sha256, file_extension(delivered.path.name))
     resource = None
     if expected == delivered.uri:

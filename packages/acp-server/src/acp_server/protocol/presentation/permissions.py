@@ -1,6 +1,6 @@
 """The permission back-channel: ``session/request_permission`` requests and their answers.
 
-Seed, "session/request_permission": the client must answer before the tool proceeds; no
+The ZeroClaw ACP documentation, "session/request_permission": the client must answer before the tool proceeds; no
 answer within ``sessionTimeoutSecs`` denies the call. Option sets come from
 ``acp_core.schema.permission_options``; this module builds the ``toolCall`` the client
 shows and turns the outcome into a ``Verdict`` the runtime acts on.
@@ -49,7 +49,7 @@ _BY_OPTION_ID: Final = {
 
 
 def verdict_from_outcome(outcome: schema.PermissionOutcome | None) -> Verdict:
-    """Map a client's answer; anything unclear denies (reference: "no decision")."""
+    """Map a client's answer; anything unclear denies (as ZeroClaw: "no decision")."""
     if not isinstance(outcome, schema.SelectedOutcome):
         return NO_DECISION
     kind = _BY_OPTION_ID.get(outcome.option_id)
@@ -69,7 +69,7 @@ class ArgumentsSummary:
 def arguments_summary(
     arguments: Mapping[str, Any], *, limit: int | None = DEFAULT_MAX_SUMMARY_CHARS
 ) -> ArgumentsSummary:
-    """``command: git status --short, approved: false`` (reference style).
+    """``command: git status --short, approved: false`` (ZeroClaw's style).
 
     Over ``limit`` characters the text is cut and says so, with the number of characters
     left out: a prompt never hides part of what is approved without saying it.
@@ -128,7 +128,7 @@ def approval_request(
     view: CallView | None = None,
     asking: Asking = Asking(),
 ) -> schema.RequestPermissionParams:
-    """Params of the approval request for one tool call, as the seed's example shows them:
+    """Params of the approval request for one tool call, as the ZeroClaw ACP documentation's example shows them:
     ``rawInput`` ``{"tool": name, "summary": …}``, the summary being the whole command of
     a shell-like tool (the argument its ``ToolRules.command_argument`` names, or the line a
     skill's tool composes with ``ToolRules.command_of``) or else the

@@ -2,9 +2,9 @@
 
 Pure, except for the optional ``embed`` callback that re-reads delivered files.
 
-Seed, "session/load": the client "receives the same update stream it would have seen had the
+The ZeroClaw ACP documentation, "session/load": the client "receives the same update stream it would have seen had the
 session never ended". So each stored message maps onto the updates its live turn produced,
-in the original order (as the reference server does), built by the same functions the
+in the original order (as ZeroClaw's implementation does), built by the same functions the
 live turn uses (``protocol/presentation/tool_updates.py``):
 
 * user message → ``user_message_chunk`` (the only update that exists just for replay: live,

@@ -3,7 +3,7 @@
 A live turn (``agent/runtime/turn.py``) and ``session/load``'s replay (``protocol/presentation/replay.py``) both
 build a call's ``tool_call``, its ``tool_call_update``, what it streamed in between and
 the ``plan`` update with these functions, so a replayed call is the one the client saw
-(seed, "session/load"). Live announcements are ``pending``;
+(the ZeroClaw ACP documentation, "session/load"). Live announcements are ``pending``;
 replayed ones ``completed`` (the call already ran).
 """
 

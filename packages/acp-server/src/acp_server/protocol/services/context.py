@@ -59,9 +59,15 @@ class AcpApp:
         return self._store_ledger
 
     def cost_meter(
-        self, session_id: str, agent: AgentConfig, provider: ProviderConfig, model: str
+        self,
+        session_id: str,
+        agent: AgentConfig,
+        provider: ProviderConfig,
+        model: str,
+        principal: str | None = None,
     ) -> CostMeter:
-        """The spending caps a session of ``agent`` is held to (agent/limits/spend.py)."""
+        """The spending caps a session of ``agent`` driven by ``principal`` (None: the
+        local operator) is held to (agent/limits/spend.py)."""
         runtime = self.config.runtime_profiles.get(agent.runtime_profile, RuntimeProfileConfig())
         return CostMeter(
             cost=self.config.cost,
@@ -73,6 +79,7 @@ class AcpApp:
             provider_type=provider.type,
             model=model,
             now=self.utc_clock,
+            principal=principal,
         )
 
     live_sessions: LiveSessions = field(default_factory=LiveSessions)

@@ -20,10 +20,11 @@ import os
 import platform
 import stat
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Final
+
+import msgspec
 
 from acp_server.security.grants import is_within
 
@@ -110,8 +111,7 @@ def handled_fs_rights(abi: int) -> int:
     return rights
 
 
-@dataclass(frozen=True, slots=True)
-class LandlockRules:
+class LandlockRules(msgspec.Struct, frozen=True):
     """What one command may touch: paths read-only (read and execute) except what is
     ``hidden`` beneath them, the session's roots (read-write when ``roots_writable``) except
     what is ``denied`` beneath them (``add_rule_excluding``), paths read-write, single

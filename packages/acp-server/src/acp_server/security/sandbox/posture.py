@@ -14,9 +14,11 @@ import os
 import shutil
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 from functools import cache, partial
 from typing import Final, Literal
+
+import msgspec
+from msgspec.structs import replace
 
 from acp_core.jsonrpc import JsonValue
 from acp_server.config.values import (
@@ -46,8 +48,7 @@ ABSTRACT_SOCKETS_SAID: Final[dict[AbstractSockets, str]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class BackendStatus:
+class BackendStatus(msgspec.Struct, frozen=True):
     name: Backend
     available: bool
     detail: str
@@ -141,8 +142,7 @@ def system_probe() -> BackendProbe:
     return BackendProbe()
 
 
-@dataclass(frozen=True, slots=True)
-class SandboxPosture:
+class SandboxPosture(msgspec.Struct, frozen=True):
     """What a risk profile's shell commands run under."""
 
     requested: str

@@ -24,10 +24,12 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import cache, partial
 from pathlib import Path
 from typing import Final
+
+import msgspec
 
 from acp_server.config.values import (
     DEFAULT_SHELL_ADDRESS_SPACE_LIMIT_BYTES,
@@ -52,8 +54,7 @@ DEVICE_FILES: Final = (
 )  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
-class ResourceLimits:
+class ResourceLimits(msgspec.Struct, frozen=True):
     """setrlimit values for every shell command (soft and hard; never above the
     server's own hard limit, which cannot be raised without CAP_SYS_RESOURCE)."""
 
@@ -83,8 +84,7 @@ class ResourceLimits:
         return tuple(pairs)
 
 
-@dataclass(slots=True)
-class SpawnPlan:
+class SpawnPlan(msgspec.Struct):
     argv: list[str]
     env: dict[str, str]
     setup: ChildSetup

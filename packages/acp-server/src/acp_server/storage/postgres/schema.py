@@ -24,13 +24,15 @@ from acp_server.storage.records import StoreUnavailable
 
 logger = logging.getLogger(__name__)
 
-PG_SCHEMA_VERSION: Final = 3
+PG_SCHEMA_VERSION: Final = 4
 """``acp_schema_version.version`` after every step in ``PG_MIGRATIONS`` has run."""
 
 ADVISORY_LOCK_NAMESPACE: Final = 0x5A43_4C57  # "ZCLW"
 """First key of this store's two-key advisory locks (``pg_advisory_xact_lock(ns, n)``);
 session locks use the one-bigint form with the session's row id, a separate key space."""
 MIGRATION_LOCK: Final = 1
+REVOKED_CHANNEL: Final = "zeroclaw_token_revoked"
+"""The NOTIFY channel of token revocations (payload: a digest, or ``*`` for every token)."""
 """Second key of the lock ``migrate`` holds for its transaction."""
 
 _SCHEMA_V1: Final = (
@@ -159,10 +161,33 @@ def _migrate_to_v3(conn: Connection) -> None:
         conn.execute(statement)
 
 
+_SCHEMA_V4: Final = (
+    # The SQLite store's step 9: who a session belongs to (NULL: the local operator, and
+    # every session stored before), the paired tokens' principals and last-use times
+    # (storage/tokens.py; a token paired before is named after its digest), the principal
+    # a priced model call was made for.
+    "ALTER TABLE acp_sessions ADD COLUMN principal TEXT",
+    "CREATE INDEX idx_acp_sessions_principal ON acp_sessions(principal, last_activity, id)",
+    "ALTER TABLE acp_paired_tokens ADD COLUMN principal TEXT",
+    "ALTER TABLE acp_paired_tokens ADD COLUMN last_used_at TEXT",
+    "UPDATE acp_paired_tokens SET principal = 'token-' || left(digest, 12)",
+    "ALTER TABLE acp_paired_tokens ALTER COLUMN principal SET NOT NULL",
+    "CREATE UNIQUE INDEX idx_acp_paired_tokens_live_principal"
+    " ON acp_paired_tokens(principal) WHERE revoked_at IS NULL",
+    "ALTER TABLE acp_spend ADD COLUMN principal TEXT",
+)
+
+
+def _migrate_to_v4(conn: Connection) -> None:
+    for statement in _SCHEMA_V4:
+        conn.execute(statement)
+
+
 PG_MIGRATIONS: Final[tuple[Callable[[Connection], None], ...]] = (
     _migrate_to_v1,
     _migrate_to_v2,
     _migrate_to_v3,
+    _migrate_to_v4,
 )
 """``PG_MIGRATIONS[n]`` takes a database from version n to n + 1. Append, never edit."""
 

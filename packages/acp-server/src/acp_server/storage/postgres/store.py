@@ -30,7 +30,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from acp_server.storage import history
 from acp_server.storage.codec import EncodedMessage, escape_nul
 from acp_server.storage.dialect import POSTGRES
-from acp_server.storage.postgres.schema import Connection, migrate
+from acp_server.storage.postgres.schema import REVOKED_CHANNEL, Connection, migrate
 from acp_server.storage.records import StoreError, StoreUnavailable
 from acp_server.storage.sql_store import SqlSessionStore
 
@@ -177,6 +177,11 @@ class PostgresSessionStore(SqlSessionStore[Connection]):
 
     def _read_statement(self, body: Callable[[Connection], T]) -> T:
         return self._run(body)  # one SELECT: no round trip to set the snapshot up
+
+    def _announce_revoked(self, conn: Connection, digests: Sequence[str]) -> None:
+        # Delivered at commit to every replica's listener (storage/postgres/tokens.py).
+        for digest in digests:
+            conn.execute("SELECT pg_notify(%s, %s)", (REVOKED_CHANNEL, digest))
 
     def session_row_id(self, session_id: str) -> int | None:
         """The session's row id (the key of its advisory lock), None when not stored."""

@@ -4,9 +4,9 @@ Blocking (psycopg 3, sync): the gateway calls these through ``trio.to_thread``
 (gateway/shared_tokens.py). Every call is one transaction on the store's connection
 (``PostgresSessionStore.transaction``), so its errors are the store's ``StoreError``.
 
-* ``acp_paired_tokens``: one row per token digest (SHA-256 hex, never a token), with
-  ``revoked_at`` once revoked. A revoked row stays, so ``import_digests`` (config.toml's
-  ``[gateway] paired_tokens``, run at every start) never brings a revoked token back.
+* ``acp_paired_tokens``: one row per token digest and the principal it belongs to, the
+  statements every store shares (storage/tokens.py). A revoked row stays, so the import
+  of config.toml's ``[gateway] paired_tokens`` at every start never brings it back.
 * ``acp_pairing``: one row holding the ``PairingState`` (security/pairing.py). A pairing
   attempt takes it ``FOR UPDATE``, decides with ``decide_attempt`` at the database's clock
   and writes it back in the same transaction that stores the new digest, so one code pairs
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -35,14 +35,15 @@ from acp_server.security.pairing import (
     decide_attempt,
     with_fresh_code,
 )
+from acp_server.storage import tokens as paired_tokens
 from acp_server.storage.codec import now_text
-from acp_server.storage.postgres.schema import Connection
+from acp_server.storage.dialect import POSTGRES
+from acp_server.storage.postgres.schema import REVOKED_CHANNEL, Connection
 from acp_server.storage.postgres.store import PostgresSessionStore
 from acp_server.storage.records import StoreError
 
 logger = logging.getLogger(__name__)
 
-REVOKED_CHANNEL: Final = "zeroclaw_token_revoked"
 ALL_TOKENS: Final = "*"
 """The notification payload that means "every token was revoked"."""
 _LISTEN_POLL_SECS: Final = 0.25
@@ -106,31 +107,11 @@ class PostgresTokens:
 
     def import_digests(self, digests: Iterable[str]) -> int:
         """Add the digests the store does not know yet (paired or revoked); how many."""
-        rows = [(digest.strip().lower(),) for digest in digests if digest.strip()]
-        now = now_text()
+        return self.store.import_tokens(list(digests))
 
-        def insert(conn: Connection) -> int:
-            added = 0
-            for (digest,) in rows:
-                cursor = conn.execute(
-                    "INSERT INTO acp_paired_tokens (digest, source, paired_at)"
-                    " VALUES (%s, 'config.toml', %s) ON CONFLICT (digest) DO NOTHING",
-                    (digest, now),
-                )
-                added += cursor.rowcount
-            return added
-
-        return self.store.transaction(insert)
-
-    def is_paired(self, digest: str) -> bool:
-        """Whether ``digest`` belongs to a paired, unrevoked token."""
-        row = self.store.transaction(
-            lambda conn: conn.execute(
-                "SELECT 1 FROM acp_paired_tokens WHERE digest = %s AND revoked_at IS NULL",
-                (digest,),
-            ).fetchone()
-        )
-        return row is not None
+    def principal_of(self, digest: str) -> str | None:
+        """The principal of a paired, unrevoked token, else None."""
+        return self.store.token_principal(digest)
 
     def still_paired(self, digests: Sequence[str]) -> set[str]:
         """Those of ``digests`` that are still paired (the rest were revoked)."""
@@ -179,41 +160,39 @@ class PostgresTokens:
 
         return self.store.transaction(replace_code)
 
-    def attempt(self, presented: str | None, limits: PairingLimits, new_digest: str) -> PairOutcome:
-        """One ``POST /pair`` on any replica; on success ``new_digest`` is paired in the same
-        transaction that consumes the code."""
+    def attempt(
+        self, presented: str | None, limits: PairingLimits, new_digest: str, principal: str
+    ) -> PairOutcome:
+        """One ``POST /pair`` on any replica; on success ``new_digest`` is paired as
+        ``principal`` in the same transaction that consumes the code. A name in use
+        (``PrincipalTaken``) rolls the whole attempt back: the code stays usable."""
 
         def attempt(conn: Connection) -> PairOutcome:
             state = _locked_state(conn)
             now_row = conn.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()
             assert now_row is not None
             state, outcome = decide_attempt(state, presented, now=float(now_row[0]), limits=limits)
-            _write_state(conn, state)
             if isinstance(outcome, PairAccepted):
-                conn.execute(
-                    "INSERT INTO acp_paired_tokens (digest, source, paired_at)"
-                    " VALUES (%s, 'pair', %s) ON CONFLICT (digest) DO NOTHING",
-                    (new_digest, now_text()),
+                paired_tokens.insert_token(
+                    conn, POSTGRES, new_digest, principal, "pair", now_text()
                 )
+            _write_state(conn, state)
             return outcome
 
         return self.store.transaction(attempt)
 
-    def revoke_matching(self, matches: Callable[[Sequence[str]], list[str]]) -> list[str]:
-        """Revoke the paired digests ``matches`` picks from all of them (sorted); the picked
-        ones, each announced to every replica."""
+    def revoke_matching(self, matches: Callable[[Mapping[str, str]], list[str]]) -> list[str]:
+        """Revoke the digests ``matches`` picks from every live token (digest -> principal,
+        by digest); the picked ones, each announced to every replica."""
 
         def revoke(conn: Connection) -> list[str]:
             rows = conn.execute(
-                "SELECT digest FROM acp_paired_tokens WHERE revoked_at IS NULL"
+                "SELECT digest, principal FROM acp_paired_tokens WHERE revoked_at IS NULL"
                 " ORDER BY digest FOR UPDATE"
             ).fetchall()
-            chosen = matches([str(row[0]) for row in rows])
+            chosen = matches({str(row[0]): POSTGRES.read_text(row[1]) for row in rows})
             if chosen:
-                conn.execute(
-                    "UPDATE acp_paired_tokens SET revoked_at = %s WHERE digest = ANY(%s)",
-                    (now_text(), chosen),
-                )
+                paired_tokens.revoke(conn, POSTGRES, chosen, now_text())
                 for digest in chosen:
                     _notify(conn, digest)
             return chosen

@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Final
 
-SCHEMA_VERSION: Final = 8
+SCHEMA_VERSION: Final = 9
 """``PRAGMA user_version`` after every migration in ``MIGRATIONS`` has run."""
 
 
@@ -151,6 +151,31 @@ _SCHEMA_OWNER_EPOCH: Final = (
 )
 
 
+_SCHEMA_PRINCIPALS: Final = (
+    # Who a session belongs to (docs/gateway.md, "Principals"): the name of the gateway
+    # token's principal that created it; NULL for the local operator (stdio `zeroclaw acp`)
+    # and for every session stored before this step.
+    "ALTER TABLE acp_sessions ADD COLUMN principal TEXT",
+    "CREATE INDEX IF NOT EXISTS idx_acp_sessions_principal"
+    " ON acp_sessions(principal, last_activity, id)",
+    # The gateway's paired tokens and their principals (storage/tokens.py).
+    """
+    CREATE TABLE IF NOT EXISTS acp_paired_tokens (
+        digest TEXT PRIMARY KEY,
+        principal TEXT NOT NULL,
+        source TEXT NOT NULL,
+        paired_at TEXT NOT NULL,
+        last_used_at TEXT,
+        revoked_at TEXT
+    )
+    """,
+    "CREATE UNIQUE INDEX IF NOT EXISTS idx_acp_paired_tokens_live_principal"
+    " ON acp_paired_tokens(principal) WHERE revoked_at IS NULL",
+    # The principal a priced model call was made for ([cost.principals]); NULL: the operator.
+    "ALTER TABLE acp_spend ADD COLUMN principal TEXT",
+)
+
+
 def _statements(statements: tuple[str, ...]) -> Callable[[sqlite3.Connection], None]:
     """A migration step that runs ``statements`` in order."""
 
@@ -185,6 +210,7 @@ MIGRATIONS: Final[tuple[Callable[[sqlite3.Connection], None], ...]] = (
     _statements(_SCHEMA_V6),
     _statements(_SCHEMA_V7),
     _statements(_SCHEMA_OWNER_EPOCH),
+    _statements(_SCHEMA_PRINCIPALS),
 )
 """``MIGRATIONS[n]`` takes a database from ``user_version`` n to n + 1. Append, never edit."""
 
