@@ -140,10 +140,12 @@ async def run_gateway(
     *args: str,
     env: Mapping[str, str] | None = None,
     expect_exit: int | None = 0,
+    prefix: Sequence[str] = (),
 ) -> AsyncIterator[RunningGateway]:
-    """``zeroclaw gateway --port 0 *args``; SIGTERM on exit (exit code checked when given)."""
+    """``zeroclaw gateway --port 0 *args``; SIGTERM on exit (exit code checked when given).
+    ``prefix`` runs it through a wrapper (``prlimit --nofile=256:256 --``)."""
     process = await trio.lowlevel.open_process(
-        [str(console_script("zeroclaw")), "gateway", "--port", "0", *args],
+        [*prefix, str(console_script("zeroclaw")), "gateway", "--port", "0", *args],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
