@@ -291,10 +291,17 @@ class _Relay:
                 try:
                     lost = await self._connect_and_serve(first)
                 except BridgeExit as exc:
-                    if first or exc.code is ExitCode.AUTH or given_up_at is None:
+                    # The very first attempt fails at once, with its advice (a wrong URL, no
+                    # gateway there), unless the gateway was reached and is only busy: then
+                    # it is retried like a reconnection, unseen by the IDE, which waits for
+                    # its `initialize` answer meanwhile.
+                    retry_first = exc.busy and self.options.reconnect
+                    if exc.code is ExitCode.AUTH or (given_up_at is None and not retry_first):
                         self.fatal = exc
                         self.end(Ending.FATAL, exc.message)
                         return
+                    if given_up_at is None:
+                        given_up_at = trio.current_time() + self.options.reconnect_max_secs
                     last_error = exc.message.removeprefix("ERROR: ")
                     if self.outage is not None:
                         self.outage.last_attempt = last_error
@@ -304,7 +311,7 @@ class _Relay:
                     delay = min(backoff(attempt), max(0.0, given_up_at - now))
                     attempt += 1
                     logger.info(
-                        "reconnect attempt %d failed (%s); next in %.2f s",
+                        "connection attempt %d failed (%s); next in %.2f s",
                         attempt,
                         last_error,
                         delay,
