@@ -50,11 +50,13 @@ def haproxy_config(
     admin_port: int,
     servers: Sequence[tuple[str, int]],
     source: str | None = None,
+    proxy_protocol: bool = True,
 ) -> str:
     """WebSocket-safe HAProxy settings: the tunnel timeout (1 h) is far above the gateway's
-    ping interval, health checks on ``/health``, PROXY v2 to every replica. With ``source``
-    HAProxy connects to the replicas (checks included) from that address, so the replicas
-    can trust it alone and still serve local admin commands from 127.0.0.1."""
+    ping interval, health checks on ``/health``, PROXY v2 to every replica (without
+    ``proxy_protocol``: ``X-Forwarded-For`` instead). With ``source`` HAProxy connects to
+    the replicas (checks included) from that address, so the replicas can trust it alone
+    and still serve local admin commands from 127.0.0.1."""
     lines = [
         "global",
         f"    stats socket ipv4@127.0.0.1:{admin_port} level admin",
@@ -75,8 +77,11 @@ def haproxy_config(
         "    option httpchk",
         "    http-check send meth GET uri /health ver HTTP/1.1 hdr Host 127.0.0.1",
         "    http-check expect status 200",
-        f"    default-server check inter {HEALTH_INTERVAL_MS}ms fall 2 rise 2 send-proxy-v2",
+        f"    default-server check inter {HEALTH_INTERVAL_MS}ms fall 2 rise 2"
+        + (" send-proxy-v2" if proxy_protocol else ""),
     ]
+    if not proxy_protocol:
+        lines.append("    option forwardfor")
     if source is not None:
         lines.append(f"    source {source}")
     lines += [f"    server {name} 127.0.0.1:{port}" for name, port in servers]
@@ -129,12 +134,19 @@ async def run_haproxy(
     servers: Sequence[tuple[str, int]],
     *,
     source: str | None = None,
+    proxy_protocol: bool = True,
 ) -> AsyncIterator[RunningHaproxy]:
     """HAProxy in the foreground (``-db``) until the block ends; every server must be UP first."""
     port, admin_port = unused_port(), unused_port()
     config = directory / "haproxy.cfg"
     config.write_text(
-        haproxy_config(frontend_port=port, admin_port=admin_port, servers=servers, source=source)
+        haproxy_config(
+            frontend_port=port,
+            admin_port=admin_port,
+            servers=servers,
+            source=source,
+            proxy_protocol=proxy_protocol,
+        )
     )
     check = await trio.run_process([binary, "-c", "-f", str(config)], capture_stdout=True, capture_stderr=True, check=False)  # fmt: skip
     assert check.returncode == 0, check.stderr.decode() + check.stdout.decode()
