@@ -200,7 +200,8 @@ async def test_a_busy_gateway_on_the_first_connection_is_retried_unseen_by_the_i
     with trio.fail_after(TIMEOUT):
         async with _bridge(tmp_path, server) as bridge:
             reply = await _call(bridge, 1, "initialize", {"protocolVersion": 1})
-            assert reply["id"] == 1 and "result" in reply, reply
+            assert reply["id"] == 1
+            assert "result" in reply, reply
             await bridge.close_stdin()
             assert await bridge.read_remaining_lines() == []
             assert await bridge.wait() == 0

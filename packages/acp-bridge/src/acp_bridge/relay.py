@@ -29,6 +29,8 @@ How it ends:
   bridge reconnects with jittered exponential backoff, for at most ``reconnect_max_secs``;
   giving up, a 401, or a "rejected" close (1008) ends it with exit 1 (3 for auth);
   with ``--no-reconnect`` the first loss ends it with exit 1;
+* the first connection fails: exit 1 (3 for auth) at once, unless the gateway was reached
+  and is only busy (503, cut mid-handshake): that is retried as a reconnection is;
 * stdout closed by the IDE: nobody is listening any more; close normally, exit 0;
 * SIGINT/SIGTERM: close the WebSocket with "going away", exit 128 + signal number.
 """
@@ -291,10 +293,8 @@ class _Relay:
                 try:
                     lost = await self._connect_and_serve(first)
                 except BridgeExit as exc:
-                    # The very first attempt fails at once, with its advice (a wrong URL, no
-                    # gateway there), unless the gateway was reached and is only busy: then
-                    # it is retried like a reconnection, unseen by the IDE, which waits for
-                    # its `initialize` answer meanwhile.
+                    # The very first attempt fails at once with its advice (no gateway
+                    # there), unless the gateway is only busy: the IDE's initialize waits.
                     retry_first = exc.busy and self.options.reconnect
                     if exc.code is ExitCode.AUTH or (given_up_at is None and not retry_first):
                         self.fatal = exc

@@ -418,7 +418,7 @@ class Gateway:
         peer = _peer_address(stream)
         socket = stream.socket if isinstance(stream, trio.SocketStream) else None
         # A trusted proxy's address is shared by all its clients (with X-Forwarded-For as
-        # well as with PROXY protocol): its quiet sockets are not capped per address.
+        # well as with PROXY protocol): it never counts as one client (gateway/pending.py).
         proxy = self.trusted_proxies.trusts(peer)
         expects_header = self.settings.proxy_protocol and proxy
         pending_connections = self.state.pending
