@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, Final
 
@@ -22,10 +22,17 @@ import pytest
 import trio
 
 from acp_server.gateway.auth import hash_token
-from tests.e2e.gateway_harness import RunningGateway, WsRpc, run_gateway, ws_connect
+from tests.e2e.gateway_harness import (
+    RawWsClient,
+    RunningGateway,
+    WsRpc,
+    run_gateway,
+    ws_connect,
+)
 from tests.e2e.haproxy_harness import RunningHaproxy, require_haproxy, run_haproxy
 from tests.e2e.helpers import RpcPipeClient, open_session, spawn_zeroclaw, unused_port
 from tests.helpers import echo_config, session_dir, write_config
+from tests.jsonrpc_peer import JsonDict
 
 pytestmark = pytest.mark.e2e
 
@@ -39,10 +46,13 @@ OPEN_FILE_LIMIT: Final = 256
 """A gateway with this open-file limit holds at most 64 unauthenticated sockets."""
 
 
-async def _storm(url: str, clients: int, token: str | None) -> list[str]:
-    """Open ``clients`` WebSockets to ``url`` at once, each sending ``initialize`` as soon
-    as it is open; every connection is held until all are answered. Returns the failures
-    (none retried)."""
+OpenAndInitialise = Callable[[], AbstractAsyncContextManager[JsonDict]]
+
+
+async def _storm(clients: int, open_and_initialise: OpenAndInitialise) -> list[str]:
+    """Open ``clients`` connections at once, each sending ``initialize`` as soon as it is
+    open; every connection is held until all are answered. Returns the failures (none is
+    retried)."""
     failures: list[str] = []
     answered = 0
     all_answered = trio.Event()
@@ -55,8 +65,7 @@ async def _storm(url: str, clients: int, token: str | None) -> list[str]:
 
     async def client() -> None:
         try:
-            async with ws_connect(url, token=token) as connection:
-                reply = await WsRpc(connection).call("initialize", {"protocolVersion": 1})
+            async with open_and_initialise() as reply:
                 if "result" not in reply:
                     failures.append(f"initialize: {reply}")
                 done()
@@ -69,6 +78,40 @@ async def _storm(url: str, clients: int, token: str | None) -> list[str]:
         for _ in range(clients):
             nursery.start_soon(client)
     return failures
+
+
+def _websockets(url: str) -> OpenAndInitialise:
+    """A `websockets` client per connection."""
+
+    @asynccontextmanager
+    async def open_and_initialise() -> AsyncIterator[JsonDict]:
+        async with ws_connect(url, token=TOKEN) as connection:
+            yield await WsRpc(connection).call("initialize", {"protocolVersion": 1})
+
+    return open_and_initialise
+
+
+def _raw(port: int) -> OpenAndInitialise:
+    """A bare socket per connection that writes its upgrade the moment its connect returns:
+    the storm of separate client processes, which one busy test process otherwise is not."""
+
+    @asynccontextmanager
+    async def open_and_initialise() -> AsyncIterator[JsonDict]:
+        client = await RawWsClient.open(port, TOKEN)
+        try:
+            await client.send_json(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {"protocolVersion": 1},
+                }
+            )
+            yield await client.next_json()
+        finally:
+            await client.vanish()
+
+    return open_and_initialise
 
 
 TOKEN: Final = "zc_" + "5" * 64
@@ -91,7 +134,7 @@ async def test_a_storm_from_one_address_is_served_without_a_single_refusal(
 ) -> None:
     with trio.fail_after(TIMEOUT):
         async with run_gateway(_gateway_config(tmp_path)) as gateway:
-            assert await _storm(gateway.ws_url(), STORM, TOKEN) == []
+            assert await _storm(STORM, _websockets(gateway.ws_url())) == []
             assert "closed the oldest idle one" not in gateway.stderr()
 
 
@@ -106,25 +149,50 @@ async def test_at_the_cap_idle_sockets_are_cut_and_handshakes_never(tmp_path: Pa
     config_dir = _gateway_config(tmp_path)
     with trio.fail_after(TIMEOUT):
         async with run_gateway(config_dir, prefix=_few_files_prefix()) as gateway:
-            # Sockets that send nothing take every unauthenticated slot...
+            # The oldest pending socket is a client mid-handshake: part of its request head
+            # is sent, the rest waits until the storm has made the gateway evict.
+            resume, paused = trio.Event(), trio.Event()
+            mid_handshake: list[JsonDict] = []
+
+            async def finish_handshake() -> None:
+                client = await RawWsClient.open(
+                    gateway.port, TOKEN, pause_after=20, resume=resume, paused=paused
+                )
+                try:
+                    await client.send_json(
+                        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+                    )
+                    mid_handshake.append(await client.next_json())
+                finally:
+                    await client.vanish()
+
+            # Sockets that send nothing take every other unauthenticated slot...
             opened = trio.current_time()
-            idle = [
-                await trio.open_tcp_stream("127.0.0.1", gateway.port)
-                for _ in range(OPEN_FILE_LIMIT // 4)
-            ]
+            idle: list[trio.SocketStream] = []
             closed_after: list[float] = []
 
             async def watch_the_oldest() -> None:
                 assert await idle[0].receive_some(1) == b""
                 closed_after.append(trio.current_time() - opened)
+                resume.set()
 
             try:
                 async with trio.open_nursery() as nursery:
+                    nursery.start_soon(finish_handshake)
+                    await paused.wait()
+                    idle.extend(
+                        [
+                            await trio.open_tcp_stream("127.0.0.1", gateway.port)
+                            for _ in range(OPEN_FILE_LIMIT // 4 - 1)
+                        ]
+                    )
                     nursery.start_soon(watch_the_oldest)
                     # ...then a storm three times the cap arrives from the same address.
-                    assert await _storm(gateway.ws_url(), 3 * len(idle), TOKEN) == []
-                # The oldest idle socket made room: cut before its 5 s to send a request.
+                    assert await _storm(3 * len(idle), _raw(gateway.port)) == []
+                # The oldest idle socket made room: cut before its 5 s to send a request,
+                # while the older socket that had begun its handshake was spared.
                 assert closed_after[0] < HANDSHAKE_DEADLINE_SECS
+                assert "result" in mid_handshake[0], mid_handshake
             finally:
                 for stream in idle:
                     await trio.aclose_forcefully(stream)
@@ -155,7 +223,7 @@ async def test_a_storm_through_haproxy_is_served_without_a_single_refusal(
 ) -> None:
     with trio.fail_after(TIMEOUT):
         async with _behind_haproxy(tmp_path, proxy_protocol=proxy_protocol) as (gateway, haproxy):
-            assert await _storm(haproxy.ws_url, PROXIED_STORM, TOKEN) == []
+            assert await _storm(PROXIED_STORM, _websockets(haproxy.ws_url)) == []
             assert "closed the oldest idle one" not in gateway.stderr()
 
 
@@ -199,7 +267,7 @@ async def test_after_a_restart_bridges_under_a_storm_show_the_ide_no_error(
                 ]
                 second: RunningGateway = await nursery.start(_serve, config_dir, port)
                 # ...while a storm of other clients arrives the moment it listens.
-                assert await _storm(second.ws_url(), STORM, TOKEN) == []
+                assert await _storm(STORM, _websockets(second.ws_url())) == []
                 for ide, request_id in zip(ides, held, strict=True):
                     reply = await ide.wait_response(request_id)
                     assert reply["result"]["stopReason"] == "end_turn", reply
