@@ -29,17 +29,25 @@ from acp_server.cli.sessions import plain_table
 from acp_server.config import Config
 from acp_server.gateway.admin import ADMIN_HEADER, ADMIN_SECRET_FILE, read_admin_secret
 from acp_server.gateway.auth import is_loopback_host
+from acp_server.gateway.pending import DEFAULT_MAX_PENDING_CONNECTIONS, raise_open_file_limit
 from acp_server.gateway.revoke import (
     ADMIN_TOKENS_REVOKE_PATH,
     ALL_PARAMETER,
     NAME_PARAMETER,
     SELECTOR_PARAMETER,
 )
-from acp_server.gateway.service import DEFAULT_DRAIN_TIMEOUT_SECS, Gateway, GatewayError
+from acp_server.gateway.service import (
+    DEFAULT_DRAIN_TIMEOUT_SECS,
+    DEFAULT_MAX_CONNECTIONS,
+    Gateway,
+    GatewayError,
+)
 from acp_server.security.sandbox.posture import log_startup_posture
 from acp_server.storage import StoreUnavailable
 
 ADMIN_TIMEOUT_SECS: Final = 5.0
+FILES_IN_RESERVE: Final = 256
+"""Descriptors besides connections: the store, logs, providers' HTTP pools, shell tools."""
 
 
 def _announce(line: str) -> None:
@@ -48,6 +56,9 @@ def _announce(line: str) -> None:
 
 
 async def _run(config: Config, host: str | None, port: int | None, drain_timeout: float) -> None:
+    raise_open_file_limit(
+        DEFAULT_MAX_CONNECTIONS + DEFAULT_MAX_PENDING_CONNECTIONS + FILES_IN_RESERVE
+    )
     async with open_app(config) as app:
         gateway = Gateway(
             app,

@@ -51,7 +51,11 @@ from acp_server.gateway.client_address import (
 from acp_server.gateway.handlers import build_routes, screen_request
 from acp_server.gateway.http import BadRequest, HttpRequest, read_request, send_response
 from acp_server.gateway.pairing import PairingGuard
-from acp_server.gateway.pending import DEFAULT_MAX_PENDING_PER_PEER, pending_cap_for_file_limit
+from acp_server.gateway.pending import (
+    DEFAULT_MAX_PENDING_PER_PEER,
+    bytes_waiting,
+    pending_cap_for_file_limit,
+)
 from acp_server.gateway.principals import (
     DEFAULT_TOKEN_USE_FLUSH_SECS,
     adopt_local_tokens,
@@ -110,6 +114,17 @@ def _peer_address(stream: trio.abc.Stream) -> str:
             ip = normalized_ip(str(address[0]))
             return str(address[0]) if ip is None else str(ip)
     return "?"
+
+
+async def _first_byte(socket: trio.socket.SocketType | None, deadline: float) -> bool:
+    """Wait until ``socket`` has something to read (or was closed by its client); False
+    when the request-head deadline passed first (an idle socket, closed as such)."""
+    if socket is None or bytes_waiting(socket.fileno()):
+        return True
+    with trio.move_on_at(deadline):
+        await trio.lowlevel.wait_readable(socket)
+        return True
+    return False
 
 
 async def _linger(stream: trio.abc.Stream) -> None:
@@ -422,8 +437,12 @@ class Gateway:
     async def _accept_loop(
         self, listener: trio.abc.Listener[trio.abc.Stream], connections: trio.Nursery
     ) -> None:
+        pending = self.state.pending
         async with listener:
             while True:
+                # At the cap on unauthenticated sockets with none idle, new connections wait
+                # in the kernel's listen backlog (gateway/pending.py), not cut.
+                await pending.wait_for_room()
                 try:
                     stream = await listener.accept()
                 except OSError as exc:
@@ -440,20 +459,33 @@ class Gateway:
 
     async def _handle_stream(self, stream: trio.abc.Stream) -> None:
         peer = _peer_address(stream)
-        expects_header = self.settings.proxy_protocol and self.trusted_proxies.trusts(peer)
+        socket = stream.socket if isinstance(stream, trio.SocketStream) else None
+        # A trusted proxy's address is shared by all its clients (with X-Forwarded-For as
+        # well as with PROXY protocol): it never counts as one client (gateway/pending.py).
+        proxy = self.trusted_proxies.trusts(peer)
+        expects_header = self.settings.proxy_protocol and proxy
         pending_connections = self.state.pending
-        pending = pending_connections.enter(peer, cap_per_peer=not expects_header)
+        pending = pending_connections.enter(
+            peer, fd=-1 if socket is None else socket.fileno(), cap_per_peer=not proxy
+        )
         outermost = stream
         try:
             with pending.scope:  # cancelled if it is cut while still pending
                 deadline = trio.current_time() + self.handshake_timeout_secs
                 client = ClientAddress(peer)
+                # The client's first byte (after a proxy's PROXY header, which is not the
+                # client's) makes the socket "speaking": from then on it is never cut.
+                if not expects_header and not await _first_byte(socket, deadline):
+                    return
                 if self.settings.proxy_protocol:
                     opened = await self._read_proxy_prelude(stream, peer, deadline)
                     if opened is None:
                         return
                     client, stream = opened
                     pending_connections.rekey(pending, client.address)
+                if expects_header and not await _first_byte(socket, deadline):
+                    return
+                pending_connections.spoke(pending)
                 if self._tls is not None:
                     stream = outermost = trio.SSLStream(stream, self._tls, server_side=True)
                 await self._serve_stream(
