@@ -30,6 +30,7 @@ from acp_server.config import (
     with_acp_overrides,
     write_starter_config,
 )
+from acp_server.observability.logs import HUMAN_FORMAT, LOG_FORMATS, LogFormat, use_log_format
 
 logger = logging.getLogger("zeroclaw")
 
@@ -47,19 +48,40 @@ LAZY_COMMANDS: Final = {
 
 
 def configure_logging() -> None:
-    """stderr only; level from ``$ZEROCLAW_LOG`` (debug, info, warning, error; default info)."""
+    """stderr only; level from ``$ZEROCLAW_LOG`` (debug, info, warning, error; default info).
+    The format is human until a server command reads ``--log-format`` or ``[logging]
+    format`` (``apply_log_format``)."""
     level_name = os.environ.get(LOG_LEVEL_ENV, "info").strip().upper() or "INFO"
     level = logging.getLevelName(level_name)
     if not isinstance(level, int):
         level = logging.INFO
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("zeroclaw: %(levelname)s: %(message)s"))
+    handler.setFormatter(logging.Formatter(HUMAN_FORMAT))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
     # Third-party chatter stays at warnings unless asked for.
     for noisy in ("httpx", "httpcore", "mcp"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
+
+
+log_format_option = click.option(
+    "--log-format",
+    type=click.Choice(LOG_FORMATS),
+    default=None,
+    help="How stderr log lines look: human (the default) or json, one object a line with "
+    "time, level, event, principal, session, turn and correlation id (overrides [logging] "
+    "format).",
+)
+
+
+def apply_log_format(flag: LogFormat | None, config: Config | None = None) -> None:
+    """``--log-format`` if given, else ``[logging] format`` once ``config`` is read. Called
+    with the flag before the configuration is loaded, so the lines loading it logs are in
+    the chosen format too."""
+    chosen = flag or (config.log_format if config is not None else None)
+    if chosen is not None:
+        use_log_format(chosen)
 
 
 @dataclass
@@ -162,9 +184,14 @@ def cli(ctx: click.Context, config_dir: Path | None) -> None:
     help="Default agent for session/new when the client names none (like the gateway's "
     "?agent=; an explicit agentAlias still wins).",
 )
+@log_format_option
 @click.pass_obj
 def acp_command(
-    state: CliState, max_sessions: int | None, session_timeout: int | None, agent: str | None
+    state: CliState,
+    max_sessions: int | None,
+    session_timeout: int | None,
+    agent: str | None,
+    log_format: LogFormat | None,
 ) -> None:
     """Serve ACP over stdin/stdout (what an editor launches).
 
@@ -183,11 +210,13 @@ def acp_command(
         async with open_app(config) as app:
             await serve_stdio(app, default_agent=agent)
 
+    apply_log_format(log_format)
     config = with_acp_overrides(
         state.load(runs_agents=True),
         max_sessions=max_sessions,
         session_timeout_secs=session_timeout,
     )
+    apply_log_format(log_format, config)
     log_startup_posture(config, agent)
     try:
         trio.run(serve, config)

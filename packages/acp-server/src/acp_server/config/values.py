@@ -16,6 +16,7 @@ from acp_core.gateway_contract import DEFAULT_GATEWAY_HOST as DEFAULT_GATEWAY_HO
 from acp_core.gateway_contract import DEFAULT_GATEWAY_PORT as DEFAULT_GATEWAY_PORT
 from acp_server.config.storage import StorageConfig
 from acp_server.errors import ZeroclawError
+from acp_server.observability.logs import LogFormat
 
 RiskLevel = Literal["readonly", "supervised", "full"]
 SandboxBackendName = Literal["auto", "landlock", "bubblewrap", "firejail", "none"]
@@ -115,6 +116,9 @@ class GatewayConfig:
     # Load balancers whose word on the client address is taken (config/proxies.py).
     trusted_proxies: tuple[IPv4Network | IPv6Network, ...] = ()
     proxy_protocol: bool = False
+    # A listener of its own for GET /metrics (config/observability.py); None: only the
+    # main port serves it, to the admin secret.
+    metrics_listen: tuple[str, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,6 +298,8 @@ class Config:
     cost: CostConfig = field(default_factory=CostConfig)
     web: WebConfig = field(default_factory=WebConfig)
     storage: StorageConfig = field(default_factory=StorageConfig)
+    log_format: LogFormat = "human"
+    """``[logging] format`` (observability/logs.py); ``--log-format`` overrides it."""
 
     @staticmethod
     def default_agent_workspace(workspace_dir: Path, alias: str) -> Path:

@@ -11,6 +11,8 @@ Routes (all under ``[gateway] path_prefix``; the table is ``build_routes``):
   used by ``zeroclaw gateway get-paircode``; loopback peers with the admin secret only,
   never from a browser or through a proxy. ``POST /admin/tokens/revoke`` (gateway/revoke.py)
   likewise.
+* ``GET /metrics``: the Prometheus metrics, to the operator only, as ``/pair/code``
+  (gateway/metrics_routes.py); ``[gateway] metrics_listen`` serves them elsewhere.
 * ``/acp``: the WebSocket upgrade (gateway/upgrade.py).
 
 With a PostgreSQL store the tokens and the pairing code are the database's, shared by every
@@ -40,6 +42,7 @@ from acp_core.gateway_contract import (
 from acp_server.gateway.admin import ADMIN_HEADER
 from acp_server.gateway.auth import hash_token, host_header_allowed, origin_allowed
 from acp_server.gateway.http import HttpRequest, send_json, send_response
+from acp_server.gateway.metrics_routes import METRICS_PATH, serve_metrics
 from acp_server.gateway.pairing import ConfigRewriteError, generate_token, persist_paired_tokens
 from acp_server.gateway.revoke import ADMIN_TOKENS_REVOKE_PATH, revoke_tokens
 from acp_server.gateway.routes import Exchange, Handler, RouteTable
@@ -130,6 +133,8 @@ def build_routes(state: GatewayState, *, upgrade: Handler) -> RouteTable:
     routes.add(HEALTH_PATH, lambda exchange: _health(state, exchange), {"GET", "HEAD"})
     routes.add(PAIR_CODE_PATH, lambda exchange: _pair_code(state, exchange), {"GET"})
     routes.add(PAIR_PATH, lambda exchange: _pair(state, exchange), {"POST"})
+    routes.guard(METRICS_PATH, lambda exchange: _metrics_allowed(state, exchange))
+    routes.add(METRICS_PATH, lambda exchange: serve_metrics(state.app.metrics, exchange), {"GET"})
     routes.guard(ADMIN_ROUTES_PREFIX, admin_guard)
     routes.add(ADMIN_PAIRCODE_PATH, lambda exchange: _admin_paircode(state, exchange), {"GET"})
     routes.add(ADMIN_PAIRCODE_NEW_PATH, paircode_new, {"POST"})
@@ -232,6 +237,7 @@ async def _pair(state: GatewayState, exchange: Exchange) -> None:
         return
     if not isinstance(outcome, PairAccepted):
         logger.warning("pairing attempt from %s refused: %s", peer, outcome.error)
+        state.app.metrics.pairing_failed(outcome.status)
         body: dict[str, object] = {"error": outcome.error}
         headers: list[tuple[str, str]] = []
         if outcome.retry_after is not None:
@@ -268,16 +274,20 @@ async def persist_tokens(state: GatewayState) -> tuple[bool, str]:
     return True, f"token digest saved in {config.config_file}"
 
 
-async def _admin_allowed(state: GatewayState, exchange: Exchange) -> bool:
+def _from_operator(state: GatewayState, exchange: Exchange) -> bool:
     # Only the operator's own machine, never a browser (a page could otherwise revoke
     # every token with a form POST; the CLI sends no Origin header), and only someone
     # who can read the config directory (the admin secret; see gateway/admin.py).
-    if (
+    return (
         is_loopback_address(exchange.peer)
         and not exchange.proxied
         and exchange.request.header("origin") is None
         and _carries_admin_secret(state, exchange)
-    ):
+    )
+
+
+async def _admin_allowed(state: GatewayState, exchange: Exchange) -> bool:
+    if _from_operator(state, exchange):
         return True
     logger.warning("refused admin request %s from %s", exchange.route, exchange.peer)
     await send_response(
@@ -285,6 +295,21 @@ async def _admin_allowed(state: GatewayState, exchange: Exchange) -> bool:
         403,
         "Forbidden - the admin endpoint only answers `zeroclaw gateway get-paircode` "
         "run on the gateway host by a user who can read its config directory\n",
+    )
+    return False
+
+
+async def _metrics_allowed(state: GatewayState, exchange: Exchange) -> bool:
+    # The metrics tell who is busy and what it costs: the operator's, like the admin routes.
+    # A Prometheus elsewhere scrapes [gateway] metrics_listen (gateway/metrics_routes.py).
+    if _from_operator(state, exchange):
+        return True
+    logger.info("refused %s from %s: no admin secret", exchange.route, exchange.peer)
+    await send_response(
+        exchange.stream,
+        403,
+        f"Forbidden - {METRICS_PATH} on this port needs the admin secret ({ADMIN_HEADER}) "
+        "from the gateway host; set [gateway] metrics_listen to serve it to a scraper\n",
     )
     return False
 
@@ -331,6 +356,7 @@ async def _new_paircode(state: GatewayState, exchange: Exchange, *, rotate: bool
         code = state.pairing.issue_code(discoverable=False)
     if rotate:
         logger.warning("revoked %d token(s) at the operator's request", revoked)
+        state.app.metrics.tokens_revoked(revoked)
     logger.warning("new pairing code issued at the operator's request")
     await send_json(
         exchange.stream,

@@ -46,12 +46,14 @@ from acp_server.gateway.client_address import (
 )
 from acp_server.gateway.handlers import build_routes, screen_request
 from acp_server.gateway.http import BadRequest, HttpRequest, read_request, send_response
+from acp_server.gateway.metrics_routes import METRICS_PATH, serve_metrics_listener
 from acp_server.gateway.pairing import PairingGuard
 from acp_server.gateway.pending import DEFAULT_MAX_PENDING_PER_PEER, pending_cap_for_file_limit
 from acp_server.gateway.routes import Exchange, RouteTable
 from acp_server.gateway.state import RESTART_REASON, GatewayState, LiveConnection
 from acp_server.gateway.upgrade import serve_websocket
 from acp_server.gateway.websocket import DEFAULT_MAX_MESSAGE_BYTES
+from acp_server.observability.prometheus import PrometheusMetrics
 from acp_server.protocol.services.context import AcpApp
 from acp_server.storage import StoreError, StoreUnavailable
 
@@ -130,6 +132,8 @@ class Gateway:
             (by commands the agent runs, too), and the code pairs whoever reads it first.
         max_pending_connections, max_pending_per_peer: caps on unauthenticated sockets
             (gateway/pending.py); the total defaults to a share of the open-file limit.
+        metrics_listen: (host, port) of the metrics listener, overriding ``[gateway]
+            metrics_listen`` (gateway/metrics_routes.py).
     """
 
     def __init__(
@@ -146,8 +150,17 @@ class Gateway:
         max_pending_per_peer: int = DEFAULT_MAX_PENDING_PER_PEER,
         announce: Announce | None = None,
         show_pairing_code: bool = True,
+        metrics_listen: tuple[str, int] | None = None,
     ) -> None:
         self.app = app
+        if not isinstance(app.metrics, PrometheusMetrics):
+            # This process's own registry: two gateways in one process (tests) never share
+            # a series. Every layer records through app.metrics (observability/metrics.py).
+            live_sessions = app.live_sessions
+            app.metrics = PrometheusMetrics(live_sessions=lambda: len(live_sessions))
+        self.metrics: PrometheusMetrics = app.metrics
+        self.metrics_listen = metrics_listen or app.config.gateway.metrics_listen
+        self.metrics_port: int | None = None
         self.show_pairing_code = show_pairing_code
         self.state = GatewayState(
             app,
@@ -270,12 +283,27 @@ class Gateway:
                         outer.start_soon(self._watch_signals, signals, outer.cancel_scope)
                     if self.state.shared_tokens is not None:
                         await outer.start(self.state.shared_tokens.watch)
+                    if self.metrics_listen is not None:
+                        await self._start_metrics_listener(outer, *self.metrics_listen)
                     task_status.started(self.bound_port)
                     await self._serve_until_drained(listeners)
                     outer.cancel_scope.cancel()
         finally:
             if self.state.admin_secret is not None:
                 self.state.admin_secret.remove()
+
+    async def _start_metrics_listener(self, nursery: trio.Nursery, host: str, port: int) -> None:
+        try:
+            self.metrics_port = await nursery.start(
+                serve_metrics_listener, self.metrics, host, port
+            )
+        except OSError as exc:
+            raise GatewayError(
+                f"cannot listen for metrics on {host}:{port}: {exc.strerror or exc}",
+                config_problem=False,
+            ) from None
+        shown = f"[{host}]" if ":" in host else host
+        self._announce(f"metrics on http://{shown}:{self.metrics_port}{METRICS_PATH}")
 
     async def _startup_code(self) -> str | None:
         """The pairing code to print at start: with a shared store (config.toml's tokens
