@@ -94,6 +94,7 @@ async def _run_turns(base: Path, metrics: Metrics, turns: int) -> float:
                 answer = await client.prompt(session_id, "hello")
                 assert answer["result"]["stopReason"] == "end_turn", answer
                 done += 1
+            await client.result("session/close", {"sessionId": session_id})
             client.notifications.clear()
             client.frames.clear()
         return time.process_time() - started
