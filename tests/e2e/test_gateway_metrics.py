@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Final
 
@@ -123,6 +124,18 @@ async def test_metrics_listen_from_config_toml(tmp_path: Path) -> None:
             await gateway.log.wait_for("metrics on http://127.0.0.1:")
 
 
+@asynccontextmanager
+async def paired_session(gateway: RunningGateway, cwd: Path) -> AsyncIterator[tuple[WsRpc, str]]:
+    """A new token, a WebSocket with it, initialize and session/new: the client and the
+    session id."""
+    token = await gateway.pair()
+    async with ws_connect(gateway.ws_url(), token=token) as ws:
+        rpc = WsRpc(ws)
+        await rpc.call("initialize", {"protocolVersion": 1})
+        new = await rpc.call("session/new", {"cwd": str(cwd)})
+        yield rpc, new["result"]["sessionId"]
+
+
 def _tool_line(name: str, arguments: Mapping[str, Any]) -> str:
     return f"/tool {name} {json.dumps(arguments)}"
 
@@ -143,12 +156,7 @@ async def test_series_move_with_real_turns_pairing_and_revocation(tmp_path: Path
         async with run_gateway(config_dir) as gateway:
             before = await scrape(gateway)
             wrong = await gateway.http("POST", "/pair", headers={"X-Pairing-Code": "000000x"})
-            token = await gateway.pair()
-            async with ws_connect(gateway.ws_url(), token=token) as ws:
-                rpc = WsRpc(ws)
-                await rpc.call("initialize", {"protocolVersion": 1})
-                new = await rpc.call("session/new", {"cwd": str(workspace)})
-                session_id = new["result"]["sessionId"]
+            async with paired_session(gateway, workspace) as (rpc, session_id):
                 first = await rpc.prompt(session_id, "hello metrics")
                 second = await rpc.prompt(session_id, tools, on_request=allow_once)
                 failed = await rpc.prompt(session_id, "/fail the model is down")
@@ -157,7 +165,7 @@ async def test_series_move_with_real_turns_pairing_and_revocation(tmp_path: Path
             revoked = await gateway.http(
                 "POST",
                 "/admin/tokens/revoke",
-                params={"token": token},
+                params={"all": "1"},
                 headers={ADMIN_HEADER: admin_secret(config_dir)},
             )
             after = await scrape(gateway)
@@ -251,15 +259,12 @@ async def test_gateway_json_logs_tag_turns_with_session_turn_and_correlation(
     config_dir = _config(tmp_path)
     workspace = session_dir(tmp_path)
     with trio.fail_after(60):
-        async with run_gateway(config_dir, "--log-format", "json") as gateway:
-            token = await gateway.pair()
-            async with ws_connect(gateway.ws_url(), token=token) as ws:
-                rpc = WsRpc(ws)
-                await rpc.call("initialize", {"protocolVersion": 1})
-                new = await rpc.call("session/new", {"cwd": str(workspace)})
-                session_id = new["result"]["sessionId"]
-                await rpc.prompt(session_id, "hello logs")
-                await gateway.log.wait_for("turn ended")
+        async with (
+            run_gateway(config_dir, "--log-format", "json") as gateway,
+            paired_session(gateway, workspace) as (rpc, session_id),
+        ):
+            await rpc.prompt(session_id, "hello logs")
+            await gateway.log.wait_for("turn ended")
     entries = json_lines(gateway.stderr())
     assert any("gateway listening on" in entry["event"] for entry in entries)
     opened, closed = [e for e in entries if e["event"].startswith("ACP connection from")]

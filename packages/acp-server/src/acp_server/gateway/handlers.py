@@ -121,7 +121,7 @@ def build_routes(state: GatewayState, *, upgrade: Handler) -> RouteTable:
     routes = RouteTable(prefix=state.prefix, body_timeout_secs=state.handshake_timeout_secs)
 
     async def admin_guard(exchange: Exchange) -> bool:
-        return await _admin_allowed(state, exchange)
+        return await _operator_only(state, exchange, ADMIN_REFUSAL)
 
     async def paircode_new(exchange: Exchange) -> None:
         await _new_paircode(state, exchange, rotate=False)
@@ -133,7 +133,7 @@ def build_routes(state: GatewayState, *, upgrade: Handler) -> RouteTable:
     routes.add(HEALTH_PATH, lambda exchange: _health(state, exchange), {"GET", "HEAD"})
     routes.add(PAIR_CODE_PATH, lambda exchange: _pair_code(state, exchange), {"GET"})
     routes.add(PAIR_PATH, lambda exchange: _pair(state, exchange), {"POST"})
-    routes.guard(METRICS_PATH, lambda exchange: _metrics_allowed(state, exchange))
+    routes.guard(METRICS_PATH, lambda exchange: _operator_only(state, exchange, METRICS_REFUSAL))
     routes.add(METRICS_PATH, lambda exchange: serve_metrics(state.app.metrics, exchange), {"GET"})
     routes.guard(ADMIN_ROUTES_PREFIX, admin_guard)
     routes.add(ADMIN_PAIRCODE_PATH, lambda exchange: _admin_paircode(state, exchange), {"GET"})
@@ -286,31 +286,24 @@ def _from_operator(state: GatewayState, exchange: Exchange) -> bool:
     )
 
 
-async def _admin_allowed(state: GatewayState, exchange: Exchange) -> bool:
-    if _from_operator(state, exchange):
-        return True
-    logger.warning("refused admin request %s from %s", exchange.route, exchange.peer)
-    await send_response(
-        exchange.stream,
-        403,
-        "Forbidden - the admin endpoint only answers `zeroclaw gateway get-paircode` "
-        "run on the gateway host by a user who can read its config directory\n",
-    )
-    return False
+ADMIN_REFUSAL = (
+    "Forbidden - the admin endpoint only answers `zeroclaw gateway get-paircode` "
+    "run on the gateway host by a user who can read its config directory\n"
+)
+METRICS_REFUSAL = (
+    f"Forbidden - {METRICS_PATH} on this port needs the admin secret ({ADMIN_HEADER}) "
+    "from the gateway host; set [gateway] metrics_listen to serve it to a scraper\n"
+)
 
 
-async def _metrics_allowed(state: GatewayState, exchange: Exchange) -> bool:
-    # The metrics tell who is busy and what it costs: the operator's, like the admin routes.
-    # A Prometheus elsewhere scrapes [gateway] metrics_listen (gateway/metrics_routes.py).
+async def _operator_only(state: GatewayState, exchange: Exchange, refusal: str) -> bool:
+    """A route guard: the operator goes on; anyone else gets 403 with ``refusal``. The
+    metrics say who is busy and what it costs, so they are the operator's too; a
+    Prometheus elsewhere scrapes [gateway] metrics_listen (gateway/metrics_routes.py)."""
     if _from_operator(state, exchange):
         return True
-    logger.info("refused %s from %s: no admin secret", exchange.route, exchange.peer)
-    await send_response(
-        exchange.stream,
-        403,
-        f"Forbidden - {METRICS_PATH} on this port needs the admin secret ({ADMIN_HEADER}) "
-        "from the gateway host; set [gateway] metrics_listen to serve it to a scraper\n",
-    )
+    logger.warning("refused %s %s from %s", exchange.request.method, exchange.route, exchange.peer)
+    await send_response(exchange.stream, 403, refusal)
     return False
 
 

@@ -14,7 +14,7 @@ from typing import Final
 
 import trio
 
-from acp_server.gateway.http import BadRequest, read_request, send_response
+from acp_server.gateway.http import read_request_or_refuse, send_response
 from acp_server.gateway.routes import Exchange
 from acp_server.observability.metrics import Metrics
 from acp_server.observability.prometheus import PrometheusMetrics
@@ -93,11 +93,7 @@ async def _answer_scrape(metrics: Metrics, stream: trio.abc.Stream) -> None:
     async with stream:
         try:
             with trio.move_on_after(SCRAPE_REQUEST_TIMEOUT_SECS):
-                try:
-                    request = await read_request(stream)
-                except BadRequest as exc:
-                    await send_response(stream, exc.status, f"Bad request: {exc}\n")
-                    return
+                request = await read_request_or_refuse(stream)
                 if request is None:
                     return
                 if request.path != METRICS_PATH:

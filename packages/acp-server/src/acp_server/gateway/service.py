@@ -45,7 +45,7 @@ from acp_server.gateway.client_address import (
     read_proxy_prelude,
 )
 from acp_server.gateway.handlers import build_routes, screen_request
-from acp_server.gateway.http import BadRequest, HttpRequest, read_request, send_response
+from acp_server.gateway.http import BadRequest, HttpRequest, read_request_or_refuse, send_response
 from acp_server.gateway.metrics_routes import METRICS_PATH, serve_metrics_listener
 from acp_server.gateway.pairing import PairingGuard
 from acp_server.gateway.pending import DEFAULT_MAX_PENDING_PER_PEER, pending_cap_for_file_limit
@@ -484,11 +484,7 @@ class Gateway:
         try:
             request: HttpRequest | None = None
             with trio.move_on_at(deadline):
-                try:
-                    request = await read_request(stream)
-                except BadRequest as exc:
-                    await send_response(stream, exc.status, f"Bad request: {exc}\n")
-                    return
+                request = await read_request_or_refuse(stream)
             if request is None:
                 return
             client = forwarded_client(client, request.headers, self.trusted_proxies)
