@@ -36,6 +36,7 @@ from acp_server.agent.tools.shell import _shell_program
 from acp_server.agent.uploads import uploads_dir
 from acp_server.config import AgentConfig, RuntimeProfileConfig
 from acp_server.model import ChatMessage, PlanStep
+from acp_server.observability.metrics import NO_METRICS, Metrics
 from acp_server.security import CommandRisk, SecurityPolicy
 from acp_server.security.sandbox import discard_session_temp_dir
 
@@ -106,6 +107,8 @@ class Session:
     _mcp_merged: bool = field(default=False, init=False, repr=False)
     # The spending caps this session's model calls are checked against (agent/cost.py).
     cost: CostMeter | None = None
+    # Where the session's turns, model calls and refusals are counted (the app's).
+    metrics: Metrics = NO_METRICS
     # Strings every turn needs, computed once in __post_init__.
     uploads_path: str = field(default="", init=False)
     # Rebuilt before every turn (refresh_system_prompt): the date is recomputed and the

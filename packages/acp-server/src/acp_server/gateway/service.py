@@ -49,7 +49,8 @@ from acp_server.gateway.client_address import (
     read_proxy_prelude,
 )
 from acp_server.gateway.handlers import build_routes, screen_request
-from acp_server.gateway.http import BadRequest, HttpRequest, read_request, send_response
+from acp_server.gateway.http import BadRequest, HttpRequest, read_request_or_refuse, send_response
+from acp_server.gateway.metrics_routes import METRICS_PATH, serve_metrics_listener
 from acp_server.gateway.pairing import PairingGuard
 from acp_server.gateway.pending import (
     DEFAULT_MAX_PENDING_PER_PEER,
@@ -66,6 +67,7 @@ from acp_server.gateway.state import RESTART_REASON, GatewayState, LiveConnectio
 from acp_server.gateway.streamable_http import StreamableHttp, wants_streamable_http
 from acp_server.gateway.upgrade import serve_websocket
 from acp_server.gateway.websocket import DEFAULT_MAX_MESSAGE_BYTES
+from acp_server.observability.prometheus import PrometheusMetrics
 from acp_server.protocol.services.context import AcpApp
 from acp_server.storage import StoreError, StoreUnavailable
 
@@ -155,6 +157,8 @@ class Gateway:
             (by commands the agent runs, too), and the code pairs whoever reads it first.
         max_pending_connections, max_pending_per_peer: caps on unauthenticated sockets
             (gateway/pending.py); the total defaults to a share of the open-file limit.
+        metrics_listen: (host, port) of the metrics listener, overriding ``[gateway]
+            metrics_listen`` (gateway/metrics_routes.py).
     """
 
     def __init__(
@@ -171,8 +175,17 @@ class Gateway:
         max_pending_per_peer: int = DEFAULT_MAX_PENDING_PER_PEER,
         announce: Announce | None = None,
         show_pairing_code: bool = True,
+        metrics_listen: tuple[str, int] | None = None,
     ) -> None:
         self.app = app
+        if not isinstance(app.metrics, PrometheusMetrics):
+            # This process's own registry: two gateways in one process (tests) never share
+            # a series. Every layer records through app.metrics (observability/metrics.py).
+            live_sessions = app.live_sessions
+            app.metrics = PrometheusMetrics(live_sessions=lambda: len(live_sessions))
+        self.metrics: PrometheusMetrics = app.metrics
+        self.metrics_listen = metrics_listen or app.config.gateway.metrics_listen
+        self.metrics_port: int | None = None
         self.show_pairing_code = show_pairing_code
         self.state = GatewayState(
             app,
@@ -303,12 +316,27 @@ class Gateway:
                         await outer.start(self.state.shared_tokens.watch)
                     outer.start_soon(keep_token_uses, self.state, self.token_use_flush_secs)
                     await outer.start(self.http.run)
+                    if self.metrics_listen is not None:
+                        await self._start_metrics_listener(outer, *self.metrics_listen)
                     task_status.started(self.bound_port)
                     await self._serve_until_drained(listeners)
                     outer.cancel_scope.cancel()
         finally:
             if self.state.admin_secret is not None:
                 self.state.admin_secret.remove()
+
+    async def _start_metrics_listener(self, nursery: trio.Nursery, host: str, port: int) -> None:
+        try:
+            self.metrics_port = await nursery.start(
+                serve_metrics_listener, self.metrics, host, port
+            )
+        except OSError as exc:
+            raise GatewayError(
+                f"cannot listen for metrics on {host}:{port}: {exc.strerror or exc}",
+                config_problem=False,
+            ) from None
+        shown = f"[{host}]" if ":" in host else host
+        self._announce(f"metrics on http://{shown}:{self.metrics_port}{METRICS_PATH}")
 
     async def _startup_code(self) -> str | None:
         """The pairing code to print at start: with a shared store (config.toml's tokens
@@ -531,11 +559,7 @@ class Gateway:
         try:
             request: HttpRequest | None = None
             with trio.move_on_at(deadline):
-                try:
-                    request = await read_request(stream)
-                except BadRequest as exc:
-                    await send_response(stream, exc.status, f"Bad request: {exc}\n")
-                    return
+                request = await read_request_or_refuse(stream)
             if request is None:
                 return
             client = forwarded_client(client, request.headers, self.trusted_proxies)
