@@ -81,6 +81,8 @@ class FakeGateway:
     sessions_created: int = 0
     close_on_connect: int | None = None
     """Close every new connection at once with this code (a gateway stuck in a crash loop)."""
+    busy_upgrades: int = 0
+    """Answer this many upgrades (the next ones) with 503, as a gateway at its cap does."""
 
     @property
     def url(self) -> str:
@@ -132,6 +134,9 @@ class FakeGateway:
         if path != "/acp":
             return connection.respond(404, "not found\n")
         self.upgrade_requests.append(request)
+        if self.busy_upgrades:
+            self.busy_upgrades -= 1
+            return connection.respond(503, "Service Unavailable: too many connections\n")
         if self.token is not None and request.headers.get("Authorization") != (
             f"Bearer {self.token}"
         ):

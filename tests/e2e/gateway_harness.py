@@ -140,10 +140,12 @@ async def run_gateway(
     *args: str,
     env: Mapping[str, str] | None = None,
     expect_exit: int | None = 0,
+    prefix: Sequence[str] = (),
 ) -> AsyncIterator[RunningGateway]:
-    """``zeroclaw gateway --port 0 *args``; SIGTERM on exit (exit code checked when given)."""
+    """``zeroclaw gateway --port 0 *args``; SIGTERM on exit (exit code checked when given).
+    ``prefix`` runs it through a wrapper (``prlimit --nofile=256:256 --``)."""
     process = await trio.lowlevel.open_process(
-        [str(console_script("zeroclaw")), "gateway", "--port", "0", *args],
+        [*prefix, str(console_script("zeroclaw")), "gateway", "--port", "0", *args],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -282,8 +284,24 @@ class RawWsClient:
     leftover: bytes = b""
 
     @classmethod
-    async def open(cls, port: int, token: str | None, path: str = "/acp") -> RawWsClient:
-        stream = await trio.open_tcp_stream("127.0.0.1", port)
+    async def open(
+        cls,
+        port: int,
+        token: str | None,
+        path: str = "/acp",
+        *,
+        pause_after: int = 0,
+        resume: trio.Event | None = None,
+        paused: trio.Event | None = None,
+    ) -> RawWsClient:
+        """Connect and upgrade. With ``pause_after`` and ``resume``, the first
+        ``pause_after`` bytes of the request head go out at once (then ``paused`` is set)
+        and the rest once ``resume`` is set: a client caught mid-handshake."""
+        # The request goes out in the same task step as the connect completes (no
+        # happy-eyeballs tasks in between), as a client process of its own would send it.
+        sock = trio.socket.socket()
+        await sock.connect(("127.0.0.1", port))
+        stream = trio.SocketStream(sock)
         key = base64.b64encode(os.urandom(16)).decode()
         head = [
             f"GET {path} HTTP/1.1",
@@ -295,7 +313,14 @@ class RawWsClient:
         ]
         if token is not None:
             head.append(f"Authorization: Bearer {token}")
-        await stream.send_all(("\r\n".join(head) + "\r\n\r\n").encode())
+        request = ("\r\n".join(head) + "\r\n\r\n").encode()
+        if resume is not None:
+            await stream.send_all(request[:pause_after])
+            request = request[pause_after:]
+            if paused is not None:
+                paused.set()
+            await resume.wait()
+        await stream.send_all(request)
         response = b""
         while b"\r\n\r\n" not in response:
             chunk = await stream.receive_some(4096)

@@ -52,14 +52,16 @@ def haproxy_config(
     servers: Sequence[tuple[str, int]],
     source: str | None = None,
     sticky_cookie: str | None = None,
+    proxy_protocol: bool = True,
 ) -> str:
     """WebSocket-safe HAProxy settings: the tunnel timeout (1 h) is far above the gateway's
-    ping interval, health checks on ``/health``, PROXY v2 to every replica. With ``source``
-    HAProxy connects to the replicas (checks included) from that address, so the replicas
-    can trust it alone and still serve local admin commands from 127.0.0.1. With
-    ``sticky_cookie`` HAProxy sets that cookie to the replica it chose, and sends the
-    requests that carry it there: every request of one Streamable HTTP connection must
-    reach the replica that holds it (the ACP draft requires clients to return cookies)."""
+    ping interval, health checks on ``/health``, PROXY v2 to every replica (without
+    ``proxy_protocol``: ``X-Forwarded-For`` instead). With ``source`` HAProxy connects to
+    the replicas (checks included) from that address, so the replicas can trust it alone
+    and still serve local admin commands from 127.0.0.1. With ``sticky_cookie`` HAProxy
+    sets that cookie to the replica it chose, and sends the requests that carry it there:
+    every request of one Streamable HTTP connection must reach the replica that holds it
+    (the ACP draft requires clients to return cookies)."""
     lines = [
         "global",
         f"    stats socket ipv4@127.0.0.1:{admin_port} level admin",
@@ -80,8 +82,11 @@ def haproxy_config(
         "    option httpchk",
         "    http-check send meth GET uri /health ver HTTP/1.1 hdr Host 127.0.0.1",
         "    http-check expect status 200",
-        f"    default-server check inter {HEALTH_INTERVAL_MS}ms fall 2 rise 2 send-proxy-v2",
+        f"    default-server check inter {HEALTH_INTERVAL_MS}ms fall 2 rise 2"
+        + (" send-proxy-v2" if proxy_protocol else ""),
     ]
+    if not proxy_protocol:
+        lines.append("    option forwardfor")
     if source is not None:
         lines.append(f"    source {source}")
     if sticky_cookie is not None:
@@ -141,6 +146,7 @@ async def _start_haproxy(
     servers: Sequence[tuple[str, int]],
     source: str | None,
     sticky_cookie: str | None,
+    proxy_protocol: bool,
 ) -> RunningHaproxy:
     """HAProxy answering on its runtime API, on ports tests/ports.py gave; started again on
     other ports should another program have bound one of them first."""
@@ -155,6 +161,7 @@ async def _start_haproxy(
                 servers=servers,
                 source=source,
                 sticky_cookie=sticky_cookie,
+                proxy_protocol=proxy_protocol,
             )
         )
         check = await trio.run_process([binary, "-c", "-f", str(config)], capture_stdout=True, capture_stderr=True, check=False)  # fmt: skip
@@ -194,10 +201,13 @@ async def run_haproxy(
     *,
     source: str | None = None,
     sticky_cookie: str | None = None,
+    proxy_protocol: bool = True,
 ) -> AsyncIterator[RunningHaproxy]:
     """HAProxy in the foreground (``-db``) until the block ends; every server must be UP first.
     Its stderr goes to ``directory/haproxy.stderr`` and, at the end, to the test's stderr."""
-    haproxy = await _start_haproxy(binary, directory, servers, source, sticky_cookie)
+    haproxy = await _start_haproxy(
+        binary, directory, servers, source, sticky_cookie, proxy_protocol
+    )
     process = haproxy.process
     try:
         for name, _ in servers:

@@ -193,6 +193,21 @@ async def test_401_on_reconnect_stops_at_once_with_exit_3(
     assert "ZEROCLAW_ACP_BRIDGE_TOKEN was rejected" in bridge.stderr_text
 
 
+async def test_a_busy_gateway_on_the_first_connection_is_retried_unseen_by_the_ide(
+    server: RestartableGateway, tmp_path: Path
+) -> None:
+    server.gateway.busy_upgrades = 3  # a reconnect storm is under way: 503 three times
+    with trio.fail_after(TIMEOUT):
+        async with _bridge(tmp_path, server) as bridge:
+            reply = await _call(bridge, 1, "initialize", {"protocolVersion": 1})
+            assert reply["id"] == 1
+            assert "result" in reply, reply
+            await bridge.close_stdin()
+            assert await bridge.read_remaining_lines() == []
+            assert await bridge.wait() == 0
+    assert len(server.gateway.upgrade_requests) == 4
+
+
 async def test_close_1008_means_rejected_and_is_not_retried(
     server: RestartableGateway, tmp_path: Path
 ) -> None:

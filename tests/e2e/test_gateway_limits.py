@@ -3,10 +3,10 @@ in tiny fragments, and sockets held open before authentication."""
 
 from __future__ import annotations
 
-import resource
+import shutil
 import sys
-from collections.abc import AsyncIterator, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Final
 
@@ -76,23 +76,19 @@ IDLE_SOCKETS: Final = 300
 """More idle sockets than the gateway's open-file limit."""
 
 
-@contextmanager
-def _open_file_limit(soft: int) -> Iterator[None]:
-    """Children spawned inside inherit ``soft`` as their open-file limit."""
-    before = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, before[1]))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, before)
+def _few_files_prefix() -> list[str]:
+    """Runs a child with ``OPEN_FILE_LIMIT`` as its soft and hard open-file limit: the
+    gateway raises its soft limit to the hard one at start."""
+    prlimit = shutil.which("prlimit")
+    if prlimit is None:
+        pytest.skip("prlimit (util-linux) is not installed")
+    return [prlimit, f"--nofile={OPEN_FILE_LIMIT}:{OPEN_FILE_LIMIT}", "--"]
 
 
 @asynccontextmanager
 async def _gateway_with_few_files(config_dir: Path) -> AsyncIterator[RunningGateway]:
-    """A gateway whose open-file limit is ``OPEN_FILE_LIMIT`` (the test's own is restored)."""
-    async with AsyncExitStack() as stack:
-        with _open_file_limit(OPEN_FILE_LIMIT):
-            gateway = await stack.enter_async_context(run_gateway(config_dir))
+    """A gateway whose open-file limit is ``OPEN_FILE_LIMIT``."""
+    async with run_gateway(config_dir, prefix=_few_files_prefix()) as gateway:
         yield gateway
 
 

@@ -47,6 +47,9 @@ HEAVY_BEFORE_THE_FIRST_PROMPT: Final = (
     "psycopg",
     "acp_server.storage.postgres",
     "acp_server.gateway",
+    # the gateway's metrics (a stdio server keeps none)
+    "prometheus_client",
+    "acp_server.observability.prometheus",
     "websockets",
     "trio_websocket",
     # the click group: a plain `zeroclaw acp` is read without it (acp_server/cli/launch.py)

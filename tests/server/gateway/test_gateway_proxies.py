@@ -18,7 +18,6 @@ import trio
 from acp_server.config import ConfigError, GatewayConfig, load_config
 from acp_server.gateway.admin import ADMIN_HEADER, ADMIN_SECRET_FILE
 from acp_server.gateway.client_address import ClientAddress, TrustedProxies, forwarded_client
-from acp_server.gateway.pending import PendingConnections
 from acp_server.gateway.proxy_protocol import ProxyAddresses, ProxyCommand, encode_proxy_v2
 from acp_server.gateway.service import Gateway
 from acp_server.protocol.services.context import AcpApp
@@ -87,18 +86,6 @@ def test_x_forwarded_for_is_read_right_to_left_from_a_trusted_proxy_only() -> No
     assert _forwarded("10.0.0.1") == ClientAddress("10.0.0.1")
     # An entry that is no address stops the walk at the last trusted hop.
     assert _forwarded("10.0.0.1", "203.0.113.7, unknown") == ClientAddress("10.0.0.1", "10.0.0.1")
-
-
-async def test_a_proxy_socket_is_capped_per_real_client_once_its_header_names_it() -> None:
-    pending = PendingConnections(max_total=10, max_per_peer=2)
-    # Many clients arrive through one proxy address: no per-peer cut before the header.
-    through_proxy = [pending.enter("10.0.0.1", cap_per_peer=False) for _ in range(4)]
-    assert not any(item.scope.cancel_called for item in through_proxy)
-    for item in through_proxy:
-        pending.rekey(item, "203.0.113.7")
-    # The real client's cap applies: the two oldest of its four sockets were cut.
-    assert [item.scope.cancel_called for item in through_proxy] == [True, True, False, False]
-    assert len(pending) == 2
 
 
 def _config_dir(tmp_path: Path, **gateway: Any) -> Path:

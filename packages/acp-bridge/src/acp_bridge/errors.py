@@ -26,12 +26,17 @@ class ExitCode(IntEnum):
 
 
 class BridgeExit(Exception):
-    """Stop the bridge with ``code`` after writing ``message`` to stderr."""
+    """Stop the bridge with ``code`` after writing ``message`` to stderr.
 
-    def __init__(self, code: ExitCode, message: str) -> None:
+    ``busy``: the gateway was reached but turned the connection away for now (answered
+    503, or closed it during the handshake); trying again shortly should succeed.
+    """
+
+    def __init__(self, code: ExitCode, message: str, *, busy: bool = False) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.busy = busy
 
 
 def describe_error(exc: BaseException) -> str:

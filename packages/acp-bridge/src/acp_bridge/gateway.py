@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from http import HTTPStatus
 from typing import Final
 
 import msgspec
@@ -12,6 +13,7 @@ import trio
 from websockets.exceptions import (
     ConnectionClosed,
     InvalidHandshake,
+    InvalidMessage,
     InvalidStatus,
     InvalidURI,
 )
@@ -71,6 +73,14 @@ async def open_gateway(options: ConnectOptions) -> AsyncIterator[GatewayConnecti
         raise BridgeExit(ExitCode.USAGE, f"ERROR: invalid gateway URL: {exc}") from None
     # trio.BrokenResourceError: the TLS handshake failed (its cause says why).
     except (OSError, TimeoutError, InvalidHandshake, trio.BrokenResourceError) as exc:
+        if _turned_away(exc):
+            raise BridgeExit(
+                ExitCode.CONNECTION,
+                f"ERROR: failed to connect to {options.url}: the gateway closed the connection "
+                f"during the handshake ({describe_error(exc)}); it is busy, with many clients "
+                "connecting at once",
+                busy=True,
+            ) from None
         raise BridgeExit(
             ExitCode.CONNECTION,
             f"ERROR: failed to connect to {options.url}: {describe_error(exc)}. "
@@ -103,7 +113,18 @@ def _rejected(options: ConnectOptions, exc: InvalidStatus) -> BridgeExit:
         ExitCode.CONNECTION,
         f"ERROR: failed to connect to {options.url}: the gateway answered HTTP {status}{said}."
         f"{hint}",
+        busy=status == HTTPStatus.SERVICE_UNAVAILABLE,
     )
+
+
+def _turned_away(exc: BaseException) -> bool:
+    """The gateway accepted the TCP connection, then dropped it before answering the
+    upgrade (a gateway at its cap on unauthenticated sockets does that to idle ones): not a
+    wrong address or port, which fail before anything is accepted."""
+    if isinstance(exc, InvalidMessage):  # the stream ended before the HTTP response
+        return True
+    cause = exc if isinstance(exc, OSError) else exc.__cause__
+    return isinstance(cause, (ConnectionResetError, ConnectionAbortedError, BrokenPipeError))
 
 
 def describe_close(exc: ConnectionClosed, connection: GatewayConnection) -> str:

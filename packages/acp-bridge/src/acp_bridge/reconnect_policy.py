@@ -8,8 +8,10 @@ from typing import Final
 from websockets.frames import CloseCode
 
 RECONNECT_FIRST_DELAY_SECS: Final = 0.1
-RECONNECT_MAX_DELAY_SECS: Final = 5.0
-"""Backoff between attempts doubles from the first delay up to this, with jitter."""
+RECONNECT_MAX_DELAY_SECS: Final = 2.0
+"""Backoff between attempts doubles from the first delay up to this, with jitter. It bounds
+how long after a restarted gateway is back a bridge may still be waiting to try again; a
+failed attempt against a gateway that is down costs one refused TCP connect."""
 STABLE_CONNECTION_SECS: Final = 10.0
 """A connection that lasted this long resets the backoff and the give-up deadline."""
 

@@ -29,6 +29,8 @@ How it ends:
   bridge reconnects with jittered exponential backoff, for at most ``reconnect_max_secs``;
   giving up, a 401, or a "rejected" close (1008) ends it with exit 1 (3 for auth);
   with ``--no-reconnect`` the first loss ends it with exit 1;
+* the first connection fails: exit 1 (3 for auth) at once, unless the gateway was reached
+  and is only busy (503, cut mid-handshake): that is retried as a reconnection is;
 * stdout closed by the IDE: nobody is listening any more; close normally, exit 0;
 * SIGINT/SIGTERM: close the WebSocket with "going away", exit 128 + signal number.
 """
@@ -289,10 +291,15 @@ class _Relay:
                 try:
                     lost = await self._connect_and_serve(first)
                 except BridgeExit as exc:
-                    if first or exc.code is ExitCode.AUTH or given_up_at is None:
+                    # The very first attempt fails at once with its advice (no gateway
+                    # there), unless the gateway is only busy: the IDE's initialize waits.
+                    retry_first = exc.busy and self.options.reconnect
+                    if exc.code is ExitCode.AUTH or (given_up_at is None and not retry_first):
                         self.fatal = exc
                         self.end(Ending.FATAL, exc.message)
                         return
+                    if given_up_at is None:
+                        given_up_at = trio.current_time() + self.options.reconnect_max_secs
                     last_error = exc.message.removeprefix("ERROR: ")
                     if self.outage is not None:
                         self.outage.last_attempt = last_error
@@ -302,7 +309,7 @@ class _Relay:
                     delay = min(backoff(attempt), max(0.0, given_up_at - now))
                     attempt += 1
                     logger.info(
-                        "reconnect attempt %d failed (%s); next in %.2f s",
+                        "connection attempt %d failed (%s); next in %.2f s",
                         attempt,
                         last_error,
                         delay,

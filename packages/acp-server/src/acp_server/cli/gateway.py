@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import json
+import logging
 import ssl
 import sys
+from collections.abc import Callable
 from typing import Any, Final
 
 import click
@@ -23,23 +25,39 @@ from acp_core.gateway_contract import (
     normalize_path_prefix,
 )
 from acp_server.app import open_app, shared_store_message
-from acp_server.cli.main import EXIT_CONFIG_ERROR, CliState, fail
+from acp_server.cli.main import (
+    EXIT_CONFIG_ERROR,
+    CliState,
+    apply_log_format,
+    fail,
+    log_format_option,
+)
 from acp_server.cli.render import terminal_safe
 from acp_server.cli.sessions import plain_table
 from acp_server.config import Config
+from acp_server.config.observability import parse_listen_address
 from acp_server.gateway.admin import ADMIN_HEADER, ADMIN_SECRET_FILE, read_admin_secret
 from acp_server.gateway.auth import is_loopback_host
+from acp_server.gateway.pending import DEFAULT_MAX_PENDING_CONNECTIONS, raise_open_file_limit
 from acp_server.gateway.revoke import (
     ADMIN_TOKENS_REVOKE_PATH,
     ALL_PARAMETER,
     NAME_PARAMETER,
     SELECTOR_PARAMETER,
 )
-from acp_server.gateway.service import DEFAULT_DRAIN_TIMEOUT_SECS, Gateway, GatewayError
+from acp_server.gateway.service import (
+    DEFAULT_DRAIN_TIMEOUT_SECS,
+    DEFAULT_MAX_CONNECTIONS,
+    Gateway,
+    GatewayError,
+)
+from acp_server.observability.logs import LogFormat
 from acp_server.security.sandbox.posture import log_startup_posture
 from acp_server.storage import StoreUnavailable
 
 ADMIN_TIMEOUT_SECS: Final = 5.0
+FILES_IN_RESERVE: Final = 256
+"""Descriptors besides connections: the store, logs, providers' HTTP pools, shell tools."""
 
 
 def _announce(line: str) -> None:
@@ -47,14 +65,33 @@ def _announce(line: str) -> None:
     sys.stderr.flush()
 
 
-async def _run(config: Config, host: str | None, port: int | None, drain_timeout: float) -> None:
+def _log_announce(line: str) -> None:
+    # With --log-format json every stderr line is a JSON object, these too.
+    announce_logger.warning("%s", line)
+
+
+announce_logger = logging.getLogger("acp_server.gateway")
+
+
+async def _run(
+    config: Config,
+    host: str | None,
+    port: int | None,
+    drain_timeout: float,
+    metrics_listen: tuple[str, int] | None,
+    announce: Callable[[str], None],
+) -> None:
+    raise_open_file_limit(
+        DEFAULT_MAX_CONNECTIONS + DEFAULT_MAX_PENDING_CONNECTIONS + FILES_IN_RESERVE
+    )
     async with open_app(config) as app:
         gateway = Gateway(
             app,
             host=host,
             port=port,
             drain_timeout_secs=drain_timeout,
-            announce=_announce,
+            metrics_listen=metrics_listen,
+            announce=announce,
             # A terminal is the operator's; a redirected stderr (a log file, the journal)
             # may be read by others, the agent's own commands included.
             show_pairing_code=sys.stderr.isatty(),
@@ -89,13 +126,27 @@ async def _run(config: Config, host: str | None, port: int | None, drain_timeout
     metavar="SECS",
     help="On SIGTERM/SIGINT, how long running turns may take to finish before they are cancelled.",
 )
+@click.option(
+    "--metrics-listen",
+    default=None,
+    metavar="HOST:PORT",
+    help="Also serve GET /metrics (Prometheus) on this address, without the admin secret the "
+    "main port asks for (overrides [gateway] metrics_listen; [::1]:9464 for IPv6).",
+)
+@log_format_option
 @click.pass_context
 def gateway_command(
-    ctx: click.Context, host: str | None, port: int | None, drain_timeout: float
+    ctx: click.Context,
+    host: str | None,
+    port: int | None,
+    drain_timeout: float,
+    metrics_listen: str | None,
+    log_format: LogFormat | None,
 ) -> None:
     """Serve ACP over WebSocket at /acp, with pairing and token auth.
 
-    Plain HTTP on the same port: GET /health, GET /pair/code, POST /pair. Clients send a
+    Plain HTTP on the same port: GET /health, GET /pair/code, POST /pair, GET /metrics
+    (Prometheus; with the admin secret, or on --metrics-listen without it). Clients send a
     bearer token as `Authorization: Bearer`, a `bearer.<token>` WebSocket subprotocol, or
     `?token=`; `?agent=ALIAS` picks the default agent for session/new. With pairing on and
     no client paired yet, a one-time pairing code is issued: printed on stderr when it is a
@@ -110,10 +161,19 @@ def gateway_command(
     state = ctx.find_object(CliState)
     if state is None:  # invoked outside the zeroclaw group (tests)
         state = CliState(config_dir_flag=None)
+    metrics_address = None
+    if metrics_listen is not None:
+        try:
+            metrics_address = parse_listen_address(metrics_listen)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--metrics-listen") from None
+    apply_log_format(log_format)
     config = state.load(runs_agents=True)
+    apply_log_format(log_format, config)
+    announce = _log_announce if (log_format or config.log_format) == "json" else _announce
     log_startup_posture(config, None)
     try:
-        trio.run(_run, config, host, port, drain_timeout)
+        trio.run(_run, config, host, port, drain_timeout, metrics_address, announce)
     except GatewayError as exc:
         fail(str(exc), code=EXIT_CONFIG_ERROR if exc.config_problem else 1)
     except StoreUnavailable as exc:  # only a shared store ([storage] url) stops the start

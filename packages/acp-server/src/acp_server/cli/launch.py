@@ -26,6 +26,7 @@ from acp_server.config import (
     resolve_config_dir,
     with_acp_overrides,
 )
+from acp_server.observability.logs import HUMAN_FORMAT, LogFormat, use_log_format
 
 LOG_LEVEL_ENV: Final = "ZEROCLAW_LOG"
 EXIT_CONFIG_ERROR: Final = 2
@@ -42,13 +43,15 @@ doubled the first model call's import cost; no zeroclaw command uses it."""
 
 
 def configure_logging() -> None:
-    """stderr only; level from ``$ZEROCLAW_LOG`` (debug, info, warning, error; default info)."""
+    """stderr only; level from ``$ZEROCLAW_LOG`` (debug, info, warning, error; default info).
+    The format is human until a server command reads ``--log-format`` or ``[logging]
+    format`` (``apply_log_format``)."""
     level_name = os.environ.get(LOG_LEVEL_ENV, "info").strip().upper() or "INFO"
     level = logging.getLevelName(level_name)
     if not isinstance(level, int):
         level = logging.INFO
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("zeroclaw: %(levelname)s: %(message)s"))
+    handler.setFormatter(logging.Formatter(HUMAN_FORMAT))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
@@ -59,6 +62,15 @@ def configure_logging() -> None:
         # The MCP SDK's clients log every dropped connection with a traceback; the
         # server's own warning (agent/tools/mcp.py) names the server and what failed.
         logging.getLogger("mcp.client").setLevel(logging.CRITICAL)
+
+
+def apply_log_format(flag: LogFormat | None, config: Config | None = None) -> None:
+    """``--log-format`` if given, else ``[logging] format`` once ``config`` is read. Called
+    with the flag before the configuration is loaded, so the lines loading it logs are in
+    the chosen format too."""
+    chosen = flag or (config.log_format if config is not None else None)
+    if chosen is not None:
+        use_log_format(chosen)
 
 
 def fail(message: str, *, code: int = 1) -> NoReturn:
@@ -95,6 +107,7 @@ class AcpLaunch:
     max_sessions: int | None = None
     session_timeout: int | None = None
     agent: str | None = None
+    log_format: LogFormat | None = None
 
 
 def plain_acp_launch(argv: list[str]) -> AcpLaunch | None:
@@ -160,11 +173,13 @@ def serve_acp(state: CliState, launch: AcpLaunch) -> None:
         async with open_app(config) as app:
             await serve_stdio(app, default_agent=launch.agent)
 
+    apply_log_format(launch.log_format)
     config = with_acp_overrides(
         state.load(runs_agents=True),
         max_sessions=launch.max_sessions,
         session_timeout_secs=launch.session_timeout,
     )
+    apply_log_format(launch.log_format, config)
     log_startup_posture(config, launch.agent)
     try:
         trio.run(serve, config)

@@ -23,9 +23,11 @@ from acp_server import __version__
 from acp_server.cli.launch import EXIT_CONFIG_ERROR as EXIT_CONFIG_ERROR
 from acp_server.cli.launch import AcpLaunch, serve_acp
 from acp_server.cli.launch import CliState as CliState
+from acp_server.cli.launch import apply_log_format as apply_log_format
 from acp_server.cli.launch import fail as fail
 from acp_server.cli.launch import main as launch_main
 from acp_server.config import ConfigError, write_starter_config
+from acp_server.observability.logs import LOG_FORMATS, LogFormat
 
 LAZY_COMMANDS: Final = {
     "cost": "acp_server.cli.cost:cost_command",
@@ -36,6 +38,16 @@ LAZY_COMMANDS: Final = {
     "sessions": "acp_server.cli.sessions:sessions_command",
     "storage": "acp_server.cli.storage:storage_command",
 }
+
+
+log_format_option = click.option(
+    "--log-format",
+    type=click.Choice(LOG_FORMATS),
+    default=None,
+    help="How stderr log lines look: human (the default) or json, one object a line with "
+    "time, level, event, principal, session, turn and correlation id (overrides [logging] "
+    "format).",
+)
 
 
 class LazyGroup(click.Group):
@@ -113,9 +125,14 @@ def cli(ctx: click.Context, config_dir: Path | None) -> None:
     help="Default agent for session/new when the client names none (like the gateway's "
     "?agent=; an explicit agentAlias still wins).",
 )
+@log_format_option
 @click.pass_obj
 def acp_command(
-    state: CliState, max_sessions: int | None, session_timeout: int | None, agent: str | None
+    state: CliState,
+    max_sessions: int | None,
+    session_timeout: int | None,
+    agent: str | None,
+    log_format: LogFormat | None,
 ) -> None:
     """Serve ACP over stdin/stdout (what an editor launches).
 
@@ -125,7 +142,12 @@ def acp_command(
     """
     serve_acp(
         state,
-        AcpLaunch(max_sessions=max_sessions, session_timeout=session_timeout, agent=agent),
+        AcpLaunch(
+            max_sessions=max_sessions,
+            session_timeout=session_timeout,
+            agent=agent,
+            log_format=log_format,
+        ),
     )
 
 

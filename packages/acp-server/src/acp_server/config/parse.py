@@ -21,6 +21,7 @@ from acp_server.config.choices import agent_model_choices
 from acp_server.config.client import parse_client_offers, parse_vision
 from acp_server.config.limits import parse_cost, with_runtime_budget
 from acp_server.config.mcp import parse_mcp_servers
+from acp_server.config.observability import parse_log_format, with_metrics_listen
 from acp_server.config.proxies import with_proxy_settings
 from acp_server.config.skills import agent_skills, agent_table_keys, parse_skills_table
 from acp_server.config.storage import parse_storage
@@ -69,6 +70,7 @@ _TOP_LEVEL_KEYS: Final = frozenset(
         "autonomy",
         "cost",
         "web",
+        "logging",
         "skills",
         "storage",
     }
@@ -183,6 +185,7 @@ class ConfigParser:
             cost=parse_cost(self, doc),
             web=parse_web(self, doc),
             storage=parse_storage(self, self.table(doc, "storage", "storage")),
+            log_format=parse_log_format(self, doc),
         )
 
     def resolve_path(self, raw: str) -> Path:
@@ -275,7 +278,7 @@ class ConfigParser:
             allowed_origins=self.strings(t, "allowed_origins", "gateway.allowed_origins", ()),
             tls=tls,
         )
-        return with_proxy_settings(self, t, gateway)
+        return with_metrics_listen(self, t, with_proxy_settings(self, t, gateway))
 
     def parse_providers(self, t: dict[str, Any]) -> dict[str, ProviderConfig]:
         self.warn_unknown(t, frozenset({"models"}), "providers")

@@ -17,6 +17,7 @@ from acp_core.gateway_contract import DEFAULT_GATEWAY_HOST as DEFAULT_GATEWAY_HO
 from acp_core.gateway_contract import DEFAULT_GATEWAY_PORT as DEFAULT_GATEWAY_PORT
 from acp_server.config.storage import StorageConfig
 from acp_server.errors import ZeroclawError
+from acp_server.observability.logs import LogFormat
 
 RiskLevel = Literal["readonly", "supervised", "full"]
 SandboxBackendName = Literal["auto", "landlock", "bubblewrap", "firejail", "none"]
@@ -113,6 +114,9 @@ class GatewayConfig(msgspec.Struct, frozen=True):
     # Load balancers whose word on the client address is taken (config/proxies.py).
     trusted_proxies: tuple[IPv4Network | IPv6Network, ...] = ()
     proxy_protocol: bool = False
+    # A listener of its own for GET /metrics (config/observability.py); None: only the
+    # main port serves it, to the admin secret.
+    metrics_listen: tuple[str, int] | None = None
 
 
 class ProviderConfig(msgspec.Struct, frozen=True):
@@ -321,6 +325,8 @@ class Config(msgspec.Struct, frozen=True):
     cost: CostConfig = msgspec.field(default_factory=CostConfig)
     web: WebConfig = msgspec.field(default_factory=WebConfig)
     storage: StorageConfig = msgspec.field(default_factory=StorageConfig)
+    log_format: LogFormat = "human"
+    """``[logging] format`` (observability/logs.py); ``--log-format`` overrides it."""
 
     @staticmethod
     def default_agent_workspace(workspace_dir: Path, alias: str) -> Path:

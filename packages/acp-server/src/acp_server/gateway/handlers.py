@@ -11,6 +11,8 @@ Routes (all under ``[gateway] path_prefix``; the table is ``build_routes``):
   used by ``zeroclaw gateway get-paircode``; loopback peers with the admin secret only,
   never from a browser or through a proxy. ``POST /admin/tokens/revoke`` (gateway/revoke.py)
   likewise.
+* ``GET /metrics``: the Prometheus metrics, to the operator only, as ``/pair/code``
+  (gateway/metrics_routes.py); ``[gateway] metrics_listen`` serves them elsewhere.
 * ``/acp``: the WebSocket upgrade (gateway/upgrade.py).
 
 With a PostgreSQL store the tokens and the pairing code are the database's, shared by every
@@ -44,6 +46,7 @@ from acp_core.gateway_contract import (
 from acp_server.gateway.admin import ADMIN_HEADER
 from acp_server.gateway.auth import hash_token, host_header_allowed, origin_allowed
 from acp_server.gateway.http import HttpRequest, send_json, send_response
+from acp_server.gateway.metrics_routes import METRICS_PATH, serve_metrics
 from acp_server.gateway.pairing import ConfigRewriteError, generate_token, persist_paired_tokens
 from acp_server.gateway.principals import add_local_token
 from acp_server.gateway.revoke import ADMIN_TOKENS_REVOKE_PATH, revoke_tokens
@@ -124,7 +127,7 @@ def build_routes(state: GatewayState, *, upgrade: Handler) -> RouteTable:
     routes = RouteTable(prefix=state.prefix, body_timeout_secs=state.handshake_timeout_secs)
 
     async def admin_guard(exchange: Exchange) -> bool:
-        return await _admin_allowed(state, exchange)
+        return await _operator_only(state, exchange, ADMIN_REFUSAL)
 
     async def paircode_new(exchange: Exchange) -> None:
         await _new_paircode(state, exchange, rotate=False)
@@ -136,6 +139,8 @@ def build_routes(state: GatewayState, *, upgrade: Handler) -> RouteTable:
     routes.add(HEALTH_PATH, lambda exchange: _health(state, exchange), {"GET", "HEAD"})
     routes.add(PAIR_CODE_PATH, lambda exchange: _pair_code(state, exchange), {"GET"})
     routes.add(PAIR_PATH, lambda exchange: _pair(state, exchange), {"POST"})
+    routes.guard(METRICS_PATH, lambda exchange: _operator_only(state, exchange, METRICS_REFUSAL))
+    routes.add(METRICS_PATH, lambda exchange: serve_metrics(state.app.metrics, exchange), {"GET"})
     routes.guard(ADMIN_ROUTES_PREFIX, admin_guard)
     routes.add(ADMIN_PAIRCODE_PATH, lambda exchange: _admin_paircode(state, exchange), {"GET"})
     routes.add(ADMIN_PAIRCODE_NEW_PATH, paircode_new, {"POST"})
@@ -262,6 +267,7 @@ async def _pair(state: GatewayState, exchange: Exchange) -> None:
         return
     if not isinstance(outcome, PairAccepted):
         logger.warning("pairing attempt from %s refused: %s", peer, outcome.error)
+        state.app.metrics.pairing_failed(outcome.status)
         body: dict[str, object] = {"error": outcome.error}
         headers: list[tuple[str, str]] = []
         if outcome.retry_after is not None:
@@ -335,24 +341,36 @@ async def _revoke_stored(state: GatewayState, digests: tuple[str, ...]) -> None:
         logger.warning("could not mark the revoked tokens in the store: %s", exc)
 
 
-async def _admin_allowed(state: GatewayState, exchange: Exchange) -> bool:
+def _from_operator(state: GatewayState, exchange: Exchange) -> bool:
     # Only the operator's own machine, never a browser (a page could otherwise revoke
     # every token with a form POST; the CLI sends no Origin header), and only someone
     # who can read the config directory (the admin secret; see gateway/admin.py).
-    if (
+    return (
         is_loopback_address(exchange.peer)
         and not exchange.proxied
         and exchange.request.header("origin") is None
         and _carries_admin_secret(state, exchange)
-    ):
-        return True
-    logger.warning("refused admin request %s from %s", exchange.route, exchange.peer)
-    await send_response(
-        exchange.stream,
-        403,
-        "Forbidden - the admin endpoint only answers `zeroclaw gateway get-paircode` "
-        "run on the gateway host by a user who can read its config directory\n",
     )
+
+
+ADMIN_REFUSAL = (
+    "Forbidden - the admin endpoint only answers `zeroclaw gateway get-paircode` "
+    "run on the gateway host by a user who can read its config directory\n"
+)
+METRICS_REFUSAL = (
+    f"Forbidden - {METRICS_PATH} on this port needs the admin secret ({ADMIN_HEADER}) "
+    "from the gateway host; set [gateway] metrics_listen to serve it to a scraper\n"
+)
+
+
+async def _operator_only(state: GatewayState, exchange: Exchange, refusal: str) -> bool:
+    """A route guard: the operator goes on; anyone else gets 403 with ``refusal``. The
+    metrics say who is busy and what it costs, so they are the operator's too; a
+    Prometheus elsewhere scrapes [gateway] metrics_listen (gateway/metrics_routes.py)."""
+    if _from_operator(state, exchange):
+        return True
+    logger.warning("refused %s %s from %s", exchange.request.method, exchange.route, exchange.peer)
+    await send_response(exchange.stream, 403, refusal)
     return False
 
 
@@ -399,6 +417,7 @@ async def _new_paircode(state: GatewayState, exchange: Exchange, *, rotate: bool
         code = state.pairing.issue_code(discoverable=False)
     if rotate:
         logger.warning("revoked %d token(s) at the operator's request", revoked)
+        state.app.metrics.tokens_revoked(revoked)
     logger.warning("new pairing code issued at the operator's request")
     await send_json(
         exchange.stream,

@@ -102,6 +102,16 @@ async def read_request(stream: trio.abc.Stream) -> HttpRequest | None:
         raise BadRequest(400, f"unexpected {type(event).__name__} before the request")
 
 
+async def read_request_or_refuse(stream: trio.abc.Stream) -> HttpRequest | None:
+    """``read_request``; a head it refuses is answered here (its status, "Bad request: …")
+    and None returned, as for a peer that sent nothing."""
+    try:
+        return await read_request(stream)
+    except BadRequest as exc:
+        await send_response(stream, exc.status, f"Bad request: {exc}\n")
+        return None
+
+
 async def read_body(stream: trio.abc.Stream, request: HttpRequest) -> bytes:
     """The request body (bounded), so the response is not answered over unread data.
 

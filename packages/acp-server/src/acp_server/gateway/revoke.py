@@ -125,6 +125,7 @@ async def revoke_tokens(state: GatewayState, exchange: Exchange, persist: Persis
         await send_json(exchange.stream, 503, {"error": f"nothing revoked: {exc}"})
         return
     logger.warning("revoked %d token(s) at the operator's request", len(revoked))
+    state.app.metrics.tokens_revoked(len(revoked))
     await send_json(
         exchange.stream,
         200,

@@ -49,9 +49,14 @@ from acp_server.gateway.client_address import (
     read_proxy_prelude,
 )
 from acp_server.gateway.handlers import build_routes, screen_request
-from acp_server.gateway.http import BadRequest, HttpRequest, read_request, send_response
+from acp_server.gateway.http import BadRequest, HttpRequest, read_request_or_refuse, send_response
+from acp_server.gateway.metrics_routes import METRICS_PATH, serve_metrics_listener
 from acp_server.gateway.pairing import PairingGuard
-from acp_server.gateway.pending import DEFAULT_MAX_PENDING_PER_PEER, pending_cap_for_file_limit
+from acp_server.gateway.pending import (
+    DEFAULT_MAX_PENDING_PER_PEER,
+    bytes_waiting,
+    pending_cap_for_file_limit,
+)
 from acp_server.gateway.principals import (
     DEFAULT_TOKEN_USE_FLUSH_SECS,
     adopt_local_tokens,
@@ -62,6 +67,7 @@ from acp_server.gateway.state import RESTART_REASON, GatewayState, LiveConnectio
 from acp_server.gateway.streamable_http import StreamableHttp, wants_streamable_http
 from acp_server.gateway.upgrade import serve_websocket
 from acp_server.gateway.websocket import DEFAULT_MAX_MESSAGE_BYTES
+from acp_server.observability.prometheus import PrometheusMetrics
 from acp_server.protocol.services.context import AcpApp
 from acp_server.storage import StoreError, StoreUnavailable
 
@@ -112,6 +118,17 @@ def _peer_address(stream: trio.abc.Stream) -> str:
     return "?"
 
 
+async def _first_byte(socket: trio.socket.SocketType | None, deadline: float) -> bool:
+    """Wait until ``socket`` has something to read (or was closed by its client); False
+    when the request-head deadline passed first (an idle socket, closed as such)."""
+    if socket is None or bytes_waiting(socket.fileno()):
+        return True
+    with trio.move_on_at(deadline):
+        await trio.lowlevel.wait_readable(socket)
+        return True
+    return False
+
+
 async def _linger(stream: trio.abc.Stream) -> None:
     """Half-close, then read briefly what the client still sends: closing over unread bytes
     would reset the connection and could lose the answer just sent."""
@@ -140,6 +157,8 @@ class Gateway:
             (by commands the agent runs, too), and the code pairs whoever reads it first.
         max_pending_connections, max_pending_per_peer: caps on unauthenticated sockets
             (gateway/pending.py); the total defaults to a share of the open-file limit.
+        metrics_listen: (host, port) of the metrics listener, overriding ``[gateway]
+            metrics_listen`` (gateway/metrics_routes.py).
     """
 
     def __init__(
@@ -156,8 +175,17 @@ class Gateway:
         max_pending_per_peer: int = DEFAULT_MAX_PENDING_PER_PEER,
         announce: Announce | None = None,
         show_pairing_code: bool = True,
+        metrics_listen: tuple[str, int] | None = None,
     ) -> None:
         self.app = app
+        if not isinstance(app.metrics, PrometheusMetrics):
+            # This process's own registry: two gateways in one process (tests) never share
+            # a series. Every layer records through app.metrics (observability/metrics.py).
+            live_sessions = app.live_sessions
+            app.metrics = PrometheusMetrics(live_sessions=lambda: len(live_sessions))
+        self.metrics: PrometheusMetrics = app.metrics
+        self.metrics_listen = metrics_listen or app.config.gateway.metrics_listen
+        self.metrics_port: int | None = None
         self.show_pairing_code = show_pairing_code
         self.state = GatewayState(
             app,
@@ -288,12 +316,27 @@ class Gateway:
                         await outer.start(self.state.shared_tokens.watch)
                     outer.start_soon(keep_token_uses, self.state, self.token_use_flush_secs)
                     await outer.start(self.http.run)
+                    if self.metrics_listen is not None:
+                        await self._start_metrics_listener(outer, *self.metrics_listen)
                     task_status.started(self.bound_port)
                     await self._serve_until_drained(listeners)
                     outer.cancel_scope.cancel()
         finally:
             if self.state.admin_secret is not None:
                 self.state.admin_secret.remove()
+
+    async def _start_metrics_listener(self, nursery: trio.Nursery, host: str, port: int) -> None:
+        try:
+            self.metrics_port = await nursery.start(
+                serve_metrics_listener, self.metrics, host, port
+            )
+        except OSError as exc:
+            raise GatewayError(
+                f"cannot listen for metrics on {host}:{port}: {exc.strerror or exc}",
+                config_problem=False,
+            ) from None
+        shown = f"[{host}]" if ":" in host else host
+        self._announce(f"metrics on http://{shown}:{self.metrics_port}{METRICS_PATH}")
 
     async def _startup_code(self) -> str | None:
         """The pairing code to print at start: with a shared store (config.toml's tokens
@@ -422,8 +465,12 @@ class Gateway:
     async def _accept_loop(
         self, listener: trio.abc.Listener[trio.abc.Stream], connections: trio.Nursery
     ) -> None:
+        pending = self.state.pending
         async with listener:
             while True:
+                # At the cap on unauthenticated sockets with none idle, new connections wait
+                # in the kernel's listen backlog (gateway/pending.py), not cut.
+                await pending.wait_for_room()
                 try:
                     stream = await listener.accept()
                 except OSError as exc:
@@ -440,20 +487,33 @@ class Gateway:
 
     async def _handle_stream(self, stream: trio.abc.Stream) -> None:
         peer = _peer_address(stream)
-        expects_header = self.settings.proxy_protocol and self.trusted_proxies.trusts(peer)
+        socket = stream.socket if isinstance(stream, trio.SocketStream) else None
+        # A trusted proxy's address is shared by all its clients (with X-Forwarded-For as
+        # well as with PROXY protocol): it never counts as one client (gateway/pending.py).
+        proxy = self.trusted_proxies.trusts(peer)
+        expects_header = self.settings.proxy_protocol and proxy
         pending_connections = self.state.pending
-        pending = pending_connections.enter(peer, cap_per_peer=not expects_header)
+        pending = pending_connections.enter(
+            peer, fd=-1 if socket is None else socket.fileno(), cap_per_peer=not proxy
+        )
         outermost = stream
         try:
             with pending.scope:  # cancelled if it is cut while still pending
                 deadline = trio.current_time() + self.handshake_timeout_secs
                 client = ClientAddress(peer)
+                # The client's first byte (after a proxy's PROXY header, which is not the
+                # client's) makes the socket "speaking": from then on it is never cut.
+                if not expects_header and not await _first_byte(socket, deadline):
+                    return
                 if self.settings.proxy_protocol:
                     opened = await self._read_proxy_prelude(stream, peer, deadline)
                     if opened is None:
                         return
                     client, stream = opened
                     pending_connections.rekey(pending, client.address)
+                if expects_header and not await _first_byte(socket, deadline):
+                    return
+                pending_connections.spoke(pending)
                 if self._tls is not None:
                     stream = outermost = trio.SSLStream(stream, self._tls, server_side=True)
                 await self._serve_stream(
@@ -499,11 +559,7 @@ class Gateway:
         try:
             request: HttpRequest | None = None
             with trio.move_on_at(deadline):
-                try:
-                    request = await read_request(stream)
-                except BadRequest as exc:
-                    await send_response(stream, exc.status, f"Bad request: {exc}\n")
-                    return
+                request = await read_request_or_refuse(stream)
             if request is None:
                 return
             client = forwarded_client(client, request.headers, self.trusted_proxies)

@@ -85,6 +85,8 @@ from acp_server.gateway.http_transport import (
 from acp_server.gateway.routes import Exchange
 from acp_server.gateway.state import GatewayState, LiveConnection
 from acp_server.gateway.upgrade import Admission, admit_token, refused_new_connection
+from acp_server.observability.logs import new_correlation_id, tag_this_task
+from acp_server.observability.metrics import TRANSPORT_HTTP
 from acp_server.protocol.connection import AcpConnection
 from acp_server.protocol.transport import TransportClosed
 
@@ -348,6 +350,10 @@ class StreamableHttp:
 
     async def _run(self, connection: HttpConnection) -> None:
         transport, live = connection.transport, connection.live
+        # This task serves this connection only: its log lines and its turns' carry these.
+        tag_this_task(correlation=new_correlation_id(), principal=connection.acp.principal)
+        metrics = self.state.app.metrics
+        metrics.connection_opened(TRANSPORT_HTTP)
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._reap_when_idle, connection)
@@ -372,6 +378,7 @@ class StreamableHttp:
             transport.close()
             del self._connections[connection.connection_id]
             self.state.connections.discard(live)
+            metrics.connection_closed(TRANSPORT_HTTP)
             logger.info("ACP connection %s closed (%s)", connection.label, transport.close_reason)
 
     async def _reap_when_idle(self, connection: HttpConnection) -> None:

@@ -31,6 +31,8 @@ from acp_server.gateway.http import HttpRequest, is_websocket_upgrade, send_resp
 from acp_server.gateway.routes import Exchange
 from acp_server.gateway.state import RESTART_REASON, GatewayState, LiveConnection
 from acp_server.gateway.websocket import WebSocketTransport
+from acp_server.observability.logs import new_correlation_id, tag_this_task
+from acp_server.observability.metrics import TRANSPORT_WEBSOCKET
 from acp_server.protocol.connection import AcpConnection
 from acp_server.storage import StoreError
 
@@ -79,6 +81,9 @@ async def serve_websocket(state: GatewayState, exchange: Exchange) -> None:
     state.connections.add(connection)
     if state.draining:  # the drain began while the 101 was being written
         connection.shut(CloseReason.SERVICE_RESTART, RESTART_REASON)
+    # This task serves this connection only.
+    tag_this_task(correlation=new_correlation_id(), principal=admission.principal)
+    state.app.metrics.connection_opened(TRANSPORT_WEBSOCKET)
     logger.info(
         "ACP connection from %s%s%s (%d open)",
         peer,
@@ -102,6 +107,7 @@ async def serve_websocket(state: GatewayState, exchange: Exchange) -> None:
             nursery.cancel_scope.cancel()
     finally:
         state.connections.discard(connection)
+        state.app.metrics.connection_closed(TRANSPORT_WEBSOCKET)
         logger.info("ACP connection from %s closed (code %s)", peer, transport.close_code)
 
 

@@ -35,6 +35,7 @@ from acp_server.agent.tools.mcp_servers import offers_mcp_over_http, select_mcp_
 from acp_server.config import AnyMcpServerConfig, RiskProfileConfig, RuntimeProfileConfig
 from acp_server.errors import AgentUnavailable, OperationFailed, SessionFenced
 from acp_server.model import ChatMessage, CompletedTurn, PlanStep
+from acp_server.observability.turns import observed_turn
 from acp_server.protocol import config_options as options
 from acp_server.protocol import ownership, visibility
 from acp_server.protocol.auth_methods import auth_methods
@@ -400,6 +401,7 @@ class AcpHandlers:
             provider_ref=agent.model_provider,
             risk_level=risk.level,
             context_window=provider_config.context_window or 0,
+            metrics=self.app.metrics,
         )
         session.cost = self.app.cost_meter(
             session_id, agent, provider_config, provider.model, self.connection.principal
@@ -417,7 +419,10 @@ class AcpHandlers:
         self, session: Session, turn: Turn, request_key: str, request: schema.PromptParams
     ) -> Payload:
         try:
-            return await self._run_prompt(session, turn, request)
+            with observed_turn(self.app.metrics, session.agent.alias, session.session_id) as seen:
+                result = await self._run_prompt(session, turn, request)
+                seen.outcome = result.stop_reason
+                return result
         finally:
             session.finish_turn(turn)
             if self._prompt_turns.get(request_key) is turn:
@@ -425,7 +430,7 @@ class AcpHandlers:
 
     async def _run_prompt(
         self, session: Session, turn: Turn, request: schema.PromptParams
-    ) -> Payload:
+    ) -> schema.PromptResult:
         from acp_server.agent.runtime.turn import run_turn
         from acp_server.protocol.presentation.turn_channel import TurnChannel
         from acp_server.protocol.presentation.usage import prompt_usage
@@ -466,7 +471,8 @@ class AcpHandlers:
                 messages=tuple(outcome.messages), plan=outcome.plan, usage=outcome.usage
             )
             try:
-                await store.append_turn(session_id, turn_record, epoch=session.epoch)
+                with self.app.metrics.timed_store_commit():
+                    await store.append_turn(session_id, turn_record, epoch=session.epoch)
             except SessionFenced as exc:
                 raise ownership.fenced_turn(self.table, session) from exc
             except Exception as exc:

@@ -24,6 +24,7 @@ import trio
 import trio.lowlevel
 
 from acp_core.framing import DEFAULT_MAX_LINE_BYTES, LineDecoder, encode_line
+from acp_server.observability.logs import new_correlation_id, tag_this_task
 from acp_server.protocol.transport import TransportClosed
 
 if TYPE_CHECKING:
@@ -257,6 +258,7 @@ async def serve_stdio(app: AcpApp, *, default_agent: str | None = None) -> None:
     """
     from acp_server.protocol.connection import serve_connection
 
+    tag_this_task(correlation=new_correlation_id())  # one connection: the process's
     transport = open_stdio_transport()
     try:
         with trio.open_signal_receiver(*TERMINATION_SIGNALS) as signals:

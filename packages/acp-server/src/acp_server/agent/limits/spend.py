@@ -26,6 +26,7 @@ import msgspec
 from acp_server.config.values import ECHO_PROVIDER_TYPE, CostConfig
 from acp_server.errors import BudgetExceeded
 from acp_server.model import Usage
+from acp_server.observability.metrics import NO_METRICS, Metrics
 from acp_server.storage import SpendEntry, SpendTotals, StoreError
 
 logger = logging.getLogger(__name__)
@@ -185,6 +186,7 @@ class CostMeter:
     provider_type: str
     model: str
     now: Callable[[], datetime] = utc_now
+    metrics: Metrics = NO_METRICS
     principal: str | None = None
     """The gateway principal the session's calls are made for (None: the local operator)."""
 
@@ -270,11 +272,11 @@ class CostMeter:
         return 0.0
 
     async def record(self, usage: Usage, reported_usd: float | None) -> None:
-        """Add one finished model call to the ledger (priced calls only)."""
-        if not self.active:
-            return
-        usd = self.price(usage, reported_usd)
-        if usd <= 0:
+        """Add one finished model call to the ledger (priced calls only) and count what it
+        used in the metrics (without caps, only a cost the provider reports is known)."""
+        usd = self.price(usage, reported_usd) if self.active else max(0.0, reported_usd or 0.0)
+        self.metrics.model_used(self.agent_alias, usage.input_tokens, usage.output_tokens, usd)
+        if not self.active or usd <= 0:
             return
         moment = self.now().astimezone(UTC)
         entry = SpendEntry(

@@ -35,6 +35,7 @@ from acp_server.agent.skills.loader import LoadedSkills
 from acp_server.agent.tools.base import Tool
 from acp_server.config import AgentConfig, RuntimeProfileConfig
 from acp_server.model import ChatMessage, PlanStep
+from acp_server.observability.metrics import NO_METRICS, Metrics
 from acp_server.security import CommandRisk, SecurityPolicy
 from acp_server.security.sandbox import discard_session_temp_dir, shell_program
 
@@ -105,6 +106,8 @@ class Session:
     _mcp_merged: bool = field(default=False, init=False, repr=False)
     # The spending caps this session's model calls are checked against (agent/limits/spend.py).
     cost: CostMeter | None = None
+    # Where the session's turns, model calls and refusals are counted (the app's).
+    metrics: Metrics = NO_METRICS
     # Strings every turn needs, computed once in __post_init__.
     uploads_path: str = field(default="", init=False)
     # Rebuilt before every turn (refresh_system_prompt): the date is recomputed and the

@@ -61,6 +61,7 @@ from acp_server.model import (
     ToolRecord,
     Usage,
 )
+from acp_server.observability.metrics import REFUSED_BY_JAIL, REFUSED_BY_POLICY, ended_as
 from acp_server.security import (
     Approval,
     PolicyDecision,
@@ -200,8 +201,7 @@ class _TurnRunner:
         text: list[str] = []
         reasoning: list[str] = []
         calls: list[ToolCall] = []
-        stream = self.provider.stream(request)
-        ended = False
+        stream, ended, started = self.provider.stream(request), False, trio.current_time()
         try:
             async for event in stream:
                 if isinstance(event, TextDelta):
@@ -237,11 +237,10 @@ class _TurnRunner:
             if aclose is not None:
                 if ended:
                     await aclose()
-                else:
-                    # Interrupted (cancel, error): close the provider's stream even while
-                    # cancelled, so its HTTP response is released now, not by the GC.
+                else:  # interrupted: closed even while cancelled, releasing its response now
                     with trio.CancelScope(shield=True):
                         await aclose()
+            self.session.metrics.model_call(self.session.provider_ref, ended_as(ended), started)
         if meter is not None:
             await meter.record(round_usage, reported_cost)
         if usage_reported:
@@ -362,8 +361,10 @@ class _TurnRunner:
         if decision.approval is Approval.ALLOW:
             return False
         if decision.approval is Approval.DENY:
+            self.session.metrics.tool_refused(REFUSED_BY_POLICY)
             return decision.reason or f"Tool call not executed: '{name}' is not allowed by policy."
         verdict = await self.io.ask_approval(call_id, definition, arguments, view)
+        self.session.metrics.permission_answered(verdict.kind.value)
         if verdict.kind is VerdictKind.ALLOW_ALWAYS:
             remember_allow_always(session.allow_always, name, decision)
         if verdict.allowed:
@@ -420,6 +421,8 @@ class _TurnRunner:
         try:
             output = await tool.run(arguments, ctx)
         except (RefusedCall, PolicyViolation) as exc:  # refused before it did anything
+            if isinstance(exc, PolicyViolation):
+                self.session.metrics.tool_refused(REFUSED_BY_JAIL)
             return ToolOutput(f"Error: {exc}", ok=False, ran=False)
         except ToolError as exc:
             return ToolOutput(f"Error: {exc}", ok=False)

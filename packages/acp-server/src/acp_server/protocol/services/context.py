@@ -25,6 +25,7 @@ from acp_server.agent.limits.spend import (
 from acp_server.agent.providers import ProviderFactory, create_provider
 from acp_server.agent.runtime.factory import PolicyFactory, ToolsFactory, default_tools_factory
 from acp_server.config import AgentConfig, Config, ProviderConfig, RuntimeProfileConfig
+from acp_server.observability.metrics import NO_METRICS, Metrics
 from acp_server.protocol.ownership import LiveSessions
 from acp_server.security import SecurityPolicy
 from acp_server.storage import AsyncSessionStore
@@ -80,7 +81,11 @@ class AcpApp:
             model=model,
             now=self.utc_clock,
             principal=principal,
+            metrics=self.metrics,
         )
 
     live_sessions: LiveSessions = field(default_factory=LiveSessions)
     """Which connection holds each live session (protocol/ownership.py)."""
+    metrics: Metrics = NO_METRICS
+    """Where every layer records its metrics (observability/metrics.py): nothing is kept
+    unless the gateway set its ``PrometheusMetrics`` here."""
