@@ -9,6 +9,8 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
+import pytest
+
 WARN_MODULE_LINES = 600
 MAX_MODULE_LINES = 800
 GENERATED_HEADER = "# Generated from "
@@ -30,6 +32,8 @@ def module_lengths() -> dict[str, int]:
     return lengths
 
 
+# Shown in the warnings summary, never turned into an error by the suite's filterwarnings.
+@pytest.mark.filterwarnings("default::tests.meta.test_module_size.LongModuleWarning")
 def test_no_source_module_is_over_the_line_limit() -> None:
     lengths = module_lengths()
     for name, lines in sorted(lengths.items()):

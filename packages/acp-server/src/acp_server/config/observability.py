@@ -8,8 +8,9 @@ an address only the monitoring network reaches.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
+
+from msgspec.structs import replace
 
 from acp_server.config.values import GatewayConfig
 from acp_server.observability.logs import LOG_FORMATS, LogFormat
