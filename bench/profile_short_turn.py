@@ -47,7 +47,7 @@ from bench.provider_turns import write_config as write_provider_config
 from bench.support.fake_provider import FakeProvider
 
 from acp_core.framing import encode_line
-from acp_server.agent.http_clients import http_clients
+from acp_server.agent.io.http_clients import http_clients
 from acp_server.app import open_session_store
 from acp_server.config import Config, default_config, load_config
 from acp_server.protocol import ownership

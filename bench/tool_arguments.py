@@ -187,7 +187,11 @@ CASES: Final[list[tuple[str, Reader, type[ToolArguments], dict[str, Any]]]] = [
         "file_read",
         hand_file_read,
         FileReadArguments,
-        {"path": "packages/acp-server/src/acp_server/agent/turn.py", "offset": 120, "limit": 80},
+        {
+            "path": "packages/acp-server/src/acp_server/agent/runtime/turn.py",
+            "offset": 120,
+            "limit": 80,
+        },
     ),
     ("shell", hand_shell, ShellArguments, {"command": "uv run pytest -q tests/server -x"}),
     (

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import trio
 
-from acp_server.agent.identity import PERSONA_TEMPLATES
-from acp_server.agent.system_prompt import MAX_PROJECT_INSTRUCTION_BYTES
+from acp_server.agent.prompt.identity import PERSONA_TEMPLATES
+from acp_server.agent.prompt.system_prompt import MAX_PROJECT_INSTRUCTION_BYTES
 from tests.e2e.fake_llm import openai_text_reply, serve_fake_llm
 from tests.e2e.helpers import JsonDict, prompt_turns, show_system_prompt
 from tests.helpers import echo_config, write_config

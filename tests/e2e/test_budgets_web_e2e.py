@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import trio
 
-from acp_server.agent.budget import RATE_LIMIT_ERROR
+from acp_server.agent.limits.actions import RATE_LIMIT_ERROR
 from tests.e2e.fake_llm import (
     Reply,
     openai_chunk,

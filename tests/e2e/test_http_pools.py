@@ -1,4 +1,4 @@
-"""Model providers and the web tools keep long-lived HTTP clients (agent/http_clients.py).
+"""Model providers and the web tools keep long-lived HTTP clients (agent/io/http_clients.py).
 
 Against the scripted server of tests/e2e/fake_llm.py with keep-alive on, as the real
 services have it: calls share one kept connection, no client is built per call, a
@@ -19,9 +19,9 @@ import pytest
 import trio
 import trio.testing
 
-from acp_server.agent import http_clients
-from acp_server.agent.http_clients import PoolSpec, shared_client
-from acp_server.agent.http_clients import http_clients as open_http_clients
+from acp_server.agent.io import http_clients
+from acp_server.agent.io.http_clients import PoolSpec, shared_client
+from acp_server.agent.io.http_clients import http_clients as open_http_clients
 from acp_server.agent.providers import create_provider
 from acp_server.agent.providers.base import Provider, ProviderError, TextDelta
 from acp_server.agent.providers.http import Endpoint

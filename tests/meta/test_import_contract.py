@@ -84,6 +84,7 @@ class Plant:
 
 
 SERVER_LAYERS = "acp_server: each layer imports only the layers below it"
+AGENT_ROOMS = "acp_server.agent: runtime > prompt > skills > limits > tools > providers > io"
 
 PLANTS = {
     "storage imports the gateway": Plant(
@@ -133,6 +134,31 @@ PLANTS = {
         "",
         SERVER_LAYERS,
         "acp_server._planted",
+    ),
+    "a tool imports the turn that runs it": Plant(
+        "acp_server/agent/tools/_planted.py",
+        "from acp_server.agent.runtime import turn\n",
+        AGENT_ROOMS,
+        "acp_server.agent.tools._planted -> acp_server.agent.runtime.turn",
+    ),
+    "the skills read the system prompt for typing only": Plant(
+        "acp_server/agent/skills/_planted.py",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+        "    from acp_server.agent.prompt import system_prompt\n",
+        AGENT_ROOMS,
+        "acp_server.agent.skills._planted -> acp_server.agent.prompt.system_prompt",
+    ),
+    "the shared I/O imports a provider": Plant(
+        "acp_server/agent/io/_planted.py",
+        "from acp_server.agent.providers import base\n",
+        AGENT_ROOMS,
+        "acp_server.agent.io._planted -> acp_server.agent.providers.base",
+    ),
+    "a module at the agent's root, in no room": Plant(
+        "acp_server/agent/_planted.py",
+        "",
+        AGENT_ROOMS,
+        "acp_server.agent._planted",
     ),
     "the SQLite backend imports the PostgreSQL one": Plant(
         "acp_server/storage/sqlite/_planted.py",

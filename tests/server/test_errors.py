@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from acp_core.errors import ErrorCode, SessionNotFoundError
-from acp_server.agent.turn import TurnFailed
+from acp_server.agent.runtime.turn import TurnFailed
 from acp_server.errors import AgentUnavailable, OperationFailed, rpc_error_for
 from tests.helpers import make_config, session_dir
 from tests.server.protocol.test_server_restore import FakeStore

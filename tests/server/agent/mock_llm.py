@@ -1,7 +1,7 @@
 """``MockLLM``: tests/e2e/fake_llm.py's scripted model server without a socket.
 
 The same ``Reply`` scripts answer through an ``httpx.MockTransport`` that every HTTP
-client of the block is built on (``acp_server.agent.http_clients.http_clients(transport=)``),
+client of the block is built on (``acp_server.agent.io.http_clients.http_clients(transport=)``),
 so a provider runs its real code (request building, retries, SSE framing, error messages)
 and only the network is replaced. What a socket would have done is done here the way
 httpx reports it:
@@ -28,7 +28,7 @@ from typing import Final
 import httpx
 import trio
 
-from acp_server.agent.http_clients import http_clients
+from acp_server.agent.io.http_clients import http_clients
 from tests.e2e.fake_llm import RecordedRequest, Reply, json_error
 
 BASE_URL: Final = "http://model.test"

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from acp_server.agent.identity import (
+from acp_server.agent.prompt.identity import (
     MAX_PERSONA_FILE_CHARS,
     read_persona_files,
     render_persona,
     seed_persona_files,
 )
-from acp_server.agent.system_prompt import date_section
+from acp_server.agent.prompt.system_prompt import date_section
 from acp_server.config import ConfigError, load_config
 from tests.helpers import echo_config, write_config
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from acp_server.agent.aieos import AieosError, parse_aieos, render_aieos
-from acp_server.agent.system_prompt import read_aieos
+from acp_server.agent.prompt.aieos import AieosError, parse_aieos, render_aieos
+from acp_server.agent.prompt.system_prompt import read_aieos
 from acp_server.config import AgentConfig, load_config
 from acp_server.config.values import IdentityConfig
 from tests.helpers import echo_config, write_config

@@ -12,7 +12,7 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
-from acp_server.agent.budget import (
+from acp_server.agent.limits.actions import (
     ACTION_WINDOW_SECS,
     RATE_LIMIT_ERROR,
     ActionBudget,

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
-from acp_server.agent.cost import CachedLedger, CostMeter, MemoryLedger, next_month
+from acp_server.agent.limits.spend import CachedLedger, CostMeter, MemoryLedger, next_month
 from acp_server.agent.providers.base import StreamEnd, TextDelta, UsageReported
 from acp_server.cli.main import cli
 from acp_server.config import load_config

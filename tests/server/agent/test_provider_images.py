@@ -8,8 +8,8 @@ from pathlib import Path
 
 from acp_core import schema
 from acp_core.blobs import plan_prompt
+from acp_server.agent.io.uploads import write_blobs
 from acp_server.agent.providers.images import InlineImage, anthropic_blocks, split_images
-from acp_server.agent.uploads import write_blobs
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"pixels"
 

@@ -12,12 +12,12 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from acp_server.agent.skills import (
+from acp_server.agent.skills.loader import (
     MAX_SKILL_FILE_BYTES,
     load_skills,
     shebang_names_shell,
 )
-from acp_server.agent.skills_manifest import (
+from acp_server.agent.skills.manifest import (
     NO_DESCRIPTION,
     SkillManifestError,
     parse_skill_markdown,
@@ -80,7 +80,7 @@ def test_the_audit_skips_a_skill_with_one_warning_naming_file_and_reason(
     bad = skill_md(source, "bad", "looks fine\n").parent
     assert callable(make)
     make(bad)
-    with caplog.at_level(logging.WARNING, logger="acp_server.agent.skills"):
+    with caplog.at_level(logging.WARNING, logger="acp_server.agent.skills.loader"):
         loaded = load_skills(SkillsConfig(sources=(source,)))
         load_skills(SkillsConfig(sources=(source,)))  # read again: no second warning
     assert [skill.name for skill in loaded.skills] == ["good"]

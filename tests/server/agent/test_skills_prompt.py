@@ -11,18 +11,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from acp_server.agent.skills import LoadedSkills
-from acp_server.agent.skills_commands import available_commands, expand_skill_command
-from acp_server.agent.skills_manifest import Skill, SkillTool
-from acp_server.agent.skills_prompt import (
+from acp_server.agent.skills.commands import expand_skill_command
+from acp_server.agent.skills.loader import LoadedSkills
+from acp_server.agent.skills.manifest import Skill, SkillTool
+from acp_server.agent.skills.prompt_section import (
     COMPACT_INTRO,
     FULL_INTRO,
     composed_tool_name,
     render_skills_section,
 )
-from acp_server.agent.skills_tools import ReadSkillTool, SkillShellTool, skill_tools
+from acp_server.agent.skills.tools import ReadSkillTool, SkillShellTool, skill_tools
 from acp_server.agent.tools.base import ToolError
 from acp_server.config import RiskProfileConfig, SkillsConfig
+from acp_server.protocol.presentation.commands import available_commands
 from acp_server.security import Approval, SecurityPolicy
 from tests.server.tool_context import make_context
 

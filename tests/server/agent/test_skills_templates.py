@@ -1,4 +1,4 @@
-"""Skill command templates (acp_server/agent/skills_templates.py): a value reaches the
+"""Skill command templates (acp_server/agent/skills/templates.py): a value reaches the
 command as literal text wherever its placeholder stands, checked against a real bash."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_server.agent.skills_templates import (
+from acp_server.agent.skills.templates import (
     Context,
     fill,
     placeholders,

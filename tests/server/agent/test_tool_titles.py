@@ -11,13 +11,13 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from acp_server.agent.permissions import approval_request
-from acp_server.agent.replay import history_updates
-from acp_server.agent.tool_updates import tool_call_started
 from acp_server.agent.tools._titles import DEFAULT_MAX_TITLE_CHARS, code_span, one_line
 from acp_server.agent.tools.base import ToolDefinition
 from acp_server.agent.tools.registry import definition_for
 from acp_server.model import ChatMessage, ToolCall
+from acp_server.protocol.presentation.permissions import approval_request
+from acp_server.protocol.presentation.replay import history_updates
+from acp_server.protocol.presentation.tool_updates import tool_call_started
 from acp_server.security import ToolRules
 
 CALLS: list[tuple[str, dict[str, Any], str]] = [

@@ -23,9 +23,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from acp_server.agent.skills import LoadedSkills
-from acp_server.agent.skills_manifest import Skill, SkillTool
-from acp_server.agent.skills_tools import ReadSkillTool, SkillShellTool
+from acp_server.agent.skills.loader import LoadedSkills
+from acp_server.agent.skills.manifest import Skill, SkillTool
+from acp_server.agent.skills.tools import ReadSkillTool, SkillShellTool
 from acp_server.agent.tools.arguments import ToolArguments, arguments_schema, parse_arguments
 from acp_server.agent.tools.base import RefusedCall, Tool
 from acp_server.agent.tools.registry import build_tools, definition_of, tool_specs

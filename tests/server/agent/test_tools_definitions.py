@@ -8,10 +8,10 @@ import msgspec
 import pytest
 
 from acp_core.tools import approval_kind, tool_kind
-from acp_server.agent.permissions import Asking, approval_request
 from acp_server.agent.tools.base import ToolDefinition
 from acp_server.agent.tools.registry import BUILTIN_TOOL_CLASSES, builtin_tools, definition_for
 from acp_server.config import RiskProfileConfig
+from acp_server.protocol.presentation.permissions import Asking, approval_request
 from acp_server.security import Approval, SecurityPolicy
 
 BUILTIN_NAMES = [tool.name for tool in builtin_tools()]

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from acp_server.agent.io.uploads import UploadError, read_verified, store_upload
 from acp_server.agent.tools.base import ToolError
 from acp_server.agent.tools.deliver import DeliverFileTool
-from acp_server.agent.uploads import UploadError, read_verified, store_upload
 from tests.server.tool_context import make_context
 
 REPORT = b"%PDF-1.7 quarterly numbers\n"

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from acp_server.agent.permissions import approval_request
 from acp_server.agent.tools.base import Tool, ToolError
 from acp_server.agent.tools.files import FileEditTool, FileReadTool, FileWriteTool
 from acp_server.config import RiskProfileConfig
+from acp_server.protocol.presentation.permissions import approval_request
 from tests.server.tool_context import make_context
 
 

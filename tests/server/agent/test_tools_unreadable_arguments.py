@@ -20,9 +20,9 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from acp_server.agent.skills import LoadedSkills
-from acp_server.agent.skills_manifest import Skill, SkillTool
-from acp_server.agent.skills_tools import ReadSkillTool, SkillShellTool
+from acp_server.agent.skills.loader import LoadedSkills
+from acp_server.agent.skills.manifest import Skill, SkillTool
+from acp_server.agent.skills.tools import ReadSkillTool, SkillShellTool
 from acp_server.agent.tools._args import unreadable_argument
 from acp_server.agent.tools.base import Tool
 from acp_server.agent.tools.registry import build_tools

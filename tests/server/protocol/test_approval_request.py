@@ -6,10 +6,10 @@ from typing import Any
 
 import msgspec
 
-from acp_server.agent.permissions import DEFAULT_MAX_SUMMARY_CHARS, approval_request
 from acp_server.agent.tools.base import ToolDefinition
 from acp_server.agent.tools.registry import definition_for
 from acp_server.cli.render import TurnRenderer, reveal_padding
+from acp_server.protocol.presentation.permissions import DEFAULT_MAX_SUMMARY_CHARS, approval_request
 
 
 def prompt_of(definition: ToolDefinition, arguments: dict[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from acp_core import schema
-from acp_server.agent.replay import history_updates, plan_update
 from acp_server.model import (
     CallView,
     ChatMessage,
@@ -19,6 +18,7 @@ from acp_server.model import (
     ToolCall,
     ToolRecord,
 )
+from acp_server.protocol.presentation.replay import history_updates, plan_update
 from acp_server.storage.codec import record_from_json, record_to_json
 
 

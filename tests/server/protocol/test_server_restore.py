@@ -8,7 +8,7 @@ from pathlib import Path
 
 import trio
 
-from acp_server.agent.cost import MemoryLedger
+from acp_server.agent.limits.spend import MemoryLedger
 from acp_server.model import ChatMessage, CompletedTurn, PlanStep, ToolCall
 from acp_server.storage import (
     CREATOR_EPOCH,

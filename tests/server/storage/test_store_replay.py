@@ -11,9 +11,9 @@ import msgspec
 import trio
 
 from acp_core import schema
-from acp_server.agent.replay import history_updates
 from acp_server.agent.tools.registry import builtin_tools
 from acp_server.model import ChatMessage, DeliveredRecord, ToolCall, ToolRecord
+from acp_server.protocol.presentation.replay import history_updates
 from acp_server.storage import open_store
 from acp_server.storage.sqlite import MIGRATIONS, SessionStore
 from tests.e2e.test_store_e2e import as_replayed, coalesce, titles_of

@@ -21,12 +21,17 @@
 #
 # protocol/ is an ACP connection, the same over stdio and WebSocket: the read loop and
 # the single writer, the method handlers, the session table and its ownership across
-# connections and replicas. protocol/services/context.py holds AcpApp, the state every
-# connection of the process shares; protocol/client.py is the other end, the JSON-RPC
-# peer a client (`zeroclaw prompt`, the test kit) drives a connection with.
+# connections and replicas. protocol/presentation/ renders the agent's domain events
+# (and a stored history, on session/load) as ACP messages. protocol/services/context.py
+# holds AcpApp, the state every connection of the process shares; protocol/client.py is
+# the other end, the JSON-RPC peer a client (`zeroclaw prompt`, the test kit) drives a
+# connection with.
 #
-# agent/ is the turn runtime: a session, the model rounds of a turn, the providers, the
-# tools, the system prompt and skills, the budgets.
+# agent/ is the turn runtime, in rooms of its own order ("agent-rooms"): runtime/ (a
+# session and its turns) > prompt/ (the system prompt and its files) > skills/ > limits/
+# (actions and spending) > tools/ > providers/ > io/ (uploads and HTTP pools, shared by
+# tools and providers). A turn reports domain events through a port
+# (agent/runtime/turn_io.py); it builds no ACP message.
 #
 # storage/ is the session store: one facade over a subpackage per backend (sqlite/,
 # postgres/), which never import each other.

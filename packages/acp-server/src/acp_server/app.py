@@ -22,7 +22,7 @@ from typing import Final
 
 import trio
 
-from acp_server.agent.http_clients import http_clients
+from acp_server.agent.io.http_clients import http_clients
 from acp_server.config import Config
 from acp_server.protocol.services.context import AcpApp
 from acp_server.storage import AsyncSessionStore, open_store
@@ -75,7 +75,7 @@ def shared_store_message(exc: Exception) -> str:
 @asynccontextmanager
 async def open_app(config: Config) -> AsyncIterator[AcpApp]:
     """The process's ``AcpApp``; its store and its HTTP clients (the providers' and the web
-    tools' connection pools, agent/http_clients.py) are closed on the way out, even when
+    tools' connection pools, agent/io/http_clients.py) are closed on the way out, even when
     cancelled."""
     store = await open_session_store(config)
     try:

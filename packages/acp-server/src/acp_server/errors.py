@@ -10,9 +10,9 @@
         +-- ClientFacingError                 its text was written for the client: -32603
         |   +-- AgentUnavailable              "Failed to create agent: ..." (config, keys)
         |   +-- TurnFailed                    the model could not finish the turn
-        |   |                                 (agent/turn.py)
+        |   |                                 (agent/runtime/turn.py)
         |   +-- BudgetExceeded                a [cost] or per-agent spending cap is
-        |   |                                 reached (agent/cost.py)
+        |   |                                 reached (agent/limits/spend.py)
         |   +-- SessionTakenOver              the session is live elsewhere now:
         |                                     -32000 (ACP codes: -32002)
         +-- OperationFailed                   a step failed for a reason only the log
@@ -29,7 +29,7 @@
         |                                     holds the session (here)
         |   +-- StoreUnavailable, UnknownSession, DuplicateSession, TurnUnsaved
         |                                     (storage/records.py)
-        +-- UploadError                       uploads/ unusable (agent/uploads.py)
+        +-- UploadError                       uploads/ unusable (agent/io/uploads.py)
         +-- GatewayError, ConfigRewriteError  the gateway cannot start or persist a
         |                                     token (gateway/)
         +-- AgentError                        the CLI's agent client (cli/agent_client.py)

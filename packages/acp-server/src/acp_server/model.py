@@ -25,7 +25,7 @@ class ToolCall(msgspec.Struct, frozen=True):
 
 class PlanStep(msgspec.Struct, frozen=True):
     """One step of the agent's plan as the session keeps and stores it (todo_write); sent
-    to the client as an ACP ``PlanEntry`` (acp_server/agent/tool_updates.py)."""
+    to the client as an ACP ``PlanEntry`` (acp_server/protocol/presentation/tool_updates.py)."""
 
     content: str
     status: Literal["pending", "in_progress", "completed"] = "pending"

@@ -249,8 +249,8 @@ def session_system_prompt(config: Config, alias: str | None, cwd: Path) -> str:
         ZeroclawError: its provider cannot be built.
     """
     from acp_core.aliases import resolve_session_alias
-    from acp_server.agent.session import Session
-    from acp_server.protocol.services.context import default_tools_factory
+    from acp_server.agent.runtime.factory import default_tools_factory
+    from acp_server.agent.runtime.session import Session
     from acp_server.security import SecurityPolicy
 
     chosen = resolve_session_alias(

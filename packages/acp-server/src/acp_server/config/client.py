@@ -1,6 +1,6 @@
 """``[acp] client_fs`` and ``[acp] client_terminal``: whether the tools use what the ACP
 client offers (its ``fs/*`` methods, its ``terminal/*``) instead of this machine's disk and
-shell (acp_server/protocol/client_calls.py); and a provider's ``vision``: whether the
+shell (acp_server/protocol/presentation/client_calls.py); and a provider's ``vision``: whether the
 client may send it images (``promptCapabilities.image``)."""
 
 from __future__ import annotations

@@ -271,10 +271,10 @@ class RuntimeProfileConfig(msgspec.Struct, frozen=True):
     shell_file_size_limit_bytes: int = DEFAULT_SHELL_FILE_SIZE_LIMIT_BYTES
     shell_address_space_limit_bytes: int = DEFAULT_SHELL_ADDRESS_SPACE_LIMIT_BYTES
     max_actions_per_hour: int | None = None
-    """Counted tool calls a session may make in any sliding hour (agent/budget.py); None:
+    """Counted tool calls a session may make in any sliding hour (agent/limits/actions.py); None:
     no limit (ZeroClaw's quick-start preset is unbounded too)."""
     max_cost_per_day_cents: int | None = None
-    """What one agent may spend per UTC day, in US cents (agent/cost.py); None: no cap."""
+    """What one agent may spend per UTC day, in US cents (agent/limits/spend.py); None: no cap."""
 
 
 class ModelPrice(msgspec.Struct, frozen=True):

@@ -76,7 +76,7 @@ class Metrics:
 
     def permission_answered(self, outcome: str) -> None:
         """A permission request was answered: ``outcome`` is the verdict's kind
-        (agent/permissions.py: allow_once, allow_always, reject, reject_with_edit, or
+        (protocol/presentation/permissions.py: allow_once, allow_always, reject, reject_with_edit, or
         no_decision when it timed out or the answer was unclear)."""
 
     def tool_refused(self, reason: str) -> None:

@@ -24,7 +24,7 @@ read different parts of it. Read from each client's source:
 Option ids: the ZeroClaw ACP docs' ``allow-once`` / ``allow-always`` / ``reject-once``
 for every client that names itself; a client that does not (avante.nvim) gets the
 kind-named ids its inline buttons approve. Answers are accepted in both spellings from
-every client (acp_server/agent/permissions.py).
+every client (acp_server/protocol/presentation/permissions.py).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Final, cast
 from acp_core import schema
 from acp_core.errors import InvalidParamsError
 from acp_server.agent.providers.base import ProviderError
-from acp_server.agent.session import Session
+from acp_server.agent.runtime.session import Session
 from acp_server.config import Config, RiskLevel, RiskProfileConfig
 from acp_server.errors import AgentUnavailable, OperationFailed
 from acp_server.protocol.limits import shortened

@@ -42,7 +42,7 @@ from acp_server.protocol.services.context import AcpApp
 from acp_server.protocol.transport import MessageTransport, TransportClosed
 
 if TYPE_CHECKING:
-    from acp_server.agent.session import Session
+    from acp_server.agent.runtime.session import Session
 
 logger = logging.getLogger(__name__)
 
@@ -121,7 +121,7 @@ class AcpConnection:
         # for the local operator (stdio), who sees every session (protocol/visibility.py).
         self.principal = principal
         # A gateway peer (``remote``) may run on another machine: its files are not ours
-        # unless its initialize says so (protocol/client_calls.py).
+        # unless its initialize says so (protocol/presentation/client_calls.py).
         self.remote = remote
         self.shares_filesystem = False
         self.client_capabilities: schema.ClientCapabilities | None = None

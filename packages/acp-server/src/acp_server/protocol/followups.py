@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from acp_server.protocol.presentation.commands import commands_update
+
 if TYPE_CHECKING:
-    from acp_server.agent.session import Session
+    from acp_server.agent.runtime.session import Session
     from acp_server.protocol.connection import AcpConnection
 
 
@@ -32,8 +34,8 @@ def with_commands(connection: AcpConnection, result: Any, session: Session) -> R
     async def announce() -> None:
         if connection.sessions.get(session.session_id) is not session:
             return  # closed (or replaced) before its reply went out
-        update = session.commands.update(always=True)
-        if update is not None:
-            await connection.send_update(session.session_id, update)
+        commands = session.commands.changed(always=True)
+        if commands is not None:
+            await connection.send_update(session.session_id, commands_update(commands))
 
     return ReplyThen(result, announce)

@@ -41,7 +41,7 @@ from acp_server.storage import DEFAULT_MAX_RESTORED_MESSAGES
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from acp_server.agent.session import Session
+    from acp_server.agent.runtime.session import Session
     from acp_server.protocol.handlers import AcpHandlers
     from acp_server.storage import AsyncSessionStore
 

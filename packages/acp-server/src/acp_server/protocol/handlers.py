@@ -26,12 +26,12 @@ from acp_core.errors import SessionBusyError, SessionNotFoundError
 from acp_core.jsonrpc import Payload
 from acp_core.methods import METHODS, MethodSpec
 from acp_server import __version__
+from acp_server.agent.io.uploads import write_blobs
 from acp_server.agent.providers.base import ProviderError
 from acp_server.agent.providers.images import agent_sees_images
-from acp_server.agent.session import Session, Turn
+from acp_server.agent.runtime.session import Session, Turn
 from acp_server.agent.tools.mcp import start_mcp_tools
 from acp_server.agent.tools.mcp_servers import offers_mcp_over_http, select_mcp_servers
-from acp_server.agent.uploads import write_blobs
 from acp_server.config import AnyMcpServerConfig, RiskProfileConfig, RuntimeProfileConfig
 from acp_server.errors import AgentUnavailable, OperationFailed, SessionFenced
 from acp_server.model import ChatMessage, CompletedTurn, PlanStep
@@ -431,9 +431,10 @@ class AcpHandlers:
     async def _run_prompt(
         self, session: Session, turn: Turn, request: schema.PromptParams
     ) -> schema.PromptResult:
-        from acp_server.agent.turn import prompt_usage, run_turn
+        from acp_server.agent.runtime.turn import run_turn
+        from acp_server.protocol.presentation.turn_channel import TurnChannel
+        from acp_server.protocol.presentation.usage import prompt_usage
         from acp_server.protocol.titles import title_from_prompt
-        from acp_server.protocol.turn_channel import TurnChannel
 
         session_id = session.session_id
         await ownership.check_still_held(self.table, self.app.store, session)

@@ -35,7 +35,7 @@ from acp_server.errors import OperationFailed, SessionFenced, SessionTakenOver, 
 from acp_server.storage import CREATOR_EPOCH as CREATOR_EPOCH
 
 if TYPE_CHECKING:
-    from acp_server.agent.session import Session
+    from acp_server.agent.runtime.session import Session
     from acp_server.protocol.sessions import SessionTable
     from acp_server.storage import AsyncSessionStore, StoredSession
 

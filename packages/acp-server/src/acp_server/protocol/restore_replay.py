@@ -1,5 +1,5 @@
 """What ``session/load`` sends before it answers: the restored session's history as
-``session/update`` notifications, then its title (acp_server/agent/replay.py builds them)."""
+``session/update`` notifications, then its title (acp_server/protocol/presentation/replay.py builds them)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 import trio
 
 from acp_core import methods, schema
-from acp_server.agent.delivered import embed_delivered_file
-from acp_server.agent.replay import history_updates
-from acp_server.agent.session import Session
+from acp_server.agent.runtime.session import Session
 from acp_server.agent.tools.registry import definition_of
 from acp_server.model import ChatMessage
+from acp_server.protocol.presentation.delivered import embed_delivered_file
+from acp_server.protocol.presentation.replay import history_updates
 from acp_server.protocol.sessions import SessionTable
 from acp_server.storage import StoredSession
 

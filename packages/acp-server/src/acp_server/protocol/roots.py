@@ -28,7 +28,7 @@ from acp_server.protocol.limits import shortened
 from acp_server.security.grants import root_refusal
 
 if TYPE_CHECKING:
-    from acp_server.agent.session import Session
+    from acp_server.agent.runtime.session import Session
     from acp_server.storage import AsyncSessionStore
 
 logger = logging.getLogger(__name__)

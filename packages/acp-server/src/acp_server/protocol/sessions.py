@@ -28,7 +28,7 @@ from contextlib import contextmanager
 import trio
 
 from acp_core.errors import InvalidParamsError, SessionLimitError, SessionNotFoundError
-from acp_server.agent.session import Session
+from acp_server.agent.runtime.session import Session
 from acp_server.errors import SessionTakenOver
 from acp_server.protocol.ownership import LiveSessions
 

@@ -2,7 +2,7 @@
 principal (the gateway principal it was made for; NULL for the local operator).
 
 Every process sharing a session store shares its ledger, so the ``[cost]`` caps hold over
-all of them (agent/cost.py checks them; ``zeroclaw cost`` shows the rows by day and agent).
+all of them (agent/limits/spend.py checks them; ``zeroclaw cost`` shows the rows by day and agent).
 ``day`` is the call's UTC date (``YYYY-MM-DD``), ``created_at`` its UTC time (ISO 8601);
 ``session_uuid`` is not a reference, the ledger outlives sessions. The statements below
 serve both backends (the table: SQLite schema step 5, PostgreSQL step 3).

@@ -20,7 +20,7 @@ import msgspec
 
 from acp_core.aliases import default_session_alias
 from acp_core.blobs import DEFAULT_MAX_BLOB_BYTES, guess_mime
-from acp_server.agent.uploads import UPLOADS_DIR_NAME, read_verified
+from acp_server.agent.io.uploads import UPLOADS_DIR_NAME, read_verified
 from acp_server.config import Config
 from acp_server.patterns import LazyPattern
 

@@ -6,7 +6,7 @@ to the pool), and ``httpx-sse`` for the event-stream framing (multi-line ``data:
 comments, CR/LF variants) instead of hand parsing.
 
 Each configured provider has one long-lived client whose connections are kept alive
-between calls (``acp_server.agent.http_clients``, pool ``SseCall.pool``); timeouts, headers
+between calls (``acp_server.agent.io.http_clients``, pool ``SseCall.pool``); timeouts, headers
 and the key go with each request. A request that fails before any answer on a connection
 the pool had kept (the server closed it meanwhile) is sent once more on a new one: nothing
 was delivered yet, so nothing is streamed twice.
@@ -27,7 +27,7 @@ import httpx
 import trio
 from httpx_sse import EventSource, ServerSentEvent, SSEError
 
-from acp_server.agent.http_clients import (
+from acp_server.agent.io.http_clients import (
     ConnectionWatch,
     PoolSpec,
     finish_stream,

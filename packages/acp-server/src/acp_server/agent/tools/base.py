@@ -85,7 +85,7 @@ asked). acp_server/protocol/client_profile.py says which client gets which."""
 class ClientSide(Protocol):
     """What the ACP client offers this session beyond permission requests (its
     ``clientCapabilities`` from ``initialize``, as allowed by ``[acp]``); each call only when
-    its flag says the client offers it (acp_server/protocol/client_calls.py). And how it
+    its flag says the client offers it (acp_server/protocol/presentation/client_calls.py). And how it
     shows permission requests (acp_server/protocol/client_profile.py)."""
 
     @property
@@ -214,7 +214,7 @@ class ToolError(ZeroclawError):
 class RefusedCall(ToolError):
     """The tool refused the call before doing anything: its arguments are unusable (the
     ``_args`` helpers raise it) or the policy's re-check refused them. The call did not
-    run, so it uses none of the action budget (acp_server/agent/budget.py)."""
+    run, so it uses none of the action budget (acp_server/agent/limits/actions.py)."""
 
 
 class ToolPresentation:

@@ -32,6 +32,7 @@ from acp_core.blobs import (
     file_extension,
     guess_mime,
 )
+from acp_server.agent.io.uploads import UploadError, store_upload
 from acp_server.agent.tools._args import strip_control_chars
 from acp_server.agent.tools._titles import target_title
 from acp_server.agent.tools.arguments import SchemaOf, ToolArguments, parse_arguments, read_stored
@@ -44,7 +45,6 @@ from acp_server.agent.tools.base import (
     ToolOutput,
 )
 from acp_server.agent.tools.files import display_path, open_regular_file, resolve
-from acp_server.agent.uploads import UploadError, store_upload
 from acp_server.model import DeliveredRecord, ToolRecord
 from acp_server.patterns import LazyPattern
 from acp_server.security import PathArgument, SecurityPolicy, ToolRules, deliver_path_denial

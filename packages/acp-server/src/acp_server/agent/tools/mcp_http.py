@@ -3,7 +3,7 @@ through the official ``mcp`` SDK's clients (``mcp.client.streamable_http``,
 ``mcp.client.sse``) running on trio through anyio, as the stdio client does.
 
 - **One HTTP client per server connection**, for the session's lifetime. The SDK takes an
-  ``httpx2`` client (not the ``httpx`` pools of agent/http_clients.py) and sends the same
+  ``httpx2`` client (not the ``httpx`` pools of agent/io/http_clients.py) and sends the same
   headers with every request, so a server's headers live on its own client; its TLS
   context is the process's one (``http_clients.tls_context``), built once.
 - **Headers** are the server's ``headers`` (config.toml or ACP's ``McpServerHttp``),
@@ -36,7 +36,7 @@ import httpcore2
 import httpx2
 from mcp.shared.exceptions import MCPError
 
-from acp_server.agent.http_clients import tls_context
+from acp_server.agent.io.http_clients import tls_context
 from acp_server.agent.tools.base import ToolError
 from acp_server.agent.tools.web_guard import address_problem, resolve_host
 from acp_server.config import McpHttpServerConfig

@@ -2,7 +2,7 @@
 
 Text passes through; embedded base64 blobs (and image/audio data) are written under the
 session's ``uploads/`` with the prompt-blob helpers (``acp_core.blobs`` naming,
-``acp_server.agent.uploads.store_upload`` writing) and replaced by the same markers a
+``acp_server.agent.io.uploads.store_upload`` writing) and replaced by the same markers a
 prompt attachment gets; the whole is cut at ``DEFAULT_MAX_TOOL_OUTPUT_BYTES``.
 """
 
@@ -24,8 +24,8 @@ from acp_core.blobs import (
     storage_name,
 )
 from acp_core.errors import InvalidParamsError
+from acp_server.agent.io.uploads import UploadError, store_upload
 from acp_server.agent.tools.base import DEFAULT_MAX_TOOL_OUTPUT_BYTES, ToolOutput
-from acp_server.agent.uploads import UploadError, store_upload
 
 if TYPE_CHECKING:
     import mcp_types

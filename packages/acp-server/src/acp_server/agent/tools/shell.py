@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -58,6 +57,7 @@ from acp_server.security.sandbox import (
     SpawnPlan,
     plan_spawn,
     resolve_posture,
+    shell_program,
     spawned,
 )
 from acp_server.security.sandbox.processes import SupervisorError, command_supervisor
@@ -133,10 +133,6 @@ async def _report_live_output(
             await on_output(tail.decode("utf-8", errors="replace"))
 
 
-def _shell_program() -> str:
-    return shutil.which("bash") or shutil.which("sh") or "/bin/sh"
-
-
 async def _pump(
     stream: trio.abc.ReceiveStream, collector: _OutputCollector, done: trio.Event
 ) -> None:
@@ -167,7 +163,7 @@ async def run_shell_command(
     command line (``[shell, "-c", command]``); unconfined when None."""
     env = dict(env)
     env.setdefault("PATH", _FALLBACK_PATH)
-    plan = sandbox or SpawnPlan([_shell_program(), "-c", command], env, ChildSetup())
+    plan = sandbox or SpawnPlan([shell_program(), "-c", command], env, ChildSetup())
     read_fd, write_fd = os.pipe()
     try:
         running = await command_supervisor().start(
@@ -259,7 +255,7 @@ class ShellTool:
         env.setdefault("PATH", _FALLBACK_PATH)
         try:
             return plan_spawn(
-                [_shell_program(), "-c", command],
+                [shell_program(), "-c", command],
                 posture=posture,
                 profile=profile,
                 workspace=ctx.workspace,
@@ -311,7 +307,7 @@ class ShellTool:
                 await ctx.update_card([schema.ToolCallTerminal(terminal_id=terminal_id)])
 
         run = await client.run_in_terminal(
-            [_shell_program(), "-c", command],
+            [shell_program(), "-c", command],
             cwd=ctx.workspace,
             timeout_secs=ctx.shell_timeout_secs,
             output_limit=DEFAULT_MAX_TOOL_OUTPUT_BYTES,

@@ -7,7 +7,7 @@ used: the address that was checked is the address connected to. Limits are named
 below; a body over its limit is cut with a notice. Approval follows ZeroClaw's
 defaults: ``web_fetch`` is in the default ``auto_approve`` list, ``http_request`` asks.
 
-Requests go through two long-lived pools (agent/http_clients.py): plain http keeps its
+Requests go through two long-lived pools (agent/io/http_clients.py): plain http keeps its
 connections alive; https does not, because a pool is keyed by the address connected to
 and a kept connection was verified for the name it was opened for, not the next one.
 httpx, the URL checks and the HTML reader are imported on the first call, not when a
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, get_args
 import trio
 from msgspec import Meta
 
-from acp_server.agent.http_clients import PoolSpec, finish_stream, shared_client
+from acp_server.agent.io.http_clients import PoolSpec, finish_stream, shared_client
 from acp_server.agent.tools._titles import code_span, one_line, target_title
 from acp_server.agent.tools.arguments import SchemaOf, ToolArguments, one_of, parse_arguments
 from acp_server.agent.tools.base import (

@@ -8,47 +8,27 @@ factories.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TypeAlias
 
 import trio
 
-from acp_server.agent.cost import CachedLedger, CostMeter, MemoryLedger, SpendLedger, utc_now
-from acp_server.agent.providers import ProviderFactory, create_provider
-from acp_server.agent.tools.base import Tool
-from acp_server.config import (
-    AgentConfig,
-    Config,
-    ProviderConfig,
-    RiskProfileConfig,
-    RuntimeProfileConfig,
+from acp_server.agent.limits.spend import (
+    CachedLedger,
+    CostMeter,
+    MemoryLedger,
+    SpendLedger,
+    utc_now,
 )
+from acp_server.agent.providers import ProviderFactory, create_provider
+from acp_server.agent.runtime.factory import PolicyFactory, ToolsFactory, default_tools_factory
+from acp_server.config import AgentConfig, Config, ProviderConfig, RuntimeProfileConfig
 from acp_server.observability.metrics import NO_METRICS, Metrics
 from acp_server.protocol.ownership import LiveSessions
 from acp_server.security import SecurityPolicy
 from acp_server.storage import AsyncSessionStore
-
-ToolsFactory: TypeAlias = Callable[[AgentConfig, Path, Config], Mapping[str, Tool]]
-PolicyFactory: TypeAlias = Callable[[RiskProfileConfig, Path], SecurityPolicy]
-
-
-def default_tools_factory(
-    agent: AgentConfig, workspace: Path, config: Config
-) -> Mapping[str, Tool]:
-    """The built-in tools (memory tools are never part of ACP sessions: the ZeroClaw ACP
-    documentation, "Memory").
-
-    Tools are stateless: the session's workspace and policy reach them through
-    ``ToolContext`` on every call.
-    """
-    # Imported on first use: the tools' modules (and httpx for the web tools) are not
-    # loaded before a session needs them (tests/e2e/test_startup_imports.py).
-    from acp_server.agent.tools.registry import build_tools
-
-    return build_tools(web=config.web)
 
 
 @dataclass
@@ -88,7 +68,7 @@ class AcpApp:
         principal: str | None = None,
     ) -> CostMeter:
         """The spending caps a session of ``agent`` driven by ``principal`` (None: the
-        local operator) is held to (agent/cost.py)."""
+        local operator) is held to (agent/limits/spend.py)."""
         runtime = self.config.runtime_profiles.get(agent.runtime_profile, RuntimeProfileConfig())
         return CostMeter(
             cost=self.config.cost,

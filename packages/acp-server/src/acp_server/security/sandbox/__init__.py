@@ -23,6 +23,7 @@ from acp_server.security.sandbox.spawn import (
     discard_session_temp_dir,
     plan_spawn,
     session_temp_dir,
+    shell_program,
     spawned,
 )
 
@@ -39,6 +40,7 @@ __all__ = [
     "plan_spawn",
     "resolve_posture",
     "session_temp_dir",
+    "shell_program",
     "spawned",
     "system_probe",
 ]

@@ -144,6 +144,12 @@ def discard_session_temp_dir(session_id: str) -> threading.Thread | None:
     return thread
 
 
+def shell_program() -> str:
+    """The shell every command line runs in (``<shell> -c <command>``): the shell tool's
+    commands and a skill's tools, and the one a session names in its prompt."""
+    return shutil.which("bash") or shutil.which("sh") or "/bin/sh"
+
+
 def program_dirs(env: Mapping[str, str]) -> tuple[Path, ...]:
     """Directories of the command's PATH and the server's Python installation, so that
     ``python3`` and tools installed outside the system directories still run."""

@@ -7,8 +7,9 @@ approved through the client when needed, announced with ``tool_call``, executed,
 reported with ``tool_call_update`` carrying the same ``toolCallId``. Results go back to the
 model until it ends the turn, at most ``max_tool_iterations`` rounds.
 
-Nothing here knows about JSON-RPC: the connection supplies a ``TurnIO``. Cancellation is
-trio's: the connection runs the turn inside the turn's cancel scope.
+Nothing here knows about JSON-RPC or ACP's messages: the turn reports domain events through
+a ``TurnIO`` (turn_io.py) the protocol renders. Cancellation is trio's: the connection runs
+the turn inside the turn's cancel scope.
 """
 
 from __future__ import annotations
@@ -18,23 +19,12 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import trio
 
 from acp_core import schema
-from acp_server.agent.budget import RATE_LIMIT_ERROR, counts_as_action
-from acp_server.agent.delivered import embed_delivered
-from acp_server.agent.permissions import (
-    DENIED_BY_USER,
-    Asking,
-    VerdictKind,
-    approval_request,
-    choice_from_outcome,
-    choice_request,
-    runtime_denial,
-    verdict_from_outcome,
-)
+from acp_server.agent.limits.actions import RATE_LIMIT_ERROR, counts_as_action
 from acp_server.agent.providers.base import (
     ModelRequest,
     ProviderError,
@@ -44,16 +34,11 @@ from acp_server.agent.providers.base import (
     ToolCallRequested,
     UsageReported,
 )
-from acp_server.agent.session import Session
-from acp_server.agent.tool_updates import (
-    completed_diff,
-    plan_update,
-    tool_call_finished,
-    tool_call_started,
-)
+from acp_server.agent.runtime.permissions import DENIED_BY_USER, VerdictKind, runtime_denial
+from acp_server.agent.runtime.session import Session
+from acp_server.agent.runtime.turn_io import TurnIO
 from acp_server.agent.tools._args import unreadable_argument
 from acp_server.agent.tools.base import (
-    ClientSide,
     RefusedCall,
     Tool,
     ToolContext,
@@ -101,29 +86,6 @@ class TurnFailed(ClientFacingError):
     """The turn cannot complete; ``str()`` is what the client sees (JSON-RPC -32603)."""
 
 
-class TurnIO(Protocol):
-    """What the runtime needs from the connection during one turn."""
-
-    async def send_update(self, update: schema.SessionUpdate) -> None:
-        """Write one ``session/update`` for this session."""
-        ...
-
-    async def send_text(self, text: str, *, thought: bool = False) -> None:
-        """Stream a text chunk (``agent_message_chunk``, or ``agent_thought_chunk``)."""
-        ...
-
-    async def request_permission(
-        self, params: schema.RequestPermissionParams
-    ) -> schema.PermissionOutcome | None:
-        """Ask the client; None when nobody answered in time or the answer was an error."""
-        ...
-
-    @property
-    def client(self) -> ClientSide | None:
-        """What else the client offers the tools (elicitation, files, terminals)."""
-        ...
-
-
 @dataclass
 class TurnOutcome:
     """A turn that ran to its end: what it adds to the history and what the client gets."""
@@ -134,23 +96,10 @@ class TurnOutcome:
     usage: Usage = field(default_factory=Usage)
 
 
-def prompt_usage(usage: Usage) -> schema.PromptUsage | None:
-    """The prompt result's ``usage``: the turn's token counts; None when the provider
-    reported none."""
-    if not (usage.total_tokens or usage.reasoning_tokens):
-        return None
-    return schema.PromptUsage(
-        total_tokens=usage.total_tokens,
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        thought_tokens=usage.reasoning_tokens or None,
-    )
-
-
 async def run_turn(session: Session, user_text: str, io: TurnIO) -> TurnOutcome:
     """Run one prompt turn to completion (cancellable from outside). A prompt naming one of
     the session's skills (``/<skill> ...``) runs with the skill's instructions in front of
-    it (agent/skills_commands.py).
+    it (agent/skills/commands.py).
 
     Raises:
         TurnFailed: the prompt is blank, the model failed, or it produced nothing.
@@ -159,11 +108,11 @@ async def run_turn(session: Session, user_text: str, io: TurnIO) -> TurnOutcome:
         raise TurnFailed(BLANK_PROMPT_MESSAGE)
     for problem in await session.prepare_tools():
         # Said where the person looks (an agent message), not only on stderr.
-        await io.send_text(f"[{problem}]\n\n")
+        await io.text(f"[{problem}]\n\n")
     await session.refresh_system_prompt()
-    commands = session.commands.update()  # the skills changed since the last list sent
+    commands = session.commands.changed()  # the skills changed since the last list sent
     if commands is not None:
-        await io.send_update(commands)
+        await io.commands_changed(commands)
     runner = _TurnRunner(session, io)
     return await runner.run(session.commands.expand(user_text))
 
@@ -262,7 +211,7 @@ class _TurnRunner:
                 elif isinstance(event, ThoughtDelta):
                     if event.text:
                         reasoning.append(event.text)
-                        await self.io.send_text(event.text, thought=True)
+                        await self.io.text(event.text, thought=True)
                 elif isinstance(event, ToolCallRequested):
                     call = event.call
                     if not call.id:
@@ -295,10 +244,7 @@ class _TurnRunner:
         if meter is not None:
             await meter.record(round_usage, reported_cost)
         if usage_reported:
-            # ACP usage_update: what the context holds now is this round's prompt and answer.
-            await self.io.send_update(
-                schema.UsageUpdate(used=round_usage.total_tokens, size=self.context_window)
-            )
+            await self.io.usage(round_usage.total_tokens, self.context_window)
         return "".join(text), "".join(reasoning), calls
 
     # -- tools ----------------------------------------------------------------------
@@ -313,15 +259,7 @@ class _TurnRunner:
         except BaseException:  # trio.Cancelled, possibly inside a tool's exception group
             definition = definition_of(self.session.tools.get(call.name), call.name)
             with trio.CancelScope(shield=True), trio.move_on_after(CLOSE_ON_CANCEL_SECS):
-                await self.io.send_update(
-                    tool_call_finished(
-                        call.id,
-                        definition,
-                        CANCELLED_CALL_TEXT,
-                        title=definition.title_of(call.arguments),
-                        failed=True,
-                    )
-                )
+                await self.io.tool_cut_off(call.id, definition, call.arguments, CANCELLED_CALL_TEXT)
             raise
 
     async def _decide_and_run(self, call: ToolCall) -> ChatMessage:
@@ -382,9 +320,7 @@ class _TurnRunner:
             else:
                 ran = True  # a call cut off by a cancel started: it keeps its slot
                 try:
-                    await self.io.send_update(
-                        schema.ToolCallUpdate(tool_call_id=call_id, status="in_progress")
-                    )
+                    await self.io.tool_running(call_id)
                     output = await self._execute(
                         tool, arguments, tool_streamed, approved=verdict, call_id=call_id
                     )
@@ -427,17 +363,7 @@ class _TurnRunner:
         if decision.approval is Approval.DENY:
             self.session.metrics.tool_refused(REFUSED_BY_POLICY)
             return decision.reason or f"Tool call not executed: '{name}' is not allowed by policy."
-        outcome = await self.io.request_permission(
-            approval_request(
-                session.session_id,
-                definition,
-                arguments,
-                tool_call_id=call_id,
-                view=view,
-                asking=Asking.of(self.io.client),
-            )
-        )
-        verdict = verdict_from_outcome(outcome)
+        verdict = await self.io.ask_approval(call_id, definition, arguments, view)
         self.session.metrics.permission_answered(verdict.kind.value)
         if verdict.kind is VerdictKind.ALLOW_ALWAYS:
             remember_allow_always(session.allow_always, name, decision)
@@ -512,9 +438,7 @@ class _TurnRunner:
         arguments: Mapping[str, Any],
         view: CallView | None = None,
     ) -> None:
-        await self.io.send_update(
-            tool_call_started(call_id, definition, arguments, status="pending", view=view)
-        )
+        await self.io.tool_announced(call_id, definition, arguments, view)
 
     async def _report(
         self,
@@ -525,37 +449,26 @@ class _TurnRunner:
         arguments: Mapping[str, Any] | None = None,
         view: CallView | None = None,
     ) -> ChatMessage:
-        """Send the tool_call_update; returns the tool result (and its record) for the
+        """Report the call's result; returns the tool result (and its record) for the
         history."""
         text = output.text if output.text.strip() else EMPTY_OUTPUT_TEXT
-        title = definition.title_of(arguments or {})
-        resource: schema.EmbeddedResource | None = None
         delivered: DeliveredRecord | None = None
         if output.delivered is not None:
-            title = output.delivered.title or output.delivered.filename
-            resource = await trio.to_thread.run_sync(embed_delivered, output.delivered)
             delivered = DeliveredRecord(
                 uri=output.delivered.uri,
                 filename=output.delivered.filename,
-                title=title,
+                title=output.delivered.title or output.delivered.filename,
                 mime_type=output.delivered.mime_type,
                 size=output.delivered.size,
             )
-        await self.io.send_update(
-            tool_call_finished(
-                call_id,
-                definition,
-                output.summary or text,
-                title=title,
-                resource=resource,
-                failed=not output.ok or (delivered is not None and resource is None),
-                diff=[
-                    *output.card,
-                    *(completed_diff(definition, arguments or {}, ok=output.ok, view=view) or ()),
-                ]
-                or None,
-                locations=output.locations,
-            )
+        await self.io.tool_finished(
+            call_id,
+            definition,
+            output,
+            shown_text=output.summary or text,
+            delivered=delivered,
+            arguments=arguments or {},
+            view=view,
         )
         return ChatMessage(
             role="tool",
@@ -578,25 +491,16 @@ class _TurnRunner:
     ) -> int | None:
         """Ask on the call's own card, under its title, as the client can answer (ask_user
         checked it can be asked)."""
-        asking = Asking.of(self.io.client)
-        session_id = self.session.session_id
-        outcome = await self.io.request_permission(
-            choice_request(
-                session_id, question, choices, title=title, asking=asking, tool_call_id=tool_call_id
-            )
-        )
-        return choice_from_outcome(outcome, len(choices))
+        return await self.io.ask_choice(question, choices, title=title, call_id=tool_call_id)
 
     async def _update_card(self, call_id: str, content: Sequence[schema.ToolCallContent]) -> None:
-        await self.io.send_update(
-            schema.ToolCallUpdate(tool_call_id=call_id, content=list(content))
-        )
+        await self.io.tool_card(call_id, content)
 
     async def _send_text(self, text: str) -> None:
         self.streamed.append(text)
-        await self.io.send_text(text)
+        await self.io.text(text)
 
     async def _set_plan(self, entries: Sequence[PlanStep]) -> None:
         self.plan = tuple(entries)
         self.session.plan = self.plan
-        await self.io.send_update(plan_update(self.plan))
+        await self.io.plan_changed(self.plan)

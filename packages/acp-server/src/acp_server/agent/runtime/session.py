@@ -17,13 +17,11 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from acp_server.agent.budget import ActionBudget
-from acp_server.agent.cost import CostMeter
-from acp_server.agent.identity import seed_persona_files
-from acp_server.agent.providers.base import Provider, ToolSpec
-from acp_server.agent.skills import LoadedSkills
-from acp_server.agent.skills_commands import SkillCommands
-from acp_server.agent.system_prompt import (
+from acp_server.agent.io.uploads import uploads_dir
+from acp_server.agent.limits.actions import ActionBudget
+from acp_server.agent.limits.spend import CostMeter
+from acp_server.agent.prompt.identity import seed_persona_files
+from acp_server.agent.prompt.system_prompt import (
     PromptFiles,
     PromptInputs,
     build_system_prompt,
@@ -31,14 +29,15 @@ from acp_server.agent.system_prompt import (
     prompt_file_candidates,
     read_prompt_files,
 )
+from acp_server.agent.providers.base import Provider, ToolSpec
+from acp_server.agent.skills.commands import SkillCommands
+from acp_server.agent.skills.loader import LoadedSkills
 from acp_server.agent.tools.base import Tool
-from acp_server.agent.tools.shell import _shell_program
-from acp_server.agent.uploads import uploads_dir
 from acp_server.config import AgentConfig, RuntimeProfileConfig
 from acp_server.model import ChatMessage, PlanStep
 from acp_server.observability.metrics import NO_METRICS, Metrics
 from acp_server.security import CommandRisk, SecurityPolicy
-from acp_server.security.sandbox import discard_session_temp_dir
+from acp_server.security.sandbox import discard_session_temp_dir, shell_program
 
 if TYPE_CHECKING:
     from acp_server.agent.tools.mcp import McpToolset
@@ -105,7 +104,7 @@ class Session:
     # first turn, once the servers are ready (session/new never waits for them).
     mcp: McpToolset | None = None
     _mcp_merged: bool = field(default=False, init=False, repr=False)
-    # The spending caps this session's model calls are checked against (agent/cost.py).
+    # The spending caps this session's model calls are checked against (agent/limits/spend.py).
     cost: CostMeter | None = None
     # Where the session's turns, model calls and refusals are counted (the app's).
     metrics: Metrics = NO_METRICS
@@ -120,7 +119,7 @@ class Session:
     # What system_prompt was last built from: rebuilt only when one of these changed.
     _prompt_key: tuple[object, ...] = field(default=(), init=False, repr=False)
     _shell: str = field(default="", init=False, repr=False)
-    # The runtime profile's max_actions_per_hour, counted on trio's clock (agent/budget.py).
+    # The runtime profile's max_actions_per_hour, counted on trio's clock (agent/limits/actions.py).
     action_budget: ActionBudget = field(init=False, repr=False)
     # The skills read with the prompt files; their tools and slash commands follow them.
     commands: SkillCommands = field(default_factory=SkillCommands, init=False, repr=False)
@@ -134,7 +133,7 @@ class Session:
         # templates and take the first reading of a few small capped files.
         if self.agent.workspace is not None:
             seed_persona_files(self.agent.workspace, self.agent.alias)
-        self._shell = _shell_program()
+        self._shell = shell_program()
         inputs = self.prompt_inputs()
         # As str: stat takes them as they are, once per file each turn.
         self._prompt_candidates = tuple(map(str, prompt_file_candidates(inputs)))
@@ -151,7 +150,7 @@ class Session:
         before it. The skills' own paths (found by the reading) are stat'ed after it."""
         self._prompt_files = files
         self._prompt_signature = signature + file_signature(files.skills.watched)
-        tools = self.commands.use(files, self.tools)
+        tools = self.commands.use(files.skills, self.tools, compact=files.skills_mode == "compact")
         if tools is not None:
             self.tools = tools
             self._tool_specs = None

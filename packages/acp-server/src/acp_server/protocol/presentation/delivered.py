@@ -10,8 +10,8 @@ from pathlib import Path
 
 from acp_core import schema
 from acp_core.blobs import DEFAULT_MAX_BLOB_BYTES, DELIVER_URI_PREFIX, deliver_uri, file_extension
+from acp_server.agent.io.uploads import read_verified
 from acp_server.agent.tools.base import DeliveredFile
-from acp_server.agent.uploads import read_verified
 
 logger = logging.getLogger(__name__)
 

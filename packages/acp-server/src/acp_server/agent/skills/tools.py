@@ -7,7 +7,7 @@ agent's own skills, so it has no side effects; like ZeroClaw's implementation it
 A ``shell`` or ``script`` tool of a skill is registered as ``<skill>__<tool>``. Its
 ``command`` is a shell command line in which ``{{arg}}`` becomes that argument's value and
 ``{{skill_dir}}`` the skill's directory, each quoted for where it stands (unquoted, in
-single or in double quotes: ``skills_templates``) so that the shell reads the value back
+single or in double quotes: ``skills/templates.py``) so that the shell reads the value back
 as literal text; a tool whose template puts a placeholder where no quoting is sound is
 not registered (a warning names it). The approval shows the composed command line. The
 command line is then judged and run exactly as the ``shell`` tool's would be: the same
@@ -28,10 +28,10 @@ from msgspec import Meta
 from msgspec.structs import replace
 
 from acp_core.tools import tool_kind
-from acp_server.agent.skills import LoadedSkills
-from acp_server.agent.skills_manifest import RUNNABLE_TOOL_KINDS, Skill, SkillTool
-from acp_server.agent.skills_prompt import composed_tool_name
-from acp_server.agent.skills_templates import fill, unquotable_placeholders
+from acp_server.agent.skills.loader import LoadedSkills
+from acp_server.agent.skills.manifest import RUNNABLE_TOOL_KINDS, Skill, SkillTool
+from acp_server.agent.skills.prompt_section import composed_tool_name
+from acp_server.agent.skills.templates import fill, unquotable_placeholders
 from acp_server.agent.tools._titles import target_title
 from acp_server.agent.tools.arguments import (
     SchemaOf,

@@ -4,7 +4,7 @@ Sections, in ZeroClaw's order (its ``SystemPromptBuilder``), each separated by
 a blank line and skipped when empty:
 
 1. ``## CRITICAL CONTEXT: CURRENT DATE``: local date and UTC offset (no time of day);
-2. ``## Project Context``: the agent's personality files (``agent/identity.py``), then
+2. ``## Project Context``: the agent's personality files (``agent/prompt/identity.py``), then
    ``## Project Instructions``: ``AGENTS.md`` (and the other ``[acp] project_instructions``
    names) from the session cwd and its parents, then ``## Agent Instructions``: the
    agent's own ``system_prompt`` string (``{workspace}`` replaced by the session cwd);
@@ -12,7 +12,7 @@ a blank line and skipped when empty:
 4. ``## Safety`` with ``### Active Security Policy``: level, jail, command rules, the
    runtime profile's ``max_actions_per_hour`` (when set), OS sandbox posture;
 5. ``## Shell`` when the shell tool is registered;
-6. ``## Available Skills`` when the agent has skills (``agent/skills_prompt.py``);
+6. ``## Available Skills`` when the agent has skills (``agent/skills/prompt_section.py``);
 7. ``## Workspace``: ``Working directory: `<session cwd>```;
 8. ``## Runtime``: OS, shell and model.
 
@@ -34,15 +34,15 @@ from typing import Final
 
 import msgspec
 
-from acp_server.agent.aieos import AieosError, parse_aieos, render_aieos
-from acp_server.agent.identity import (
+from acp_server.agent.prompt.aieos import AieosError, parse_aieos, render_aieos
+from acp_server.agent.prompt.identity import (
     PERSONA_FILES,
     PersonaFile,
     read_persona_files,
     render_persona,
 )
-from acp_server.agent.skills import LoadedSkills, load_skills
-from acp_server.agent.skills_prompt import render_skills_section
+from acp_server.agent.skills.loader import LoadedSkills, load_skills
+from acp_server.agent.skills.prompt_section import render_skills_section
 from acp_server.config import AgentConfig, SkillsMode
 from acp_server.security import PolicyViolation, SecurityPolicy
 from acp_server.security.sandbox.posture import resolve_posture
@@ -260,7 +260,7 @@ def safety_section(policy: SecurityPolicy, max_actions_per_hour: int | None = No
         lines.append("- **Medium-risk commands** require user approval before execution.")
     if max_actions_per_hour is not None:
         # Worded as ZeroClaw's SecurityPolicy::prompt_summary; the budget is per
-        # session (agent/budget.py), which is what "per chat" means here.
+        # session (agent/limits/actions.py), which is what "per chat" means here.
         lines.append(
             f"- **Rate limit**: max {max_actions_per_hour} actions per hour per chat "
             "(each conversation has its own independent budget)."

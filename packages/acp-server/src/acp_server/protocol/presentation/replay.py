@@ -5,7 +5,7 @@ Pure, except for the optional ``embed`` callback that re-reads delivered files.
 The ZeroClaw ACP documentation, "session/load": the client "receives the same update stream it would have seen had the
 session never ended". So each stored message maps onto the updates its live turn produced,
 in the original order (as ZeroClaw's implementation does), built by the same functions the
-live turn uses (``agent/tool_updates.py``):
+live turn uses (``protocol/presentation/tool_updates.py``):
 
 * user message → ``user_message_chunk`` (the only update that exists just for replay: live,
   the client sent that text itself);
@@ -38,17 +38,17 @@ from collections.abc import Callable, Sequence
 from typing import Final, TypeAlias
 
 from acp_core import schema
-from acp_server.agent.tool_updates import (
+from acp_server.agent.tools.base import ToolDefinition
+from acp_server.agent.tools.deliver import delivery_summary
+from acp_server.agent.tools.registry import definition_for
+from acp_server.model import ChatMessage, ToolCall, ToolRecord
+from acp_server.protocol.presentation.tool_updates import (
     completed_diff,
     plan_update,
     streamed_update,
     tool_call_finished,
     tool_call_started,
 )
-from acp_server.agent.tools.base import ToolDefinition
-from acp_server.agent.tools.deliver import delivery_summary
-from acp_server.agent.tools.registry import definition_for
-from acp_server.model import ChatMessage, ToolCall, ToolRecord
 
 __all__ = ["DEFAULT_MAX_REPLAY_EMBED_BYTES", "EmbedDelivery", "history_updates", "plan_update"]
 
@@ -59,7 +59,7 @@ make one ``session/load`` hold hundreds of MiB. Later deliveries replay as text 
 
 EmbedDelivery: TypeAlias = Callable[[str, str], "schema.EmbeddedResource | None"]
 """``(uri, mime_type)`` → the delivered file's embedded resource, or None when its uploads
-copy is gone or changed (``agent/delivered.py: embed_delivered_file`` bound to the session's uploads
+copy is gone or changed (``protocol/presentation/delivered.py: embed_delivered_file`` bound to the session's uploads
 directory). Blocking I/O: callers run ``history_updates`` in a thread when they pass one."""
 
 

@@ -10,7 +10,7 @@ Before a skill is read its whole tree is audited (``audit_skill``): a symlink, a
 file (a shell/PowerShell/batch suffix, or a shebang naming a shell) unless
 ``allow_scripts``, or any file over ``MAX_SKILL_FILE_BYTES`` drops the skill, with one
 warning naming the file and the reason. The front matter of ``SKILL.md`` is YAML
-(``agent/skills_manifest.py``).
+(``agent/skills/manifest.py``).
 
 ``load_skills`` is blocking (run it in a worker thread); it also returns every path it
 looked at (``LoadedSkills.watched``), so a session can ``stat`` them before each turn and
@@ -29,7 +29,7 @@ from typing import Final
 
 import msgspec
 
-from acp_server.agent.skills_manifest import (
+from acp_server.agent.skills.manifest import (
     Skill,
     SkillManifestError,
     parse_skill_markdown,

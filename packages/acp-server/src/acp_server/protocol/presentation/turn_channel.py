@@ -1,4 +1,6 @@
-"""The ``TurnIO`` a running turn talks to its client through (acp_server/agent/turn.py)."""
+"""The ``TurnIO`` (acp_server/agent/runtime/turn_io.py) a running turn talks to its client
+through: its events rendered by ``TurnEvents`` (turn_events.py), sent as one session's
+updates and permission requests."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ import trio
 from acp_core import methods, schema
 from acp_core.jsonrpc import ErrorResponse
 from acp_server.agent.tools.base import ClientSide
-from acp_server.protocol.client_calls import client_calls_for
+from acp_server.protocol.presentation.client_calls import client_calls_for
+from acp_server.protocol.presentation.turn_events import TurnEvents
 
 if TYPE_CHECKING:
     from acp_server.protocol.connection import AcpConnection
@@ -18,7 +21,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class TurnChannel:
+class TurnChannel(TurnEvents):
     """Updates for one session, and permission requests that wait at most
     ``permission_timeout`` seconds (unanswered counts as denied)."""
 
@@ -33,7 +36,7 @@ class TurnChannel:
     async def send_update(self, update: schema.SessionUpdate) -> None:
         await self._connection.send_update(self._session_id, update)
 
-    async def send_text(self, text: str, *, thought: bool = False) -> None:
+    async def text(self, text: str, *, thought: bool = False) -> None:
         content = schema.TextContent(text=text)
         if thought:
             await self.send_update(schema.AgentThoughtChunk(content=content))

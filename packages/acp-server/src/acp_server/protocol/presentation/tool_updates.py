@@ -1,6 +1,6 @@
 """The ``session/update`` objects of a tool call, built the same way live and on replay.
 
-A live turn (``agent/turn.py``) and ``session/load``'s replay (``agent/replay.py``) both
+A live turn (``agent/runtime/turn.py``) and ``session/load``'s replay (``protocol/presentation/replay.py``) both
 build a call's ``tool_call``, its ``tool_call_update``, what it streamed in between and
 the ``plan`` update with these functions, so a replayed call is the one the client saw
 (the ZeroClaw ACP documentation, "session/load"). Live announcements are ``pending``;

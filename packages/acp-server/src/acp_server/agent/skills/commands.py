@@ -1,7 +1,8 @@
-"""A session's skills as tools and as ACP slash commands.
+"""A session's skills as tools and as slash commands.
 
-Each skill is a command (``available_commands_update``: ``name`` without the ``/``, the
-skill's description, ``input.hint`` when it declares ``argument-hint``). A prompt whose
+Each skill is a command: its name without the ``/``, the skill's description, and a hint
+when it declares ``argument-hint`` (the protocol sends them as ACP's
+``available_commands_update``: acp_server/protocol/presentation/commands.py). A prompt whose
 text starts with ``/<command>`` (alone or followed by whitespace) runs that turn with the
 skill's instructions in front of the user's text; any other ``/word`` is ordinary text.
 Command names are the skill names with runs of whitespace turned into ``-``, matched
@@ -13,17 +14,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
-from acp_core import schema
-from acp_server.agent.skills import LoadedSkills, warn_once
-from acp_server.agent.skills_manifest import Skill
-from acp_server.agent.skills_tools import skill_tools
+from acp_server.agent.skills.loader import LoadedSkills, warn_once
+from acp_server.agent.skills.manifest import Skill
+from acp_server.agent.skills.tools import skill_tools
 from acp_server.agent.tools.base import Tool
 from acp_server.patterns import LazyPattern
-
-if TYPE_CHECKING:
-    from acp_server.agent.system_prompt import PromptFiles
 
 logger = logging.getLogger(__name__)
 
@@ -38,23 +35,25 @@ def command_name(skill: Skill) -> str:
     return "-".join(skill.name.split())
 
 
-def available_commands(skills: LoadedSkills) -> list[schema.AvailableCommand]:
+@dataclass(frozen=True, slots=True)
+class SkillCommand:
+    """One slash command: ``/name``, what it does, and what to type after it."""
+
+    name: str
+    description: str
+    hint: str | None = None
+
+
+def skill_commands(skills: LoadedSkills) -> list[SkillCommand]:
     """The slash commands of ``skills``, in the skills' order (one per command name)."""
-    commands: list[schema.AvailableCommand] = []
+    commands: list[SkillCommand] = []
     seen: set[str] = set()
     for skill in skills.skills:
         name = command_name(skill)
         if not name or name.casefold() in seen:
             continue
         seen.add(name.casefold())
-        hint = skill.argument_hint
-        commands.append(
-            schema.AvailableCommand(
-                name=name,
-                description=skill.description,
-                input=schema.AvailableCommandInput(hint=hint) if hint else None,
-            )
-        )
+        commands.append(SkillCommand(name, skill.description, skill.argument_hint or None))
     return commands
 
 
@@ -79,13 +78,16 @@ class SkillCommands:
 
     skills: LoadedSkills = field(default_factory=LoadedSkills)
     _tool_names: frozenset[str] = frozenset()
-    _sent: list[schema.AvailableCommand] | None = None
+    _sent: list[SkillCommand] | None = None
 
-    def use(self, files: PromptFiles, tools: Mapping[str, Tool]) -> dict[str, Tool] | None:
-        """Adopt the skills of a new reading; the session's new tool set, or None when
-        its tools stay as they are. A skill tool never replaces a tool of another origin."""
-        self.skills = files.skills
-        added = skill_tools(files.skills, compact=files.skills_mode == "compact")
+    def use(
+        self, skills: LoadedSkills, tools: Mapping[str, Tool], *, compact: bool
+    ) -> dict[str, Tool] | None:
+        """Adopt the skills of a new reading (``compact``: the prompt lists them by name
+        and ``read_skill`` reads one); the session's new tool set, or None when its tools
+        stay as they are. A skill tool never replaces a tool of another origin."""
+        self.skills = skills
+        added = skill_tools(skills, compact=compact)
         if not added and not self._tool_names:
             return None
         merged = {name: tool for name, tool in tools.items() if name not in self._tool_names}
@@ -99,14 +101,14 @@ class SkillCommands:
         self._tool_names = frozenset(kept)
         return merged
 
-    def update(self, *, always: bool = False) -> schema.AvailableCommandsUpdate | None:
-        """The ``available_commands_update`` to send: always (after a session opens), or
-        only when the commands changed since the last one sent."""
-        commands = available_commands(self.skills)
+    def changed(self, *, always: bool = False) -> list[SkillCommand] | None:
+        """The commands to announce: always (after a session opens), or only when they
+        changed since the last list announced; None when there is nothing to announce."""
+        commands = skill_commands(self.skills)
         if not always and commands == self._sent:
             return None
         self._sent = commands
-        return schema.AvailableCommandsUpdate(available_commands=commands)
+        return commands
 
     def expand(self, text: str) -> str:
         return expand_skill_command(self.skills, text)

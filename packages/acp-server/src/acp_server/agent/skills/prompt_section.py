@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from acp_server.agent.skills import warn_once
-from acp_server.agent.skills_manifest import RUNNABLE_TOOL_KINDS, Skill
+from acp_server.agent.skills.loader import warn_once
+from acp_server.agent.skills.manifest import RUNNABLE_TOOL_KINDS, Skill
 from acp_server.config import SkillsConfig, SkillsMode
 
 SKILLS_HEADING: Final = "## Available Skills"

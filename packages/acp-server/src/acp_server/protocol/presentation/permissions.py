@@ -8,17 +8,17 @@ shows and turns the outcome into a ``Verdict`` the runtime acts on.
 
 from __future__ import annotations
 
-import enum
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from acp_core import schema
-from acp_server.agent.tool_updates import card_locations, diff_content
+from acp_server.agent.runtime.permissions import NO_DECISION, Verdict, VerdictKind
 from acp_server.agent.tools._text import encodable
 from acp_server.agent.tools.base import ClientSide, ToolDefinition
 from acp_server.model import CallView
+from acp_server.protocol.presentation.tool_updates import card_locations, diff_content
 
 DEFAULT_MAX_SUMMARY_CHARS: Final = 2000
 """An approval prompt of a tool without a command argument shows at most this much of its
@@ -27,36 +27,6 @@ arguments in ``rawInput.arguments``. A shell command is always shown in full (th
 classifier refuses commands over ``security.DEFAULT_MAX_COMMAND_CHARS`` before anyone is
 asked)."""
 
-DENIED_BY_USER: Final = "Denied by user."
-
-
-def runtime_denial(tool_name: str) -> str:
-    """Model-facing text when nobody decided (timeout, dismissal, error): ZeroClaw's wording."""
-    return (
-        f"Tool call not executed: '{tool_name}' requires approval and no operator decision "
-        "was available, so the runtime denied it by policy. This was not a user's decision."
-    )
-
-
-class VerdictKind(enum.Enum):
-    ALLOW_ONCE = "allow_once"
-    ALLOW_ALWAYS = "allow_always"
-    REJECT = "reject"  # the operator said no
-    REJECT_WITH_EDIT = "reject_with_edit"  # no, and use this text as the tool result
-    NO_DECISION = "no_decision"  # dismissed, timed out, unknown answer: runtime denies
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    kind: VerdictKind
-    replacement: str = ""
-
-    @property
-    def allowed(self) -> bool:
-        return self.kind in (VerdictKind.ALLOW_ONCE, VerdictKind.ALLOW_ALWAYS)
-
-
-NO_DECISION: Final = Verdict(VerdictKind.NO_DECISION)
 
 _BY_ZEROCLAW_ID: Final = {
     schema.ALLOW_ONCE.option_id: VerdictKind.ALLOW_ONCE,
