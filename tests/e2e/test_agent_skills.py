@@ -355,7 +355,9 @@ async def test_load_and_resume_send_the_commands_after_their_reply(tmp_path: Pat
         names = [command["name"] for command in note["params"]["update"]["availableCommands"]]
         assert names == ["notes", "review"]
     replies = [
-        index for index, line in enumerate(client.raw_lines) if json.loads(line).get("id") in (2, 4)
+        index
+        for index, line in enumerate(client.raw_lines)
+        if json.loads(line).get("id") in (loaded["id"], resumed["id"])
     ]
     announced = [
         index for index, line in enumerate(client.raw_lines) if "available_commands_update" in line

@@ -371,3 +371,21 @@ def test_a_page_cut_at_the_size_limit_shows_no_html(page: str) -> None:
     assert "[truncated: the page's Markdown is larger than" in markdown
     assert len(markdown.encode()) <= MAX_MARKDOWN_BYTES + 100
     assert rendered(markdown)[2] == []
+
+
+def test_block_content_inside_inline_code_stays_code() -> None:
+    # A table row or a <title>'s text inside <code> once split the span at a blank line,
+    # leaving the code's literal "<div>" as raw HTML.
+    for page in ("<code><tr><title><div>", "<code>a<title></div>", "<p><code>x<p>y<div>"):
+        markdown = html_to_markdown(page, BASE)
+        assert rendered(markdown)[2] == [], (page, markdown)
+
+
+def test_a_page_cut_inside_inline_code_shows_no_link() -> None:
+    # Code is not escaped, so a cut that leaves a code span open must not turn the
+    # literal "[x](javascript:y)" it holds into a link.
+    page = "<p><code>" + "[x](javascript:y) " * (MAX_MARKDOWN_BYTES // 10) + "</code></p>"
+    markdown = html_to_markdown(page, BASE)
+    assert "[truncated: the page's Markdown is larger than" in markdown
+    links, images, html = rendered(markdown)
+    assert (links, images, html) == ([], [], [])

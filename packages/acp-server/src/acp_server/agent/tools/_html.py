@@ -115,15 +115,16 @@ def cut_to_bytes(text: str, limit: int) -> tuple[str, bool]:
 _SEAL_TRIES: Final = 8
 """How often a cut page is shortened again to make room for what sealing it adds."""
 _FENCE_LINE: Final = re.compile(r" *(`{3,}|~{3,})")
-_ESCAPE_OR_ACTIVE: Final = re.compile(r"\\.|[<`]", re.DOTALL)
+_ESCAPE_OR_ACTIVE: Final = re.compile(r"\\.|[<`\[]", re.DOTALL)
 
 
 def seal_cut_markdown(kept: str) -> str:
     """Markdown cut short made safe to read on its own: a code fence left open is closed,
-    and in the text after the last paragraph break outside code every backtick and ``<``
-    not already escaped is escaped. A cut inside an inline code span would otherwise leave
-    the span open, and its literal ``<`` (code is not escaped) would read as HTML (CommonMark:
-    a code span needs its closing backtick string; HTML starts at any unescaped ``<``)."""
+    and in the text after the last paragraph break outside code every backtick, ``<`` and
+    ``[`` not already escaped is escaped. A cut inside an inline code span would otherwise
+    leave the span open, and its literal ``<`` or ``[x](javascript:…)`` (code is not
+    escaped) would read as HTML or a link (CommonMark: a code span needs its closing
+    backtick string; HTML starts at any unescaped ``<``, a link at an unescaped ``[``)."""
     open_fence = ""
     tail_start = 0
     offset = 0

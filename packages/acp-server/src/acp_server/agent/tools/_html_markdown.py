@@ -288,6 +288,15 @@ class _PageConverter(MarkdownConverter):
         rest = "".join(f"\n{indent}{line}" if line else "\n" for line in lines[1:])
         return f"{bullet}{lines[0]}{rest}\n"
 
+    def convert_code(self, el: Tag, text: str, parent_tags: set[str]) -> str:
+        if "_noformat" not in parent_tags and "\n" in text:
+            # A code span is inline (CommonMark): block content converted inside it (a
+            # table row, a paragraph) would end the span at its blank line and leave the
+            # code's unescaped "<" as raw HTML. Its lines become one.
+            text = " ".join(line.strip(" \t") for line in text.split("\n") if line.strip(" \t"))
+        converted: str = super().convert_code(el, text, parent_tags)  # type: ignore[misc]
+        return converted
+
     def convert_pre(self, el: Tag, text: str, parent_tags: set[str]) -> str:
         # Blank lines around the code go, its indentation stays. (Anchored matches and
         # rstrip: an unanchored "[ \n]*$" backtracks quadratically over a run of spaces.)
