@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import trio
 
+from acp_server.protocol.client import DEFAULT_CLIENT_ID_PREFIX
 from tests.e2e.gateway_harness import RunningGateway, run_gateway
 from tests.e2e.helpers import RpcPipeClient, open_session, spawn_zeroclaw, unused_port
 from tests.helpers import TIMING_SENSITIVE, echo_config, poll_until, session_dir, write_config
@@ -30,6 +31,11 @@ async def _serve(
     async with run_gateway(config_dir, "--port", str(port), *args, expect_exit=None) as gateway:
         task_status.started(gateway)
         await gateway.process.wait()
+
+
+def _ide_ids(count: int) -> list[str]:
+    """The ids of the IDE's first ``count`` requests, as the test peer numbers them."""
+    return sorted(f"{DEFAULT_CLIENT_ID_PREFIX}{number}" for number in range(count))
 
 
 def _bridge(config_dir: Path, port: int, *args: str) -> Any:
@@ -88,7 +94,7 @@ async def test_killed_and_restarted_gateway_under_a_live_bridge(tmp_path: Path) 
             assert [m["id"] for m in seen if "error" in m] == [interrupted]
             assert not [m for m in seen if INTERNAL in str(m.get("id", ""))]
             # Every request answered exactly once: the interrupted turn is never answered twice.
-            assert sorted(m["id"] for m in seen if "result" in m or "error" in m) == [1, 2, 3, 4, 5]
+            assert sorted(m["id"] for m in seen if "result" in m or "error" in m) == _ide_ids(5)
 
             # The history carried across the restart.
             async with _bridge(config_dir, port) as ide:
@@ -132,7 +138,7 @@ async def test_drained_gateway_finishes_the_turn_and_the_bridge_never_errs(
             assert not [m for m in seen if "error" in m]
             assert not [m for m in seen if INTERNAL in str(m.get("id", ""))]
             # initialize, session/new, the drained turn, the held one: each answered once.
-            assert sorted(m["id"] for m in seen if "result" in m) == [1, 2, 3, 4]
+            assert sorted(m["id"] for m in seen if "result" in m) == _ide_ids(4)
             nursery.cancel_scope.cancel()
 
 
