@@ -6,7 +6,8 @@ its own sessions, and every session method on the other's session answers exactl
 session that does not exist gets. The local operator (stdio `zeroclaw acp`, and
 `zeroclaw sessions` on the host) sees both. `zeroclaw gateway tokens` lists both names
 with their connections, and `revoke-token --name bob` cuts bob's bridge. A per-principal
-daily spending cap stops one principal's turns and not another's.
+daily spending cap stops one principal's turns and not another's, and a per-principal
+hourly action budget refuses one principal's tool calls and not another's.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import trio
 from websockets.exceptions import InvalidStatus
 
 from acp_core.gateway_contract import PRINCIPAL_HEADER
+from acp_server.agent.limits.actions import RATE_LIMIT_ERROR, principal_rate_limit_error
 from acp_server.gateway.auth import hash_token
 from tests.e2e.fake_llm import serve_fake_llm
 from tests.e2e.gateway_harness import WsRpc, run_gateway, ws_connect
@@ -255,6 +257,76 @@ async def test_a_principals_daily_cap_trips_for_that_principal_only(
         report = json.loads(shown.stdout)
         assert {row["principal"] for row in report["days"]} == {"alice", "bob"}
         assert report["principalsTodayUsd"] == {"alice": 0.03, "bob": 0.06}
+
+
+def _tool_outputs(client: WsRpc, session_id: str) -> list[str]:
+    """Each finished tool call's result as the client's card shows it (``rawOutput``)."""
+    return [
+        str(note["params"]["update"].get("rawOutput"))
+        for note in client.notifications
+        if note.get("method") == "session/update"
+        and note["params"].get("sessionId") == session_id
+        and note["params"]["update"].get("sessionUpdate") == "tool_call_update"
+        and note["params"]["update"].get("status") in ("completed", "failed")
+    ]
+
+
+async def test_a_principals_action_budget_spans_its_connections_and_spares_others(
+    tmp_path: Path,
+) -> None:
+    """``[actions] per_principal_per_hour``: alice's calls on two connections share one
+    hourly budget; over it her call is refused with the rate-limit text naming her cap and
+    the turn ends normally, while bob (his own, higher cap) still runs every call."""
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    (workspace / "notes.txt").write_text("note-marker\n")
+    read = '/tool file_read {"path": "notes.txt"}'
+    document = {
+        **echo_config(),
+        "gateway": {},
+        "actions": {
+            "per_principal_per_hour": 2,
+            "principals": {"bob": {"max_actions_per_hour": 10}},
+        },
+    }
+    config_dir = write_config(tmp_path / "cfg", document)
+    with trio.fail_after(TIMEOUT):
+        async with run_gateway(config_dir) as gateway:
+            tokens = {}
+            for name in ("alice", "bob"):
+                created = await zeroclaw_cli(
+                    config_dir, "gateway", "token", "create", "--name", name,
+                    "--port", str(gateway.port),
+                )  # fmt: skip
+                assert created.returncode == 0, created.stderr
+                tokens[name] = created.stdout.strip()
+            async with (
+                ws_connect(gateway.ws_url(), token=tokens["alice"]) as first_ws,
+                ws_connect(gateway.ws_url(), token=tokens["alice"]) as second_ws,
+                ws_connect(gateway.ws_url(), token=tokens["bob"]) as bob_ws,
+            ):
+                first, second, bob = WsRpc(first_ws), WsRpc(second_ws), WsRpc(bob_ws)
+                first_session = await _new_session(first, workspace)
+                second_session = await _new_session(second, workspace)
+                bob_session = await _new_session(bob, workspace)
+                ran = await first.prompt(first_session, f"{read}\n{read}")
+                refused = await second.prompt(second_session, f"{read}\n{read}")
+                bobs = await bob.prompt(bob_session, "\n".join([read] * 3))
+    for reply in (ran, refused, bobs):
+        assert reply["result"]["stopReason"] == "end_turn", reply
+    over = principal_rate_limit_error("alice", 2)
+    assert over.startswith(RATE_LIMIT_ERROR)
+    first_outputs = _tool_outputs(first, first_session)
+    assert len(first_outputs) == 2
+    assert all("note-marker" in output for output in first_outputs), first_outputs
+    # alice's second connection, a session of its own: the budget is hers, not the session's.
+    second_outputs = _tool_outputs(second, second_session)
+    assert len(second_outputs) == 2
+    assert all(over in output for output in second_outputs), second_outputs
+    assert not any("note-marker" in output for output in second_outputs)
+    bob_outputs = _tool_outputs(bob, bob_session)
+    assert len(bob_outputs) == 3
+    assert all("note-marker" in output for output in bob_outputs), bob_outputs
 
 
 async def test_config_tokens_become_principals_and_a_name_in_use_is_refused(

@@ -1,5 +1,6 @@
-"""Spending and action budgets: the ``[cost]`` table and the runtime profile's
-``max_actions_per_hour`` / ``max_cost_per_day_cents`` (``docs/agents.md``, "Budgets")."""
+"""Spending and action budgets: the ``[cost]`` and ``[actions]`` tables and the runtime
+profile's ``max_actions_per_hour`` / ``max_cost_per_day_cents`` (``docs/agents.md``,
+"Budgets")."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from msgspec.structs import replace
 
-from acp_server.config.values import CostConfig, ModelPrice, RuntimeProfileConfig
+from acp_core.gateway_contract import principal_problem
+from acp_server.config.values import ActionsConfig, CostConfig, ModelPrice, RuntimeProfileConfig
 
 if TYPE_CHECKING:
     from acp_server.config.parse import ConfigParser
@@ -20,6 +22,7 @@ COST_KEYS: Final = frozenset(
     # (a cap reached always fails the turn).
     | {"warn_at_percent", "allow_override", "track_per_agent", "enforcement"}
 )
+ACTIONS_KEYS: Final = frozenset({"per_principal_per_hour", "principals"})
 PRICE_KEYS: Final = frozenset({"input_per_mtok", "output_per_mtok", "cached_input_per_mtok"})
 
 
@@ -86,6 +89,41 @@ def _parse_principal_caps(parser: ConfigParser, cost: Mapping[str, Any]) -> dict
                 _not_negative,
             )
     return caps
+
+
+def parse_actions(parser: ConfigParser, doc: Mapping[str, Any]) -> ActionsConfig:
+    """The ``[actions]`` table: each gateway principal's hourly action budget, the
+    per-principal counterpart of the runtime profile's ``max_actions_per_hour`` (named as
+    ``[cost] per_principal_daily_cents`` and ``[cost.principals.<name>]`` are)."""
+    t = parser.table(doc, "actions", "actions")
+    parser.warn_unknown(t, ACTIONS_KEYS, "actions")
+    default = (
+        parser.get(
+            t, "per_principal_per_hour", "actions.per_principal_per_hour", int, 0, _not_negative
+        )
+        if "per_principal_per_hour" in t
+        else None
+    )
+    principals = parser.table(t, "principals", "actions.principals")
+    caps: dict[str, int] = {}
+    for name in principals:
+        dotted = f"actions.principals.{name}"
+        # A name no token can carry would never match: say so rather than cap nobody.
+        problem = principal_problem(name)
+        if problem is not None:
+            raise parser.error(dotted, problem)
+        body = parser.table(principals, name, dotted)
+        parser.warn_unknown(body, frozenset({"max_actions_per_hour"}), dotted)
+        if "max_actions_per_hour" in body:
+            caps[name] = parser.get(
+                body,
+                "max_actions_per_hour",
+                f"{dotted}.max_actions_per_hour",
+                int,
+                0,
+                _not_negative,
+            )
+    return ActionsConfig(per_principal_per_hour=default, principal_per_hour=caps)
 
 
 def _parse_rates(

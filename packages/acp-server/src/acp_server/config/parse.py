@@ -19,7 +19,7 @@ from acp_server.config.agent_files import agent_files
 from acp_server.config.checks import ERROR_CODE_STYLES
 from acp_server.config.choices import agent_model_choices
 from acp_server.config.client import parse_client_offers, parse_vision
-from acp_server.config.limits import parse_cost, with_runtime_budget
+from acp_server.config.limits import parse_actions, parse_cost, with_runtime_budget
 from acp_server.config.mcp import parse_mcp_servers
 from acp_server.config.observability import parse_log_format, with_metrics_listen
 from acp_server.config.proxies import with_proxy_settings
@@ -69,6 +69,7 @@ _TOP_LEVEL_KEYS: Final = frozenset(
         "runtime_profiles",
         "autonomy",
         "cost",
+        "actions",
         "web",
         "logging",
         "skills",
@@ -183,6 +184,7 @@ class ConfigParser:
             risk_profiles=risk_profiles,
             runtime_profiles=runtime_profiles,
             cost=parse_cost(self, doc),
+            actions=parse_actions(self, doc),
             web=parse_web(self, doc),
             storage=parse_storage(self, self.table(doc, "storage", "storage")),
             log_format=parse_log_format(self, doc),

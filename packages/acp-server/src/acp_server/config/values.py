@@ -305,6 +305,23 @@ class CostConfig(msgspec.Struct, frozen=True):
         return self.principal_daily_cents.get(principal, self.per_principal_daily_cents)
 
 
+class ActionsConfig(msgspec.Struct, frozen=True):
+    """``[actions]``: each gateway principal's action budget, counted over all of that
+    principal's sessions and connections on one process (agent/limits/actions.py)."""
+
+    per_principal_per_hour: int | None = None
+    """``per_principal_per_hour``: counted tool calls each gateway principal may start in
+    any sliding hour (None: no cap of its own); the local operator is never held to it."""
+    principal_per_hour: Mapping[str, int] = msgspec.field(default_factory=dict)
+    """``[actions.principals.<name>] max_actions_per_hour``: one principal's own cap."""
+
+    def principal_cap(self, principal: str | None) -> int | None:
+        """The hourly cap of ``principal`` (None: none; the operator has none)."""
+        if principal is None:
+            return None
+        return self.principal_per_hour.get(principal, self.per_principal_per_hour)
+
+
 class WebConfig(msgspec.Struct, frozen=True):
     """``[web]``: the web_fetch and http_request tools (agent/tools/web.py)."""
 
@@ -323,6 +340,7 @@ class Config(msgspec.Struct, frozen=True):
     risk_profiles: Mapping[str, RiskProfileConfig] = msgspec.field(default_factory=dict)
     runtime_profiles: Mapping[str, RuntimeProfileConfig] = msgspec.field(default_factory=dict)
     cost: CostConfig = msgspec.field(default_factory=CostConfig)
+    actions: ActionsConfig = msgspec.field(default_factory=ActionsConfig)
     web: WebConfig = msgspec.field(default_factory=WebConfig)
     storage: StorageConfig = msgspec.field(default_factory=StorageConfig)
     log_format: LogFormat = "human"

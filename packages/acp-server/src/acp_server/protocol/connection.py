@@ -79,6 +79,7 @@ async def serve_connection(
     *,
     connection_default_agent: str | None = None,
     reap_idle_sessions: bool = False,
+    principal: str | None = None,
 ) -> None:
     """Serve one ACP peer until its stream ends; cancels in-flight turns on the way out.
 
@@ -88,8 +89,11 @@ async def serve_connection(
         connection_default_agent: the gateway's ``?agent=`` (step 2 of the alias precedence).
         reap_idle_sessions: drop sessions idle longer than ``[acp]
             idle_session_timeout_secs`` (ZeroClaw's implementation does this in stdio mode only).
+        principal: who the peer is (``AcpConnection.principal``); None: the local operator.
     """
-    connection = AcpConnection(app, transport, connection_default_agent=connection_default_agent)
+    connection = AcpConnection(
+        app, transport, connection_default_agent=connection_default_agent, principal=principal
+    )
     await connection.run(reap_idle_sessions=reap_idle_sessions)
 
 

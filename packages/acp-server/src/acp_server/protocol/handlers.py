@@ -27,6 +27,7 @@ from acp_core.jsonrpc import Payload
 from acp_core.methods import METHODS, MethodSpec
 from acp_server import __version__
 from acp_server.agent.io.uploads import write_blobs
+from acp_server.agent.limits.actions import SessionActions
 from acp_server.agent.providers.base import ProviderError
 from acp_server.agent.providers.images import agent_sees_images
 from acp_server.agent.runtime.session import Session, Turn
@@ -403,8 +404,12 @@ class AcpHandlers:
             context_window=provider_config.context_window or 0,
             metrics=self.app.metrics,
         )
+        principal = self.connection.principal
         session.cost = self.app.cost_meter(
-            session_id, agent, provider_config, provider.model, self.connection.principal
+            session_id, agent, provider_config, provider.model, principal
+        )
+        session.actions = SessionActions(
+            session.action_budget, self.app.principal_actions.for_principal(principal)
         )
         if mcp_servers:
             # Started in the connection's nursery: they outlive this request and stop

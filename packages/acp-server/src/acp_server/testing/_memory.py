@@ -136,11 +136,14 @@ async def open_server(
     reap_idle_sessions: bool = False,
     provider_factory: ProviderFactory | None = None,
     app: AcpApp | None = None,
+    principal: str | None = None,
 ) -> AsyncIterator[MemoryClient]:
     """Serve one in-memory connection; on exit, end the input and wait for the server.
 
     ``app`` (from ``memory_app``) serves this connection in that process-wide state, so
-    several connections can share one store and one registry of live sessions."""
+    several connections can share one store and one registry of live sessions.
+    ``principal`` is who the connection is, as a gateway token's name (None: the local
+    operator)."""
     transport = MemoryTransport()
     if app is None:
         app = memory_app(
@@ -162,6 +165,7 @@ async def open_server(
                     app,
                     connection_default_agent=connection_default_agent,
                     reap_idle_sessions=reap_idle_sessions,
+                    principal=principal,
                 )
             finally:
                 done.set()

@@ -9,6 +9,13 @@ call refused because every slot is taken does not run: the model gets
 ``RATE_LIMIT_ERROR`` as its result and the turn goes on. The approval prompt, when the
 policy asks, comes first. The window lives in memory: a session restored with
 ``session/load`` or ``session/resume`` starts with a full budget.
+
+A gateway principal may have a budget of its own (``[actions] per_principal_per_hour``,
+``[actions.principals.<name>] max_actions_per_hour``): one window per principal and
+process, shared by every session and connection that principal drives there, taken
+after the session's own slot and with the same rules. A call over it is refused the same
+way, the text naming the principal's cap. The windows live in the process's memory, so
+each gateway replica counts its own calls.
 """
 
 from __future__ import annotations
@@ -22,6 +29,16 @@ from acp_server.agent.tools.mcp import MCP_TOOL_PREFIX
 ACTION_WINDOW_SECS: Final = 3600.0
 RATE_LIMIT_ERROR: Final = "Rate limit exceeded: too many actions in the last hour"
 """ZeroClaw's tool result text for a call over the budget (behind ``Error: ``)."""
+
+
+def principal_rate_limit_error(principal: str, cap: int) -> str:
+    """The tool result text (behind ``Error: ``) for a call over ``principal``'s own
+    hourly cap: ``RATE_LIMIT_ERROR`` first, so whatever reads that reads this too."""
+    return (
+        f"{RATE_LIMIT_ERROR} by principal `{principal}` ([actions] per_principal_per_hour "
+        f"or [actions.principals.{principal}]: {cap} actions per hour)"
+    )
+
 
 COUNTED_TOOLS: Final = frozenset(
     {
@@ -85,3 +102,66 @@ class ActionBudget:
     def used(self) -> int:
         """Slots taken now (calls that ran in the window plus calls still running)."""
         return len(self._committed) + self._in_flight
+
+
+class PrincipalBudget(ActionBudget):
+    """One gateway principal's budget: an ``ActionBudget`` that knows whose it is."""
+
+    def __init__(self, principal: str, cap: int, clock: Callable[[], float]) -> None:
+        super().__init__(cap, clock)
+        self.principal = principal
+        self.cap = cap
+
+    @property
+    def refusal(self) -> str:
+        return principal_rate_limit_error(self.principal, self.cap)
+
+
+class PrincipalBudgets:
+    """Each gateway principal's ``PrincipalBudget`` on this process, made on first use
+    with the cap ``cap_of`` gives it (None: that principal has none)."""
+
+    def __init__(
+        self, cap_of: Callable[[str | None], int | None], clock: Callable[[], float]
+    ) -> None:
+        self._cap_of = cap_of
+        self._clock = clock
+        self._budgets: dict[str, PrincipalBudget] = {}
+
+    def for_principal(self, principal: str | None) -> PrincipalBudget | None:
+        """The budget every session ``principal`` drives shares (None: not capped, as
+        the local operator never is)."""
+        if principal is None:
+            return None
+        budget = self._budgets.get(principal)
+        if budget is None:
+            cap = self._cap_of(principal)
+            if cap is None:
+                return None
+            budget = self._budgets[principal] = PrincipalBudget(principal, cap, self._clock)
+        return budget
+
+
+class SessionActions:
+    """The budgets one session's counted calls take a slot from: its own (the runtime
+    profile's) and, over the gateway, its principal's."""
+
+    def __init__(self, own: ActionBudget, shared: PrincipalBudget | None = None) -> None:
+        self.own = own
+        self.shared = shared
+
+    def reserve(self) -> str | None:
+        """Take a slot in each budget for a call about to run; the refusal text (behind
+        ``Error: ``) when one is full, holding no slot then."""
+        if not self.own.reserve():
+            return RATE_LIMIT_ERROR
+        if self.shared is not None and not self.shared.reserve():
+            self.own.settle(ran=False)
+            return self.shared.refusal
+        return None
+
+    def settle(self, *, ran: bool) -> None:
+        """The reserved call ended (``ActionBudget.settle``, for each budget)."""
+        self.own.settle(ran=ran)
+        if self.shared is not None:
+            self.shared.settle(ran=ran)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from acp_server.agent.io.uploads import uploads_dir
-from acp_server.agent.limits.actions import ActionBudget
+from acp_server.agent.limits.actions import ActionBudget, SessionActions
 from acp_server.agent.limits.spend import CostMeter
 from acp_server.agent.prompt.identity import seed_persona_files
 from acp_server.agent.prompt.system_prompt import (
@@ -121,6 +121,9 @@ class Session:
     _shell: str = field(default="", init=False, repr=False)
     # The runtime profile's max_actions_per_hour, counted on trio's clock (agent/limits/actions.py).
     action_budget: ActionBudget = field(init=False, repr=False)
+    # What a counted tool call takes a slot from: action_budget and, over the gateway, the
+    # budget its principal's sessions share (set with the session's CostMeter).
+    actions: SessionActions = field(init=False, repr=False)
     # The skills read with the prompt files; their tools and slash commands follow them.
     commands: SkillCommands = field(default_factory=SkillCommands, init=False, repr=False)
 
@@ -128,6 +131,7 @@ class Session:
         self.action_budget = ActionBudget(
             self.runtime_profile.max_actions_per_hour, trio.current_time
         )
+        self.actions = SessionActions(self.action_budget)
         self.uploads_path = str(uploads_dir(self.workspace))
         # Once per session, like the cwd checks of session/new: write the missing persona
         # templates and take the first reading of a few small capped files.

@@ -24,7 +24,7 @@ from typing import Any, Final
 import trio
 
 from acp_core import schema
-from acp_server.agent.limits.actions import RATE_LIMIT_ERROR, counts_as_action
+from acp_server.agent.limits.actions import counts_as_action
 from acp_server.agent.providers.base import (
     ModelRequest,
     ProviderError,
@@ -315,8 +315,8 @@ class _TurnRunner:
             counted = counts_as_action(call.name)
             if isinstance(verdict, str):
                 output = ToolOutput(verdict, ok=False)
-            elif counted and not session.action_budget.reserve():
-                output = ToolOutput(f"Error: {RATE_LIMIT_ERROR}", ok=False)
+            elif counted and (over := session.actions.reserve()) is not None:
+                output = ToolOutput(f"Error: {over}", ok=False)
             else:
                 ran = True  # a call cut off by a cancel started: it keeps its slot
                 try:
@@ -327,7 +327,7 @@ class _TurnRunner:
                     ran = output.ran
                 finally:
                     if counted:
-                        session.action_budget.settle(ran=ran)
+                        session.actions.settle(ran=ran)
         return await self._report(call_id, definition, output, tool_streamed, arguments, view)
 
     async def _view(self, definition: ToolDefinition, arguments: Mapping[str, Any]) -> CallView:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import trio
 
+from acp_server.agent.limits.actions import PrincipalBudgets
 from acp_server.agent.limits.spend import (
     CachedLedger,
     CostMeter,
@@ -49,6 +50,17 @@ class AcpApp:
     memory_ledger: MemoryLedger = field(default_factory=MemoryLedger)
     """The spending ledger when there is no session store."""
     _store_ledger: CachedLedger | None = field(default=None, init=False, repr=False)
+    _principal_actions: PrincipalBudgets | None = field(default=None, init=False, repr=False)
+
+    @property
+    def principal_actions(self) -> PrincipalBudgets:
+        """Each gateway principal's hourly action budget, shared by all of its sessions
+        and connections on this process (agent/limits/actions.py; counted on trio's clock)."""
+        if self._principal_actions is None:
+            self._principal_actions = PrincipalBudgets(
+                self.config.actions.principal_cap, trio.current_time
+            )
+        return self._principal_actions
 
     @property
     def spend_ledger(self) -> SpendLedger:
