@@ -126,6 +126,10 @@ async def short_turns(turns: int, persist: bool, provider: str | None = None) ->
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         config, server = _config(root, persist, provider)
+        # The session's cwd is a directory of its own: the server refuses one that holds
+        # its config directory (protocol/roots.py), and the default config lives in root.
+        workspace = root / "workspace"
+        workspace.mkdir()
         to_server_r, to_server_w = os.pipe()
         to_client_r, to_client_w = os.pipe()
         store = await open_session_store(config)
@@ -139,7 +143,7 @@ async def short_turns(turns: int, persist: bool, provider: str | None = None) ->
             elapsed = await _client(
                 trio.lowlevel.FdStream(to_server_w),
                 trio.lowlevel.FdStream(to_client_r),
-                str(root),
+                str(workspace),
                 turns,
                 agent=provider,
                 # A model call sends the whole history: keep conversations short, as

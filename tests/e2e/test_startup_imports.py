@@ -44,6 +44,7 @@ HEAVY_BEFORE_THE_FIRST_PROMPT: Final = (
     # MCP servers, the PostgreSQL store, the gateway's WebSocket stack
     "mcp",
     "mcp_types",
+    "acp_server.agent.tools.mcp",  # only for a session with MCP servers
     "psycopg",
     "acp_server.storage.postgres",
     "acp_server.gateway",

@@ -7,6 +7,9 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
+from acp_server.agent.providers import echo
+from acp_server.agent.tools import arguments
+from acp_server.config import mcp
 from acp_server.patterns import LazyPattern
 from acp_server.security import commands
 from acp_server.storage import codec
@@ -23,6 +26,12 @@ def test_module_patterns_are_lazy_until_used() -> None:
     # Importing a module costs no compilation: the classifier's patterns wait for a command.
     assert isinstance(commands._BRACES, LazyPattern)
     assert isinstance(codec._ESCAPED, LazyPattern)
+    # zeroclaw acp imports these before its first prompt: the echo provider, the tool
+    # argument checks (the built-in tool table) and the MCP server settings (the config).
+    assert isinstance(echo._WORD, LazyPattern)
+    assert isinstance(arguments._AT, LazyPattern)
+    assert isinstance(arguments._NOUN, LazyPattern)
+    assert isinstance(mcp._TOKEN, LazyPattern)
 
 
 @given(st.text(alphabet="ab{},\x01\n$_x=", max_size=40))

@@ -102,3 +102,28 @@ def test_the_first_model_call_loads_httpx_without_its_command_line() -> None:
     """httpx's CLI module (click, rich, pygments) is skipped once the script has started."""
     skipped = "from acp_server.cli.launch import skip_httpx_cli; skip_httpx_cli(); import httpx"
     assert modules_loaded_by(skipped, ("click", "rich", "pygments")) == []
+
+
+def test_a_plain_acp_start_runs_without_the_collector_and_gives_it_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The start's imports run with the collector off (cli/launch.py, ``main``); whatever
+    happens to the server, the process has it back afterwards."""
+    import gc
+
+    from acp_server.cli import launch
+
+    during: list[bool] = []
+
+    def record(state: CliState, plain: AcpLaunch) -> None:
+        during.append(gc.isenabled())
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(launch, "serve_acp", record)
+    monkeypatch.setattr(launch, "configure_logging", lambda: None)
+    monkeypatch.setattr("sys.argv", ["zeroclaw", "acp"])
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError, match="stop here"):
+        launch.main()
+    assert during == [False]
+    assert gc.isenabled()

@@ -12,21 +12,17 @@ own. ``tests/server/cli/test_launch.py`` checks both readings agree.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, NoReturn
+from typing import TYPE_CHECKING, Final, NoReturn
 
-from acp_server.config import (
-    Config,
-    ConfigError,
-    load_config,
-    resolve_config_dir,
-    with_acp_overrides,
-)
-from acp_server.observability.logs import HUMAN_FORMAT, LogFormat, use_log_format
+if TYPE_CHECKING:
+    from acp_server.config import Config
+    from acp_server.observability.logs import LogFormat
 
 LOG_LEVEL_ENV: Final = "ZEROCLAW_LOG"
 EXIT_CONFIG_ERROR: Final = 2
@@ -46,6 +42,8 @@ def configure_logging() -> None:
     """stderr only; level from ``$ZEROCLAW_LOG`` (debug, info, warning, error; default info).
     The format is human until a server command reads ``--log-format`` or ``[logging]
     format`` (``apply_log_format``)."""
+    from acp_server.observability.logs import HUMAN_FORMAT
+
     level_name = os.environ.get(LOG_LEVEL_ENV, "info").strip().upper() or "INFO"
     level = logging.getLevelName(level_name)
     if not isinstance(level, int):
@@ -70,6 +68,8 @@ def apply_log_format(flag: LogFormat | None, config: Config | None = None) -> No
     the chosen format too."""
     chosen = flag or (config.log_format if config is not None else None)
     if chosen is not None:
+        from acp_server.observability.logs import use_log_format
+
         use_log_format(chosen)
 
 
@@ -85,6 +85,8 @@ class CliState:
 
     @property
     def config_dir(self) -> Path:
+        from acp_server.config import resolve_config_dir
+
         return resolve_config_dir(self.config_dir_flag)
 
     def load(self, *, runs_agents: bool = False) -> Config:
@@ -93,6 +95,8 @@ class CliState:
         ``runs_agents``: this command will run agents, so without a config.toml it says
         which provider the built-in default chose (an offline echo agent surprises less
         when announced)."""
+        from acp_server.config import ConfigError, load_config
+
         try:
             return load_config(self.config_dir, announce_default=runs_agents)
         except ConfigError as exc:
@@ -165,12 +169,19 @@ def serve_acp(state: CliState, launch: AcpLaunch) -> None:
     import trio
 
     from acp_server.app import open_app, shared_store_message
+    from acp_server.config import with_acp_overrides
     from acp_server.protocol.stdio import serve_stdio
     from acp_server.security.sandbox.posture import log_startup_posture
     from acp_server.storage import StoreUnavailable
 
     async def serve(config: Config) -> None:
         async with open_app(config) as app:
+            # Start-up only allocates what lives as long as the server (modules, the
+            # app): collecting it is wasted work, and freezing it keeps later
+            # collections from walking it again (the gc module's documentation on
+            # gc.freeze).
+            gc.freeze()
+            gc.enable()
             await serve_stdio(app, default_agent=launch.agent)
 
     apply_log_format(launch.log_format)
@@ -199,10 +210,15 @@ def skip_httpx_cli() -> None:
 
 
 def main() -> None:
+    # `zeroclaw acp` starts by importing ~400 modules and building the app, all of which
+    # lives as long as the process: the collector's passes over it find nothing to free.
+    # serve_acp freezes what the start built and collects again from there on.
+    gc.disable()
     configure_logging()
     skip_httpx_cli()
     launch = None if COMPLETION_ENV in os.environ else plain_acp_launch(sys.argv[1:])
     if launch is None:
+        gc.enable()
         from acp_server.cli.main import cli
 
         cli(prog_name="zeroclaw")
@@ -211,3 +227,5 @@ def main() -> None:
         serve_acp(CliState(config_dir_flag=launch.config_dir), launch)
     except KeyboardInterrupt:  # before the server ran (click would say "Aborted!")
         sys.exit(130)
+    finally:
+        gc.enable()

@@ -10,7 +10,6 @@ opening a connection to an HTTP server.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
@@ -22,6 +21,7 @@ from acp_server.config.values import (
     McpHttpServerConfig,
     McpServerConfig,
 )
+from acp_server.patterns import LazyPattern
 
 if TYPE_CHECKING:
     from acp_server.config.parse import ConfigParser
@@ -49,9 +49,9 @@ FRAMING_HEADERS: Final = frozenset(
     }
 )
 """Headers the HTTP client or the MCP transport sets itself: given ones are refused."""
-_TOKEN: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_TOKEN: Final = LazyPattern(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 """An HTTP field name (RFC 9110, section 5.1: a token)."""
-_FIELD_VALUE_REFUSED: Final = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+_FIELD_VALUE_REFUSED: Final = LazyPattern(r"[\x00-\x08\x0a-\x1f\x7f]")
 """Control characters a field value must not hold (RFC 9110, section 5.5; tab is allowed)."""
 
 _STDIO_KEYS: Final = frozenset({"name", "type", "command", "args", "env", "call_timeout_secs"})

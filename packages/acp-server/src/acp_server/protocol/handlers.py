@@ -31,7 +31,6 @@ from acp_server.agent.limits.actions import SessionActions
 from acp_server.agent.providers.base import ProviderError
 from acp_server.agent.providers.images import agent_sees_images
 from acp_server.agent.runtime.session import Session, Turn
-from acp_server.agent.tools.mcp import start_mcp_tools
 from acp_server.agent.tools.mcp_servers import offers_mcp_over_http, select_mcp_servers
 from acp_server.config import AnyMcpServerConfig, RiskProfileConfig, RuntimeProfileConfig
 from acp_server.errors import AgentUnavailable, OperationFailed, SessionFenced
@@ -412,6 +411,10 @@ class AcpHandlers:
             session.action_budget, self.app.principal_actions.for_principal(principal)
         )
         if mcp_servers:
+            # Imported only when a session has MCP servers: agent/tools/mcp.py is not
+            # needed to answer a plain session/new (tests/e2e/test_startup_imports.py).
+            from acp_server.agent.tools.mcp import start_mcp_tools
+
             # Started in the connection's nursery: they outlive this request and stop
             # when the session leaves memory or the connection ends.
             session.mcp = start_mcp_tools(

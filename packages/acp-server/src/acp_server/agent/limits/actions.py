@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Final
 
-from acp_server.agent.tools.mcp import MCP_TOOL_PREFIX
+from acp_server.agent.tools.mcp_names import MCP_TOOL_PREFIX
 
 ACTION_WINDOW_SECS: Final = 3600.0
 RATE_LIMIT_ERROR: Final = "Rate limit exceeded: too many actions in the last hour"

@@ -10,7 +10,6 @@ and ``/fail TEXT`` makes the model call fail with TEXT (so clients can see error
 from __future__ import annotations
 
 import json
-import re
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Final
@@ -29,12 +28,13 @@ from acp_server.agent.providers.base import (
 )
 from acp_server.config import ProviderConfig
 from acp_server.model import ChatMessage, ToolCall, Usage
+from acp_server.patterns import LazyPattern
 
 TOOL_DIRECTIVE: Final = "/tool"
 THINK_DIRECTIVE: Final = "/think"
 FAIL_DIRECTIVE: Final = "/fail"
 DEFAULT_MAX_SUMMARY_CHARS: Final = 160
-_WORD: Final = re.compile(r"\s*\S+|\s+$")
+_WORD: Final = LazyPattern(r"\s*\S+|\s+$")
 
 
 class EchoProvider:

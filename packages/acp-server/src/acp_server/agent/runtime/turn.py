@@ -46,7 +46,7 @@ from acp_server.agent.tools.base import (
     ToolError,
     ToolOutput,
 )
-from acp_server.agent.tools.mcp import MCP_TOOL_PREFIX
+from acp_server.agent.tools.mcp_names import MCP_TOOL_PREFIX
 from acp_server.agent.tools.registry import definition_of
 from acp_server.errors import ClientFacingError
 from acp_server.model import (

@@ -28,6 +28,7 @@ import msgspec
 
 from acp_server.agent.tools._args import unreadable_argument
 from acp_server.agent.tools.base import RefusedCall
+from acp_server.patterns import LazyPattern
 
 
 class ToolArguments(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -174,14 +175,14 @@ def _whole_numbers_as_int(value: Any) -> Any:
 
 # --- refusals, worded from the schema -----------------------------------------------------
 
-_AT: Final = re.compile(r"^(?P<text>.*?)(?: - at `\$(?P<path>.*)`)?$", re.DOTALL)
-_STEP: Final = re.compile(r"\.([^.\[]+)|\[(\d+|\.\.\.)\]")
-_MISSING: Final = re.compile(r"Object missing required field `(?P<name>.*)`")
-_UNKNOWN: Final = re.compile(r"Object contains unknown field `(?P<name>.*)`")
-_LENGTH: Final = re.compile(r"Expected `(?P<kind>\w+)` of length (?P<op>[<>]=) (?P<limit>\d+)")
-_BOUND: Final = re.compile(r"Expected `\w+` (?P<op>[<>]=?) (?P<limit>\S+)")
-_ENUM: Final = re.compile(r"Invalid enum value ")
-_WRONG_TYPE: Final = re.compile(r"Expected `[^`]+`, got `(?P<got>\w+)`")
+_AT: Final = LazyPattern(r"^(?P<text>.*?)(?: - at `\$(?P<path>.*)`)?$", re.DOTALL)
+_STEP: Final = LazyPattern(r"\.([^.\[]+)|\[(\d+|\.\.\.)\]")
+_MISSING: Final = LazyPattern(r"Object missing required field `(?P<name>.*)`")
+_UNKNOWN: Final = LazyPattern(r"Object contains unknown field `(?P<name>.*)`")
+_LENGTH: Final = LazyPattern(r"Expected `(?P<kind>\w+)` of length (?P<op>[<>]=) (?P<limit>\d+)")
+_BOUND: Final = LazyPattern(r"Expected `\w+` (?P<op>[<>]=?) (?P<limit>\S+)")
+_ENUM: Final = LazyPattern(r"Invalid enum value ")
+_WRONG_TYPE: Final = LazyPattern(r"Expected `[^`]+`, got `(?P<got>\w+)`")
 
 _Step = str | int | None
 """A step into the arguments: a name, a list index, or None for any key of a map."""
@@ -319,7 +320,7 @@ def _expected(node: dict[str, Any]) -> str:
     return "a value"
 
 
-_NOUN: Final = re.compile(r"\b(string|integer|number|object|list|value)\b")
+_NOUN: Final = LazyPattern(r"\b(string|integer|number|object|list|value)\b")
 
 
 def _plural(node: dict[str, Any]) -> str:

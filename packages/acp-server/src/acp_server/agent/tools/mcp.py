@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TextIO
 import trio
 
 from acp_server.agent.tools.base import ToolContext, ToolOutput
+from acp_server.agent.tools.mcp_names import MCP_TOOL_PREFIX
 from acp_server.agent.tools.mcp_results import render_result
 from acp_server.config import AnyMcpServerConfig, McpHttpServerConfig
 from acp_server.patterns import LazyPattern
@@ -60,7 +61,6 @@ logger = logging.getLogger(__name__)
 CONNECTION_CLOSED: Final = -32000
 """The SDK's error code for "the server's stdio connection closed" (mcp_types.CONNECTION_CLOSED)."""
 
-MCP_TOOL_PREFIX: Final = "mcp__"
 MAX_TOOL_NAME_CHARS: Final = 64
 """OpenAI and Anthropic both refuse tool names longer than this."""
 DEFAULT_MCP_STARTUP_TIMEOUT_SECS: Final = 30.0
