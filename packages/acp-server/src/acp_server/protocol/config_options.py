@@ -36,7 +36,8 @@ from acp_server.protocol.limits import shortened
 
 if TYPE_CHECKING:
     from acp_core.jsonrpc import Payload
-    from acp_server.protocol.handlers import AcpHandlers, Job
+    from acp_server.protocol.handlers import AcpHandlers
+    from acp_server.protocol.routes import Job
     from acp_server.protocol.services.context import AcpApp
     from acp_server.storage import AsyncSessionStore
 

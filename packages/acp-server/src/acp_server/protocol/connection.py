@@ -36,8 +36,9 @@ from acp_core.jsonrpc import ErrorResponse, Frame, Payload, RequestId, Response,
 from acp_server.errors import rpc_error_for
 from acp_server.protocol.client_profile import BEFORE_INITIALIZE
 from acp_server.protocol.followups import ReplyThen
-from acp_server.protocol.handlers import AcpHandlers, Job, Route
+from acp_server.protocol.handlers import AcpHandlers
 from acp_server.protocol.limits import ByteBudget, shortened
+from acp_server.protocol.routes import Job, Route
 from acp_server.protocol.services.context import AcpApp
 from acp_server.protocol.transport import MessageTransport, TransportClosed
 

@@ -2,8 +2,9 @@
 
 ``AcpHandlers.routes`` pairs every inbound method of ``acp_core.methods.METHODS`` with
 its handler; the method's ``ordering`` there says which of the three shapes the handler
-has (``Route``). The connection (acp_server/protocol/connection.py) decodes each call's
-params once, into the method's params type, and runs the route; failures become
+has (``Route``, acp_server/protocol/routes.py). The connection
+(acp_server/protocol/connection.py) decodes each call's params once, into the method's
+params type, and runs the route; failures become
 JSON-RPC errors in one place (acp_server/errors.py).
 """
 
@@ -14,7 +15,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 import trio
@@ -24,7 +25,7 @@ from acp_core.aliases import resolve_restore_alias, resolve_session_alias
 from acp_core.blobs import plan_prompt
 from acp_core.errors import SessionBusyError, SessionNotFoundError
 from acp_core.jsonrpc import Payload
-from acp_core.methods import METHODS, MethodSpec
+from acp_core.methods import METHODS
 from acp_server import __version__
 from acp_server.agent.io.uploads import write_blobs
 from acp_server.agent.limits.actions import SessionActions
@@ -51,6 +52,7 @@ from acp_server.protocol.roots import (
     restored_roots,
     store_roots,
 )
+from acp_server.protocol.routes import Job, Route
 from acp_server.protocol.sessions import SessionTable
 from acp_server.security.sandbox import agent_posture
 from acp_server.storage import AsyncSessionStore, TurnUnsaved
@@ -66,35 +68,6 @@ logger = logging.getLogger(__name__)
 
 CANCEL_MARKER: Final = "[turn cancelled via client]"
 UNSAVED_TURN_WARNING: Final = "[warning: this turn is not saved"
-
-Job: TypeAlias = Callable[[], Awaitable[Payload]]
-"""The concurrent part of a call, started in its own task once admitted."""
-InlineHandler: TypeAlias = Callable[[Any, str], Payload]
-AdmitHandler: TypeAlias = Callable[[Any, str], Job]
-ConcurrentHandler: TypeAlias = Callable[[Any], Awaitable[Payload]]
-
-
-class Route(msgspec.Struct, frozen=True):
-    """One inbound method: its params type and its handler, in the shape ``ordering`` says.
-
-    * ``inline``: ``handler(params, request_key) -> result``, run by the reader;
-    * ``admitted``: ``handler(params, request_key) -> job``, the admission run by the
-      reader in arrival order, the returned job in a task;
-    * ``concurrent``: ``handler(params) -> awaitable result``, in a task.
-
-    ``request_key`` is the call's id as text ("" for a notification), the key of
-    ``$/cancel_request``. ``precedence`` (optional) runs on the raw params when they fail
-    to decode, for checks that outrank a params error.
-    """
-
-    spec: MethodSpec
-    params_type: type[schema.InboundParams]
-    handler: Callable[..., Any]
-    precedence: Callable[[msgspec.Raw], None] | None = None
-
-    @property
-    def ordering(self) -> methods.Ordering:
-        return self.spec.ordering
 
 
 class AcpHandlers:

@@ -16,7 +16,8 @@ from acp_server.protocol import config_options as options
 
 if TYPE_CHECKING:
     from acp_core.jsonrpc import Payload
-    from acp_server.protocol.handlers import AcpHandlers, Job
+    from acp_server.protocol.handlers import AcpHandlers
+    from acp_server.protocol.routes import Job
 
 MAX_SHOWN_MODES: Final = 8
 
