@@ -1,4 +1,4 @@
-"""Write ``acp_core/schema/generated.py``: ACP's standard types as msgspec Structs, generated
+"""Write ``acp_core/schema/generated.py`` and ``generated_leaves.py``: ACP's standard types as msgspec Structs, generated
 from the official ACP JSON Schema (``schema/v1/schema.json`` of the npm package
 ``@agentclientprotocol/sdk``, the version tests/acp_schema.py pins and installs).
 
@@ -40,12 +40,14 @@ import re
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 REPO: Final = Path(__file__).resolve().parents[1]
 OUTPUT: Final = REPO / "packages/acp-core/src/acp_core/schema/generated.py"
+LEAVES_OUTPUT: Final = OUTPUT.with_name("generated_leaves.py")
 
 ROOTS: Final = (
     "InitializeResponse",
@@ -263,8 +265,8 @@ class Generator:
         self.structs: dict[str, list[Struct]] = {}
         self.pending: list[str] = []
 
-    def body(self) -> tuple[str, list[str]]:
-        """The module's definitions, and the names it defines."""
+    def body(self) -> tuple[list[tuple[str, str]], list[str]]:
+        """The definitions (name, text) in module order, and the names they define."""
         for alias, original in SAME_SHAPE.items():
             if _shape(self.defs[alias]) != _shape(self.defs[original]):
                 raise SystemExit(f"{alias} no longer has the shape of {original}: generate both")
@@ -284,7 +286,7 @@ class Generator:
             raise SystemExit(
                 f"two types share a name: {sorted(n for n in names if names.count(n) > 1)}"
             )
-        return "\n\n\n".join(blocks), sorted(names)
+        return [(_defined_name(block), block) for block in blocks], sorted(names)
 
     # -- annotations --------------------------------------------------------------------
 
@@ -464,32 +466,108 @@ class Generator:
         return Field(wire, f"{annotation} | None", "None")
 
 
-def generate(schema_path: Path) -> str:
-    """The text of generated.py for the schema at ``schema_path``, formatted by ruff."""
+def _defined_name(block: str) -> str:
+    if block.startswith("class "):
+        return block.removeprefix("class ").split("(", 1)[0]
+    return block.split(":", 1)[0]
+
+
+def split_leaves(definitions: list[tuple[str, str]]) -> tuple[set[str], set[str]]:
+    """The names of a part of the definitions that refers to nothing outside itself (about
+    half their lines, for LEAVES_OUTPUT) and the rest (for OUTPUT, which imports them).
+
+    A definition's closure is itself and every name it refers to, transitively; the part
+    is a union of the smallest closures, so it never needs a name from the rest.
+    """
+    texts = dict(definitions)
+    refers = {
+        name: {other for other in re.findall(r"\b[A-Z]\w*", text) if other in texts} - {name}
+        for name, text in definitions
+    }
+
+    def closure(name: str) -> set[str]:
+        seen, todo = {name}, [name]
+        while todo:
+            for other in refers[todo.pop()] - seen:
+                seen.add(other)
+                todo.append(other)
+        return seen
+
+    def lines(names: set[str]) -> int:
+        return sum(texts[name].count("\n") + 3 for name in names)
+
+    half = lines(set(texts)) // 2
+    leaves: set[str] = set()
+    for name in sorted(texts, key=lambda n: (lines(closure(n)), n)):
+        grown = leaves | closure(name)
+        if lines(grown) <= half:
+            leaves = grown
+    return leaves, set(texts) - leaves
+
+
+def generate(schema_path: Path) -> dict[Path, str]:
+    """The text of generated.py and generated_leaves.py for the schema at ``schema_path``,
+    formatted by ruff. ACP's types are two modules so that each stays a readable size;
+    generated.py re-exports the leaves, so its ``__all__`` still lists every type."""
     schema = json.loads(schema_path.read_text(encoding="utf-8"))
     package = json.loads((schema_path.parents[2] / "package.json").read_text(encoding="utf-8"))
-    body, names = Generator(schema).body()
+    definitions, _ = Generator(schema).body()
+    leaves, rest = split_leaves(definitions)
+    header = HEADER.format(package=package["name"], version=package["version"])
+    leaves_module = _module(
+        header,
+        "ACP's standard types that refer to no type of generated.py (its building blocks).",
+        [(name, text) for name, text in definitions if name in leaves],
+        [],
+    )
+    module = _module(
+        header,
+        "ACP's standard types (see scripts/gen_acp_schema.py for the rules).",
+        [(name, text) for name, text in definitions if name in rest],
+        [f"from acp_core.schema.{LEAVES_OUTPUT.stem} import *  # noqa: F403 (the leaves)"],
+        reexported=sorted(leaves),
+    )
+    return {LEAVES_OUTPUT: leaves_module, OUTPUT: module}
+
+
+def _module(
+    header: str,
+    doc: str,
+    definitions: list[tuple[str, str]],
+    imports: list[str],
+    reexported: Sequence[str] = (),
+) -> str:
+    body = "\n\n\n".join(text for _, text in definitions)
+    names = sorted(name for name, _ in definitions)
+    exported = sorted([*names, *reexported])
     used = [name for name in ("UNSET", "UnsetType") if re.search(rf"\b{name}\b", body)]
     wire = ("Json", "WireStruct", "default_null", "narrow")
     wire_used = [name for name in wire if re.search(rf"\b{name}\b", body)]
     annotations = " ".join(a for fields in ZEROCLAW_FIELDS.values() for a in fields.values())
-    zeroclaw = sorted(set(re.findall(r"[A-Z]\w*", annotations)) - set(names) - {"None"})
-    lines = [
-        HEADER.format(package=package["name"], version=package["version"]),
-        '"""ACP\'s standard types (see scripts/gen_acp_schema.py for the rules)."""',
-        "",
-        "from __future__ import annotations",
-        "",
-        "from typing import Literal, TypeAlias",
-        "",
-        "import msgspec",
-    ]
+    zeroclaw = sorted(
+        name
+        for name in set(re.findall(r"[A-Z]\w*", annotations)) - {"None"}
+        if re.search(rf"\b{name}\b", body) and name not in names
+    )
+    lines = [header]
+    if reexported:
+        # The leaves' names are used below through the star import (ruff cannot see them).
+        lines += ["# ruff: noqa: F405", ""]
+    lines += [f'"""{doc}"""', "", "from __future__ import annotations", ""]
+    typing_used = [name for name in ("Literal", "TypeAlias") if re.search(rf"\b{name}\b", body)]
+    if typing_used:
+        lines += [f"from typing import {', '.join(typing_used)}", ""]
+    lines.append("import msgspec")
     if used:
         lines.append(f"from msgspec import {', '.join(used)}")
-    lines += ["", f"from acp_core.schema.wire import {', '.join(wire_used)}"]
+    lines.append("")
+    lines += imports
+    if wire_used:
+        lines.append(f"from acp_core.schema.wire import {', '.join(wire_used)}")
     if zeroclaw:
         lines.append(f"from acp_core.schema.zeroclaw import {', '.join(zeroclaw)}")
-    lines += ["", "__all__ = [", *(f'    "{name}",' for name in names), "]", "", "", body, ""]
+    lines += ["", "__all__ = [", *(f'    "{name}",' for name in exported), "]"]
+    lines += ["", "", body, ""]
     return _ruff_format("\n".join(lines))
 
 
@@ -522,17 +600,16 @@ def default_schema() -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--schema", type=Path, help="schema/v1/schema.json of the ACP SDK")
-    parser.add_argument("--check", action="store_true", help="only say if the file is stale")
+    parser.add_argument("--check", action="store_true", help="only say if a file is stale")
     args = parser.parse_args()
-    text = generate(args.schema or default_schema())
-    current = OUTPUT.read_text(encoding="utf-8") if OUTPUT.exists() else ""
-    if args.check:
-        if text != current:
+    for output, text in generate(args.schema or default_schema()).items():
+        current = output.read_text(encoding="utf-8") if output.exists() else ""
+        if not args.check:
+            output.write_text(text, encoding="utf-8")
+        elif text != current:
             diff = difflib.unified_diff(current.splitlines(), text.splitlines(), lineterm="")
             sys.stderr.write("\n".join(diff) + "\n")
-            raise SystemExit(f"{OUTPUT.relative_to(REPO)} is out of date: run this script")
-        return
-    OUTPUT.write_text(text, encoding="utf-8")
+            raise SystemExit(f"{output.relative_to(REPO)} is out of date: run this script")
 
 
 if __name__ == "__main__":

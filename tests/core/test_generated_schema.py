@@ -1,34 +1,35 @@
-"""acp_core/schema/generated.py is exactly what scripts/gen_acp_schema.py makes from the
-pinned official ACP schema (tests/acp_schema.py installs it; without npm this skips, and
-fails under ``ZEROCLAW_REQUIRE_SCHEMA_TESTS=1``), and the generated types read what ACP
-sends that ZeroClaw's hand-written types never knew."""
+"""acp_core/schema/generated.py and generated_leaves.py are exactly what
+scripts/gen_acp_schema.py makes from the pinned official ACP schema (tests/acp_schema.py
+installs it; without npm this skips, and fails under ``ZEROCLAW_REQUIRE_SCHEMA_TESTS=1``),
+and the generated types read what ACP sends that ZeroClaw's hand-written types never knew."""
 
 from __future__ import annotations
 
 import difflib
 import json
-from pathlib import Path
 
 import pytest
 
 from acp_core import schema
 from acp_core.errors import InvalidParamsError
 from acp_core.jsonrpc import JsonObject
-from scripts.gen_acp_schema import OUTPUT, generate
+from scripts.gen_acp_schema import LEAVES_OUTPUT, OUTPUT, generate
 from tests.acp_schema import install_schema
 
 
-def test_generated_types_are_what_the_pinned_schema_gives(tmp_path: Path) -> None:
-    regenerated = tmp_path / "generated.py"
-    regenerated.write_text(generate(install_schema()), encoding="utf-8")
-    committed = OUTPUT
-    fresh = regenerated.read_text(encoding="utf-8").splitlines()
-    current = committed.read_text(encoding="utf-8").splitlines()
-    drift = list(difflib.unified_diff(current, fresh, str(committed), "regenerated", lineterm=""))
-    assert not drift, (
-        "generated.py is out of date: run `uv run python scripts/gen_acp_schema.py`\n"
-        + "\n".join(drift[:60])
-    )
+def test_generated_types_are_what_the_pinned_schema_gives() -> None:
+    regenerated = generate(install_schema())
+    assert set(regenerated) == {OUTPUT, LEAVES_OUTPUT}
+    for committed, text in regenerated.items():
+        fresh = text.splitlines()
+        current = committed.read_text(encoding="utf-8").splitlines()
+        drift = list(
+            difflib.unified_diff(current, fresh, str(committed), "regenerated", lineterm="")
+        )
+        assert not drift, (
+            f"{committed.name} is out of date: run `uv run python scripts/gen_acp_schema.py`\n"
+            + "\n".join(drift[:60])
+        )
 
 
 def test_updates_acp_added_are_read_not_refused() -> None:
