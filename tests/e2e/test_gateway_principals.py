@@ -96,6 +96,18 @@ async def _listed(client: Any) -> set[str]:
     return {session["sessionId"] for session in reply["result"]["sessions"]}
 
 
+async def _admin_tokens(config_dir: Path, port: int, *names: str) -> dict[str, str]:
+    """A token per name, created by the operator (``zeroclaw gateway token create``)."""
+    tokens = {}
+    for name in names:
+        created = await zeroclaw_cli(
+            config_dir, "gateway", "token", "create", "--name", name, "--port", str(port)
+        )
+        assert created.returncode == 0, created.stderr
+        tokens[name] = created.stdout.strip()
+    return tokens
+
+
 async def _new_session(client: Any, workspace: Path) -> str:
     init = await client.call("initialize", {"protocolVersion": 1})
     assert "result" in init, init
@@ -224,14 +236,7 @@ async def test_a_principals_daily_cap_trips_for_that_principal_only(
                 document["storage"] = {"url": store_url}
             config_dir = write_config(tmp_path / "cfg", document)
             async with run_gateway(config_dir) as gateway:
-                tokens = {}
-                for name in ("alice", "bob"):
-                    created = await zeroclaw_cli(
-                        config_dir, "gateway", "token", "create", "--name", name,
-                        "--port", str(gateway.port),
-                    )  # fmt: skip
-                    assert created.returncode == 0, created.stderr
-                    tokens[name] = created.stdout.strip()
+                tokens = await _admin_tokens(config_dir, gateway.port, "alice", "bob")
                 async with (
                     ws_connect(gateway.ws_url(), token=tokens["alice"]) as alice_ws,
                     ws_connect(gateway.ws_url(), token=tokens["bob"]) as bob_ws,
@@ -292,14 +297,7 @@ async def test_a_principals_action_budget_spans_its_connections_and_spares_other
     config_dir = write_config(tmp_path / "cfg", document)
     with trio.fail_after(TIMEOUT):
         async with run_gateway(config_dir) as gateway:
-            tokens = {}
-            for name in ("alice", "bob"):
-                created = await zeroclaw_cli(
-                    config_dir, "gateway", "token", "create", "--name", name,
-                    "--port", str(gateway.port),
-                )  # fmt: skip
-                assert created.returncode == 0, created.stderr
-                tokens[name] = created.stdout.strip()
+            tokens = await _admin_tokens(config_dir, gateway.port, "alice", "bob")
             async with (
                 ws_connect(gateway.ws_url(), token=tokens["alice"]) as first_ws,
                 ws_connect(gateway.ws_url(), token=tokens["alice"]) as second_ws,

@@ -66,28 +66,23 @@ def parse_cost(parser: ConfigParser, doc: Mapping[str, Any]) -> CostConfig:
             if "per_principal_daily_cents" in t
             else None
         ),
-        principal_daily_cents=_parse_principal_caps(parser, t),
+        principal_daily_cents=_principal_caps(parser, t, "cost", "max_cost_per_day_cents"),
     )
 
 
-def _parse_principal_caps(parser: ConfigParser, cost: Mapping[str, Any]) -> dict[str, int]:
-    """``[cost.principals.<name>] max_cost_per_day_cents``: each gateway principal's own
-    daily cap, over ``per_principal_daily_cents``."""
-    principals = parser.table(cost, "principals", "cost.principals")
+def _principal_caps(
+    parser: ConfigParser, section: Mapping[str, Any], name_of_section: str, key: str
+) -> dict[str, int]:
+    """``[<section>.principals.<name>] <key>``: each gateway principal's own cap (spend per
+    day, actions per hour), over the section's per-principal default."""
+    principals = parser.table(section, "principals", f"{name_of_section}.principals")
     caps: dict[str, int] = {}
     for name in principals:
-        dotted = f"cost.principals.{name}"
+        dotted = f"{name_of_section}.principals.{name}"
         body = parser.table(principals, name, dotted)
-        parser.warn_unknown(body, frozenset({"max_cost_per_day_cents"}), dotted)
-        if "max_cost_per_day_cents" in body:
-            caps[name] = parser.get(
-                body,
-                "max_cost_per_day_cents",
-                f"{dotted}.max_cost_per_day_cents",
-                int,
-                0,
-                _not_negative,
-            )
+        parser.warn_unknown(body, frozenset({key}), dotted)
+        if key in body:
+            caps[name] = parser.get(body, key, f"{dotted}.{key}", int, 0, _not_negative)
     return caps
 
 
@@ -104,25 +99,12 @@ def parse_actions(parser: ConfigParser, doc: Mapping[str, Any]) -> ActionsConfig
         if "per_principal_per_hour" in t
         else None
     )
-    principals = parser.table(t, "principals", "actions.principals")
-    caps: dict[str, int] = {}
-    for name in principals:
-        dotted = f"actions.principals.{name}"
-        # A name no token can carry would never match: say so rather than cap nobody.
+    # A name no token can carry would never match: say so rather than cap nobody.
+    for name in parser.table(t, "principals", "actions.principals"):
         problem = principal_problem(name)
         if problem is not None:
-            raise parser.error(dotted, problem)
-        body = parser.table(principals, name, dotted)
-        parser.warn_unknown(body, frozenset({"max_actions_per_hour"}), dotted)
-        if "max_actions_per_hour" in body:
-            caps[name] = parser.get(
-                body,
-                "max_actions_per_hour",
-                f"{dotted}.max_actions_per_hour",
-                int,
-                0,
-                _not_negative,
-            )
+            raise parser.error(f"actions.principals.{name}", problem)
+    caps = _principal_caps(parser, t, "actions", "max_actions_per_hour")
     return ActionsConfig(per_principal_per_hour=default, principal_per_hour=caps)
 
 
