@@ -257,11 +257,11 @@ async def test_a_principals_daily_cap_trips_for_that_principal_only(
     assert other["result"]["stopReason"] == "end_turn", other
     assert again["result"]["stopReason"] == "end_turn", again
     assert len(llm.requests) == 3  # alice's refused turn never reached the model
-    if store_url is None:  # `zeroclaw cost` reads the SQLite ledger
-        assert shown.returncode == 0, shown.stderr
-        report = json.loads(shown.stdout)
-        assert {row["principal"] for row in report["days"]} == {"alice", "bob"}
-        assert report["principalsTodayUsd"] == {"alice": 0.03, "bob": 0.06}
+    # `zeroclaw cost` reads the ledger of the store the gateway wrote: SQLite or PostgreSQL.
+    assert shown.returncode == 0, shown.stderr
+    report = json.loads(shown.stdout)
+    assert {row["principal"] for row in report["days"]} == {"alice", "bob"}
+    assert report["principalsTodayUsd"] == {"alice": 0.03, "bob": 0.06}
 
 
 def _tool_outputs(client: WsRpc, session_id: str) -> list[str]:

@@ -1,6 +1,7 @@
 """``zeroclaw cost``: what the agents spent, per UTC day, agent and principal (the gateway
 principal a call was made for; ``(operator)`` for the local operator), from the spending
-ledger of the session store (``acp_spend``, storage/spend.py), against the ``[cost]`` caps."""
+ledger of the session store (``acp_spend``, storage/spend.py; the SQLite file, or PostgreSQL
+with ``[storage] url``), against the ``[cost]`` caps."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from acp_server.cli.sessions import (
     _open_existing,
     _print_json,
     plain_table,
+    store_location,
 )
 from acp_server.config import Config, ConfigError, load_config, resolve_config_dir
 from acp_server.storage import SpendRow, StoreError
@@ -37,7 +39,7 @@ def _config(config_dir: Path | None) -> Config:
 
 
 def _rows(config: Config, since_day: str) -> list[SpendRow]:
-    store = _open_existing(config.store_path)
+    store = _open_existing(store_location(config))
     if store is None:
         return []
     try:

@@ -20,7 +20,7 @@ import click
 
 from acp_server.cli.main import EXIT_CONFIG_ERROR, fail
 from acp_server.cli.render import terminal_safe
-from acp_server.config import ConfigError, load_config, resolve_config_dir
+from acp_server.config import Config, ConfigError, load_config, resolve_config_dir
 from acp_server.model import ChatMessage
 from acp_server.storage import (
     SessionBackend,
@@ -60,6 +60,12 @@ def _store_path(config_dir: Path | None) -> StoreLocation:
         config = load_config(resolve_config_dir(config_dir))
     except ConfigError as exc:
         fail(str(exc), code=EXIT_CONFIG_ERROR)
+    return store_location(config)
+
+
+def store_location(config: Config) -> StoreLocation:
+    """Where ``config``'s sessions and ledger live: the PostgreSQL store of ``[storage] url``
+    (or ``ZEROCLAW_STORAGE_URL``) when one is set, else its SQLite file."""
     return config.store_path if config.storage.url is None else config.storage.url
 
 
