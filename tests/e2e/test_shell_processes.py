@@ -11,6 +11,7 @@ lacks skips, or fails under ``ZEROCLAW_REQUIRE_SANDBOX_TESTS=1``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -267,6 +268,34 @@ async def test_a_killed_supervisor_takes_its_command_along_and_is_replaced(
                 await ShellTool().run({"command": "echo $$ > pid; exec sleep 300"}, ctx)
         [top] = pids_in(tmp_path / "pid")
         await poll_until(lambda: process_gone(top))  # its parent-death signal
+        again = await ShellTool().run({"command": "echo again"}, ctx)
+    assert again.text == "again"
+
+
+async def test_a_server_exiting_normally_waits_for_the_supervisor_and_its_commands(
+    tmp_path: Path,
+) -> None:
+    """What the server runs at a normal exit (``CommandSupervisor.close``): the supervisor
+    stops the running command and exits before the server does, and the next command starts
+    a new one."""
+    ctx, _ = make_context(tmp_path, ANYTHING_GOES, shell_timeout_secs=60)
+    supervisor = command_supervisor()
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+
+            async def close_once_started() -> None:
+                await poll_until(lambda: bool(pids_in(tmp_path / "pid")))
+                pid = supervisor.pid
+                assert pid is not None
+                await trio.to_thread.run_sync(supervisor.close)
+                assert not psutil.pid_exists(pid)  # exited and reaped before close returned
+                [top] = pids_in(tmp_path / "pid")
+                assert process_gone(top)
+
+            nursery.start_soon(close_once_started)
+            # Stopped by the supervisor on its way out (SIGTERM), or lost with it.
+            with contextlib.suppress(ToolError):
+                await ShellTool().run({"command": "echo $$ > pid; exec sleep 300"}, ctx)
         again = await ShellTool().run({"command": "echo again"}, ctx)
     assert again.text == "again"
 

@@ -4,13 +4,15 @@ command with everything it started.
 
 One supervisor serves the whole server process. It is started with the first command
 (``command_supervisor().start(...)``), from a worker thread, and ends when the server
-does: its control socket closes with the server, however the server ends. A supervisor
-that died is started again by the next command.
+does: its control socket closes with the server, however the server ends (on a normal
+exit the server also waits for it, ``CommandSupervisor.close``). A supervisor that died is
+started again by the next command.
 """
 
 from __future__ import annotations
 
 import array
+import atexit
 import json
 import os
 import socket
@@ -128,8 +130,27 @@ class CommandSupervisor:
                     cwd="/",
                 )  # fmt: skip
             ours.setblocking(False)
+            if self._owner_pid == 0:
+                atexit.register(self.close)
             self._control, self._owner_pid = ours, os.getpid()
             return ours
+
+    def close(self) -> None:
+        """Close the control socket and wait until the supervisor has stopped what still
+        runs and exited (at most the grace it was given, plus a second), so that a server
+        exiting normally leaves neither a command nor the supervisor behind. Runs at exit."""
+        with self._lock:
+            process, control = self._process, self._control
+            self._process = self._control = None
+        if control is not None:
+            control.close()
+        if process is None or self._owner_pid != os.getpid():
+            return  # never started, or a forked copy of the server: not its child
+        try:
+            process.wait(timeout=self._shutdown_grace_secs + 1.0)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
     async def _send(self, payload: bytes, fds: Sequence[int]) -> None:
         ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
