@@ -12,7 +12,7 @@ Separately, an id is ``opening`` for the whole of a ``session/load`` or ``sessio
 (restore and replay): a close or stop of it that arrives meanwhile waits for the restore to
 end, then closes what it opened, so a close pipelined right behind a load is not lost.
 
-Every table of a process shares one ``LiveSessions`` registry (protocol/ownership.py): a
+Every table of a process shares one ``LiveSessions`` registry (protocol/services/ownership.py): a
 table holds an id there from the start of its restore (or its ``session/new``) until the
 copy has left it and its last turn is saved, and another table that restores the id takes
 it over through ``surrender``. An id taken over stays ``taken_over`` here, so a request
@@ -30,7 +30,7 @@ import trio
 from acp_core.errors import InvalidParamsError, SessionLimitError, SessionNotFoundError
 from acp_server.agent.runtime.session import Session
 from acp_server.errors import SessionTakenOver
-from acp_server.protocol.ownership import LiveSessions
+from acp_server.protocol.services.ownership import LiveSessions
 
 logger = logging.getLogger(__name__)
 
@@ -182,6 +182,15 @@ class SessionTable:
         """The connection has ended (every turn with it): let every id it held go."""
         for session_id in [*self.sessions, *self._closing, *self._opening]:
             self.live_sessions.release(session_id, self)
+
+    def was_reaped(self, session_id: str) -> bool:
+        """The idle reaper dropped ``session_id`` and nothing opened it again since (a
+        prompt for it restores it)."""
+        return session_id in self.reaped
+
+    def forget_reaped(self, session_id: str) -> None:
+        """``session_id`` left the store: a prompt for it no longer restores it."""
+        self.reaped.discard(session_id)
 
     def is_current(self, session: Session) -> bool:
         return self.sessions.get(session.session_id) is session
