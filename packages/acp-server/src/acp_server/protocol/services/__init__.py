@@ -7,7 +7,8 @@ the connection itself, so a service can be driven without a transport.
   stop, delete, the restore of a reaped session, building a ``Session``), ``prompt.py``
   (prompt, cancel, ``$/cancel_request``, titles, the unsaved-turn warning),
   ``listing.py`` (session/list), ``fork.py``, ``modes.py``, ``config_options.py``;
-* a connection's sessions: ``session_table.py``;
+* a connection's sessions: ``session_table.py`` (the table), ``session_state.py`` (its
+  states and the one table of their moves);
 * what the methods share: ``ownership.py`` (one live copy per session; the fencing
   epoch), ``replica_leases.py`` (the same across replicas), ``visibility.py`` (which
   principal sees which session), ``roots.py`` (cwd and extra roots), ``restore_replay.py``

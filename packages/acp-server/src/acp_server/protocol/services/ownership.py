@@ -116,7 +116,7 @@ async def claim_and_load(
             epoch = await store.claim_session(session_id)
         stored = await store.load_session(session_id) if epoch is not None else None
     except SessionFenced:
-        table.taken_over.add(session_id)  # claimed again elsewhere before this load read it
+        table.mark_taken_over(session_id)  # claimed again elsewhere before this load read it
         raise SessionTakenOver(session_id) from None
     except Exception as exc:
         raise OperationFailed("Failed to load session") from exc
@@ -193,8 +193,7 @@ async def check_reaped_owner(
         return  # the restore reports a store that cannot be read
     if current is None or current == epoch:
         return
-    table.reaped.discard(session_id)
-    table.reaped_epochs.pop(session_id, None)
-    table.taken_over.add(session_id)
+    table.forget_reaped(session_id)
+    table.mark_taken_over(session_id)
     table.end_opening(session_id, opening)
     raise SessionTakenOver(session_id)

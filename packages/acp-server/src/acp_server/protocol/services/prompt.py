@@ -19,7 +19,6 @@ import trio
 
 from acp_core import schema
 from acp_core.blobs import plan_prompt
-from acp_core.errors import SessionBusyError
 from acp_core.jsonrpc import Payload
 from acp_server.agent.io.uploads import write_blobs
 from acp_server.agent.runtime.session import Session, Turn
@@ -78,9 +77,7 @@ def admit_prompt(state: ConnectionState, params: schema.PromptParams, request_ke
 
 def _start(state: ConnectionState, session: Session, request_key: str) -> tuple[Session, Turn]:
     """Reserve ``session``'s single turn for the prompt ``request_key`` (-32002 if busy)."""
-    if session.busy:
-        raise SessionBusyError(session.session_id)
-    turn = session.start_turn()
+    turn = state.table.start_turn(session)
     if request_key:
         state.prompt_turns[request_key] = turn
     return session, turn
@@ -96,8 +93,7 @@ async def _start_and_run(
 def prompt_precedence(state: ConnectionState, raw: msgspec.Raw) -> None:
     """An unknown or busy session outranks a malformed prompt (ZeroClaw's order)."""
     session_id = schema.decode_inbound(schema.SessionIdParams, raw).session_id
-    if state.table.live(session_id).busy:
-        raise SessionBusyError(session_id)
+    state.table.check_not_prompting(session_id)
 
 
 # ---------------------------------------------------------------------- the turn
