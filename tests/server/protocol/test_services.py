@@ -19,7 +19,7 @@ from acp_server.protocol.client_profile import BEFORE_INITIALIZE, ClientProfile
 from acp_server.protocol.services import handshake, lifecycle, prompt
 from acp_server.protocol.services.connection_state import ConnectionState
 from acp_server.protocol.services.followups import ReplyThen
-from acp_server.protocol.services.session_state import SessionState
+from acp_server.protocol.services.session_state import SessionState, SessionStateError
 from acp_server.testing import ScriptedProvider, memory_app, text_round
 from tests.helpers import make_config, session_dir
 
@@ -146,4 +146,19 @@ async def test_a_reaped_session_is_remembered_and_a_busy_one_is_never_reaped(
         assert state.table.was_reaped(idle_id)
         assert state.table.state_of(busy_id) is SessionState.PROMPTING
         await job()
+        state.cancel_all()
+
+
+async def test_the_table_refuses_a_move_its_transitions_do_not_list(tmp_path: Path) -> None:
+    app = memory_app(make_config(tmp_path), provider=ScriptedProvider([text_round("x")]))
+    async with trio.open_nursery() as nursery:
+        state = ConnectionState(app, RecordingOutbound(nursery))
+        session_id = await open_session(state, tmp_path)
+        session = state.table.get(session_id)
+        assert session is not None
+        with pytest.raises(SessionStateError, match=f"session {session_id}: go_live cannot"):
+            state.table.add(session)  # live already: only a reserved id goes live
+        with pytest.raises(SessionStateError, match="begin_restore cannot happen while it is idle"):
+            state.table.begin_opening(session_id)
+        assert state.table.state_of(session_id) is SessionState.IDLE  # nothing moved
         state.cancel_all()
