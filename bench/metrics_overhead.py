@@ -44,7 +44,7 @@ from acp_server.observability.logs import formatter_for
 from acp_server.observability.metrics import NO_METRICS, Metrics, Timing
 from acp_server.observability.prometheus import PrometheusMetrics
 from acp_server.observability.turns import observed_turn
-from acp_server.protocol import handlers
+from acp_server.protocol.services import prompt as prompt_service
 
 VARIANTS: Final = ("none", "stdio", "gateway", "gateway-json")
 TURNS_PER_SESSION: Final = 50
@@ -61,7 +61,7 @@ def _variant(name: str) -> Iterator[Callable[[], Metrics]]:
     factory."""
     root = logging.getLogger()
     saved_handlers, saved_level = root.handlers[:], root.level
-    namespace = vars(handlers)  # the name the prompt handler calls
+    namespace = vars(prompt_service)  # the name the prompt service calls
     saved_observer = namespace["observed_turn"]
     with open(os.devnull, "w", encoding="utf-8") as sink:
         handler = logging.StreamHandler(sink)

@@ -20,7 +20,7 @@ goes. Its own time shows under the server thread, not the event loop's:
         --provider openai --turns 500
 
 ``--owner-check-cost`` measures what "one live copy per session" adds to a short turn: the
-fencing-epoch read a prompt makes before its turn starts (acp_server/protocol/ownership.py,
+fencing-epoch read a prompt makes before its turn starts (acp_server/protocol/services/ownership.py,
 ``check_still_held``). First the read alone
 (``current_epoch``, on ``SessionStore`` and through ``AsyncSessionStore``'s worker-thread
 hop), then ``--rounds`` rounds of ``--turns`` prompts with the check and as many with it
@@ -50,8 +50,8 @@ from acp_core.framing import encode_line
 from acp_server.agent.io.http_clients import http_clients
 from acp_server.app import open_session_store
 from acp_server.config import Config, default_config, load_config
-from acp_server.protocol import ownership
 from acp_server.protocol.connection import serve_connection
+from acp_server.protocol.services import ownership
 from acp_server.protocol.services.context import AcpApp
 from acp_server.protocol.stdio import StdioTransport
 from acp_server.storage import open_store
@@ -127,7 +127,7 @@ async def short_turns(turns: int, persist: bool, provider: str | None = None) ->
         root = Path(tmp)
         config, server = _config(root, persist, provider)
         # The session's cwd is a directory of its own: the server refuses one that holds
-        # its config directory (protocol/roots.py), and the default config lives in root.
+        # its config directory (protocol/services/roots.py), and the default config lives in root.
         workspace = root / "workspace"
         workspace.mkdir()
         to_server_r, to_server_w = os.pipe()

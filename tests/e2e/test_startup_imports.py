@@ -55,6 +55,11 @@ HEAVY_BEFORE_THE_FIRST_PROMPT: Final = (
     "trio_websocket",
     # the click group: a plain `zeroclaw acp` is read without it (acp_server/cli/launch.py)
     "click",
+    # the turn runtime, session/list and session/load's replay: imported by the services
+    # that use them (acp_server/protocol/services/prompt.py, lifecycle.py, router.py)
+    "acp_server.agent.runtime.turn",
+    "acp_server.protocol.services.listing",
+    "acp_server.protocol.services.restore_replay",
 )
 """Loaded on first use only (the agent's first model call, tool call, or another command)."""
 
@@ -133,7 +138,7 @@ async def test_zeroclaw_acp_opens_a_session_without_the_heavy_modules(tmp_path: 
     modules = await imports_until_session_opened(
         [str(console_script("zeroclaw")), "acp"], child_env(config_dir), session_dir(tmp_path)
     )
-    assert "acp_server.protocol.handlers" in modules  # the session really was served
+    assert "acp_server.protocol.services.lifecycle" in modules  # the session really was served
     assert heavy_among(modules, HEAVY_BEFORE_THE_FIRST_PROMPT) == []
 
 

@@ -85,6 +85,7 @@ class Plant:
 
 SERVER_LAYERS = "acp_server: each layer imports only the layers below it"
 AGENT_ROOMS = "acp_server.agent: runtime > prompt > skills > limits > tools > providers > io"
+PROTOCOL_ROOMS = "acp_server.protocol: connection > router > services > presentation > outbound"
 
 PLANTS = {
     "storage imports the gateway": Plant(
@@ -159,6 +160,31 @@ PLANTS = {
         "",
         AGENT_ROOMS,
         "acp_server.agent._planted",
+    ),
+    "a service imports the connection, for typing only": Plant(
+        "acp_server/protocol/services/_planted.py",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+        "    from acp_server.protocol.connection import AcpConnection\n",
+        PROTOCOL_ROOMS,
+        "acp_server.protocol.services._planted -> acp_server.protocol.connection",
+    ),
+    "a service imports the router": Plant(
+        "acp_server/protocol/services/_planted.py",
+        "def late() -> None:\n    from acp_server.protocol import router\n",
+        PROTOCOL_ROOMS,
+        "acp_server.protocol.services._planted -> acp_server.protocol.router",
+    ),
+    "the presentation reads the session table": Plant(
+        "acp_server/protocol/presentation/_planted.py",
+        "from acp_server.protocol.services import session_table\n",
+        PROTOCOL_ROOMS,
+        "acp_server.protocol.presentation._planted -> acp_server.protocol.services.session_table",
+    ),
+    "a module at the protocol's root, in no room": Plant(
+        "acp_server/protocol/_planted.py",
+        "",
+        PROTOCOL_ROOMS,
+        "acp_server.protocol._planted",
     ),
     "the SQLite backend imports the PostgreSQL one": Plant(
         "acp_server/storage/sqlite/_planted.py",

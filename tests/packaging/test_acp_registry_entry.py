@@ -87,7 +87,7 @@ def test_the_agent_offers_an_auth_method_the_registry_check_accepts() -> None:
     ``terminal`` auth method to its check (which enables terminal auth); ours is the
     terminal setup, whose args name a command the entry's executable has."""
     from acp_server.cli.main import cli
-    from acp_server.protocol.auth_methods import auth_methods
+    from acp_server.protocol.services.auth_methods import auth_methods
 
     offered: list[dict[str, Any]] = json.loads(json.dumps(auth_methods(terminal_auth=True)))
     assert auth_check_failure({"authMethods": offered}) is None

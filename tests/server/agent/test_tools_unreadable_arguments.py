@@ -28,7 +28,7 @@ from acp_server.agent.tools.base import Tool
 from acp_server.agent.tools.registry import build_tools
 from acp_server.config.values import WebConfig
 from acp_server.model import ChatMessage, ToolCall
-from acp_server.protocol.handlers import UNSAVED_TURN_WARNING
+from acp_server.protocol.services.prompt import UNSAVED_TURN_WARNING
 from acp_server.storage import open_store
 from acp_server.storage.codec import encode_message
 from tests.helpers import make_config

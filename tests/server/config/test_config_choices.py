@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from acp_server.config import ConfigError
-from acp_server.protocol.config_options import level_choices, provider_choices
+from acp_server.protocol.services.config_options import level_choices, provider_choices
 from acp_server.storage.dialect import SQLITE
 from acp_server.storage.settings import read_choices, write_choices
 from acp_server.storage.sqlite import MIGRATIONS

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from acp_server.model import ChatMessage, PlanStep
-from acp_server.protocol import fork
-from acp_server.protocol.fork import as_turns, fork_title, restored_window
+from acp_server.protocol.services import fork
+from acp_server.protocol.services.fork import as_turns, fork_title, restored_window
 
 
 def conversation(turns: int) -> list[ChatMessage]:

@@ -1,5 +1,5 @@
 """One live copy across replicas: two ``AcpApp`` instances (two replicas) on one
-PostgreSQL database, each locking its live sessions (protocol/replica_leases.py)."""
+PostgreSQL database, each locking its live sessions (protocol/services/replica_leases.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import psycopg
 import trio
 
 from acp_server.app import SHARED_STORE_MAX_UNSAVED_TURNS
-from acp_server.protocol.ownership import LiveSessions
-from acp_server.protocol.replica_leases import ReplicaLeases, open_replica_leases
+from acp_server.protocol.services.ownership import LiveSessions
+from acp_server.protocol.services.replica_leases import ReplicaLeases, open_replica_leases
 from acp_server.storage import AsyncSessionStore
 from acp_server.storage.postgres import PostgresSessionStore
 from tests.helpers import TIMING_SENSITIVE, make_config, poll_until, session_dir

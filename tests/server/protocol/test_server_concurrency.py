@@ -13,8 +13,8 @@ import trio.testing
 
 from acp_server.model import ChatMessage, CompletedTurn
 from acp_server.protocol import connection as server_module
-from acp_server.protocol import restore_replay as restore_replay_module
 from acp_server.protocol.presentation import replay as replay_module
+from acp_server.protocol.services import restore_replay as restore_replay_module
 from acp_server.storage import StoredSession, StoreError
 from tests.helpers import make_config, rpc_error, session_dir
 from tests.jsonrpc_peer import JsonDict

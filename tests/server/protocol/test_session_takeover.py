@@ -15,8 +15,8 @@ from trio.testing import MockClock
 
 from acp_server.errors import SessionTakenOver, rpc_error_for
 from acp_server.model import CompletedTurn
-from acp_server.protocol.ownership import LiveSessions
-from acp_server.protocol.sessions import SessionTable
+from acp_server.protocol.services.ownership import LiveSessions
+from acp_server.protocol.services.session_table import SessionTable
 from acp_server.storage import AsyncSessionStore, open_store
 from acp_server.storage.sqlite import SessionStore
 from tests.helpers import make_config, poll_until, session_dir

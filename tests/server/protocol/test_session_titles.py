@@ -1,11 +1,11 @@
-"""A session's title is the first line the user wrote (acp_server/protocol/titles.py)."""
+"""A session's title is the first line the user wrote (acp_server/protocol/services/titles.py)."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from acp_server.protocol.titles import MAX_TITLE_CHARS, title_from_prompt
+from acp_server.protocol.services.titles import MAX_TITLE_CHARS, title_from_prompt
 
 
 def test_the_first_written_line_trimmed_and_collapsed() -> None:

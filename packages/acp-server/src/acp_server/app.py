@@ -6,7 +6,7 @@ store when the process is done. Both front ends call it once and then serve conn
 over the ``AcpApp`` it yields (acp_server/protocol/services/context.py; served by
 ``acp_server.protocol.stdio.serve_stdio`` and ``acp_server.gateway.service.Gateway``);
 tests build an ``AcpApp`` directly with their own factories. With a shared PostgreSQL
-store it also holds the process's replica leases (protocol/replica_leases.py) for as long
+store it also holds the process's replica leases (protocol/services/replica_leases.py) for as long
 as it serves.
 
 Nothing below imports this module: it is the one place that composes the parts, and the
@@ -84,8 +84,8 @@ async def open_app(config: Config) -> AsyncIterator[AcpApp]:
             if store is None or config.storage.url is None:
                 yield app
             else:
-                # One live copy per session across replicas (protocol/replica_leases.py).
-                from acp_server.protocol.replica_leases import open_replica_leases
+                # One live copy per session across replicas (protocol/services/replica_leases.py).
+                from acp_server.protocol.services.replica_leases import open_replica_leases
 
                 async with open_replica_leases(app.live_sessions, store):
                     yield app

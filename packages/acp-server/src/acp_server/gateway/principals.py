@@ -3,7 +3,7 @@
 A token is paired under a principal's name (``POST /pair`` with ``X-ZeroClaw-Principal``,
 the bridge's ``--name``; or ``zeroclaw gateway token create --name``), and every ACP
 connection admitted with it carries that name (``AcpConnection.principal``): the sessions
-it creates are that principal's, and it sees no other's (protocol/visibility.py).
+it creates are that principal's, and it sees no other's (protocol/services/visibility.py).
 
 Where the names live: with a session store, in its ``acp_paired_tokens`` table
 (storage/tokens.py), for SQLite and PostgreSQL alike. With PostgreSQL that table is the

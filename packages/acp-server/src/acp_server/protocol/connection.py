@@ -35,11 +35,12 @@ from acp_core.errors import InternalError, MethodNotFoundError, RemoteProtocolEr
 from acp_core.jsonrpc import ErrorResponse, Frame, Payload, RequestId, Response, serialize_message
 from acp_server.errors import rpc_error_for
 from acp_server.protocol.client_profile import BEFORE_INITIALIZE
-from acp_server.protocol.followups import ReplyThen
-from acp_server.protocol.handlers import AcpHandlers
 from acp_server.protocol.limits import ByteBudget, shortened
+from acp_server.protocol.router import build_routes
 from acp_server.protocol.routes import Job, Route
+from acp_server.protocol.services.connection_state import ConnectionState
 from acp_server.protocol.services.context import AcpApp
+from acp_server.protocol.services.followups import ReplyThen
 from acp_server.protocol.transport import MessageTransport, TransportClosed
 
 if TYPE_CHECKING:
@@ -107,7 +108,11 @@ class _PendingCall:
 
 
 class AcpConnection:
-    """Everything about one peer: its calls, outbound requests and the outbox."""
+    """Everything about one peer: its calls, outbound requests and the outbox.
+
+    It is the services' ``Outbound`` (protocol/outbound.py): they send through it and
+    read what the peer is from it, and never see the rest.
+    """
 
     def __init__(
         self,
@@ -123,7 +128,7 @@ class AcpConnection:
     ) -> None:
         self.app = app
         # Who the peer is: a gateway token's principal, whose sessions alone it sees; None
-        # for the local operator (stdio), who sees every session (protocol/visibility.py).
+        # for the local operator (stdio), who sees every session (protocol/services/visibility.py).
         self.principal = principal
         # A gateway peer (``remote``) may run on another machine: its files are not ours
         # unless its initialize says so (protocol/presentation/client_calls.py).
@@ -150,13 +155,13 @@ class AcpConnection:
         self._refusal: str | None = None
         self._nursery: trio.Nursery | None = None
         self._sends_since_yield = 0
-        self.handlers = AcpHandlers(self)
-        self._routes: dict[str, Route] = self.handlers.routes()
+        self.state = ConnectionState(app, self)
+        self._routes: dict[str, Route] = build_routes(self.state)
 
     @property
     def sessions(self) -> dict[str, Session]:
         """The live sessions by id (read-only use: tests and the gateway's drain)."""
-        return self.handlers.table.sessions
+        return self.state.table.sessions
 
     @property
     def nursery(self) -> trio.Nursery:
@@ -197,11 +202,11 @@ class AcpConnection:
             finally:
                 # The writer drains what is queued, then stops at end-of-channel.
                 self._outbox_send.close()
-                self.handlers.table.release_all()  # every turn has ended with the nursery
+                self.state.table.release_all()  # every turn has ended with the nursery
 
     async def _shutdown(self, nursery: trio.Nursery) -> None:
         """Input ended: cancel every turn, give them a moment to answer, then cut."""
-        self.handlers.cancel_all()
+        self.state.cancel_all()
         with trio.move_on_after(DEFAULT_SHUTDOWN_GRACE_SECS):
             await self._idle.wait()
         nursery.cancel_scope.cancel()
@@ -241,7 +246,7 @@ class AcpConnection:
         with scope:
             while True:
                 await trio.sleep(min(DEFAULT_REAP_INTERVAL_SECS, timeout))
-                self.handlers.reap_idle()
+                self.state.reap_idle()
 
     # ------------------------------------------------------------------ reading
 
@@ -350,7 +355,7 @@ class AcpConnection:
             await self._answer_failure(method, exc, request_id, reply)
             return
         after = None
-        if isinstance(result, ReplyThen):  # protocol/followups.py
+        if isinstance(result, ReplyThen):  # protocol/services/followups.py
             result, after = result.result, result.after
         if reply:
             await self._send(self.rpc.send_result(request_id, result))

@@ -1,6 +1,6 @@
-"""The shape of one inbound method's route: what ``AcpHandlers.routes``
-(acp_server/protocol/handlers.py) builds for every method of ``acp_core.methods.METHODS``
-and the connection (acp_server/protocol/connection.py) runs.
+"""The shape of one inbound method's route: what ``build_routes``
+(acp_server/protocol/router.py) builds for every method of ``acp_core.methods.METHODS``
+from the services, and the connection (acp_server/protocol/connection.py) runs.
 """
 
 from __future__ import annotations

@@ -80,12 +80,12 @@ class Session:
     runtime_profile: RuntimeProfileConfig
     history: list[ChatMessage] = field(default_factory=list)
     plan: tuple[PlanStep, ...] | None = None
-    # What the client lists the session as (protocol/titles.py); None until named.
+    # What the client lists the session as (protocol/services/titles.py); None until named.
     title: str | None = None
     # Tools the client answered "allow-always" for, each with the highest command risk
     # class approved (security.remember_allow_always); remembered for this session only.
     allow_always: dict[str, CommandRisk] = field(default_factory=dict)
-    # The session's config option choices (protocol/config_options.py): the provider it
+    # The session's config option choices (protocol/services/config_options.py): the provider it
     # talks to, by ref, and the risk level its policy enforces (at most its profile's).
     provider_ref: str = ""
     risk_level: str = ""

@@ -3,7 +3,7 @@ form for ask_user), ``fs/read_text_file`` / ``fs/write_text_file`` (the editor's
 ``terminal/*`` (a terminal the editor shows).
 
 ``ClientCalls`` implements ``acp_server.agent.tools.base.ClientSide`` for one session over the
-connection's outbound requests (``AcpConnection.call``). Each offer is used only when the
+peer's outbound requests (``Outbound.call``, protocol/outbound.py). Each offer is used only when the
 client advertised it in ``initialize`` and ``[acp]`` allows it:
 
 * elicitation: ``clientCapabilities.elicitation.form``;
@@ -32,7 +32,8 @@ from acp_server.agent.tools.base import ChoiceQuestions, ElicitationAnswer, Term
 from acp_server.protocol.client_profile import BEFORE_INITIALIZE, ClientProfile
 
 if TYPE_CHECKING:
-    from acp_server.protocol.connection import AcpConnection
+    from acp_server.config import AcpConfig
+    from acp_server.protocol.outbound import Outbound
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +61,7 @@ class ClientCalls:
 
     def __init__(
         self,
-        connection: AcpConnection,
+        outbound: Outbound,
         session_id: str,
         *,
         capabilities: schema.ClientCapabilities | None,
@@ -69,7 +70,7 @@ class ClientCalls:
         answer_timeout: float,
         profile: ClientProfile = BEFORE_INITIALIZE,
     ) -> None:
-        self._connection = connection
+        self._outbound = outbound
         self._profile = profile
         self._session_id = session_id
         self._answer_timeout = answer_timeout
@@ -124,7 +125,7 @@ class ClientCalls:
         if tool_call_id:
             params["toolCallId"] = tool_call_id
         with trio.move_on_after(self._answer_timeout):
-            response = await self._connection.call(ELICITATION_CREATE, params)
+            response = await self._outbound.call(ELICITATION_CREATE, params)
             if isinstance(response, ErrorResponse):
                 detail = response.error.message[:MAX_SHOWN_ERROR_CHARS]
                 logger.info("elicitation answered with an error: %s", detail)
@@ -159,7 +160,7 @@ class ClientCalls:
 
     async def _fs_call(self, method: str, params: dict[str, Any], path: Path) -> Any:
         with trio.move_on_after(DEFAULT_CLIENT_FS_TIMEOUT_SECS):
-            response = await self._connection.call(method, params)
+            response = await self._outbound.call(method, params)
             if isinstance(response, ErrorResponse):
                 detail = response.error.message[:MAX_SHOWN_ERROR_CHARS]
                 raise ClientFileError(f"The client could not {_verb(method)} {path}: {detail}")
@@ -207,7 +208,7 @@ class ClientCalls:
             result = await self._terminal_call(TERMINAL_OUTPUT, {"terminalId": terminal_id})
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(DEFAULT_CLIENT_FS_TIMEOUT_SECS):
-                await self._connection.call(
+                await self._outbound.call(
                     TERMINAL_RELEASE, {"sessionId": self._session_id, "terminalId": terminal_id}
                 )
         output = result.get("output") if isinstance(result, dict) else None
@@ -224,7 +225,7 @@ class ClientCalls:
         )
 
     async def _terminal_call(self, method: str, params: dict[str, Any]) -> Any:
-        response = await self._connection.call(method, {"sessionId": self._session_id, **params})
+        response = await self._outbound.call(method, {"sessionId": self._session_id, **params})
         if isinstance(response, ErrorResponse):
             detail = response.error.message[:MAX_SHOWN_ERROR_CHARS]
             raise ClientFileError(f"The client's terminal failed ({method}): {detail}")
@@ -246,16 +247,16 @@ def _elicitation_answer(result: Any) -> ElicitationAnswer:
     return ElicitationAnswer("error", detail=f"the client answered with action {action!r}")
 
 
-def client_calls_for(connection: AcpConnection, session_id: str) -> ClientCalls:
-    """The ``ClientCalls`` of one session of ``connection``, from its ``initialize``."""
-    acp = connection.config.acp
-    local_files = not connection.remote or connection.shares_filesystem
+def client_calls_for(outbound: Outbound, session_id: str, acp: AcpConfig) -> ClientCalls:
+    """The ``ClientCalls`` of one session of ``outbound``'s peer, from its ``initialize``
+    and the server's ``[acp]`` table."""
+    local_files = not outbound.remote or outbound.shares_filesystem
     return ClientCalls(
-        connection,
+        outbound,
         session_id,
-        capabilities=connection.client_capabilities,
+        capabilities=outbound.client_capabilities,
         use_files=acp.client_fs == "auto" and local_files,
         use_terminal=acp.client_terminal,
         answer_timeout=acp.permission_timeout,
-        profile=connection.client_profile,
+        profile=outbound.client_profile,
     )

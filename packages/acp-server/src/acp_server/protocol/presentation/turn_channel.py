@@ -1,6 +1,6 @@
 """The ``TurnIO`` (acp_server/agent/runtime/turn_io.py) a running turn talks to its client
 through: its events rendered by ``TurnEvents`` (turn_events.py), sent as one session's
-updates and permission requests."""
+updates and permission requests over the peer's ``Outbound`` (protocol/outbound.py)."""
 
 from __future__ import annotations
 
@@ -16,25 +16,24 @@ from acp_server.protocol.presentation.client_calls import client_calls_for
 from acp_server.protocol.presentation.turn_events import TurnEvents
 
 if TYPE_CHECKING:
-    from acp_server.protocol.connection import AcpConnection
+    from acp_server.config import AcpConfig
+    from acp_server.protocol.outbound import Outbound
 
 logger = logging.getLogger(__name__)
 
 
 class TurnChannel(TurnEvents):
-    """Updates for one session, and permission requests that wait at most
-    ``permission_timeout`` seconds (unanswered counts as denied)."""
+    """Updates for one session, and permission requests that wait at most ``[acp]
+    permission_timeout_secs`` (unanswered counts as denied)."""
 
-    def __init__(
-        self, connection: AcpConnection, session_id: str, *, permission_timeout: float
-    ) -> None:
-        self._connection = connection
+    def __init__(self, outbound: Outbound, session_id: str, *, acp: AcpConfig) -> None:
+        self._outbound = outbound
         self._session_id = session_id
-        self._timeout = permission_timeout
-        self.client: ClientSide | None = client_calls_for(connection, session_id)
+        self._timeout = acp.permission_timeout
+        self.client: ClientSide | None = client_calls_for(outbound, session_id, acp)
 
     async def send_update(self, update: schema.SessionUpdate) -> None:
-        await self._connection.send_update(self._session_id, update)
+        await self._outbound.send_update(self._session_id, update)
 
     async def text(self, text: str, *, thought: bool = False) -> None:
         content = schema.TextContent(text=text)
@@ -47,7 +46,7 @@ class TurnChannel(TurnEvents):
         self, params: schema.RequestPermissionParams
     ) -> schema.PermissionOutcome | None:
         with trio.move_on_after(self._timeout):
-            response = await self._connection.call(methods.SESSION_REQUEST_PERMISSION, params)
+            response = await self._outbound.call(methods.SESSION_REQUEST_PERMISSION, params)
             if isinstance(response, ErrorResponse):
                 logger.info("permission request answered with an error: %s", response.error.message)
                 return None

@@ -27,7 +27,7 @@ from acp_server.agent.providers import ProviderFactory, create_provider
 from acp_server.agent.runtime.factory import PolicyFactory, ToolsFactory, default_tools_factory
 from acp_server.config import AgentConfig, Config, ProviderConfig, RuntimeProfileConfig
 from acp_server.observability.metrics import NO_METRICS, Metrics
-from acp_server.protocol.ownership import LiveSessions
+from acp_server.protocol.services.ownership import LiveSessions
 from acp_server.security import SecurityPolicy
 from acp_server.storage import AsyncSessionStore
 
@@ -97,7 +97,7 @@ class AcpApp:
         )
 
     live_sessions: LiveSessions = field(default_factory=LiveSessions)
-    """Which connection holds each live session (protocol/ownership.py)."""
+    """Which connection holds each live session (protocol/services/ownership.py)."""
     metrics: Metrics = NO_METRICS
     """Where every layer records its metrics (observability/metrics.py): nothing is kept
     unless the gateway set its ``PrometheusMetrics`` here."""

@@ -1,7 +1,8 @@
 """ACP ``session/list``: the store's sessions, newest first, one page at a time.
 
 A gateway connection lists its principal's sessions only; the local operator lists every
-session of the store (protocol/visibility.py).
+session of the store (services/visibility.py). Imported by the first ``session/list``, not
+at start-up (tests/e2e/test_startup_imports.py).
 """
 
 from __future__ import annotations
@@ -11,7 +12,18 @@ from pathlib import Path
 from acp_core import schema
 from acp_core.errors import InvalidParamsError
 from acp_server.errors import OperationFailed
+from acp_server.protocol.services import visibility
+from acp_server.protocol.services.connection_state import ConnectionState
 from acp_server.storage import AsyncSessionStore, BadCursor, StoredSessionInfo
+
+
+async def list_sessions(
+    state: ConnectionState, params: schema.ListSessionsParams
+) -> schema.ListSessionsResult:
+    """ACP ``session/list``: the store's sessions, newest first, one page at a time
+    (storage/session_list.py); without a store there is nothing to list."""
+    principal = visibility.listed_principal(state.outbound.principal)
+    return await list_stored_sessions(state.app.store, params, principal=principal)
 
 
 async def list_stored_sessions(

@@ -2,7 +2,7 @@
 
 A session belongs to the principal whose connection created it (docs/gateway.md,
 "Principals"): a gateway connection carries its token's principal
-(``AcpConnection.principal``), the local operator (stdio ``zeroclaw acp``, and
+(``Outbound.principal``, protocol/outbound.py), the local operator (stdio ``zeroclaw acp``, and
 ``zeroclaw sessions`` on the host) carries None and sees every session, and sessions
 stored before sessions had owners are the operator's.
 
@@ -10,7 +10,7 @@ Another principal's session must be indistinguishable from one that does not exi
 the refusal is the very ``SessionNotFoundError`` a missing id gets (same code, same
 message), raised before anything else looks at the session: a load or resume never
 detaches the owner's live copy, a delete never closes it. The live sessions a connection
-can close, stop or prompt are in its own table (protocol/sessions.py), which only this
+can close, stop or prompt are in its own table (services/session_table.py), which only this
 check's restores and its own session/new fill, so those methods need no second check.
 """
 

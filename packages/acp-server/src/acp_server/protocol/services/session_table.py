@@ -1,18 +1,25 @@
 """The session table of one connection: live sessions, ids being opened, ids being closed.
 
-A session id is in at most one of three states here:
+Each id's state (``SessionState``, services/session_state.py) is read with ``state_of``,
+and every move the table makes is first checked against that module's ``TRANSITIONS``:
 
-* ``live``: in ``sessions``, serving prompts;
-* ``reserved``: being created or restored (it counts towards ``max_sessions``, as in
+* ``IDLE`` / ``PROMPTING``: in ``sessions``, serving prompts (one turn at a time);
+* ``RESERVED``: being created or restored (it counts towards ``max_sessions``, as in
   ZeroClaw's implementation, and a second ``session/load`` of it is refused as already active);
-* ``closing``: detached by ``session/close`` or ``session/stop`` while its last turn is
-  still ending; a ``session/load`` of it waits for that turn to be saved first.
+* ``OPENING``: for the whole of a ``session/load`` or ``session/resume`` (restore and
+  replay): a close or stop of it that arrives meanwhile waits for the restore to end, then
+  closes what it opened, so a close pipelined right behind a load is not lost;
+* ``CLOSING``: detached by ``session/close`` or ``session/stop`` while its last turn is
+  still ending; a ``session/load`` of it waits for that turn to be saved first;
+* ``REAPED`` / ``TAKEN_OVER``: gone, and remembered why.
 
-Separately, an id is ``opening`` for the whole of a ``session/load`` or ``session/resume``
-(restore and replay): a close or stop of it that arrives meanwhile waits for the restore to
-end, then closes what it opened, so a close pipelined right behind a load is not lost.
+What the table holds for these (the events a close or a restore waits on, the epoch a
+reaped id was held at) stays beside the state. The two notes of why an id left, reaped and
+taken over, outlast a restore in progress: a second prompt for a reaped id that is being
+restored is refused as already active, as the first restore's own checks refuse it, and a
+request for a taken-over id being restored again is still told it was taken over.
 
-Every table of a process shares one ``LiveSessions`` registry (protocol/ownership.py): a
+Every table of a process shares one ``LiveSessions`` registry (protocol/services/ownership.py): a
 table holds an id there from the start of its restore (or its ``session/new``) until the
 copy has left it and its last turn is saved, and another table that restores the id takes
 it over through ``surrender``. An id taken over stays ``taken_over`` here, so a request
@@ -27,10 +34,22 @@ from contextlib import contextmanager
 
 import trio
 
-from acp_core.errors import InvalidParamsError, SessionLimitError, SessionNotFoundError
-from acp_server.agent.runtime.session import Session
+from acp_core.errors import (
+    InvalidParamsError,
+    SessionBusyError,
+    SessionLimitError,
+    SessionNotFoundError,
+)
+from acp_server.agent.runtime.session import Session, Turn
 from acp_server.errors import SessionTakenOver
-from acp_server.protocol.ownership import LiveSessions
+from acp_server.protocol.services.ownership import LiveSessions
+from acp_server.protocol.services.session_state import (
+    ACTIVE_STATES,
+    LIVE_STATES,
+    SessionEvent,
+    SessionState,
+    next_state,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -57,25 +76,56 @@ class SessionTable:
     def get(self, session_id: str) -> Session | None:
         return self.sessions.get(session_id)
 
+    def state_of(self, session_id: str) -> SessionState:
+        """Where ``session_id`` is on this connection; when two things are under way at
+        once, the first in session_state.py's order."""
+        session = self.sessions.get(session_id)
+        if session is not None:
+            return SessionState.IDLE if session.turn is None else SessionState.PROMPTING
+        if session_id in self._reserved:
+            return SessionState.RESERVED
+        if session_id in self._opening:
+            return SessionState.OPENING
+        if session_id in self._closing:
+            return SessionState.CLOSING
+        if session_id in self.taken_over:
+            return SessionState.TAKEN_OVER
+        if session_id in self.reaped:
+            return SessionState.REAPED
+        return SessionState.CLOSED
+
+    def _move(self, session_id: str, event: SessionEvent) -> None:
+        """Check that ``event`` may happen to ``session_id`` now (``SessionStateError``
+        if ``TRANSITIONS`` has no such move); the caller then makes it."""
+        next_state(session_id, self.state_of(session_id), event)
+
     def live(self, session_id: str) -> Session:
         """The live session, or -32000."""
-        session = self.sessions.get(session_id)
-        if session is None:
-            if session_id in self.taken_over:
-                raise SessionTakenOver(session_id)
-            raise SessionNotFoundError(session_id)
-        return session
+        if self.state_of(session_id) in LIVE_STATES:
+            return self.sessions[session_id]
+        if self.was_taken_over(session_id):
+            raise SessionTakenOver(session_id)
+        raise SessionNotFoundError(session_id)
+
+    def start_turn(self, session: Session) -> Turn:
+        """Reserve the live ``session``'s one turn (-32002 while one runs)."""
+        if self.state_of(session.session_id) is SessionState.PROMPTING:
+            raise SessionBusyError(session.session_id)
+        self._move(session.session_id, SessionEvent.PROMPT)
+        return session.start_turn()
+
+    def check_not_prompting(self, session_id: str) -> None:
+        """-32000 for an id that is not live, -32002 for one whose turn is running."""
+        self.live(session_id)
+        if self.state_of(session_id) is SessionState.PROMPTING:
+            raise SessionBusyError(session_id)
 
     def check_capacity(self) -> None:
         if len(self.sessions) + len(self._reserved) >= self.max_sessions:
             raise SessionLimitError(self.max_sessions)
 
     def check_not_active(self, session_id: str) -> None:
-        if (
-            session_id in self.sessions
-            or session_id in self._reserved
-            or session_id in self._opening
-        ):
+        if self.state_of(session_id) in ACTIVE_STATES:
             raise InvalidParamsError(
                 f"Session already active: {session_id}. Call session/close first."
             )
@@ -84,6 +134,8 @@ class SessionTable:
     def reserving(self, session_id: str) -> Iterator[None]:
         """Hold ``session_id``'s slot while it is being opened (released on the way out;
         ``add`` it before leaving to keep it)."""
+        restoring = self.state_of(session_id) is SessionState.OPENING
+        self._move(session_id, SessionEvent.RESERVE if restoring else SessionEvent.CREATE)
         self._reserved.add(session_id)
         try:
             yield
@@ -93,6 +145,7 @@ class SessionTable:
 
     def begin_opening(self, session_id: str) -> trio.Event:
         """Mark ``session_id`` as being restored (see the module doc) until ``end_opening``."""
+        self._move(session_id, SessionEvent.BEGIN_RESTORE)
         done = trio.Event()
         self._opening[session_id] = done
         return done
@@ -105,12 +158,13 @@ class SessionTable:
     def restore_in_progress(self, session_id: str) -> trio.Event | None:
         """The event set when the restore of ``session_id`` ends, if one is running and the
         session is not live yet."""
-        if session_id in self.sessions:
+        if self.state_of(session_id) in LIVE_STATES:
             return None
         return self._opening.get(session_id)
 
     def add(self, session: Session) -> None:
         session_id = session.session_id
+        self._move(session_id, SessionEvent.GO_LIVE)
         self.sessions[session_id] = session
         self.reaped.discard(session_id)
         self.reaped_epochs.pop(session_id, None)
@@ -142,8 +196,28 @@ class SessionTable:
         """The restore of ``session_id`` running here still holds it in the registry (if
         not, the id answers as taken over from now on)."""
         if not self.live_sessions.holds(session_id, self):
-            self.taken_over.add(session_id)
+            self.mark_taken_over(session_id)
             raise SessionTakenOver(session_id)
+
+    def mark_taken_over(self, session_id: str) -> None:
+        """A restore of ``session_id`` running here lost it to one elsewhere: requests for
+        it are told so until it is opened here again."""
+        self._move(session_id, SessionEvent.TAKE_OVER)
+        self.taken_over.add(session_id)
+
+    def was_taken_over(self, session_id: str) -> bool:
+        return session_id in self.taken_over
+
+    def was_reaped(self, session_id: str) -> bool:
+        """The idle reaper dropped ``session_id`` and nothing opened it again since (a
+        prompt for it restores it)."""
+        return session_id in self.reaped
+
+    def forget_reaped(self, session_id: str) -> None:
+        """A prompt for ``session_id`` no longer restores it (it left the store, or was
+        claimed elsewhere since it was reaped)."""
+        self.reaped.discard(session_id)
+        self.reaped_epochs.pop(session_id, None)
 
     def release_claim(self, session_id: str) -> None:
         """A restore of ``session_id`` ended without making it live: let the id go."""
@@ -155,8 +229,9 @@ class SessionTable:
         semantics (its running turn cancelled), and return once its last turn is saved.
         A restore of it running here is waited for (it then finds it lost the id)."""
         while True:
-            session = self.sessions.get(session_id)
-            if session is not None:
+            if self.state_of(session_id) in LIVE_STATES:
+                session = self.sessions[session_id]
+                self._move(session_id, SessionEvent.TAKE_OVER)
                 self.detach(session_id)
                 self.taken_over.add(session_id)
                 if session.turn is not None:
@@ -174,7 +249,9 @@ class SessionTable:
     def fence(self, session: Session) -> None:
         """The store refused ``session``'s turn (claimed elsewhere): it leaves this table
         and its id answers as taken over."""
-        if self.remove_if_current(session):
+        if self.is_current(session):
+            self._move(session.session_id, SessionEvent.TAKE_OVER)
+            self.remove_if_current(session)
             self.taken_over.add(session.session_id)
             session.close()
 
@@ -189,6 +266,7 @@ class SessionTable:
     def detach(self, session_id: str) -> Session:
         """Take a live session out of the table, in arrival order (close and stop)."""
         session = self.live(session_id)
+        self._move(session_id, SessionEvent.DETACH)
         del self.sessions[session_id]
         if session.turn is not None:
             self._closing[session_id] = session.turn.done
@@ -218,7 +296,11 @@ class SessionTable:
     def reap_idle(self, now: float, idle_timeout: float) -> None:
         """Drop sessions with no turn and no activity for ``idle_timeout`` seconds."""
         for session_id, session in list(self.sessions.items()):
-            if session.turn is None and now - session.last_activity > idle_timeout:
+            if (
+                self.state_of(session_id) is SessionState.IDLE
+                and now - session.last_activity > idle_timeout
+            ):
+                self._move(session_id, SessionEvent.REAP)
                 del self.sessions[session_id]
                 self.live_sessions.release(session_id, self)
                 self.reaped.add(session_id)

@@ -3,7 +3,7 @@
 A session is live in at most one place (docs/persistence.md, "One live copy per session").
 
 * Within a process, ``LiveSessions`` names the connection (its ``SessionTable``,
-  protocol/sessions.py) that holds each session id. A ``session/load`` or
+  services/session_table.py) that holds each session id. A ``session/load`` or
   ``session/resume`` on another connection takes the id over: the holder's copy is
   detached with close semantics (its running turn cancelled, its last answered turn
   saved, since a turn is committed before it is answered) and only then is the store read.
@@ -15,7 +15,7 @@ A session is live in at most one place (docs/persistence.md, "One live copy per 
   request rather than after a model call.
 
 * Across replicas on one PostgreSQL store, each live session also holds a lock there
-  (protocol/replica_leases.py): a restore claims the session through the lock keeper,
+  (services/replica_leases.py): a restore claims the session through the lock keeper,
   which tells the replica holding it, and that replica detaches its copy at once, through
   the same ``surrender`` an in-process takeover uses.
 
@@ -36,7 +36,7 @@ from acp_server.storage import CREATOR_EPOCH as CREATOR_EPOCH
 
 if TYPE_CHECKING:
     from acp_server.agent.runtime.session import Session
-    from acp_server.protocol.sessions import SessionTable
+    from acp_server.protocol.services.session_table import SessionTable
     from acp_server.storage import AsyncSessionStore, StoredSession
 
 logger = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ logger = logging.getLogger(__name__)
 
 class SessionLocks(Protocol):
     """Where a process's live sessions are also locked for other processes to see
-    (protocol/replica_leases.py ``ReplicaLeases``)."""
+    (services/replica_leases.py ``ReplicaLeases``)."""
 
     def changed(self, session_id: str) -> None:
         """The process now holds ``session_id``, or no longer does (``LiveSessions``)."""
@@ -116,7 +116,7 @@ async def claim_and_load(
             epoch = await store.claim_session(session_id)
         stored = await store.load_session(session_id) if epoch is not None else None
     except SessionFenced:
-        table.taken_over.add(session_id)  # claimed again elsewhere before this load read it
+        table.mark_taken_over(session_id)  # claimed again elsewhere before this load read it
         raise SessionTakenOver(session_id) from None
     except Exception as exc:
         raise OperationFailed("Failed to load session") from exc
@@ -193,8 +193,7 @@ async def check_reaped_owner(
         return  # the restore reports a store that cannot be read
     if current is None or current == epoch:
         return
-    table.reaped.discard(session_id)
-    table.reaped_epochs.pop(session_id, None)
-    table.taken_over.add(session_id)
+    table.forget_reaped(session_id)
+    table.mark_taken_over(session_id)
     table.end_opening(session_id, opening)
     raise SessionTakenOver(session_id)

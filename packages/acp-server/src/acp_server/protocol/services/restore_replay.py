@@ -15,15 +15,15 @@ from acp_server.agent.tools.registry import definition_of
 from acp_server.model import ChatMessage
 from acp_server.protocol.presentation.delivered import embed_delivered_file
 from acp_server.protocol.presentation.replay import history_updates
-from acp_server.protocol.sessions import SessionTable
+from acp_server.protocol.services.session_table import SessionTable
 from acp_server.storage import StoredSession
 
 if TYPE_CHECKING:
-    from acp_server.protocol.connection import AcpConnection
+    from acp_server.protocol.outbound import Outbound
 
 
 async def send_restored(
-    connection: AcpConnection,
+    outbound: Outbound,
     table: SessionTable,
     session: Session,
     stored: StoredSession,
@@ -38,7 +38,7 @@ async def send_restored(
     ends the replay: once the close is answered, nothing more of that session follows.
     """
     session_id = session.session_id
-    send_update = connection.send_update
+    send_update = outbound.send_update
     if stored.dropped_messages:
         # The store kept only the newest whole turns; say so before anything else
         # (as ZeroClaw does: `_zeroclaw/history_trimmed`, on load and on resume).
@@ -48,7 +48,7 @@ async def send_restored(
             kept_turns=stored.kept_turns,
             reason="stored history exceeds the restore limit; oldest turns omitted",
         )
-        await connection.send_notification(methods.HISTORY_TRIMMED, notice)
+        await outbound.send_notification(methods.HISTORY_TRIMMED, notice)
     if replay:
         # Delivered files are embedded again as the client saw them live: re-read and
         # re-hashed from uploads/, in a worker thread (replay.py bounds the total).

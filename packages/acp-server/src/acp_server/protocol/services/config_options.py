@@ -15,7 +15,7 @@ stored choice the configuration no longer offers is dropped (the default applies
 
 The ``mode`` option is also offered as ACP's session modes (``modes`` in the results of
 ``session/new``, ``session/load``, ``session/resume`` and ``session/fork``;
-``session/set_mode``, protocol/modes.py): one value, the session's ``risk_level``, seen
+``session/set_mode``, services/modes.py): one value, the session's ``risk_level``, seen
 both ways, so a change made either way is announced both ways (``config_option_update``
 and ``current_mode_update``).
 """
@@ -36,8 +36,8 @@ from acp_server.protocol.limits import shortened
 
 if TYPE_CHECKING:
     from acp_core.jsonrpc import Payload
-    from acp_server.protocol.handlers import AcpHandlers
     from acp_server.protocol.routes import Job
+    from acp_server.protocol.services.connection_state import ConnectionState
     from acp_server.protocol.services.context import AcpApp
     from acp_server.storage import AsyncSessionStore
 
@@ -212,15 +212,15 @@ def restored_result(config: Config, session: Session) -> schema.RestoredSessionR
 
 
 def admit_choice(
-    handlers: AcpHandlers, params: schema.SetConfigOptionParams, request_key: str
+    state: ConnectionState, params: schema.SetConfigOptionParams, request_key: str
 ) -> Job:
     """ACP ``session/set_config_option``, applied in arrival order (a prompt sent right
     behind it runs with the new choice); the job stores the choices, sends
     ``config_option_update`` (and ``current_mode_update`` for the mode) and answers with
     the full set."""
-    session = handlers.table.live(params.session_id)
-    choose(handlers.app, session, params.config_id, params.value)
-    announce = store_and_announce(handlers, session, mode_changed=params.config_id == MODE_OPTION)
+    session = state.table.live(params.session_id)
+    choose(state.app, session, params.config_id, params.value)
+    announce = store_and_announce(state, session, mode_changed=params.config_id == MODE_OPTION)
 
     async def answer() -> Payload:
         options = await announce()
@@ -230,18 +230,18 @@ def admit_choice(
 
 
 def store_and_announce(
-    handlers: AcpHandlers, session: Session, *, mode_changed: bool
+    state: ConnectionState, session: Session, *, mode_changed: bool
 ) -> Callable[[], Awaitable[list[schema.ConfigOption]]]:
     """The job behind a choice, with the session's options and choices as they are now:
     store the choices (best effort: the choice applies to the live session anyway), send
     ``config_option_update`` and, when the mode was set, ``current_mode_update`` (ACP:
     session modes and config options stay in step). Returns the options sent."""
-    options = config_options(handlers.config, session)
+    options = config_options(state.config, session)
     choices = session_choices(session)
     current_mode = session.risk_level
 
     async def announce() -> list[schema.ConfigOption]:
-        store = handlers.app.store
+        store = state.app.store
         if store is not None:
             try:
                 await store.set_config_choices(session.session_id, choices)
@@ -249,13 +249,13 @@ def store_and_announce(
                 logger.warning(
                     "could not store the config choices of %s: %s", session.session_id, exc
                 )
-        connection = handlers.connection
-        await connection.send_update(
+        outbound = state.outbound
+        await outbound.send_update(
             session.session_id, schema.ConfigOptionUpdate(config_options=options)
         )
         if mode_changed:
             update = schema.CurrentModeUpdate(current_mode_id=current_mode)
-            await connection.send_update(session.session_id, update)
+            await outbound.send_update(session.session_id, update)
         return options
 
     return announce

@@ -25,10 +25,11 @@ from acp_core.errors import SessionNotFoundError
 from acp_server.agent.tools.mcp_servers import select_mcp_servers
 from acp_server.errors import OperationFailed
 from acp_server.model import ChatMessage, CompletedTurn, PlanStep
-from acp_server.protocol import config_options as options
-from acp_server.protocol import ownership, visibility
-from acp_server.protocol.followups import ReplyThen, with_commands
-from acp_server.protocol.roots import (
+from acp_server.protocol.services import config_options as options
+from acp_server.protocol.services import ownership, visibility
+from acp_server.protocol.services.followups import ReplyThen, with_commands
+from acp_server.protocol.services.lifecycle import build_session
+from acp_server.protocol.services.roots import (
     agent_risk_profile,
     attach_roots,
     canonical_roots,
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from acp_server.agent.runtime.session import Session
-    from acp_server.protocol.handlers import AcpHandlers
+    from acp_server.protocol.services.connection_state import ConnectionState
     from acp_server.storage import AsyncSessionStore
 
 logger = logging.getLogger(__name__)
@@ -86,7 +87,7 @@ def restored_window(turns: Sequence[CompletedTurn]) -> list[ChatMessage]:
     return [message for turn in reversed(kept) for message in turn.messages]
 
 
-async def fork_session(handlers: AcpHandlers, params: schema.ForkParams) -> ReplyThen:
+async def fork_session(state: ConnectionState, params: schema.ForkParams) -> ReplyThen:
     """``session/fork``: the new session's result, shaped as ``session/new``'s.
 
     Raises:
@@ -94,14 +95,14 @@ async def fork_session(handlers: AcpHandlers, params: schema.ForkParams) -> Repl
         InvalidParamsError: the ``cwd`` or an extra root may not be used.
         OperationFailed: the store could not read the source or write the fork.
     """
-    store = handlers.app.store
+    store = state.app.store
     source_id = params.session_id
     if store is None:
         raise SessionNotFoundError(source_id)
-    table, config = handlers.table, handlers.config
+    table, config, outbound = state.table, state.config, state.outbound
     table.check_capacity()
-    # Another principal's session forks exactly as a missing one (protocol/visibility.py).
-    await visibility.require_visible(store, handlers.connection.principal, source_id)
+    # Another principal's session forks exactly as a missing one (services/visibility.py).
+    await visibility.require_visible(store, outbound.principal, source_id)
     stored = await ownership.read_to_fork(table, store, source_id)
     choices = await options.stored_choices(store, source_id)
     alias = resolve_restore_alias(
@@ -111,7 +112,7 @@ async def fork_session(handlers: AcpHandlers, params: schema.ForkParams) -> Repl
     )
     risk = agent_risk_profile(config, alias)
     if params.cwd is not None and params.cwd.strip():
-        workspace = canonical_workspace(params.cwd, handlers.app.launch_dir, risk)
+        workspace = canonical_workspace(params.cwd, state.app.launch_dir, risk)
     else:
         workspace = Path(stored.info.workspace_dir)
     if params.additional_directories is not None:
@@ -123,21 +124,22 @@ async def fork_session(handlers: AcpHandlers, params: schema.ForkParams) -> Repl
     fork_id = str(uuid.uuid4())
     table.check_capacity()
     with table.reserving(fork_id):
-        session = handlers._build_session(
+        session = build_session(
+            state,
             fork_id,
             alias,
             workspace,
             history,
             stored.plan,
             mcp_servers=select_mcp_servers(
-                config.agents[alias], params.mcp_servers, remote=handlers.connection.remote
+                config.agents[alias], params.mcp_servers, remote=outbound.remote
             ),
         )
         attach_roots(session, extra_roots)
         session.title = fork_title(stored.info.title)
-        options.apply_stored_choices(handlers.app, session, choices)
+        options.apply_stored_choices(state.app, session, choices)
         try:
-            await _store_fork(store, session, turns, extra_roots, handlers.connection.principal)
+            await _store_fork(store, session, turns, extra_roots, outbound.principal)
         except BaseException:
             session.close()
             raise
@@ -152,7 +154,7 @@ async def fork_session(handlers: AcpHandlers, params: schema.ForkParams) -> Repl
         config_options=options.config_options(config, session),
         meta=schema.NewSessionMeta(zeroclaw=meta),
     )
-    return with_commands(handlers.connection, result, session)
+    return with_commands(state, result, session)
 
 
 async def _store_fork(

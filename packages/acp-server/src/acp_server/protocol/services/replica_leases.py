@@ -2,7 +2,7 @@
 (storage/postgres/leases.py).
 
 ``open_replica_leases(live, store)`` runs while a process serves over a PostgreSQL store. Every
-session id the process's ``LiveSessions`` holds (protocol/ownership.py) gets its lock:
+session id the process's ``LiveSessions`` holds (protocol/services/ownership.py) gets its lock:
 
 * a restore (``session/load``, ``session/resume``) claims the session through
   ``ReplicaLeases.acquire``: the epoch is bumped, the replica holding it is notified, and
@@ -29,7 +29,7 @@ from typing import Final
 import trio
 
 from acp_server.errors import StoreError
-from acp_server.protocol.ownership import LiveSessions
+from acp_server.protocol.services.ownership import LiveSessions
 from acp_server.storage import AsyncSessionStore, StoreUnavailable, UnknownSession
 from acp_server.storage.postgres import PostgresSessionStore
 from acp_server.storage.postgres.leases import SessionLeases
@@ -42,7 +42,7 @@ TAKEOVER_NOTICE_BUFFER: Final = 64
 
 class ReplicaLeases:
     """The process's session locks in a shared store (``SessionLocks`` of
-    protocol/ownership.py). Build it with ``open_replica_leases``."""
+    protocol/services/ownership.py). Build it with ``open_replica_leases``."""
 
     def __init__(self, live: LiveSessions) -> None:
         self._live = live

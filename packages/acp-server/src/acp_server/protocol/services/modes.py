@@ -1,4 +1,4 @@
-"""ACP ``session/set_mode``: the ``mode`` config option (protocol/config_options.py) set
+"""ACP ``session/set_mode``: the ``mode`` config option (services/config_options.py) set
 through ACP's session modes, for clients that read ``modes`` rather than config options
 (acpx's ``set-mode``, avante's legacy mode picker).
 
@@ -12,21 +12,21 @@ from typing import TYPE_CHECKING, Final
 
 from acp_core import schema
 from acp_core.errors import InvalidParamsError
-from acp_server.protocol import config_options as options
+from acp_server.protocol.services import config_options as options
 
 if TYPE_CHECKING:
     from acp_core.jsonrpc import Payload
-    from acp_server.protocol.handlers import AcpHandlers
     from acp_server.protocol.routes import Job
+    from acp_server.protocol.services.connection_state import ConnectionState
 
 MAX_SHOWN_MODES: Final = 8
 
 
-def admit_set_mode(handlers: AcpHandlers, params: schema.SetModeParams, request_key: str) -> Job:
+def admit_set_mode(state: ConnectionState, params: schema.SetModeParams, request_key: str) -> Job:
     """Applied in arrival order, as ``session/set_config_option`` is; the job stores the
     choice, sends ``config_option_update`` and ``current_mode_update``, and answers ``{}``."""
-    session = handlers.table.live(params.session_id)
-    modes = options.session_modes(handlers.config, session)
+    session = state.table.live(params.session_id)
+    modes = options.session_modes(state.config, session)
     offered = [mode.id for mode in modes.available_modes]
     if params.mode_id not in offered:
         allowed = ", ".join(offered[:MAX_SHOWN_MODES])
@@ -34,8 +34,8 @@ def admit_set_mode(handlers: AcpHandlers, params: schema.SetModeParams, request_
             f"Invalid mode {options.shown(params.mode_id)}: this session offers {allowed}"
             " (at most its agent's risk profile)"
         )
-    options.choose(handlers.app, session, options.MODE_OPTION, params.mode_id)
-    announce = options.store_and_announce(handlers, session, mode_changed=True)
+    options.choose(state.app, session, options.MODE_OPTION, params.mode_id)
+    announce = options.store_and_announce(state, session, mode_changed=True)
 
     async def answer() -> Payload:
         await announce()

@@ -18,7 +18,7 @@ from acp_server.protocol.presentation.commands import commands_update
 
 if TYPE_CHECKING:
     from acp_server.agent.runtime.session import Session
-    from acp_server.protocol.connection import AcpConnection
+    from acp_server.protocol.services.connection_state import ConnectionState
 
 
 class ReplyThen(msgspec.Struct, frozen=True):
@@ -28,14 +28,14 @@ class ReplyThen(msgspec.Struct, frozen=True):
     after: Callable[[], Awaitable[None]]
 
 
-def with_commands(connection: AcpConnection, result: Any, session: Session) -> ReplyThen:
+def with_commands(state: ConnectionState, result: Any, session: Session) -> ReplyThen:
     """``result``, followed by the session's ``available_commands_update``."""
 
     async def announce() -> None:
-        if connection.sessions.get(session.session_id) is not session:
+        if state.table.get(session.session_id) is not session:
             return  # closed (or replaced) before its reply went out
         commands = session.commands.changed(always=True)
         if commands is not None:
-            await connection.send_update(session.session_id, commands_update(commands))
+            await state.outbound.send_update(session.session_id, commands_update(commands))
 
     return ReplyThen(result, announce)
