@@ -45,6 +45,9 @@ HEAVY_BEFORE_THE_FIRST_PROMPT: Final = (
     "mcp",
     "mcp_types",
     "acp_server.agent.tools.mcp",  # only for a session with MCP servers
+    # the process supervisor and its client: only a shell command starts them
+    "acp_server.security.sandbox.supervisor",
+    "acp_server.security.sandbox.processes",
     "psycopg",
     "acp_server.storage.postgres",
     "acp_server.gateway",
