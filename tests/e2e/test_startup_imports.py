@@ -45,6 +45,18 @@ HEAVY_BEFORE_THE_FIRST_PROMPT: Final = (
     "mcp",
     "mcp_types",
     "acp_server.agent.tools.mcp",  # only for a session with MCP servers
+    # the built-in tools' table and modules: a session names its tools, the first turn
+    # makes them (agent/tools/builtin_set.py)
+    "acp_server.agent.tools.registry",
+    "acp_server.agent.tools.shell",
+    "acp_server.agent.tools.files",
+    "acp_server.agent.tools.search",
+    "acp_server.agent.tools.deliver",
+    "acp_server.agent.tools.interaction",
+    "acp_server.agent.tools.web",
+    # the process supervisor and its client: only a shell command starts them
+    "acp_server.security.sandbox.supervisor",
+    "acp_server.security.sandbox.processes",
     "psycopg",
     "acp_server.storage.postgres",
     "acp_server.gateway",

@@ -42,9 +42,10 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Final, Literal
+
+import msgspec
 
 CONFIG_DIR_ENV: Final = "ZEROCLAW_CONFIG_DIR"
 CONFIG_FILE_NAME: Final = "config.toml"
@@ -208,8 +209,7 @@ def url_host(host: str) -> str:
     return host
 
 
-@dataclass(frozen=True, slots=True)
-class GatewayAddress:
+class GatewayAddress(msgspec.Struct, frozen=True):
     """Where a gateway answers: the URL of any of its routes is built from this.
 
     ``host`` as ``normalize_host`` leaves it, ``path_prefix`` as ``normalize_path_prefix``

@@ -16,9 +16,10 @@ import gc
 import logging
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, NoReturn
+
+import msgspec
 
 if TYPE_CHECKING:
     from acp_server.config import Config
@@ -79,8 +80,7 @@ def fail(message: str, *, code: int = 1) -> NoReturn:
     sys.exit(code)
 
 
-@dataclass
-class CliState:
+class CliState(msgspec.Struct):
     config_dir_flag: Path | None
 
     @property
@@ -103,8 +103,7 @@ class CliState:
             fail(str(exc), code=EXIT_CONFIG_ERROR)
 
 
-@dataclass(frozen=True)
-class AcpLaunch:
+class AcpLaunch(msgspec.Struct, frozen=True):
     """``zeroclaw acp``'s arguments, as its click command would have received them."""
 
     config_dir: Path | None = None

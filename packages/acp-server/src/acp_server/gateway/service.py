@@ -25,7 +25,6 @@ it is closed (a WebSocket with 1012 "restarting": bridges reconnect on 1012 and 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import errno
 import logging
 import signal
@@ -33,6 +32,7 @@ import ssl
 from collections.abc import AsyncIterator, Callable
 from typing import Final
 
+import msgspec
 import trio
 from wsproto.frame_protocol import CloseReason
 
@@ -285,7 +285,7 @@ class Gateway:
                 config_problem=False,
             ) from None
         self.bound_port = int(tcp_listeners[0].socket.getsockname()[1])
-        self.state.address = dataclasses.replace(self.state.address, port=self.bound_port)
+        self.state.address = msgspec.structs.replace(self.state.address, port=self.bound_port)
         # TLS starts per connection (_handle_stream): a PROXY protocol header comes first.
         self._tls = ssl_context
         listeners: list[trio.abc.Listener[trio.abc.Stream]] = list(tcp_listeners)

@@ -15,8 +15,9 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Final
+
+import msgspec
 
 TRANSPORT_WEBSOCKET: Final = "websocket"
 TRANSPORT_HTTP: Final = "http"
@@ -44,8 +45,7 @@ def ended_as(completed: bool) -> str:
 PAIRING_FAILURE_REASONS: Final = {400: "no_code", 403: "wrong_code", 429: "throttled"}
 
 
-@dataclass(slots=True)
-class Timing:
+class Timing(msgspec.Struct):
     """A measured span; the caller names its outcome (``outcome``) before it ends."""
 
     outcome: str = OUTCOME_ERROR

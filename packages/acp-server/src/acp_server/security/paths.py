@@ -54,8 +54,10 @@ class PathJail:
         self.workspace = workspace.resolve()
         self.extra_roots: tuple[Path, ...] = ()
         self.roots: tuple[Path, ...] = (self.workspace,)
-        self.grants: SessionGrants = session_grants(profile, self.workspace)
+        self.grants: SessionGrants
         """What the roots grant; the shell's OS sandbox confines commands to exactly this."""
+        # add_roots computes them, once for the jail and its first roots: each computation
+        # resolves every forbidden and private path (a realpath each).
         self.add_roots(extra_roots)
 
     def add_roots(self, extra_roots: Sequence[Path]) -> None:

@@ -14,8 +14,9 @@ principal (a partial unique index): a second pairing under a name in use is refu
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Final
+
+import msgspec
 
 from acp_server.storage.dialect import Connection, Dialect
 from acp_server.storage.records import StoreError
@@ -31,8 +32,7 @@ class PrincipalTaken(StoreError):
     """Another live token already belongs to that principal."""
 
 
-@dataclass(frozen=True, slots=True)
-class PairedToken:
+class PairedToken(msgspec.Struct, frozen=True):
     """One row of ``acp_paired_tokens`` (times are ISO 8601 UTC text)."""
 
     digest: str

@@ -173,8 +173,7 @@ def check_daily_cents(
         raise BudgetExceeded(budget_message(spent_usd, cents / 100, cap(cents), next_day(today)))
 
 
-@dataclass
-class CostMeter:
+class CostMeter(msgspec.Struct):
     """One session's view of the caps (``check``) and of what its calls cost (``record``)."""
 
     cost: CostConfig

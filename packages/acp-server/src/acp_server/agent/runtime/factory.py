@@ -27,8 +27,8 @@ def default_tools_factory(
     Tools are stateless: the session's workspace and policy reach them through
     ``ToolContext`` on every call.
     """
-    # Imported on first use: the tools' modules (and httpx for the web tools) are not
-    # loaded before a session needs them (tests/e2e/test_startup_imports.py).
-    from acp_server.agent.tools.registry import build_tools
+    # Made on first use: the tools' modules (and httpx for the web tools) are not loaded
+    # before a turn needs them (tests/e2e/test_startup_imports.py).
+    from acp_server.agent.tools.builtin_set import BuiltinTools
 
-    return build_tools(web=config.web)
+    return BuiltinTools(config.web)

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+import msgspec
+
 from acp_server.agent.skills.loader import LoadedSkills, warn_once
 from acp_server.agent.skills.manifest import Skill
 from acp_server.agent.skills.tools import skill_tools
@@ -35,8 +37,7 @@ def command_name(skill: Skill) -> str:
     return "-".join(skill.name.split())
 
 
-@dataclass(frozen=True, slots=True)
-class SkillCommand:
+class SkillCommand(msgspec.Struct, frozen=True):
     """One slash command: ``/name``, what it does, and what to type after it."""
 
     name: str

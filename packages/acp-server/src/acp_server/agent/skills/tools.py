@@ -47,7 +47,6 @@ from acp_server.agent.tools.base import (
     ToolError,
     ToolOutput,
 )
-from acp_server.agent.tools.shell import ShellTool
 from acp_server.security import ToolRules
 
 logger = logging.getLogger(__name__)
@@ -156,6 +155,10 @@ class SkillShellTool:
             raise RefusedCall(f"{self.name} needs string arguments: {wanted}")
         if self.tool.timeout_secs is not None:
             ctx = replace(ctx, shell_timeout_secs=float(self.tool.timeout_secs))
+        # The shell tool's module loads with the first command run, as the built-in
+        # tools' do (agent/tools/builtin_set.py), not with the skills' slash commands.
+        from acp_server.agent.tools.shell import ShellTool
+
         return await ShellTool().run({"command": command}, ctx)
 
 

@@ -32,7 +32,7 @@ import os
 import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import msgspec
 import trio
@@ -60,8 +60,9 @@ from acp_server.security.sandbox import (
     shell_program,
     spawned,
 )
-from acp_server.security.sandbox.processes import SupervisorError, command_supervisor
-from acp_server.security.sandbox.supervisor import ChildSetup
+
+if TYPE_CHECKING:
+    from acp_server.security.sandbox.processes import SupervisorError
 
 logger = logging.getLogger(__name__)
 
@@ -161,6 +162,12 @@ async def run_shell_command(
 
     ``sandbox``: the argv, environment and child set-up ``plan_spawn`` made for the shell
     command line (``[shell, "-c", command]``); unconfined when None."""
+    # The supervisor's client and its child set-up load with the first command: a session
+    # lists this tool at session/new without running anything (tests/e2e/
+    # test_startup_imports.py).
+    from acp_server.security.sandbox.processes import SupervisorError, command_supervisor
+    from acp_server.security.sandbox.supervisor import ChildSetup
+
     env = dict(env)
     env.setdefault("PATH", _FALLBACK_PATH)
     plan = sandbox or SpawnPlan([shell_program(), "-c", command], env, ChildSetup())

@@ -28,7 +28,6 @@ from acp_server.config.values import (
     RiskProfileConfig,
 )
 from acp_server.security.sandbox import bubblewrap, landlock, seccomp
-from acp_server.security.sandbox.supervisor import ChildSetup, apply_child_setup
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +68,10 @@ def bubblewrap_status() -> BackendStatus:
     if landlock.abi_version() < landlock.SCOPE_ABI:
         problem = bubblewrap.probe(program)
     else:
+        # Loaded here, not at import: session/new needs the posture, only a probe or a
+        # command needs what a child applies to itself (supervisor.py, stdlib only).
+        from acp_server.security.sandbox.supervisor import ChildSetup, apply_child_setup
+
         ruleset_fd = landlock.build_scope_ruleset()
         try:
             scoped = partial(apply_child_setup, ChildSetup(landlock=True), ruleset_fd)

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from functools import cache, partial
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 
@@ -43,7 +43,11 @@ from acp_server.patterns import LazyPattern
 from acp_server.security.grants import SessionGrants, session_grants
 from acp_server.security.sandbox import bubblewrap, landlock, seccomp
 from acp_server.security.sandbox.posture import SandboxPosture, firejail_argv
-from acp_server.security.sandbox.supervisor import ChildSetup, apply_child_setup
+
+if TYPE_CHECKING:
+    # The supervisor's module (a standalone program, its ChildSetup and the ctypes calls a
+    # child makes before exec) loads with the first command planned, not at session/new.
+    from acp_server.security.sandbox.supervisor import ChildSetup
 
 SYSTEM_READ_DIRS: Final = (
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
@@ -95,6 +99,8 @@ class SpawnPlan(msgspec.Struct):
     @property
     def preexec_fn(self) -> Callable[[], None]:
         """``setup`` as a ``preexec_fn``, for starting the plan without the supervisor."""
+        from acp_server.security.sandbox.supervisor import apply_child_setup
+
         return partial(apply_child_setup, self.setup, self.ruleset_fd)
 
 
@@ -198,6 +204,8 @@ def plan_spawn(
             f"the risk profile requires an OS sandbox ({posture.requested}) and none is "
             f"available: {posture.reason}"
         )
+    from acp_server.security.sandbox.supervisor import ChildSetup
+
     child_env = dict(env)
     rlimits = ChildSetup(rlimits=limits.pairs())
     if posture.active == "none":
