@@ -13,8 +13,9 @@ the same run, alternating with ours, to compare before and after a change.
 
 Each is timed twice over: with compiled bytecode cached (as after any install: pip and
 ``uv tool install --compile-bytecode`` write it, and Python itself does on first run; kept
-here under a temporary ``PYTHONPYCACHEPREFIX``), and compiling every module from source
-(``PYTHONDONTWRITEBYTECODE=1`` with no cache, as in a container that forbids writing it).
+here under a temporary ``PYTHONPYCACHEPREFIX``), and compiling every module from source,
+the standard library's too (``PYTHONDONTWRITEBYTECODE=1`` with an empty cache, as in a
+container that forbids writing it).
 
 Then each command once more under ``python -X importtime``: the top entries by cumulative
 and by self time, of what it imported before ``session/new`` was answered.
@@ -153,7 +154,13 @@ def write_acp_config(config_dir: Path) -> None:
 
 
 def bytecode_env(mode: str, pycache: Path) -> dict[str, str]:
-    """The environment for ``mode``: "bytecode" (cached under ``pycache``) or "source"."""
+    """The environment for ``mode``: "bytecode" (cached under ``pycache``) or "source".
+
+    "source" points ``PYTHONPYCACHEPREFIX`` at a directory that stays empty (nothing may be
+    written to it): without it, whatever ``.pyc`` files happen to sit in one checkout's
+    ``__pycache__`` directories (a process started with ``-I`` writes them whatever the
+    environment says) would be read by that checkout alone, and the two would not compile
+    the same modules."""
     env = {
         key: value
         for key, value in os.environ.items()
@@ -163,6 +170,7 @@ def bytecode_env(mode: str, pycache: Path) -> dict[str, str]:
         env["PYTHONPYCACHEPREFIX"] = str(pycache)
     else:
         env["PYTHONDONTWRITEBYTECODE"] = "1"
+        env["PYTHONPYCACHEPREFIX"] = str(pycache.with_name("no-pycache"))
     return env
 
 
