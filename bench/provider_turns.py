@@ -230,7 +230,11 @@ async def main(args: argparse.Namespace) -> None:
     results: dict[str, Samples] = {}
     try:
         with tempfile.TemporaryDirectory(prefix="zc-provider-bench-") as tmp:
-            args.cwd = tmp
+            # A session's cwd may not contain the server's config directory
+            # (acp_server/protocol/services/roots.py): the sessions get a workspace beside it.
+            workspace = Path(tmp) / "workspace"
+            workspace.mkdir()
+            args.cwd = str(workspace)
             config_dir = Path(tmp) / "config"
             write_config(config_dir, server.base_url, persist=not args.in_memory)
             agents = [sdk_agent(args.words)]
