@@ -28,7 +28,7 @@ from acp_server.model import ChatMessage, CompletedTurn, PlanStep
 from acp_server.protocol.services import config_options as options
 from acp_server.protocol.services import ownership, visibility
 from acp_server.protocol.services.followups import ReplyThen, with_commands
-from acp_server.protocol.services.lifecycle import build_session
+from acp_server.protocol.services.lifecycle import build_session, opened_result
 from acp_server.protocol.services.roots import (
     agent_risk_profile,
     attach_roots,
@@ -36,7 +36,6 @@ from acp_server.protocol.services.roots import (
     canonical_workspace,
     restored_roots,
 )
-from acp_server.security.sandbox import agent_posture
 from acp_server.storage import DEFAULT_MAX_RESTORED_MESSAGES
 
 if TYPE_CHECKING:
@@ -108,7 +107,7 @@ async def fork_session(state: ConnectionState, params: schema.ForkParams) -> Rep
     alias = resolve_restore_alias(
         stored=stored.info.agent_alias,
         config_default=config.acp.default_agent,
-        agents={name: agent.dispatchable for name, agent in config.agents.items()},
+        agents=state.agent_table(),
     )
     risk = agent_risk_profile(config, alias)
     if params.cwd is not None and params.cwd.strip():
@@ -146,15 +145,7 @@ async def fork_session(state: ConnectionState, params: schema.ForkParams) -> Rep
         session.epoch = ownership.CREATOR_EPOCH
         table.add(session)
     logger.info("session %s forked from %s (%d messages)", fork_id, source_id, len(history))
-    meta = schema.SessionZeroclawMeta(sandbox=agent_posture(config, alias).meta())
-    result = schema.NewSessionResult(
-        session_id=fork_id,
-        workspace_dir=str(workspace),
-        modes=options.session_modes(config, session),
-        config_options=options.config_options(config, session),
-        meta=schema.NewSessionMeta(zeroclaw=meta),
-    )
-    return with_commands(state, result, session)
+    return with_commands(state, opened_result(config, session), session)
 
 
 async def _store_fork(

@@ -25,7 +25,12 @@ from acp_server.agent.limits.actions import SessionActions
 from acp_server.agent.providers.base import ProviderError
 from acp_server.agent.runtime.session import Session
 from acp_server.agent.tools.mcp_servers import select_mcp_servers
-from acp_server.config import AnyMcpServerConfig, RiskProfileConfig, RuntimeProfileConfig
+from acp_server.config import (
+    AnyMcpServerConfig,
+    Config,
+    RiskProfileConfig,
+    RuntimeProfileConfig,
+)
 from acp_server.errors import AgentUnavailable, OperationFailed
 from acp_server.model import ChatMessage, PlanStep
 from acp_server.protocol.routes import Job
@@ -92,15 +97,20 @@ async def new_session(state: ConnectionState, request: schema.NewSessionParams) 
             raise
         table.add(session)
     logger.info("session %s opened (agent %s, cwd %s)", session_id, alias, workspace)
-    sandbox = schema.SessionZeroclawMeta(sandbox=agent_posture(config, alias).meta())
-    result = schema.NewSessionResult(
-        session_id=session_id,
-        workspace_dir=str(workspace),
+    return with_commands(state, opened_result(config, session), session)
+
+
+def opened_result(config: Config, session: Session) -> schema.NewSessionResult:
+    """What ``session/new`` and ``session/fork`` answer for the ``session`` they opened:
+    its id, workspace, modes and options, and the sandbox its agent runs commands in."""
+    sandbox = schema.SessionZeroclawMeta(sandbox=agent_posture(config, session.agent.alias).meta())
+    return schema.NewSessionResult(
+        session_id=session.session_id,
+        workspace_dir=str(session.workspace),
         modes=options.session_modes(config, session),
         config_options=options.config_options(config, session),
         meta=schema.NewSessionMeta(zeroclaw=sandbox),
     )
-    return with_commands(state, result, session)
 
 
 def build_session(
