@@ -24,6 +24,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Final
 
+from acp_server.agent.tools.builtin_set import BUILTIN_TOOL_NAMES
 from acp_server.agent.tools.mcp_names import MCP_TOOL_PREFIX
 
 ACTION_WINDOW_SECS: Final = 3600.0
@@ -40,22 +41,9 @@ def principal_rate_limit_error(principal: str, cap: int) -> str:
     )
 
 
-COUNTED_TOOLS: Final = frozenset(
-    {
-        "shell",
-        "file_read",
-        "file_write",
-        "file_edit",
-        "glob_search",
-        "content_search",
-        "deliver_file",
-        "web_fetch",
-        "http_request",
-        "ask_user",
-        "escalate_to_human",
-    }
-)
-"""The built-in tools ZeroClaw's implementation counts as actions (todo_write is not one)."""
+COUNTED_TOOLS: Final = frozenset(BUILTIN_TOOL_NAMES) - {"todo_write"}
+"""The built-in tools ZeroClaw's implementation counts as actions: all but todo_write,
+which only records the plan."""
 
 
 def counts_as_action(tool_name: str) -> bool:
