@@ -71,22 +71,23 @@ def admit_prompt(state: ConnectionState, params: schema.PromptParams, request_ke
     if state.table.was_reaped(params.session_id) and store is not None:
         then = partial(_start_and_run, state, request_key, params)
         return admit_reaped_restore(state, params.session_id, store, then)
-    session, turn = _start(state, state.table.live(params.session_id), request_key)
+    session = state.table.live(params.session_id)
+    turn = _start(state, session, request_key)
     return partial(prompt, state, session, turn, request_key, params)
 
 
-def _start(state: ConnectionState, session: Session, request_key: str) -> tuple[Session, Turn]:
+def _start(state: ConnectionState, session: Session, request_key: str) -> Turn:
     """Reserve ``session``'s single turn for the prompt ``request_key`` (-32002 if busy)."""
     turn = state.table.start_turn(session)
     if request_key:
         state.prompt_turns[request_key] = turn
-    return session, turn
+    return turn
 
 
 async def _start_and_run(
     state: ConnectionState, request_key: str, params: schema.PromptParams, session: Session
 ) -> Payload:
-    session, turn = _start(state, session, request_key)
+    turn = _start(state, session, request_key)
     return await prompt(state, session, turn, request_key, params)
 
 
